@@ -1,8 +1,18 @@
-"""Policy base class and `PolicySpec`."""
+"""`Policy`: what acts in an env and how its experience is postprocessed.
+
+A policy owns a model and an action distribution; it computes actions for a
+batch of observations and turns raw trajectories into train batches (e.g.
+GAE). Its gradient updates run in a `Learner` (`corral.core.learner`).
+"""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from corral.policy.sample_batch import SampleBatch
 
 
 class PolicySpec(NamedTuple):
@@ -13,3 +23,143 @@ class PolicySpec(NamedTuple):
     observation_space: Any = None
     action_space: Any = None
     config: dict | None = None
+
+
+class Policy:
+    """Base class of all policies (framework-independent part).
+
+    Subclasses implement `compute_actions`; trainable ones also `loss` (see
+    `TorchPolicy`).
+    """
+
+    # True when `postprocess_trajectory` accepts a batch holding several
+    # trajectories (told apart by eps_id); the sampler then postprocesses a
+    # whole fragment in one call instead of one call per trajectory.
+    postprocess_batched: bool = False
+
+    def __init__(
+        self, observation_space: gym.Space, action_space: gym.Space, config: dict
+    ) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.config = config
+        self.global_timestep = 0
+
+    # -- acting -------------------------------------------------------------
+
+    def compute_actions(
+        self,
+        obs_batch: Any,
+        state_batches: list | None = None,
+        prev_action_batch: Any = None,
+        prev_reward_batch: Any = None,
+        info_batch: Any = None,
+        episodes: list | None = None,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, list, dict]:
+        """Returns (actions, state_outs, extra_fetches) for a batch of obs."""
+        raise NotImplementedError
+
+    def compute_single_action(
+        self,
+        obs: Any = None,
+        state: list | None = None,
+        *,
+        prev_action: Any = None,
+        prev_reward: Any = None,
+        info: dict | None = None,
+        input_dict: dict | None = None,
+        episode: Any = None,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, list, dict]:
+        """Single-observation version of `compute_actions` (unbatched output)."""
+        if input_dict is not None:
+            obs = input_dict[SampleBatch.OBS]
+            state = state or [
+                v for k, v in sorted(input_dict.items()) if k.startswith("state_in_")
+            ]
+            prev_action = input_dict.get(SampleBatch.PREV_ACTIONS, prev_action)
+            prev_reward = input_dict.get(SampleBatch.PREV_REWARDS, prev_reward)
+        state_batch = [np.expand_dims(s, 0) for s in (state or [])]
+        actions, state_out, extra = self.compute_actions(
+            np.expand_dims(np.asarray(obs), 0),
+            state_batch,
+            prev_action_batch=None if prev_action is None else [prev_action],
+            prev_reward_batch=None if prev_reward is None else [prev_reward],
+            info_batch=None if info is None else [info],
+            episodes=None if episode is None else [episode],
+            explore=explore,
+            timestep=timestep,
+            **kwargs,
+        )
+        action = _unbatch_first(actions)
+        return (
+            action,
+            [s[0] for s in state_out],
+            {k: _unbatch_first(v) for k, v in extra.items()},
+        )
+
+    # -- experience ---------------------------------------------------------
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        """Adds training columns (advantages, n-step returns, ...); default: none."""
+        return sample_batch
+
+    def learn_on_batch(self, samples: SampleBatch) -> dict:
+        """One update on `samples` through this policy's learner."""
+        raise NotImplementedError(f"{type(self).__name__} cannot learn.")
+
+    def on_global_var_update(self, global_vars: dict) -> None:
+        """Called with e.g. {"timestep": n} before each round of sampling."""
+        self.global_timestep = global_vars.get("timestep", self.global_timestep)
+
+    # -- state --------------------------------------------------------------
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        pass
+
+    def get_state(self) -> dict[str, Any]:
+        """Weights plus everything else needed to resume (JSON-able extras)."""
+        return {"weights": self.get_weights(), "global_timestep": self.global_timestep}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.set_weights(state["weights"])
+        self.global_timestep = state.get("global_timestep", 0)
+
+    def get_initial_state(self) -> list[np.ndarray]:
+        return []
+
+    def is_recurrent(self) -> bool:
+        return False
+
+    def num_state_tensors(self) -> int:
+        return len(self.get_initial_state())
+
+    def export_model(self, export_dir: str, onnx: int | None = None) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support export_model.")
+
+    def export_checkpoint(self, export_dir: str, filename_prefix: str = "model") -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support export_checkpoint.")
+
+    def import_model_from_h5(self, import_file: str) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not support h5 import.")
+
+
+def _unbatch_first(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return type(value)(_unbatch_first(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _unbatch_first(v) for k, v in value.items()}
+    return value[0]

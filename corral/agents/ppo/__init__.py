@@ -1,0 +1,6 @@
+"""Proximal Policy Optimization."""
+
+from corral.agents.ppo.ppo import DEFAULT_CONFIG, PPOTrainer
+from corral.agents.ppo.ppo_torch_policy import PPOTorchPolicy
+
+__all__ = ["DEFAULT_CONFIG", "PPOTorchPolicy", "PPOTrainer"]

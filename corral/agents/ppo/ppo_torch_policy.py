@@ -1,0 +1,203 @@
+"""PPO's policy: GAE postprocessing and the clipped surrogate loss.
+
+Schulman et al. 2017, "Proximal Policy Optimization Algorithms"
+(arXiv:1707.06347); advantages by GAE, Schulman et al. 2016 (arXiv:1506.02438).
+The loss keeps RLlib 1.x's form: clipped surrogate + adaptive KL penalty +
+clipped squared value error - entropy bonus.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.schedules import make_schedule
+
+
+class PPOTorchPolicy(TorchPolicy):
+    """PPO: `postprocess_trajectory` adds GAE columns, `loss` is PPO's."""
+
+    train_columns = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.ACTION_LOGP,
+        SampleBatch.ACTION_DIST_INPUTS,
+        SampleBatch.VF_PREDS,
+        SampleBatch.ADVANTAGES,
+        SampleBatch.VALUE_TARGETS,
+    )
+
+    def __init__(
+        self, observation_space: gym.Space, action_space: gym.Space, config: dict
+    ) -> None:
+        super().__init__(observation_space, action_space, config)
+        self.kl_coeff = float(config["kl_coeff"])
+        self.kl_target = float(config["kl_target"])
+        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
+        self._entropy_schedule = make_schedule(
+            config.get("entropy_coeff_schedule"), config["entropy_coeff"]
+        )
+        self.cur_lr = self._lr_schedule(0)
+        self.entropy_coeff = self._entropy_schedule(0)
+
+    def on_global_var_update(self, global_vars: dict) -> None:
+        super().on_global_var_update(global_vars)
+        self.cur_lr = self._lr_schedule(self.global_timestep)
+        self.entropy_coeff = self._entropy_schedule(self.global_timestep)
+
+    # -- postprocessing -----------------------------------------------------
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        return compute_advantages(
+            sample_batch,
+            self,
+            gamma=self.config["gamma"],
+            lambda_=self.config["lambda"],
+            use_gae=self.config["use_gae"],
+            use_critic=self.config["use_critic"],
+        )
+
+    # -- loss ---------------------------------------------------------------
+
+    def loss(
+        self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        cfg = self.config
+        dist_inputs, values = self._forward_inference(train_batch[SampleBatch.OBS])
+        curr = dist_class(dist_inputs, model)
+        prev = dist_class(train_batch[SampleBatch.ACTION_DIST_INPUTS], model)
+        actions = train_batch[SampleBatch.ACTIONS]
+        advantages = train_batch[SampleBatch.ADVANTAGES]
+
+        # Probability ratio r = pi(a|s) / pi_old(a|s) and the clipped objective
+        # min(r A, clip(r, 1 - eps, 1 + eps) A)   (eq. 7 of the PPO paper).
+        ratio = torch.exp(curr.logp(actions) - train_batch[SampleBatch.ACTION_LOGP])
+        surrogate = torch.minimum(
+            advantages * ratio,
+            advantages * torch.clamp(ratio, 1 - cfg["clip_param"], 1 + cfg["clip_param"]),
+        )
+        kl = prev.kl(curr)
+        entropy = curr.entropy()
+        total = -surrogate - self.entropy_coeff * entropy
+        if self.kl_coeff > 0.0:
+            total = total + self.kl_coeff * kl
+
+        targets = train_batch[SampleBatch.VALUE_TARGETS]
+        if cfg["use_critic"]:
+            # RLlib 1.x clips the squared error itself (not the value change).
+            vf_loss = torch.clamp((values - targets) ** 2, 0.0, cfg["vf_clip_param"])
+            total = total + cfg["vf_loss_coeff"] * vf_loss
+        else:
+            vf_loss = torch.zeros_like(total)
+        total_loss = total.mean()
+        with torch.no_grad():
+            stats = {
+                "total_loss": total_loss,
+                "policy_loss": -surrogate.mean(),
+                "vf_loss": vf_loss.mean(),
+                "vf_explained_var": explained_variance(targets, values),
+                "kl": kl.mean(),
+                "entropy": entropy.mean(),
+                "entropy_coeff": torch.tensor(self.entropy_coeff),
+                "cur_kl_coeff": torch.tensor(self.kl_coeff),
+                "cur_lr": torch.tensor(self.cur_lr),
+            }
+        return total_loss, stats
+
+    def after_update(self, stats: dict[str, float]) -> dict[str, float]:
+        """Adapts the KL coefficient to the mean KL of this update (RLlib's rule)."""
+        kl = stats.get("kl")
+        if kl is None or self.kl_coeff == 0.0:
+            return {}
+        if kl > 2.0 * self.kl_target:
+            self.kl_coeff *= 1.5
+        elif kl < 0.5 * self.kl_target:
+            self.kl_coeff *= 0.5
+        return {"cur_kl_coeff": self.kl_coeff}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"kl_coeff": self.kl_coeff, "entropy_coeff": self.entropy_coeff}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.kl_coeff = state.get("kl_coeff", self.kl_coeff)
+        self.entropy_coeff = state.get("entropy_coeff", self.entropy_coeff)
+
+
+def explained_variance(targets: torch.Tensor, predictions: torch.Tensor) -> torch.Tensor:
+    """1 - Var[y - y_hat] / Var[y], floored at -1 (RLlib's convention)."""
+    var_y = torch.var(targets)
+    diff_var = torch.var(targets - predictions)
+    return torch.clamp(1.0 - diff_var / var_y, min=-1.0) if var_y > 0 else torch.tensor(0.0)
+
+
+def compute_advantages(
+    batch: SampleBatch,
+    policy: TorchPolicy,
+    gamma: float,
+    lambda_: float = 1.0,
+    use_gae: bool = True,
+    use_critic: bool = True,
+) -> SampleBatch:
+    """Adds `advantages` and `value_targets` to a batch of one or more trajectories.
+
+    Trajectories are runs of equal `eps_id`. Where one ends without being
+    terminated (truncation, horizon, fragment cut), the return is bootstrapped
+    with V(new_obs) of its last step, computed for all such ends in one pass.
+    """
+    n = batch.count
+    rewards = batch[SampleBatch.REWARDS].astype(np.float64)
+    terminated = batch[SampleBatch.TERMINATEDS]
+    eps = batch[SampleBatch.EPS_ID]
+    # cont[k]: step k+1 continues the trajectory of step k.
+    cont = np.zeros(n, dtype=bool)
+    cont[:-1] = eps[1:] == eps[:-1]
+    ends = np.flatnonzero(~cont & ~terminated)
+    next_values = np.zeros(n, np.float64)
+    if use_critic:
+        vf = batch[SampleBatch.VF_PREDS].astype(np.float64)
+        next_values[:-1] = np.where(cont[:-1], vf[1:], 0.0)
+        if len(ends):
+            next_values[ends] = policy.value(batch[SampleBatch.NEXT_OBS][ends])
+    else:
+        vf = np.zeros(n, np.float64)
+
+    if use_gae:
+        if not use_critic:
+            raise ValueError("use_gae=True requires use_critic=True (GAE needs values).")
+        # delta_t = r_t + gamma V(s_t+1) - V(s_t);  A_t = delta_t + gamma lambda A_t+1.
+        deltas = rewards + gamma * next_values - vf
+        advantages = _discounted_scan(deltas, cont, gamma * lambda_)
+        targets = advantages + vf
+    else:
+        # Discounted returns, bootstrapped at cut ends.
+        seeds = rewards.copy()
+        seeds[ends] += gamma * next_values[ends]
+        returns = _discounted_scan(seeds, cont, gamma)
+        advantages = returns - vf
+        targets = returns
+    batch[SampleBatch.ADVANTAGES] = advantages.astype(np.float32)
+    batch[SampleBatch.VALUE_TARGETS] = targets.astype(np.float32)
+    if not use_critic:
+        batch[SampleBatch.VF_PREDS] = np.zeros(n, np.float32)
+    return batch
+
+
+def _discounted_scan(x: np.ndarray, cont: np.ndarray, discount: float) -> np.ndarray:
+    """y_k = x_k + discount * y_k+1 within a trajectory (cont[k] links k to k+1)."""
+    out = np.empty_like(x)
+    xs, cs = x.tolist(), cont.tolist()
+    acc = 0.0
+    for k in range(len(xs) - 1, -1, -1):
+        acc = xs[k] + (discount * acc if cs[k] else 0.0)
+        out[k] = acc
+    return out

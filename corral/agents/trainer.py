@@ -1,0 +1,634 @@
+"""`Trainer`: the classic RLlib 1.x training API, orchestration only.
+
+A trainer builds its rollout workers (`WorkerSet`), its learners
+(`LearnerGroup`) and, when asked, evaluation workers; `train()` runs one
+iteration: `step()` retries `step_attempt()` after worker failures, and
+`step_attempt()` runs the algorithm's `training_step()` (sample -> update ->
+sync weights) until the iteration's minimum time/steps are reached, then
+evaluates when due. An algorithm is a default config, a policy class and a
+`training_step`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from corral.agents.callbacks import DefaultCallbacks
+from corral.agents.config import (
+    ALLOW_UNKNOWN_SUBKEYS,
+    COMMON_CONFIG,
+    OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES,
+    check_not_implemented,
+    merge_trainer_configs,
+    validate_config,
+    with_common_config,
+)
+from corral.core.learner import LearnerGroup
+from corral.env.env_context import EnvContext
+from corral.env.utils import env_id_of, make_env_creator
+from corral.evaluation.backend import WorkerFailure, wait_all
+from corral.evaluation.metrics import RolloutMetrics, collect_metrics, summarize_episodes
+from corral.evaluation.worker_set import WorkerSet
+from corral.policy.policy import Policy
+from corral.policy.sample_batch import DEFAULT_POLICY_ID
+from corral.tune.logger import UnifiedLogger
+from corral.tune.result import default_results_dir
+from corral.tune.trainable import CheckpointError, Trainable
+from corral.utils import checkpoints
+from corral.utils.deprecation import deprecation_warning
+from corral.utils.metrics import stats_to_values
+
+__all__ = [
+    "COMMON_CONFIG",
+    "MAX_WORKER_FAILURE_RETRIES",
+    "Trainer",
+    "with_common_config",
+]
+
+logger = logging.getLogger(__name__)
+
+# How many times `step()` retries `step_attempt()` after worker failures in a
+# row; more than a few in a row means something is persistently broken.
+MAX_WORKER_FAILURE_RETRIES = 3
+
+NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
+NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
+NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
+NUM_AGENT_STEPS_TRAINED = "num_agent_steps_trained"
+
+CHECKPOINT_FORMAT_VERSION = 1
+
+
+class Trainer(Trainable):
+    """Coordinates sampling, learning and evaluation for one algorithm.
+
+    Args:
+        config: partial config, merged over the algorithm's `DEFAULT_CONFIG`.
+        env: a name given to `register_env`, a Gymnasium id, a dotted class
+            path or an env class (overrides `config["env"]`).
+        logger_creator: `fn(config) -> Logger`; default: a `UnifiedLogger` in
+            `~/corral_results/<Trainer>_<env>_<time>...`.
+    """
+
+    _name = "Trainer"
+    _default_config: dict = COMMON_CONFIG
+    _policy_class: type[Policy] | None = None
+    _allow_unknown_configs = False
+    _allow_unknown_subkeys = ALLOW_UNKNOWN_SUBKEYS
+    _override_all_subkeys_if_type_changes = OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES
+
+    def __init__(
+        self,
+        config: dict | None = None,
+        env: Any = None,
+        logger_creator: Callable | None = None,
+        remote_checkpoint_dir: str | None = None,
+        sync_function_tpl: str | None = None,
+    ) -> None:
+        config = dict(config or {})
+        env = env if env is not None else config.get("env")
+        self._env_id = env_id_of(env)
+        if env is not None:
+            config["env"] = env
+        if logger_creator is None:
+            logger_creator = self._default_logger_creator
+        super().__init__(config, logger_creator)
+
+    def _default_logger_creator(self, config: dict) -> UnifiedLogger:
+        results_dir = default_results_dir()
+        os.makedirs(results_dir, exist_ok=True)
+        timestr = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
+        env = (self._env_id or "NoEnv").replace("/", "_")
+        logdir = tempfile.mkdtemp(prefix=f"{self._name}_{env}_{timestr}", dir=results_dir)
+        return UnifiedLogger(config, logdir, loggers=None)
+
+    # -- config -------------------------------------------------------------
+
+    @classmethod
+    def get_default_config(cls) -> dict:
+        return cls._default_config
+
+    @classmethod
+    def merge_trainer_configs(
+        cls, config1: dict, config2: dict | None, _allow_unknown_configs: bool | None = None
+    ) -> dict:
+        if _allow_unknown_configs is None:
+            _allow_unknown_configs = cls._allow_unknown_configs
+        return merge_trainer_configs(
+            config1,
+            config2,
+            _allow_unknown_configs,
+            cls._allow_unknown_subkeys,
+            cls._override_all_subkeys_if_type_changes,
+        )
+
+    @staticmethod
+    def _validate_config(config: dict, trainer_obj_or_none: Trainer | None = None) -> None:
+        validate_config(config, trainer_obj_or_none)
+
+    def validate_config(self, config: dict) -> None:
+        """Algorithm-specific checks (subclasses extend; call super)."""
+
+    def get_default_policy_class(self, config: dict) -> type[Policy]:
+        if self._policy_class is None:
+            raise NotImplementedError(f"{type(self).__name__} defines no default policy class.")
+        return self._policy_class
+
+    @staticmethod
+    def validate_env(env: Any, env_context: EnvContext) -> None:
+        """Checks each new (sub-)env; override to add your own checks."""
+
+    # -- setup --------------------------------------------------------------
+
+    def setup(self, config: dict) -> None:
+        defaults = self.get_default_config()
+        self.config = self.merge_trainer_configs(defaults, config, self._allow_unknown_configs)
+        self.raw_user_config = config
+        self._validate_config(self.config, trainer_obj_or_none=self)
+        check_not_implemented(self.config, defaults)
+        self.validate_config(self.config)
+        if not callable(self.config["callbacks"]):
+            raise ValueError(
+                "`callbacks` must be a callable that returns a DefaultCallbacks subclass "
+                f"instance, got {self.config['callbacks']!r}"
+            )
+        os.environ.update(
+            {k: str(v) for k, v in self.config["extra_python_environs_for_driver"].items()}
+        )
+        if self.config.get("log_level"):
+            logging.getLogger("corral").setLevel(self.config["log_level"])
+        _seed_driver(self.config.get("seed"))
+        self.env_creator = make_env_creator(self.config.get("env"))
+        self.callbacks: DefaultCallbacks = self.config["callbacks"]()
+        self._counters: dict[str, int] = defaultdict(int)
+        self._episode_history: list[RolloutMetrics] = []
+        self._episodes_total = 0
+
+        self.workers = self._make_workers(
+            env_creator=self.env_creator,
+            validate_env=self.validate_env,
+            policy_class=self.get_default_policy_class(self.config),
+            config=self.config,
+            num_workers=self.config["num_workers"],
+        )
+        local = self.workers.local_worker()
+        self.learner_group = LearnerGroup(
+            self.config,
+            {pid: p for pid, p in local.policy_map.items() if local.is_policy_to_train(pid)},
+            self.callbacks,
+        )
+        self.evaluation_workers: WorkerSet | None = None
+        if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
+            self.evaluation_workers = self._make_workers(
+                env_creator=self.env_creator,
+                validate_env=None,
+                policy_class=self.get_default_policy_class(self.config),
+                config=self._evaluation_config(),
+                num_workers=self.config["evaluation_num_workers"],
+            )
+        self.callbacks.on_trainer_init(trainer=self)
+
+    def _evaluation_config(self) -> dict:
+        overrides = self.config["evaluation_config"] or {}
+        if overrides.get("in_evaluation", True) is not True:
+            raise ValueError("evaluation_config must not set `in_evaluation` to False.")
+        eval_config = merge_trainer_configs(
+            self.config, overrides, True, self._allow_unknown_subkeys,
+            self._override_all_subkeys_if_type_changes,
+        )
+        self._validate_config(eval_config, trainer_obj_or_none=self)
+        # Evaluation always runs whole episodes.
+        eval_config.update(batch_mode="complete_episodes", in_evaluation=True)
+        return eval_config
+
+    def _make_workers(
+        self,
+        *,
+        env_creator: Callable,
+        validate_env: Callable | None,
+        policy_class: type[Policy],
+        config: dict,
+        num_workers: int,
+    ) -> WorkerSet:
+        return WorkerSet(
+            env_creator=env_creator,
+            validate_env=validate_env,
+            policy_class=policy_class,
+            trainer_config=config,
+            num_workers=num_workers,
+            logdir=self.logdir,
+        )
+
+    # -- training -----------------------------------------------------------
+
+    def step(self) -> dict:
+        """One iteration, retrying `step_attempt()` after worker failures."""
+        recover = self.config["ignore_worker_failures"] or self.config.get(
+            "recreate_failed_workers"
+        )
+        for _ in range(1 + MAX_WORKER_FAILURE_RETRIES):
+            try:
+                return self.step_attempt()
+            except WorkerFailure:
+                if not recover:
+                    logger.info(
+                        "A worker failed during train(). To continue without it, set "
+                        "`ignore_worker_failures: True` (or `recreate_failed_workers: True`)."
+                    )
+                    raise
+                logger.exception("Worker failure in train(); attempting to recover.")
+                self.try_recover_from_step_attempt()
+        raise RuntimeError("Failed to recover from worker crash.")
+
+    def step_attempt(self) -> dict:
+        """Trains one iteration and evaluates when `evaluation_interval` says so."""
+        interval = self.config["evaluation_interval"]
+        evaluate_now = bool(interval) and (self._iteration + 1) % interval == 0
+        results = self._train_iteration()
+        if evaluate_now:
+            evaluation = self.evaluate()
+            if not isinstance(evaluation, dict):
+                raise ValueError("Trainer.evaluate() must return a dict.")
+            results.update(evaluation)
+        return results
+
+    def _train_iteration(self) -> dict:
+        start = time.perf_counter()
+        steps_before = self._counters[NUM_ENV_STEPS_SAMPLED]
+        min_time = self.config["min_iter_time_s"] or 0
+        min_steps = self.config["timesteps_per_iteration"] or 0
+        while True:
+            learner_info = self.training_step()
+            steps = self._counters[NUM_ENV_STEPS_SAMPLED] - steps_before
+            if time.perf_counter() - start >= min_time and steps >= min_steps:
+                break
+        return self._compile_results(learner_info, steps)
+
+    def training_step(self) -> dict:
+        """One round of sampling and learning; returns the learner info dict.
+
+        Algorithms implement this (sample with the worker set, update through
+        `self.learner_group`, sync weights, count steps in `self._counters`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement training_step().")
+
+    def _compile_results(self, learner_info: dict, steps_this_iter: int) -> dict:
+        result = collect_metrics(
+            self.workers.local_worker(),
+            self.workers.healthy_remote_workers(),
+            min_history=self.config["metrics_smoothing_episodes"],
+            history=self._episode_history,
+        )
+        self._episodes_total += result["episodes_this_iter"]
+        counters = dict(self._counters)
+        by_agent = self.config["multiagent"]["count_steps_by"] == "agent_steps"
+        result.update(
+            {
+                "info": {"learner": learner_info, **counters},
+                "timesteps_this_iter": steps_this_iter,
+                "timesteps_total": counters.get(
+                    NUM_AGENT_STEPS_SAMPLED if by_agent else NUM_ENV_STEPS_SAMPLED, 0
+                ),
+                "agent_timesteps_total": counters.get(NUM_AGENT_STEPS_SAMPLED, 0),
+                "episodes_total": self._episodes_total,
+                "num_healthy_workers": len(self.workers.healthy_remote_workers()),
+                **counters,
+            }
+        )
+        return result
+
+    def log_result(self, result: dict) -> None:
+        # Callbacks may change the result before it is written.
+        self.callbacks.on_train_result(trainer=self, result=result)
+        super().log_result(result)
+
+    def learner_info_from(self, results: dict | None) -> dict:
+        """Learner results (Stats leaves) -> RLlib's `info/learner` layout."""
+        values = stats_to_values(results or {})
+        info = {}
+        for pid, stats in values.items():
+            if pid.startswith("__"):
+                continue
+            stats = dict(stats)
+            trained = stats.pop("num_module_steps_trained", 0)
+            info[pid] = {
+                "learner_stats": stats,
+                "num_agent_steps_trained": trained,
+                "custom_metrics": {},
+            }
+        return info
+
+    # -- evaluation ---------------------------------------------------------
+
+    def evaluate(self, episodes_left_fn: Callable[[int], int] | None = None) -> dict:
+        """Runs `evaluation_num_episodes` episodes with the evaluation settings.
+
+        Returns `{"evaluation": metrics}`. Weights are synced to the evaluation
+        workers first.
+        """
+        self._before_evaluate()
+        eval_workers = self.evaluation_workers
+        if eval_workers is not None:
+            self._sync_weights_to_workers(worker_set=eval_workers)
+        if self.config["custom_eval_function"]:
+            metrics = self.config["custom_eval_function"](self, eval_workers)
+            if not metrics or not isinstance(metrics, dict):
+                raise ValueError(f"Custom eval function must return dict of metrics, got {metrics}.")
+            return {"evaluation": metrics}
+        num_episodes = self.config["evaluation_num_episodes"]
+        if eval_workers is None:
+            worker = self.workers.local_worker()
+            if worker.sampler is None:
+                raise ValueError(
+                    "Cannot evaluate w/o an evaluation worker set in the Trainer or w/o an "
+                    "env on the local worker!\nTry one of the following:\n1) Set "
+                    "`evaluation_interval` >= 0 to force creating a separate evaluation "
+                    "worker set.\n2) Set `create_env_on_driver=True` to force the local "
+                    "(non-eval) worker to have an environment to evaluate on."
+                )
+            episodes = _sample_episodes_locally(worker, num_episodes, reset=False)
+        elif not eval_workers.remote_workers():
+            episodes = _sample_episodes_locally(eval_workers.local_worker(), num_episodes)
+        else:
+            episodes = self._sample_episodes_remotely(eval_workers, num_episodes)
+        return {"evaluation": summarize_episodes(episodes)}
+
+    def _sample_episodes_remotely(self, eval_workers: WorkerSet, num_episodes: int) -> list:
+        workers = eval_workers.remote_workers()
+        rounds = math.ceil(num_episodes / len(workers))
+        episodes: list[RolloutMetrics] = []
+        wait_all([w.call("reset_sampler") for w in workers])
+        for _ in range(rounds):
+            if len(episodes) >= num_episodes:
+                break
+            wait_all([w.call("sample") for w in workers])
+            for metrics in wait_all([w.call("get_metrics") for w in workers]):
+                episodes.extend(metrics)
+        return episodes
+
+    def _before_evaluate(self) -> None:
+        """Hook run before each evaluation."""
+
+    def _sync_weights_to_workers(self, *, worker_set: WorkerSet) -> None:
+        source = self.workers.local_worker()
+        state = source.get_state()
+        worker_set.local_worker().set_state(state)
+        wait_all([w.call("set_state", state) for w in worker_set.remote_workers()])
+
+    # -- acting -------------------------------------------------------------
+
+    def compute_single_action(
+        self,
+        observation: Any = None,
+        state: list | None = None,
+        *,
+        prev_action: Any = None,
+        prev_reward: float | None = None,
+        info: dict | None = None,
+        input_dict: dict | None = None,
+        policy_id: str = DEFAULT_POLICY_ID,
+        full_fetch: bool = False,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        episode: Any = None,
+        unsquash_action: bool | None = None,
+        clip_action: bool | None = None,
+        unsquash_actions: bool | None = None,
+        clip_actions: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The action of policy `policy_id` for one observation.
+
+        Returns the action, or (action, state_out, extra_fetches) when
+        `full_fetch` is True or a `state` was given.
+        """
+        if unsquash_actions is not None:
+            deprecation_warning("unsquash_actions", "unsquash_action")
+            unsquash_action = unsquash_actions
+        if clip_actions is not None:
+            deprecation_warning("clip_actions", "clip_action")
+            clip_action = clip_actions
+        if observation is not None and input_dict is not None:
+            raise ValueError(
+                "Provide either `input_dict` OR [`observation`, ...] as args to "
+                "Trainer.compute_single_action!"
+            )
+        if observation is None and input_dict is None:
+            raise ValueError(
+                "Provide either `input_dict` OR [`observation`, ...] as args to "
+                "Trainer.compute_single_action!"
+            )
+        worker = self.workers.local_worker()
+        policy = self.get_policy(policy_id)
+        if policy is None:
+            raise KeyError(
+                f"PolicyID '{policy_id}' not found in PolicyMap of the Trainer's local "
+                f"worker; policies: {sorted(worker.policy_map)}."
+            )
+        if input_dict is not None:
+            input_dict = dict(input_dict)
+            input_dict["obs"] = worker.filters[policy_id](input_dict["obs"], update=False)
+        else:
+            observation = worker.filters[policy_id](observation, update=False)
+        action, state_out, extra = policy.compute_single_action(
+            observation,
+            state,
+            prev_action=prev_action,
+            prev_reward=prev_reward,
+            info=info,
+            input_dict=input_dict,
+            explore=explore,
+            timestep=timestep,
+            episode=episode,
+            unsquash_action=unsquash_action,
+            clip_action=clip_action,
+        )
+        if state or full_fetch:
+            return action, state_out, extra
+        return action
+
+    def compute_action(self, *args: Any, **kwargs: Any) -> Any:
+        """Deprecated alias of `compute_single_action`."""
+        deprecation_warning("compute_action", "compute_single_action")
+        return self.compute_single_action(*args, **kwargs)
+
+    # -- policies and weights ----------------------------------------------
+
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy | None:
+        return self.workers.local_worker().get_policy(policy_id)
+
+    def get_weights(self, policies: list[str] | None = None) -> dict:
+        return self.workers.local_worker().get_weights(policies)
+
+    def set_weights(self, weights: dict) -> None:
+        local = self.workers.local_worker()
+        local.set_weights(weights)
+        for pid in weights:
+            policy = local.policy_map[pid]
+            policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
+        self.workers.sync_weights()
+
+    # -- recovery -----------------------------------------------------------
+
+    def try_recover_from_step_attempt(self) -> None:
+        """Health-checks every remote worker; drops (or recreates) the dead ones."""
+        workers = self.workers
+        if not workers.remote_workers():
+            return
+        healthy = []
+        for w, ok in workers.probe_remote_workers():
+            if ok:
+                healthy.append(w)
+                continue
+            if self.config.get("recreate_failed_workers"):
+                logger.warning("Recreating failed worker %d.", w.worker_index)
+                healthy.append(workers.recreate_worker(w.worker_index))
+            else:
+                logger.warning("Removing unhealthy worker %d.", w.worker_index)
+                w.kill()
+        if not healthy:
+            raise RuntimeError("Not enough healthy workers remain to continue.")
+        workers.reset(healthy)
+
+    # -- checkpoints --------------------------------------------------------
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        """Writes weights (safetensors), optimiser state (tensors) and JSON state."""
+        local = self.workers.local_worker()
+        checkpoints.write_trainer_state(
+            checkpoint_dir,
+            {
+                "format_version": CHECKPOINT_FORMAT_VERSION,
+                "trainer": self._name,
+                "env": self._env_id,
+                "counters": dict(self._counters),
+                "episodes_total": self._episodes_total,
+                "episode_history": [m._asdict() for m in self._episode_history],
+            },
+            worker_state=local.get_state(),
+            learner_state=self.learner_group.get_state(),
+        )
+        return None
+
+    def load_checkpoint(self, checkpoint_path: str) -> None:
+        state, worker_state, learner_state = checkpoints.read_trainer_state(
+            checkpoint_path, self.workers.local_worker().get_state()
+        )
+        if state.get("trainer") != self._name:
+            raise CheckpointError(
+                f"Checkpoint {checkpoint_path} was written by a {state.get('trainer')} "
+                f"trainer, expected {self._name}."
+            )
+        self.__setstate__(
+            {
+                "worker": worker_state,
+                "learner": learner_state,
+                "counters": state.get("counters", {}),
+                "episodes_total": state.get("episodes_total", 0),
+                "episode_history": state.get("episode_history", []),
+            }
+        )
+
+    def __getstate__(self) -> dict:
+        return {
+            "worker": self.workers.local_worker().get_state(),
+            "learner": self.learner_group.get_state(),
+            "counters": dict(self._counters),
+            "episodes_total": self._episodes_total,
+            "episode_history": [m._asdict() for m in self._episode_history],
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        local = self.workers.local_worker()
+        local.set_state(state["worker"])
+        for policy in local.policy_map.values():
+            policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
+        wait_all([w.call("set_state", state["worker"]) for w in self.workers.remote_workers()])
+        if state.get("learner"):
+            self.learner_group.set_state(state["learner"])
+        self._counters = defaultdict(int, state.get("counters", {}))
+        self._episodes_total = state.get("episodes_total", 0)
+        self._episode_history = [RolloutMetrics(**m) for m in state.get("episode_history", [])]
+
+    # -- resources ----------------------------------------------------------
+
+    @classmethod
+    def default_resource_request(cls, config: dict) -> dict:
+        """Placement-group bundles: driver, each worker, each evaluation worker."""
+        cf = dict(cls._default_config, **config)
+        eval_cf = cf.get("evaluation_config") or {}
+        fake = cf.get("_fake_gpus")
+        driver = {"CPU": cf["num_cpus_for_driver"] + (cf["num_gpus"] if fake else 0)}
+        driver["GPU"] = 0 if fake else cf["num_gpus"]
+        bundles = [driver]
+        for _ in range(cf["num_workers"]):
+            bundles.append({"CPU": cf["num_cpus_per_worker"], "GPU": cf["num_gpus_per_worker"]})
+        if cf["evaluation_interval"]:
+            for _ in range(cf["evaluation_num_workers"]):
+                bundles.append(
+                    {
+                        "CPU": eval_cf.get("num_cpus_per_worker", cf["num_cpus_per_worker"]),
+                        "GPU": eval_cf.get("num_gpus_per_worker", cf["num_gpus_per_worker"]),
+                    }
+                )
+        return {"bundles": bundles, "strategy": cf.get("placement_strategy", "PACK")}
+
+    @classmethod
+    def resource_help(cls, config: dict) -> str:
+        return (
+            "\n\nYou can adjust the resource requests of corral trainers by setting "
+            "`num_workers`, `num_gpus`, and other configs. See the DEFAULT_CONFIG defined "
+            f"by each algorithm for more info.\n\nThe config of this trainer is: {config}"
+        )
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def cleanup(self) -> None:
+        """Stops every worker process (rollout and evaluation)."""
+        for worker_set in (getattr(self, "workers", None), getattr(self, "evaluation_workers", None)):
+            if worker_set is not None:
+                worker_set.stop()
+
+    @staticmethod
+    def with_updates(**overrides: Any) -> type[Trainer]:
+        raise NotImplementedError(
+            "`with_updates` may only be called on Trainer sub-classes that were generated "
+            "via the `corral.agents.trainer_template.build_trainer()` function!"
+        )
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+def _seed_driver(seed: int | None) -> None:
+    if seed is None:
+        return
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _sample_episodes_locally(worker: Any, num_episodes: int, reset: bool = True) -> list:
+    """Exactly `num_episodes` finished episodes from one worker."""
+    if reset:
+        worker.reset_sampler()
+    worker.get_metrics()  # drop episodes finished before this evaluation
+    episodes: list[RolloutMetrics] = []
+    while len(episodes) < num_episodes:
+        worker.sample()
+        episodes.extend(worker.get_metrics())
+    return episodes[:num_episodes]
+

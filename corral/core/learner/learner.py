@@ -1,0 +1,227 @@
+"""`Learner`: the one place where gradient updates happen.
+
+`Learner.update` takes a train batch and runs `num_epochs` passes over it in
+minibatches of `minibatch_size` (shuffled per epoch when asked), calling the
+policy's `loss` on each minibatch. The train batch is turned into torch
+tensors once; minibatches are index selections on those tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from corral.utils.metrics import MetricsLogger
+
+# Key under which per-update counters that concern all policies are logged.
+ALL_MODULES = "__all_modules__"
+NUM_ENV_STEPS_SAMPLED_LIFETIME = "num_env_steps_sampled_lifetime"
+
+
+@dataclass
+class TrainingData:
+    """What an update trains on: one batch, several, or episodes (trajectories)."""
+
+    batch: SampleBatch | MultiAgentBatch | None = None
+    batches: Sequence[SampleBatch | MultiAgentBatch] | None = None
+    episodes: Sequence[SampleBatch | MultiAgentBatch] | None = None
+
+    def solve(self) -> MultiAgentBatch:
+        """All inputs concatenated into one `MultiAgentBatch`."""
+        parts: list[Any] = []
+        if self.batch is not None:
+            parts.append(self.batch)
+        parts.extend(self.batches or ())
+        parts.extend(self.episodes or ())
+        if not parts:
+            raise ValueError(
+                "Learner.update needs training data: pass `batch`, `batches`, `episodes` "
+                "or `training_data`."
+            )
+        return concat_samples(parts).as_multi_agent()
+
+
+class Learner:
+    """Owns the optimisers of the policies it trains and updates them.
+
+    Args:
+        policies: policy id -> policy (a `TorchPolicy` with `loss` and
+            `make_optimizer`); the learner updates these objects in place.
+        config: the trainer config (`grad_clip`, `seed`).
+        callbacks: optional `DefaultCallbacks`; `on_learn_on_batch` is called
+            once per policy and update, before the first gradient step.
+    """
+
+    def __init__(self, policies: dict[str, Any], config: dict, callbacks: Any = None) -> None:
+        self.policies = dict(policies)
+        self.config = config
+        self.callbacks = callbacks
+        self.optimizers = {pid: p.make_optimizer() for pid, p in self.policies.items()}
+        self.metrics = MetricsLogger()
+        self._generator = torch.Generator()
+        seed = config.get("seed")
+        self._generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**62))
+
+    def add_policy(self, policy_id: str, policy: Any) -> None:
+        self.policies[policy_id] = policy
+        self.optimizers[policy_id] = policy.make_optimizer()
+
+    def remove_policy(self, policy_id: str) -> None:
+        self.policies.pop(policy_id, None)
+        self.optimizers.pop(policy_id, None)
+
+    def update(
+        self,
+        batch: SampleBatch | MultiAgentBatch | None = None,
+        batches: list[SampleBatch | MultiAgentBatch] | None = None,
+        batch_refs: list | None = None,
+        episodes: list | None = None,
+        episodes_refs: list | None = None,
+        data_iterators: list | None = None,
+        training_data: TrainingData | None = None,
+        *,
+        timesteps: dict[str, Any] | None = None,
+        num_total_minibatches: int = 0,
+        num_epochs: int = 1,
+        minibatch_size: int | None = None,
+        shuffle_batch_per_epoch: bool = False,
+        _no_metrics_reduce: bool = False,
+        **kwargs: Any,
+    ) -> dict | None:
+        """Runs `num_epochs` epochs over the training data.
+
+        Each epoch splits the batch into `len(batch) // minibatch_size`
+        minibatches (the whole batch when `minibatch_size` is None or larger
+        than the batch), shuffled per epoch when `shuffle_batch_per_epoch`.
+        `num_total_minibatches > 0` instead runs exactly that many minibatches,
+        cycling through epochs. Returns `metrics.reduce()`: a nested dict
+        (policy id -> stat name) of `Stats`, which can be reduced again across
+        learners; None when `_no_metrics_reduce`.
+        """
+        if batch_refs or episodes_refs or data_iterators:
+            raise NotImplementedError(
+                "batch_refs, episodes_refs and data_iterators are Ray object refs / Ray Data "
+                "iterators; they need backend='ray', which is not implemented yet."
+            )
+        if num_epochs < 1:
+            raise ValueError(f"num_epochs must be >= 1, got {num_epochs}.")
+        if minibatch_size is not None and minibatch_size < 1:
+            raise ValueError(f"minibatch_size must be None or >= 1, got {minibatch_size}.")
+        data = (training_data or TrainingData(batch, batches, episodes)).solve()
+        for pid, policy_batch in data.policy_batches.items():
+            if pid in self.policies and policy_batch.count > 0:
+                self._update_policy(
+                    pid, policy_batch, num_epochs, minibatch_size,
+                    shuffle_batch_per_epoch, num_total_minibatches,
+                )
+        if timesteps:
+            self.metrics.log_value(
+                (ALL_MODULES, NUM_ENV_STEPS_SAMPLED_LIFETIME),
+                timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0),
+                reduce="max",
+                window=1,
+            )
+        self.metrics.log_value(
+            (ALL_MODULES, "num_env_steps_trained"), data.env_steps(), reduce="sum",
+            clear_on_reduce=True,
+        )
+        return None if _no_metrics_reduce else self.metrics.reduce()
+
+    def _update_policy(
+        self,
+        pid: str,
+        batch: SampleBatch,
+        num_epochs: int,
+        minibatch_size: int | None,
+        shuffle: bool,
+        num_total_minibatches: int,
+    ) -> None:
+        policy = self.policies[pid]
+        optimizer = self.optimizers[pid]
+        extra: dict[str, Any] = {}
+        if self.callbacks is not None:
+            self.callbacks.on_learn_on_batch(policy=policy, train_batch=batch, result=extra)
+        for group in optimizer.param_groups:
+            group["lr"] = getattr(policy, "cur_lr", group["lr"])
+        tensors = _to_tensors(batch, getattr(policy, "train_columns", None))
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        grad_clip = policy.config.get("grad_clip")
+        for idx in self._minibatch_indices(
+            batch.count, num_epochs, minibatch_size, shuffle, num_total_minibatches
+        ):
+            mb = tensors if idx is None else {k: v[idx] for k, v in tensors.items()}
+            loss, stats = policy.loss(policy.model, policy.dist_class, mb)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_clip:
+                stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+            optimizer.step()
+            for name, value in stats.items():
+                self.metrics.log_value(
+                    (pid, name), value.detach() if torch.is_tensor(value) else value,
+                    window=float("inf"), clear_on_reduce=True,
+                )
+        policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
+        mean_stats = {name: self.metrics.peek((pid, name)) for name in stats}
+        for name, value in {**policy.after_update(mean_stats), **extra}.items():
+            self.metrics.log_value((pid, name), value, window=1)
+        self.metrics.log_value(
+            (pid, "num_module_steps_trained"), batch.count, reduce="sum", clear_on_reduce=True
+        )
+
+    def _minibatch_indices(
+        self,
+        n: int,
+        num_epochs: int,
+        minibatch_size: int | None,
+        shuffle: bool,
+        num_total_minibatches: int,
+    ) -> Iterator[torch.Tensor | None]:
+        if minibatch_size is None or minibatch_size >= n:
+            total = num_total_minibatches or num_epochs
+            for _ in range(total):
+                yield None
+            return
+        per_epoch = n // minibatch_size
+        total = num_total_minibatches or num_epochs * per_epoch
+        done = 0
+        while done < total:
+            order = (
+                torch.randperm(n, generator=self._generator) if shuffle else torch.arange(n)
+            )
+            for i in range(per_epoch):
+                if done == total:
+                    return
+                yield order[i * minibatch_size : (i + 1) * minibatch_size]
+                done += 1
+
+    # -- state --------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """Optimiser states (tensors and numbers: loadable with weights_only)."""
+        return {
+            "optimizers": {pid: opt.state_dict() for pid, opt in self.optimizers.items()},
+            "generator": self._generator.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for pid, opt_state in state.get("optimizers", {}).items():
+            if pid in self.optimizers:
+                self.optimizers[pid].load_state_dict(opt_state)
+        if "generator" in state:
+            self._generator.set_state(state["generator"])
+
+
+def _to_tensors(batch: SampleBatch, columns: Sequence[str] | None) -> dict[str, torch.Tensor]:
+    keys = batch.keys() if columns is None else [c for c in columns if c in batch]
+    out = {}
+    for k in keys:
+        v = batch[k]
+        if isinstance(v, np.ndarray) and v.dtype != object:
+            out[k] = torch.from_numpy(np.ascontiguousarray(v))
+    return out

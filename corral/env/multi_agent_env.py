@@ -1,0 +1,77 @@
+"""`MultiAgentEnv`: several agents acting in one env, Gymnasium style."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+
+class MultiAgentEnv(gym.Env):
+    """An env whose observations, rewards, flags and infos are dicts keyed by agent id.
+
+    `reset(*, seed=None, options=None) -> (obs_dict, info_dict)`;
+    `step(action_dict) -> (obs, rewards, terminateds, truncateds, infos)` where
+    `terminateds` and `truncateds` also hold `"__all__"` (the whole episode is
+    over). Agents may join and leave mid-episode: only agents present in an
+    observation dict act next. Spaces are per agent (`observation_spaces`,
+    `action_spaces`) or shared (`observation_space`, `action_space`).
+    """
+
+    possible_agents: list[Any] = []
+    agents: list[Any] = []
+    observation_spaces: dict[Any, gym.Space] | None = None
+    action_spaces: dict[Any, gym.Space] | None = None
+
+    def get_observation_space(self, agent_id: Any) -> gym.Space:
+        if self.observation_spaces is not None:
+            return self.observation_spaces[agent_id]
+        return self.observation_space
+
+    def get_action_space(self, agent_id: Any) -> gym.Space:
+        if self.action_spaces is not None:
+            return self.action_spaces[agent_id]
+        return self.action_space
+
+
+def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> type:
+    """A `MultiAgentEnv` class running `config["num_agents"]` copies of a single-agent env.
+
+    Agent i acts in copy i; the episode ends when every copy has ended.
+    """
+
+    class MultiEnv(MultiAgentEnv):
+        def __init__(self, config: dict | None = None) -> None:
+            config = dict(config or {})
+            num = int(config.pop("num_agents", 1))
+            if isinstance(env_name_or_creator, str):
+                self.envs = [gym.make(env_name_or_creator) for _ in range(num)]
+            else:
+                self.envs = [env_name_or_creator(config) for _ in range(num)]
+            self.possible_agents = list(range(num))
+            self.agents = list(self.possible_agents)
+            self.observation_space = self.envs[0].observation_space
+            self.action_space = self.envs[0].action_space
+            self._done: set[int] = set()
+
+        def reset(self, *, seed: int | None = None, options: dict | None = None):
+            self._done = set()
+            self.agents = list(self.possible_agents)
+            obs, infos = {}, {}
+            for i, env in enumerate(self.envs):
+                obs[i], infos[i] = env.reset(seed=None if seed is None else seed + i)
+            return obs, infos
+
+        def step(self, action_dict: dict):
+            obs, rew, term, trunc, info = {}, {}, {}, {}, {}
+            for i, action in action_dict.items():
+                obs[i], rew[i], term[i], trunc[i], info[i] = self.envs[i].step(action)
+                if term[i] or trunc[i]:
+                    self._done.add(i)
+            self.agents = [a for a in self.possible_agents if a not in self._done]
+            term["__all__"] = len(self._done) == len(self.envs)
+            trunc["__all__"] = False
+            return obs, rew, term, trunc, info
+
+    return MultiEnv

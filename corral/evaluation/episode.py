@@ -1,0 +1,88 @@
+"""`Episode`: what callbacks see of one running episode."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+# Agent id used for single-agent envs (RLlib's name).
+SINGLE_AGENT_ID = "agent0"
+
+
+class Episode:
+    """State of one episode in one sub-env, handed to every episode callback.
+
+    `user_data` is scratch space for callbacks; `custom_metrics` (numbers) are
+    averaged into the result's `custom_metrics` as `<name>_mean/_min/_max`;
+    `hist_data` (lists) goes to `hist_stats`.
+    """
+
+    def __init__(
+        self,
+        episode_id: int,
+        env_id: int,
+        policies: dict[str, Any],
+        policy_mapping_fn: Any = None,
+        worker: Any = None,
+    ) -> None:
+        self.episode_id = episode_id
+        self.env_id = env_id
+        self.worker = worker
+        self.policy_map = policies
+        self._policy_mapping_fn = policy_mapping_fn
+        self.length = 0
+        self.total_reward = 0.0
+        self.agent_rewards: dict[tuple[Any, str], float] = defaultdict(float)
+        self.user_data: dict[str, Any] = {}
+        self.custom_metrics: dict[str, float] = {}
+        self.hist_data: dict[str, list] = {}
+        self.media: dict[str, Any] = {}
+        self._agent_to_policy: dict[Any, str] = {}
+        self._last_obs: dict[Any, Any] = {}
+        self._last_raw_obs: dict[Any, Any] = {}
+        self._last_actions: dict[Any, Any] = {}
+        self._last_rewards: dict[Any, float] = {}
+        self._last_infos: dict[Any, dict] = {}
+
+    def policy_for(self, agent_id: Any = SINGLE_AGENT_ID) -> str:
+        """The policy id this agent is mapped to (fixed for the whole episode)."""
+        if agent_id not in self._agent_to_policy:
+            fn = self._policy_mapping_fn
+            self._agent_to_policy[agent_id] = (
+                fn(agent_id, self, worker=self.worker) if fn else "default_policy"
+            )
+        return self._agent_to_policy[agent_id]
+
+    def last_observation_for(self, agent_id: Any = SINGLE_AGENT_ID) -> Any:
+        """The last (preprocessed) observation of this agent."""
+        return self._last_obs.get(agent_id)
+
+    def last_raw_obs_for(self, agent_id: Any = SINGLE_AGENT_ID) -> Any:
+        return self._last_raw_obs.get(agent_id)
+
+    def last_action_for(self, agent_id: Any = SINGLE_AGENT_ID) -> Any:
+        return self._last_actions.get(agent_id)
+
+    def last_reward_for(self, agent_id: Any = SINGLE_AGENT_ID) -> float:
+        return self._last_rewards.get(agent_id, 0.0)
+
+    def last_info_for(self, agent_id: Any = SINGLE_AGENT_ID) -> dict | None:
+        return self._last_infos.get(agent_id)
+
+    def _set_last(
+        self, agent_id: Any, obs: Any = None, action: Any = None, reward: float | None = None,
+        info: dict | None = None, raw_obs: Any = None,
+    ) -> None:
+        if obs is not None:
+            self._last_obs[agent_id] = obs
+        if raw_obs is not None:
+            self._last_raw_obs[agent_id] = raw_obs
+        if action is not None:
+            self._last_actions[agent_id] = action
+        if reward is not None:
+            self._last_rewards[agent_id] = reward
+        if info is not None:
+            self._last_infos[agent_id] = info
+
+    def __repr__(self) -> str:
+        return f"Episode(id={self.episode_id}, env_id={self.env_id}, length={self.length})"

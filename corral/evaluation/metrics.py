@@ -1,0 +1,105 @@
+"""Episode metrics: gathered on workers, summarised on the driver."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class RolloutMetrics(NamedTuple):
+    """What a worker reports about one finished episode."""
+
+    episode_length: int
+    episode_reward: float
+    agent_rewards: dict
+    custom_metrics: dict
+    perf_stats: dict
+    hist_data: dict
+    media: dict
+
+
+def get_metrics_from(workers: Sequence[Any], local_worker: Any = None) -> list[RolloutMetrics]:
+    """Finished-episode metrics (and sampler stats) from a worker set's members."""
+    from corral.evaluation.backend import wait_all
+
+    metrics: list[RolloutMetrics] = []
+    if local_worker is not None:
+        metrics.extend(local_worker.get_metrics())
+    for result in wait_all([w.call("get_metrics") for w in workers]):
+        metrics.extend(result)
+    return metrics
+
+
+def collect_metrics(
+    local_worker: Any = None,
+    remote_workers: Sequence[Any] = (),
+    to_be_collected: Any = None,
+    timeout_seconds: float = 180,
+    min_history: int = 100,
+    selected_workers: Sequence[Any] | None = None,
+    history: list[RolloutMetrics] | None = None,
+) -> dict[str, Any]:
+    """Gathers episode metrics from workers and summarises them.
+
+    When fewer than `min_history` episodes finished, the most recent ones of
+    `history` (which this updates in place) fill up the window, so returns are
+    smoothed over `metrics_smoothing_episodes` episodes as in RLlib.
+    """
+    workers = remote_workers if selected_workers is None else selected_workers
+    episodes = get_metrics_from(workers, local_worker)
+    return summarize_episodes(episodes, history=history, min_history=min_history)
+
+
+def summarize_episodes(
+    episodes: list[RolloutMetrics],
+    history: list[RolloutMetrics] | None = None,
+    min_history: int = 100,
+) -> dict[str, Any]:
+    """Turns per-episode metrics into the result keys of `train()`."""
+    new_count = len(episodes)
+    if history is not None:
+        missing = min_history - new_count
+        if missing > 0:
+            episodes = history[-missing:] + episodes
+        history[:] = episodes[-min_history:]
+
+    rewards = [e.episode_reward for e in episodes]
+    lengths = [e.episode_length for e in episodes]
+    policy_rewards: dict[str, list[float]] = collections.defaultdict(list)
+    custom: dict[str, list[float]] = collections.defaultdict(list)
+    hist: dict[str, list] = {"episode_reward": rewards, "episode_lengths": lengths}
+    perf: dict[str, list[float]] = collections.defaultdict(list)
+    for e in episodes:
+        for (_, policy_id), r in e.agent_rewards.items():
+            policy_rewards[policy_id].append(r)
+        for k, v in e.custom_metrics.items():
+            custom[k].append(v)
+        for k, v in e.hist_data.items():
+            hist.setdefault(k, []).extend(v)
+        for k, v in e.perf_stats.items():
+            perf[k].append(v)
+
+    custom_metrics: dict[str, float] = {}
+    for k, values in custom.items():
+        finite = [v for v in values if np.isfinite(v)]
+        custom_metrics[f"{k}_mean"] = float(np.mean(finite)) if finite else float("nan")
+        custom_metrics[f"{k}_min"] = float(np.min(finite)) if finite else float("nan")
+        custom_metrics[f"{k}_max"] = float(np.max(finite)) if finite else float("nan")
+    nan = float("nan")
+    return {
+        "episode_reward_max": float(np.max(rewards)) if rewards else nan,
+        "episode_reward_min": float(np.min(rewards)) if rewards else nan,
+        "episode_reward_mean": float(np.mean(rewards)) if rewards else nan,
+        "episode_len_mean": float(np.mean(lengths)) if lengths else nan,
+        "episodes_this_iter": new_count,
+        "policy_reward_min": {p: float(np.min(r)) for p, r in policy_rewards.items()},
+        "policy_reward_max": {p: float(np.max(r)) for p, r in policy_rewards.items()},
+        "policy_reward_mean": {p: float(np.mean(r)) for p, r in policy_rewards.items()},
+        "custom_metrics": custom_metrics,
+        "hist_stats": hist,
+        "sampler_perf": {k: float(np.mean(v)) for k, v in perf.items()},
+        "off_policy_estimator": {},
+    }

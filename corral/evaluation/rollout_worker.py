@@ -1,0 +1,332 @@
+"""`RolloutWorker`: envs + policies + sampler, in the driver or a worker process.
+
+The same class runs as the local worker (index 0, in the driver) and as each
+remote worker (index 1..n, behind a backend handle). `sample()` returns
+postprocessed batches ready for the learner.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.env.env_context import EnvContext
+from corral.env.vector_env import VectorEnv
+from corral.evaluation.metrics import RolloutMetrics
+from corral.evaluation.sampler import SingleAgentSampler
+from corral.policy.policy import Policy, PolicySpec
+from corral.policy.sample_batch import (
+    DEFAULT_POLICY_ID,
+    MultiAgentBatch,
+    SampleBatch,
+    concat_samples,
+)
+
+logger = logging.getLogger(__name__)
+
+NO_ENV_MESSAGE = (
+    "RolloutWorker has no `input_reader` object! Cannot call `sample()`: this worker "
+    "was created without an env (the driver's worker has none when num_workers > 0 and "
+    "create_env_on_driver is False)."
+)
+
+
+class NoFilter:
+    """The identity observation filter (`observation_filter: "NoFilter"`)."""
+
+    def __call__(self, obs: Any, update: bool = True) -> Any:
+        return obs
+
+    def get_state(self) -> dict:
+        return {"type": "NoFilter"}
+
+    def set_state(self, state: dict) -> None:
+        pass
+
+
+class RolloutWorker:
+    """Collects experience from its envs with its policies.
+
+    Args:
+        env_creator: builds one env from an `EnvContext`.
+        validate_env: called as `validate_env(env, env_context)` on each new env.
+        policy_specs: policy id -> `PolicySpec` (spaces None = taken from the env).
+        config: the (merged) trainer config.
+        worker_index: 0 for the driver's worker, 1..n for remote ones.
+        num_workers: number of remote workers in this worker's set.
+        spaces: policy id -> (obs space, action space), for a worker without env.
+    """
+
+    def __init__(
+        self,
+        *,
+        env_creator: Callable[[EnvContext], Any],
+        validate_env: Callable[[Any, EnvContext], None] | None = None,
+        policy_specs: dict[str, PolicySpec],
+        config: dict,
+        worker_index: int = 0,
+        num_workers: int = 0,
+        spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
+        log_dir: str | None = None,
+    ) -> None:
+        self.config = config
+        self.worker_index = worker_index
+        self.num_workers = num_workers
+        self.log_dir = log_dir
+        self.explore = config.get("explore", True)
+        self.global_vars: dict[str, Any] = {"timestep": 0}
+        self.seed = self._seed_everything(config.get("seed"))
+        self.callbacks = config["callbacks"]()
+        self.env_context = EnvContext(
+            config.get("env_config") or {},
+            worker_index=worker_index,
+            vector_index=0,
+            remote=bool(config.get("remote_worker_envs")),
+            num_workers=num_workers,
+        )
+        self.env_creator = env_creator
+        self.validate_env = validate_env
+        self.env = None
+        self.async_env: VectorEnv | None = None
+        if self._needs_env():
+            self.async_env = self._make_vector_env()
+            self.env = self.async_env.envs[0]
+        self.policy_map: dict[str, Policy] = self._build_policies(policy_specs, spaces)
+        self.policies_to_train = config["multiagent"].get("policies_to_train") or list(
+            self.policy_map
+        )
+        self.preprocessors = {
+            pid: getattr(p, "preprocessor", None) for pid, p in self.policy_map.items()
+        }
+        self.filters = {pid: NoFilter() for pid in self.policy_map}
+        self.sampler = (
+            SingleAgentSampler(self, self.async_env, self.policy_map[DEFAULT_POLICY_ID], config)
+            if self.async_env is not None
+            else None
+        )
+
+    # -- construction -------------------------------------------------------
+
+    def _seed_everything(self, seed: int | None) -> int | None:
+        if seed is None:
+            return None
+        # Distinct, reproducible streams per worker.
+        seed = int(seed) + 1000 * self.worker_index
+        import torch
+
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+        return seed
+
+    def _needs_env(self) -> bool:
+        if self.worker_index == 0 and self.num_workers > 0:
+            return bool(self.config.get("create_env_on_driver"))
+        return True
+
+    def _make_env(self, vector_index: int) -> Any:
+        ctx = self.env_context.copy_with_overrides(vector_index=vector_index)
+        env = self.env_creator(ctx)
+        if env is None:
+            return None
+        if self.validate_env is not None:
+            self.validate_env(env, ctx)
+        from corral.env.multi_agent_env import MultiAgentEnv
+
+        if isinstance(env, MultiAgentEnv):
+            raise NotImplementedError(
+                "Multi-agent envs are not supported by the sampler yet (multi-agent issue)."
+            )
+        if not isinstance(env, gym.Env):
+            raise ValueError(
+                f"The env creator returned {type(env).__name__}, expected a gymnasium.Env "
+                "(reset() -> (obs, info), step() -> (obs, reward, terminated, truncated, info))."
+            )
+        self.callbacks.on_sub_environment_created(
+            worker=self, sub_environment=env, env_context=ctx
+        )
+        return env
+
+    def _make_vector_env(self) -> VectorEnv | None:
+        first = self._make_env(0)
+        if first is None:
+            return None
+        n = int(self.config.get("num_envs_per_worker", 1))
+        if n < 1:
+            raise ValueError(f"num_envs_per_worker must be >= 1, got {n}.")
+        return VectorEnv.vectorize_gym_envs(self._make_env, n, existing_envs=[first])
+
+    def _build_policies(
+        self, specs: dict[str, PolicySpec], spaces: dict[str, tuple] | None
+    ) -> dict[str, Policy]:
+        policies: dict[str, Policy] = {}
+        for pid, spec in specs.items():
+            obs_space, act_space = spec.observation_space, spec.action_space
+            if spaces and pid in spaces:
+                obs_space = obs_space or spaces[pid][0]
+                act_space = act_space or spaces[pid][1]
+            if self.env is not None:
+                obs_space = obs_space or self.config.get("observation_space") or (
+                    self.env.observation_space
+                )
+                act_space = act_space or self.config.get("action_space") or self.env.action_space
+            if obs_space is None or act_space is None:
+                raise ValueError(
+                    f"Cannot infer the spaces of policy '{pid}': this worker has no env and "
+                    "none were given; set `observation_space` and `action_space`."
+                )
+            policy_config = {**self.config, **(spec.config or {})}
+            policies[pid] = spec.policy_class(obs_space, act_space, policy_config)
+        return policies
+
+    # -- sampling -----------------------------------------------------------
+
+    def sample(self) -> SampleBatch | MultiAgentBatch:
+        """One postprocessed fragment (`rollout_fragment_length` x envs steps)."""
+        if self.sampler is None:
+            raise ValueError(NO_ENV_MESSAGE)
+        raw = self.sampler.sample()
+        batch = self._postprocess(raw)
+        self.callbacks.on_sample_end(worker=self, samples=batch)
+        return batch
+
+    def _postprocess(self, raw: SampleBatch) -> SampleBatch:
+        policy = self.policy_map[DEFAULT_POLICY_ID]
+        hook = self.sampler.call_postprocess_hook
+        if policy.postprocess_batched and not hook:
+            return policy.postprocess_trajectory(raw)
+        pieces = []
+        for trajectory in raw.split_by_episode():
+            original = trajectory.copy()
+            post = policy.postprocess_trajectory(trajectory)
+            if hook:
+                self.callbacks.on_postprocess_trajectory(
+                    worker=self,
+                    episode=None,
+                    agent_id="agent0",
+                    policy_id=DEFAULT_POLICY_ID,
+                    policies=self.policy_map,
+                    postprocessed_batch=post,
+                    original_batches={"agent0": (DEFAULT_POLICY_ID, policy, original)},
+                )
+            pieces.append(post)
+        return concat_samples(pieces)
+
+    def reset_sampler(self) -> None:
+        """Resets every sub-env and drops unfinished episodes (fresh evaluation)."""
+        if self.sampler is not None:
+            self.sampler.reset()
+
+    def sample_with_count(self) -> tuple[SampleBatch, int]:
+        batch = self.sample()
+        return batch, batch.count
+
+    def get_metrics(self) -> list[RolloutMetrics]:
+        """Metrics of the episodes finished since the last call."""
+        return self.sampler.get_metrics() if self.sampler is not None else []
+
+    # -- policies and weights ----------------------------------------------
+
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy | None:
+        return self.policy_map.get(policy_id)
+
+    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        return {
+            pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()
+        }
+
+    def get_weights(self, policies: list[str] | None = None) -> dict[str, dict]:
+        ids = self.policy_map.keys() if policies is None else policies
+        return {pid: self.policy_map[pid].get_weights() for pid in ids}
+
+    def set_weights(self, weights: dict[str, dict], global_vars: dict | None = None) -> None:
+        for pid, w in weights.items():
+            self.policy_map[pid].set_weights(w)
+        if global_vars:
+            self.set_global_vars(global_vars)
+
+    def set_global_vars(self, global_vars: dict) -> None:
+        self.global_vars.update(global_vars)
+        for policy in self.policy_map.values():
+            policy.on_global_var_update(self.global_vars)
+
+    def get_global_vars(self) -> dict:
+        return dict(self.global_vars)
+
+    def get_state(self) -> dict[str, Any]:
+        """Policy states and filters, for checkpoints and new workers."""
+        return {
+            "policy_states": {pid: p.get_state() for pid, p in self.policy_map.items()},
+            "filters": {pid: f.get_state() for pid, f in self.filters.items()},
+            "global_vars": dict(self.global_vars),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for pid, policy_state in state["policy_states"].items():
+            if pid in self.policy_map:
+                self.policy_map[pid].set_state(policy_state)
+        for pid, filter_state in state.get("filters", {}).items():
+            if pid in self.filters:
+                self.filters[pid].set_state(filter_state)
+        self.global_vars.update(state.get("global_vars", {}))
+
+    # RLlib 1.x names for the same thing.
+    save = get_state
+    restore = set_state
+
+    def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
+        ptt = self.policies_to_train
+        return ptt(policy_id, batch) if callable(ptt) else policy_id in ptt
+
+    # -- iteration helpers --------------------------------------------------
+
+    def for_policy(self, func: Callable, policy_id: str = DEFAULT_POLICY_ID, **kwargs: Any):
+        return func(self.policy_map[policy_id], **kwargs)
+
+    def foreach_policy(self, func: Callable, **kwargs: Any) -> list:
+        return [func(p, pid, **kwargs) for pid, p in self.policy_map.items()]
+
+    def foreach_trainable_policy(self, func: Callable, **kwargs: Any) -> list:
+        return [
+            func(p, pid, **kwargs)
+            for pid, p in self.policy_map.items()
+            if self.is_policy_to_train(pid)
+        ]
+
+    def foreach_env(self, func: Callable) -> list:
+        if self.async_env is None:
+            return []
+        return [func(env) for env in self.async_env.get_sub_environments()]
+
+    def foreach_env_with_context(self, func: Callable) -> list:
+        if self.async_env is None:
+            return []
+        return [
+            func(env, self.env_context.copy_with_overrides(vector_index=i))
+            for i, env in enumerate(self.async_env.get_sub_environments())
+        ]
+
+    def apply(self, func: Callable, *args: Any, **kwargs: Any) -> Any:
+        return func(self, *args, **kwargs)
+
+    def ping(self) -> str:
+        return "pong"
+
+    def get_host(self) -> str:
+        return os.uname().nodename
+
+    def get_pid(self) -> int:
+        return os.getpid()
+
+    def stop(self) -> None:
+        if self.async_env is not None:
+            self.async_env.stop()
+
+    def __repr__(self) -> str:
+        return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"

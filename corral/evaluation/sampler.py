@@ -1,0 +1,337 @@
+"""The sampling loop for single-agent envs: n sub-envs, one forward pass per step.
+
+Each call to `sample()` steps every sub-env `T` times (`rollout_fragment_length`)
+into preallocated `[T, num_envs, ...]` numpy buffers, then lays the buffers out
+env-major (one env's steps contiguous) as a `SampleBatch`. Per step, the
+Python work is: one batched policy call, one `env.step` per sub-env, and a
+handful of row writes; episode bookkeeping runs only when an episode ends,
+and the per-step callback only when the callbacks class overrides it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
+from corral.evaluation.metrics import RolloutMetrics
+from corral.models.preprocessors import NoPreprocessor
+from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
+from corral.utils.error import EnvError
+
+
+class _Timers:
+    """Mean milliseconds per step of each part of the loop (RLlib's sampler_perf)."""
+
+    __slots__ = ("env_wait", "inference", "processing", "steps")
+
+    def __init__(self) -> None:
+        self.env_wait = self.inference = self.processing = 0.0
+        self.steps = 0
+
+    def as_dict(self) -> dict[str, float]:
+        n = max(self.steps, 1)
+        return {
+            "mean_env_wait_ms": 1000 * self.env_wait / n,
+            "mean_inference_ms": 1000 * self.inference / n,
+            "mean_action_processing_ms": 1000 * self.processing / n,
+            "mean_raw_obs_processing_ms": 0.0,
+            "mean_env_render_ms": 0.0,
+        }
+
+
+class SingleAgentSampler:
+    """Samples fragments from a `VectorEnv` with one policy.
+
+    Horizon semantics (RLlib's, mapped onto Gymnasium's flags):
+    - a `horizon` cut is a truncation (the episode ends, values bootstrap);
+    - `soft_horizon`: at the horizon the episode ends for metrics and batches
+      but the env is not reset; it is marked terminated unless
+      `no_done_at_end` is set;
+    - `no_done_at_end`: no step is ever marked terminated (episode ends
+      become truncations, so value targets bootstrap through them).
+    """
+
+    def __init__(self, worker: Any, vector_env: Any, policy: Any, config: dict) -> None:
+        self.worker = worker
+        self.env = vector_env
+        self.envs = vector_env.get_sub_environments()
+        self.num_envs = len(self.envs)
+        self.policy = policy
+        self.policy_id = DEFAULT_POLICY_ID
+        self.callbacks = worker.callbacks
+        self.fragment_length = int(config["rollout_fragment_length"])
+        self.complete_episodes = config["batch_mode"] == "complete_episodes"
+        self.horizon = self._resolve_horizon(config.get("horizon"))
+        self.soft_horizon = bool(config.get("soft_horizon"))
+        self.no_done_at_end = bool(config.get("no_done_at_end"))
+        self.unsquash = bool(config.get("normalize_actions"))
+        self.clip = bool(config.get("clip_actions"))
+        self.preprocessor = policy.preprocessor
+        self.fast_obs = isinstance(self.preprocessor, NoPreprocessor)
+        self.obs_shape = tuple(self.preprocessor.shape)
+        self.call_step_hook = self.callbacks.overrides("on_episode_step")
+        self.call_postprocess_hook = self.callbacks.overrides("on_postprocess_trajectory")
+        self.timers = _Timers()
+        self._episode_counter = 0
+        self._finished: list[RolloutMetrics] = []
+        self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
+        self._buffers: dict[str, np.ndarray] | None = None
+        self._reset_all(worker.seed)
+
+    def reset(self) -> None:
+        """Starts new episodes in every sub-env (unfinished ones are dropped)."""
+        self._pending = [[] for _ in range(self.num_envs)]
+        self._reset_all(None)
+
+    # -- setup --------------------------------------------------------------
+
+    def _resolve_horizon(self, horizon: int | None) -> int | None:
+        if horizon:
+            return int(horizon)
+        # Gymnasium's TimeLimit already truncates at max_episode_steps.
+        return None
+
+    def _reset_all(self, seed: int | None) -> None:
+        self.obs = np.zeros((self.num_envs, *self.obs_shape), np.float32)
+        self.ep_len = np.zeros(self.num_envs, np.int64)
+        self.ep_ret = np.zeros(self.num_envs, np.float64)
+        self.eps_ids = np.zeros(self.num_envs, np.int64)
+        self.episodes: list[Episode] = [None] * self.num_envs  # type: ignore[list-item]
+        for i in range(self.num_envs):
+            obs, _ = self.envs[i].reset(seed=None if seed is None else seed + i)
+            self._start_episode(i, obs)
+
+    def _start_episode(self, i: int, raw_obs: Any) -> None:
+        self._write_obs(i, raw_obs)
+        self.ep_len[i] = 0
+        self.ep_ret[i] = 0.0
+        self._episode_counter += 1
+        eps_id = (self.worker.worker_index << 40) + self._episode_counter
+        self.eps_ids[i] = eps_id
+        episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
+        episode._set_last(SINGLE_AGENT_ID, obs=self.obs[i], raw_obs=raw_obs)
+        self.episodes[i] = episode
+        self.callbacks.on_episode_start(
+            worker=self.worker,
+            base_env=self.env,
+            policies=self.worker.policy_map,
+            episode=episode,
+            env_index=i,
+        )
+
+    def _write_obs(self, i: int, raw_obs: Any) -> None:
+        obs = raw_obs if self.fast_obs else self.preprocessor.transform(raw_obs)
+        if np.shape(obs) != self.obs_shape:
+            raise EnvError(
+                f"Sub-env {i} of worker {self.worker.worker_index} returned an observation of "
+                f"shape {np.shape(obs)}, but its observation space {self.preprocessor.original_space}"
+                f" expects shape {self.obs_shape}."
+            )
+        self.obs[i] = obs
+
+    def _allocate(self, actions: np.ndarray, extra: dict[str, np.ndarray]) -> None:
+        T, N = self.fragment_length, self.num_envs
+        buf = {
+            SampleBatch.OBS: np.zeros((T, N, *self.obs_shape), np.float32),
+            SampleBatch.NEXT_OBS: np.zeros((T, N, *self.obs_shape), np.float32),
+            SampleBatch.ACTIONS: np.zeros((T, *actions.shape), actions.dtype),
+            SampleBatch.REWARDS: np.zeros((T, N), np.float32),
+            SampleBatch.TERMINATEDS: np.zeros((T, N), np.bool_),
+            SampleBatch.TRUNCATEDS: np.zeros((T, N), np.bool_),
+            SampleBatch.EPS_ID: np.zeros((T, N), np.int64),
+            SampleBatch.T: np.zeros((T, N), np.int64),
+        }
+        for k, v in extra.items():
+            buf[k] = np.zeros((T, *v.shape), v.dtype)
+        self._buffers = buf
+
+    # -- sampling -----------------------------------------------------------
+
+    def sample(self) -> SampleBatch:
+        """One fragment: `T` steps of every sub-env (or complete episodes)."""
+        if not self.complete_episodes:
+            return self._run_fragment()
+        out: list[SampleBatch] = []
+        steps = 0
+        while steps < self.fragment_length * self.num_envs or not out:
+            for batch in self._take_complete_episodes(self._run_fragment()):
+                out.append(batch)
+                steps += batch.count
+        return concat_samples(out)
+
+    def _run_fragment(self) -> SampleBatch:
+        policy, envs, timers = self.policy, self.envs, self.timers
+        explore = self.worker.explore
+        T = self.fragment_length
+        for t in range(T):
+            t0 = time.perf_counter()
+            actions, extra = policy.compute_actions_from_obs(self.obs, explore)
+            t1 = time.perf_counter()
+            if self._buffers is None:
+                self._allocate(actions, extra)
+            buf = self._buffers
+            buf[SampleBatch.OBS][t] = self.obs
+            buf[SampleBatch.ACTIONS][t] = actions
+            for k, v in extra.items():
+                buf[k][t] = v
+            buf[SampleBatch.EPS_ID][t] = self.eps_ids
+            buf[SampleBatch.T][t] = self.ep_len
+            env_actions = policy.to_env_actions(actions, self.unsquash, self.clip)
+            t2 = time.perf_counter()
+            results = [env.step(a) for env, a in zip(envs, env_actions)]
+            t3 = time.perf_counter()
+            self._record_step(t, results, actions)
+            timers.inference += t1 - t0
+            timers.env_wait += t3 - t2
+            timers.processing += (t2 - t1) + (time.perf_counter() - t3)
+        timers.steps += T
+        return self._build_batch()
+
+    def _record_step(self, t: int, results: list, actions: np.ndarray) -> None:
+        buf = self._buffers
+        raw_obs, rewards, terminateds, truncateds, infos = zip(*results)
+        new_obs = buf[SampleBatch.NEXT_OBS][t]
+        if self.fast_obs:
+            try:
+                new_obs[:] = raw_obs
+            except ValueError:
+                for i, o in enumerate(raw_obs):
+                    self._write_obs(i, o)
+        else:
+            for i, o in enumerate(raw_obs):
+                new_obs[i] = self.preprocessor.transform(o)
+        rew = buf[SampleBatch.REWARDS][t]
+        rew[:] = rewards
+        term = buf[SampleBatch.TERMINATEDS][t]
+        trunc = buf[SampleBatch.TRUNCATEDS][t]
+        term[:] = terminateds
+        trunc[:] = truncateds
+        self.ep_len += 1
+        self.ep_ret += rew
+        hit_horizon = None
+        if self.horizon is not None:
+            hit_horizon = (self.ep_len >= self.horizon) & ~term
+            trunc |= hit_horizon
+        done = term | trunc
+        if self.no_done_at_end:
+            trunc |= term
+            term[:] = False
+        self.obs[:] = new_obs
+        if self.call_step_hook:
+            self._call_step_hooks(t, raw_obs, actions, rewards, infos)
+        if done.any():
+            for i in np.flatnonzero(done):
+                soft = self.soft_horizon and hit_horizon is not None and hit_horizon[i]
+                if soft and not self.no_done_at_end:
+                    term[i], trunc[i] = True, False
+                self._end_episode(i, infos[i], reset=not soft, last_obs=raw_obs[i])
+
+    def _call_step_hooks(self, t, raw_obs, actions, rewards, infos) -> None:
+        for i, episode in enumerate(self.episodes):
+            episode.length = int(self.ep_len[i])
+            episode.total_reward = float(self.ep_ret[i])
+            episode.agent_rewards[(SINGLE_AGENT_ID, self.policy_id)] = episode.total_reward
+            episode._set_last(
+                SINGLE_AGENT_ID,
+                obs=self._buffers[SampleBatch.NEXT_OBS][t][i],
+                raw_obs=raw_obs[i],
+                action=actions[i],
+                reward=float(rewards[i]),
+                info=infos[i],
+            )
+            self.callbacks.on_episode_step(
+                worker=self.worker,
+                base_env=self.env,
+                policies=self.worker.policy_map,
+                episode=episode,
+                env_index=i,
+            )
+
+    def _end_episode(self, i: int, info: dict, reset: bool, last_obs: Any) -> None:
+        episode = self.episodes[i]
+        episode.length = int(self.ep_len[i])
+        episode.total_reward = float(self.ep_ret[i])
+        episode.agent_rewards[(SINGLE_AGENT_ID, self.policy_id)] = episode.total_reward
+        episode._set_last(SINGLE_AGENT_ID, raw_obs=last_obs, info=info)
+        self.callbacks.on_episode_end(
+            worker=self.worker,
+            base_env=self.env,
+            policies=self.worker.policy_map,
+            episode=episode,
+            env_index=i,
+        )
+        self._finished.append(
+            RolloutMetrics(
+                episode.length,
+                episode.total_reward,
+                dict(episode.agent_rewards),
+                dict(episode.custom_metrics),
+                self.timers.as_dict(),
+                dict(episode.hist_data),
+                dict(episode.media),
+            )
+        )
+        if reset:
+            obs, _ = self.envs[i].reset()
+        else:
+            obs = last_obs
+        self._start_episode(i, obs)
+
+    def _build_batch(self) -> SampleBatch:
+        buf = self._buffers
+        rewards = buf[SampleBatch.REWARDS]
+        if not np.isfinite(rewards).all() or not np.isfinite(buf[SampleBatch.NEXT_OBS]).all():
+            raise EnvError(
+                f"An env of worker {self.worker.worker_index} returned NaN or inf "
+                "(in a reward or an observation)."
+            )
+        columns = {k: _env_major(v) for k, v in buf.items()}
+        term = columns[SampleBatch.TERMINATEDS]
+        columns[SampleBatch.DONES] = term | columns[SampleBatch.TRUNCATEDS]
+        n = len(term)
+        columns[SampleBatch.ENV_ID] = np.repeat(
+            np.arange(self.num_envs, dtype=np.int64), self.fragment_length
+        )
+        columns[SampleBatch.AGENT_INDEX] = np.zeros(n, np.int64)
+        return SampleBatch(columns)
+
+    def _take_complete_episodes(self, batch: SampleBatch) -> list[SampleBatch]:
+        """Keeps unfinished episodes for the next fragment; returns finished ones."""
+        done_eps: list[SampleBatch] = []
+        T = self.fragment_length
+        for i in range(self.num_envs):
+            column = batch.slice(i * T, (i + 1) * T)
+            pieces = self._pending[i] + column.split_by_episode()
+            self._pending[i] = []
+            merged = _merge_by_episode(pieces)
+            for ep in merged[:-1]:
+                done_eps.append(ep)
+            last = merged[-1]
+            if last[SampleBatch.DONES][-1]:
+                done_eps.append(last)
+            else:
+                self._pending[i] = [last.copy()]
+        return done_eps
+
+    def get_metrics(self) -> list[RolloutMetrics]:
+        out, self._finished = self._finished, []
+        return out
+
+
+def _env_major(arr: np.ndarray) -> np.ndarray:
+    """[T, N, ...] -> [N * T, ...] with each env's steps contiguous."""
+    return np.ascontiguousarray(arr.swapaxes(0, 1)).reshape(-1, *arr.shape[2:])
+
+
+def _merge_by_episode(pieces: list[SampleBatch]) -> list[SampleBatch]:
+    """Joins consecutive pieces that belong to the same episode."""
+    merged: list[list[SampleBatch]] = []
+    for p in pieces:
+        if merged and merged[-1][-1][SampleBatch.EPS_ID][0] == p[SampleBatch.EPS_ID][0]:
+            merged[-1].append(p)
+        else:
+            merged.append([p])
+    return [concat_samples(group) for group in merged]

@@ -1,0 +1,219 @@
+"""`WorkerSet`: the driver's local worker plus n remote rollout workers."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from corral.env.env_context import EnvContext
+from corral.evaluation.backend import ProcessWorker, WorkerFailure, wait_all
+from corral.evaluation.rollout_worker import RolloutWorker
+from corral.policy.policy import PolicySpec
+
+logger = logging.getLogger(__name__)
+
+# Seconds to wait for a worker to start (builds its envs and policies).
+WORKER_START_TIMEOUT_S = 120.0
+
+
+class WorkerSet:
+    """One local `RolloutWorker` (index 0) and `num_workers` remote ones.
+
+    Remote workers are handles (see `corral.evaluation.backend`); the local
+    worker is a plain object. The learner updates the local worker's policies
+    in place; `sync_weights()` pushes them to the remote workers.
+    """
+
+    def __init__(
+        self,
+        *,
+        env_creator: Callable[[EnvContext], Any] | None = None,
+        validate_env: Callable | None = None,
+        policy_class: type | None = None,
+        trainer_config: dict | None = None,
+        num_workers: int = 0,
+        logdir: str | None = None,
+        _setup: bool = True,
+    ) -> None:
+        self._env_creator = env_creator or (lambda ctx: None)
+        self._validate_env = validate_env
+        self._config = trainer_config or {}
+        self._logdir = logdir
+        self._policy_specs = policy_specs_from_config(self._config, policy_class)
+        self._remote_workers: list[ProcessWorker] = []
+        self._synced_seq: dict[int, tuple] = {}
+        self._local_worker: RolloutWorker | None = None
+        if _setup:
+            self.add_workers(num_workers)
+            spaces = None
+            if self._remote_workers and not self._config.get("create_env_on_driver"):
+                spaces = self._remote_workers[0].call("get_spaces").result()
+            self._local_worker = self._make_worker(0, num_workers, spaces)
+
+    # -- construction -------------------------------------------------------
+
+    def _make_worker(
+        self, index: int, num_workers: int, spaces: dict | None = None
+    ) -> RolloutWorker:
+        return RolloutWorker(
+            env_creator=self._env_creator,
+            validate_env=self._validate_env,
+            policy_specs=self._policy_specs,
+            config=self._config,
+            worker_index=index,
+            num_workers=num_workers,
+            spaces=spaces,
+            log_dir=self._logdir,
+        )
+
+    def _make_remote(self, index: int) -> ProcessWorker:
+        backend = self._config.get("backend", "local")
+        if backend != "local":
+            raise NotImplementedError(f"backend={backend!r} is not implemented yet.")
+        factory = functools.partial(
+            self._make_worker, index, self._config.get("num_workers", 0)
+        )
+        env_vars = self._config.get("extra_python_environs_for_worker") or {}
+        return ProcessWorker(index, factory, env_vars)
+
+    def add_workers(self, num_workers: int) -> None:
+        """Starts `num_workers` more remote workers (all at once, then waits)."""
+        start = len(self._remote_workers) + 1
+        new = [self._make_remote(i) for i in range(start, start + num_workers)]
+        try:
+            for w in new:
+                w.wait_ready(WORKER_START_TIMEOUT_S)
+        except BaseException:
+            for w in new:
+                w.kill()
+            raise
+        self._remote_workers.extend(new)
+
+    def recreate_worker(self, index: int) -> ProcessWorker:
+        """Replaces remote worker `index` by a fresh one with the local weights."""
+        old = self._remote_workers[index - 1]
+        old.kill()
+        new = self._make_remote(index)
+        new.wait_ready(WORKER_START_TIMEOUT_S)
+        new.call("set_state", self.local_worker().get_state()).result()
+        self._remote_workers[index - 1] = new
+        self._synced_seq.pop(index, None)
+        return new
+
+    # -- access -------------------------------------------------------------
+
+    def local_worker(self) -> RolloutWorker:
+        return self._local_worker
+
+    def remote_workers(self) -> list[ProcessWorker]:
+        return list(self._remote_workers)
+
+    def healthy_remote_workers(self) -> list[ProcessWorker]:
+        return [w for w in self._remote_workers if w.is_alive()]
+
+    def reset(self, new_remote_workers: list[ProcessWorker]) -> None:
+        """Replaces the remote workers (e.g. by the healthy ones)."""
+        self._remote_workers = list(new_remote_workers)
+
+    def num_remote_workers(self) -> int:
+        return len(self._remote_workers)
+
+    # -- fan-out ------------------------------------------------------------
+
+    def sync_weights(
+        self,
+        policies: list[str] | None = None,
+        from_worker: RolloutWorker | None = None,
+        global_vars: dict | None = None,
+    ) -> None:
+        """Pushes the local policies' weights to every remote worker.
+
+        Weights are sent only to workers that have not seen this version yet
+        (each policy's `weights_seq` counts its updates).
+        """
+        source = from_worker or self.local_worker()
+        if global_vars:
+            source.set_global_vars(global_vars)
+        if not self._remote_workers:
+            return
+        seq = tuple(
+            getattr(p, "weights_seq", None) for p in source.policy_map.values()
+        )
+        stale = [w for w in self._remote_workers if self._synced_seq.get(w.worker_index) != seq]
+        weights = source.get_weights(policies) if stale else None
+        futures = []
+        for w in self._remote_workers:
+            if w in stale:
+                futures.append(w.call("set_weights", weights, global_vars))
+            elif global_vars:
+                futures.append(w.call("set_global_vars", global_vars))
+        wait_all(futures)
+        for w in stale:
+            self._synced_seq[w.worker_index] = seq
+
+    def foreach_worker(self, func: Callable[[RolloutWorker], Any]) -> list[Any]:
+        """`func(worker)` on the local worker, then on every remote worker."""
+        local = [func(self.local_worker())] if self._local_worker is not None else []
+        return local + wait_all([w.apply(func) for w in self._remote_workers])
+
+    def foreach_worker_with_index(self, func: Callable[[RolloutWorker, int], Any]) -> list[Any]:
+        local = [func(self.local_worker(), 0)]
+        remote = [w.apply(func, w.worker_index) for w in self._remote_workers]
+        return local + wait_all(remote)
+
+    def foreach_policy(self, func: Callable) -> list[Any]:
+        results = []
+        for r in self.foreach_worker(lambda w: w.foreach_policy(func)):
+            results.extend(r)
+        return results
+
+    def foreach_trainable_policy(self, func: Callable) -> list[Any]:
+        results = []
+        for r in self.foreach_worker(lambda w: w.foreach_trainable_policy(func)):
+            results.extend(r)
+        return results
+
+    def foreach_env(self, func: Callable) -> list[list[Any]]:
+        return self.foreach_worker(lambda w: w.foreach_env(func))
+
+    def foreach_env_with_context(self, func: Callable) -> list[list[Any]]:
+        return self.foreach_worker(lambda w: w.foreach_env_with_context(func))
+
+    def probe_remote_workers(self, timeout: float = 30.0) -> list[tuple[ProcessWorker, bool]]:
+        """Pings every remote worker; (worker, healthy) pairs."""
+        futures = [(w, w.call("ping")) for w in self._remote_workers]
+        out = []
+        for w, f in futures:
+            try:
+                f.result(timeout)
+                out.append((w, True))
+            except (WorkerFailure, TimeoutError):
+                out.append((w, False))
+        return out
+
+    def stop(self) -> None:
+        """Stops every remote worker process and closes the local envs."""
+        if self._local_worker is not None:
+            self._local_worker.stop()
+        for w in self._remote_workers:
+            try:
+                w.stop()
+            except Exception:  # noqa: BLE001 - stopping is best effort
+                logger.debug("Error stopping %r", w, exc_info=True)
+
+
+def policy_specs_from_config(config: dict, default_class: type | None) -> dict[str, PolicySpec]:
+    """`multiagent.policies` as PolicySpecs, with the default class filled in."""
+    policies = (config.get("multiagent") or {}).get("policies") or {}
+    if not policies:
+        policies = {"default_policy": PolicySpec()}
+    if isinstance(policies, (set, list, tuple)):
+        policies = {pid: PolicySpec() for pid in policies}
+    specs = {}
+    for pid, spec in policies.items():
+        if not isinstance(spec, PolicySpec):
+            spec = PolicySpec(*spec)
+        specs[pid] = spec._replace(policy_class=spec.policy_class or default_class)
+    return specs

@@ -1,0 +1,104 @@
+"""Default `"model"` config: every key of RLlib 1.x's catalog `MODEL_DEFAULTS`.
+
+Kept in its own module (no torch import) so the config layer can read it cheaply.
+`corral.models.MODEL_DEFAULTS` is this same dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral.utils.deprecation import DEPRECATED_VALUE
+
+MODEL_DEFAULTS: dict[str, Any] = {
+    # --- Experimental switches ---
+    # Build the framework-native default models instead of the generic wrappers.
+    "_use_default_native_models": False,
+    # Skip the preprocessor stack: models receive the raw (possibly nested) obs.
+    "_disable_preprocessor_api": False,
+    # Keep complex (Tuple/Dict) action spaces nested instead of flattening them
+    # into one vector for the action distribution.
+    "_disable_action_flattening": False,
+    # --- Fully connected network (the default for flat observations) ---
+    # Sizes of the hidden layers of the default MLP.
+    "fcnet_hiddens": [256, 256],
+    # Activation of those hidden layers: "tanh", "relu", "swish"/"silu" or "linear".
+    "fcnet_activation": "tanh",
+    # --- Convolutional network (the default for image observations) ---
+    # List of [out_channels, kernel, stride] per conv layer; None picks a stack
+    # that fits the observation shape.
+    "conv_filters": None,
+    # Activation between the conv layers.
+    "conv_activation": "relu",
+    # --- Head on top of the conv (or other) trunk ---
+    # Extra dense layers after the trunk and before the output layer.
+    "post_fcnet_hiddens": [],
+    # Activation of those extra dense layers.
+    "post_fcnet_activation": "relu",
+    # Learn a state-independent log std for diagonal Gaussian actions: the model
+    # then outputs only the means and the log stds are free parameters.
+    "free_log_std": False,
+    # Make the last hidden layer the output itself (its size must equal the
+    # number of action-distribution inputs) instead of adding a linear layer.
+    "no_final_linear": False,
+    # Share the trunk between the policy and the value-function head. False
+    # gives the value function its own copy of the network.
+    "vf_share_layers": True,
+    # --- Recurrent wrapper (LSTM) ---
+    # Wrap the model's output in an LSTM layer.
+    "use_lstm": False,
+    # Longest sequence (in steps) the recurrent model is trained on.
+    "max_seq_len": 20,
+    # Hidden size of the LSTM cell.
+    "lstm_cell_size": 256,
+    # Feed the previous action into the LSTM next to the observation.
+    "lstm_use_prev_action": False,
+    # Feed the previous reward into the LSTM next to the observation.
+    "lstm_use_prev_reward": False,
+    # Lay recurrent inputs out as [time, batch, ...] instead of [batch, time, ...].
+    "_time_major": False,
+    # --- Attention wrapper (GTrXL) ---
+    # Wrap the model's output in a gated transformer (GTrXL).
+    "use_attention": False,
+    # Number of transformer units stacked in that wrapper.
+    "attention_num_transformer_units": 1,
+    # Embedding size inside the transformer units.
+    "attention_dim": 64,
+    # Number of attention heads per unit.
+    "attention_num_heads": 1,
+    # Size of each attention head.
+    "attention_head_dim": 32,
+    # Number of past timesteps kept in memory while acting.
+    "attention_memory_inference": 50,
+    # Number of past timesteps kept in memory while training.
+    "attention_memory_training": 50,
+    # Hidden size of the position-wise MLP inside each unit.
+    "attention_position_wise_mlp_dim": 32,
+    # Initial bias of the GRU gates (high values start close to identity).
+    "attention_init_gru_gate_bias": 2.0,
+    # How many previous actions to feed into the attention wrapper.
+    "attention_use_n_prev_actions": 0,
+    # How many previous rewards to feed into the attention wrapper.
+    "attention_use_n_prev_rewards": 0,
+    # --- Image preprocessing (Atari-style observations) ---
+    # Stack the last 4 frames into one observation.
+    "framestack": True,
+    # Resize frames to dim x dim pixels.
+    "dim": 84,
+    # Convert frames to a single grayscale channel.
+    "grayscale": False,
+    # Scale pixel values to [-1, 1] (True) or [0, 1] (False).
+    "zero_mean": True,
+    # --- Custom models ---
+    # Name (as registered with the ModelCatalog) or class of a user model.
+    "custom_model": None,
+    # Extra keyword arguments handed to the custom model's constructor.
+    "custom_model_config": {},
+    # Name or class of a user action distribution.
+    "custom_action_dist": None,
+    # Name of a registered user preprocessor.
+    "custom_preprocessor": None,
+    # --- Deprecated ---
+    # Old switch setting both `lstm_use_prev_action` and `lstm_use_prev_reward`.
+    "lstm_use_prev_action_reward": DEPRECATED_VALUE,
+}

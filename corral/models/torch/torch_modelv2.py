@@ -1,0 +1,122 @@
+"""The base class of every torch model a corral policy runs, RLlib 1.x's ``TorchModelV2``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+TensorType = torch.Tensor
+ModelConfigDict = dict[str, Any]
+
+
+class TorchModelV2(nn.Module):
+    """A policy network: maps an input dict (and RNN state) to action-distribution inputs.
+
+    Subclasses implement :meth:`forward` and :meth:`value_function`. Both of RLlib 1.x's
+    construction patterns work::
+
+        class MyModel(TorchModelV2, nn.Module):
+            def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+                TorchModelV2.__init__(self, obs_space, action_space, num_outputs,
+                                      model_config, name)
+                nn.Module.__init__(self)
+                ...
+
+    or a plain ``super().__init__(obs_space, action_space, num_outputs, model_config, name)``.
+    ``TorchModelV2.__init__`` initialises ``nn.Module`` only when that has not happened yet,
+    so layers created before it are kept, and a later ``nn.Module.__init__(self)`` (the
+    RLlib pattern) only resets the still-empty module registries.
+
+    :param obs_space: observation space of the (preprocessed) observations the model sees.
+    :param action_space: the env's action space.
+    :param num_outputs: size of the output vector (the action distribution's input size).
+    :param model_config: the policy's ``"model"`` config dict.
+    :param name: a name for this model, used in error messages and exports.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int | None,
+        model_config: ModelConfigDict,
+        name: str,
+    ) -> None:
+        if "_modules" not in self.__dict__:
+            nn.Module.__init__(self)
+        model_config = model_config if model_config is not None else {}
+        self.obs_space = obs_space
+        self.action_space = action_space
+        self.num_outputs = num_outputs
+        self.model_config = model_config
+        self.name = name or "default_model"
+        self.framework = "torch"
+        self.time_major = bool(model_config.get("_time_major", False))
+
+    def forward(
+        self,
+        input_dict: dict[str, TensorType],
+        state: list[TensorType],
+        seq_lens: TensorType | None,
+    ) -> tuple[TensorType, list[TensorType]]:
+        """Compute the action-distribution inputs for a batch.
+
+        :param input_dict: at least ``"obs"``, a float tensor ``[B, ...]``; may also hold
+            ``"prev_actions"``, ``"prev_rewards"`` and ``"is_training"``.
+        :param state: RNN state tensors (empty list for feed-forward models).
+        :param seq_lens: sequence lengths for RNNs, else ``None``.
+        :return: ``(outputs [B, num_outputs], new_state)``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement forward()")
+
+    def value_function(self) -> TensorType:
+        """Value estimates ``[B]`` for the batch of the most recent :meth:`forward` call.
+
+        Returning the value of the *last* forward (rather than taking observations) lets
+        models share the trunk's activations between policy and value heads for free.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement value_function()")
+
+    def get_initial_state(self) -> list[TensorType]:
+        """The RNN state for a fresh episode, one tensor per state slot without a batch
+        dimension; an empty list for feed-forward models."""
+        return []
+
+    def is_time_major(self) -> bool:
+        """Whether RNN inputs are laid out ``[T, B, ...]`` instead of ``[B, T, ...]``."""
+        return self.time_major
+
+    def custom_loss(self, policy_loss: Any, loss_inputs: dict[str, Any]) -> Any:
+        """Hook to add model-specific losses (e.g. self-supervised terms) to the policy loss.
+
+        :param policy_loss: the policy's loss tensor, or a list of them (one per optimizer).
+        :param loss_inputs: the train batch the loss was computed on.
+        :return: the (possibly modified) loss in the same structure as ``policy_loss``.
+        """
+        return policy_loss
+
+    def metrics(self) -> dict[str, Any]:
+        """Extra learner stats to report from this model (merged into ``learner_stats``)."""
+        return {}
+
+    def variables(self, as_dict: bool = False) -> list[TensorType] | dict[str, TensorType]:
+        """All parameters and buffers, as a list or a name-keyed dict."""
+        state = self.state_dict()
+        return state if as_dict else list(state.values())
+
+    def trainable_variables(
+        self, as_dict: bool = False
+    ) -> list[TensorType] | dict[str, TensorType]:
+        """Parameters with ``requires_grad``, as a list or a name-keyed dict."""
+        params = {k: v for k, v in self.named_parameters() if v.requires_grad}
+        return params if as_dict else list(params.values())
+
+    def import_from_h5(self, h5_file: str) -> None:
+        """Keras h5 weights do not map onto torch modules; load a state dict instead."""
+        raise NotImplementedError(
+            f"import_from_h5({h5_file!r}): importing Keras h5 weights is not supported by "
+            "corral's torch models; convert the weights and use load_state_dict() instead."
+        )

@@ -1,0 +1,213 @@
+"""`TorchPolicy`: a policy whose model is a torch module.
+
+Acting goes through `compute_actions_from_obs`, the sampler's fast path: one
+batched forward pass under `torch.inference_mode()` that returns actions,
+their log-probabilities, the distribution inputs and value estimates as
+numpy arrays. Learning goes through `loss`, which algorithms implement and a
+`Learner` calls once per minibatch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from corral.models import ModelCatalog
+from corral.models.preprocessors import get_preprocessor
+from corral.policy.policy import Policy
+from corral.policy.sample_batch import SampleBatch
+
+TensorDict = dict[str, torch.Tensor]
+
+# Exploration types this policy class implements itself (sampling from the
+# action distribution when exploring, its mode when not).
+_BUILTIN_EXPLORATION = ("StochasticSampling",)
+
+
+class TorchPolicy(Policy):
+    """A policy with a torch model built by `ModelCatalog` from `config["model"]`."""
+
+    postprocess_batched = True
+
+    def __init__(
+        self, observation_space: gym.Space, action_space: gym.Space, config: dict
+    ) -> None:
+        super().__init__(observation_space, action_space, config)
+        self._check_exploration(config.get("exploration_config") or {})
+        self.preprocessor = get_preprocessor(observation_space)
+        self.dist_class, num_outputs = ModelCatalog.get_action_dist(
+            action_space, config["model"], framework="torch"
+        )
+        self.model = self.make_model(num_outputs)
+        self._init_action_bounds(action_space)
+        # Bumped by the learner after each update; lets the worker set skip
+        # sending weights that did not change.
+        self.weights_seq = 0
+
+    # -- construction -------------------------------------------------------
+
+    def make_model(self, num_outputs: int) -> torch.nn.Module:
+        """Builds this policy's model (override for algorithm-specific nets)."""
+        return ModelCatalog.get_model_v2(
+            self.preprocessor.observation_space,
+            self.action_space,
+            num_outputs,
+            self.config["model"],
+            framework="torch",
+        )
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """The optimiser a `Learner` uses for this policy.
+
+        Adam with `lr`; extra keyword arguments for it come from the
+        `optimizer` config dict (e.g. `{"eps": 1e-5}`).
+        """
+        return torch.optim.Adam(
+            self.model.parameters(), lr=self.config["lr"], **(self.config.get("optimizer") or {})
+        )
+
+    @staticmethod
+    def _check_exploration(exploration_config: dict) -> None:
+        kind = exploration_config.get("type", "StochasticSampling")
+        name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+        if name.rsplit(".", 1)[-1] not in _BUILTIN_EXPLORATION:
+            raise NotImplementedError(
+                f"exploration_config type {kind!r} is not implemented yet; "
+                f"available: {', '.join(_BUILTIN_EXPLORATION)}."
+            )
+
+    def _init_action_bounds(self, space: gym.Space) -> None:
+        self._low = self._high = None
+        if isinstance(space, gym.spaces.Box):
+            self._low = space.low.astype(np.float32)
+            self._high = space.high.astype(np.float32)
+
+    # -- acting -------------------------------------------------------------
+
+    def compute_actions_from_obs(
+        self, obs: np.ndarray, explore: bool | None = None
+    ) -> tuple[np.ndarray, TensorDict]:
+        """Actions and extra fetches for a batch of preprocessed float32 obs.
+
+        Returns (actions, {action_logp, action_dist_inputs, vf_preds}) as
+        numpy arrays; the actions are in the policy's (normalised) space.
+        """
+        if explore is None:
+            explore = self.config.get("explore", True)
+        with torch.inference_mode():
+            obs_t = torch.from_numpy(obs)
+            dist_inputs, values = self._forward_inference(obs_t)
+            dist = self.dist_class(dist_inputs, self.model)
+            if explore:
+                actions = dist.sample()
+                logp = dist.sampled_action_logp()
+            else:
+                actions = dist.deterministic_sample()
+                logp = torch.zeros(len(obs_t))
+        extra = {
+            SampleBatch.ACTION_LOGP: logp.numpy(),
+            SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
+            SampleBatch.VF_PREDS: values.numpy(),
+        }
+        return actions.numpy(), extra
+
+    def _forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        fast = getattr(self.model, "forward_inference", None)
+        if fast is not None:
+            return fast(obs)
+        out, _ = self.model({SampleBatch.OBS: obs}, [], None)
+        return out, self.model.value_function()
+
+    def compute_actions(
+        self,
+        obs_batch: Any,
+        state_batches: list | None = None,
+        prev_action_batch: Any = None,
+        prev_reward_batch: Any = None,
+        info_batch: Any = None,
+        episodes: list | None = None,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[np.ndarray, list, dict]:
+        obs = self.preprocessor.transform_batch(obs_batch)
+        actions, extra = self.compute_actions_from_obs(obs, explore)
+        return actions, [], extra
+
+    def compute_single_action(self, obs: Any = None, state: list | None = None, **kwargs: Any):
+        unsquash = kwargs.pop("unsquash_action", None)
+        clip = kwargs.pop("clip_action", None)
+        action, state_out, extra = super().compute_single_action(obs, state, **kwargs)
+        if unsquash is None:
+            unsquash = self.config.get("normalize_actions", False)
+        if clip is None:
+            clip = self.config.get("clip_actions", False)
+        return self.to_env_actions(action, unsquash, clip), state_out, extra
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """Value estimates for a batch of preprocessed observations."""
+        with torch.inference_mode():
+            _, values = self._forward_inference(torch.from_numpy(obs))
+        return values.numpy()
+
+    def to_env_actions(self, actions: np.ndarray, unsquash: bool, clip: bool) -> np.ndarray:
+        """Maps policy-space actions to the env's Box bounds.
+
+        With `normalize_actions`, the policy acts in [-1, 1] and the action is
+        stretched onto [low, high] (then clipped); with `clip_actions` it is
+        only clipped. Non-Box action spaces pass through.
+        """
+        if self._low is None or not (unsquash or clip):
+            return actions
+        if unsquash:
+            actions = self._low + (actions + 1.0) * 0.5 * (self._high - self._low)
+        return np.clip(actions, self._low, self._high)
+
+    # -- learning -----------------------------------------------------------
+
+    def loss(
+        self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Returns (total loss, stats) for one minibatch; algorithms implement this."""
+        raise NotImplementedError(f"{type(self).__name__} does not define a loss.")
+
+    def after_update(self, stats: dict[str, float]) -> dict[str, float]:
+        """Hook run once after each `Learner.update` with its mean stats."""
+        return {}
+
+    def learn_on_batch(self, samples: SampleBatch) -> dict:
+        from corral.core.learner import Learner
+        from corral.utils.metrics import stats_to_values
+
+        if getattr(self, "_learner", None) is None:
+            self._learner = Learner({"default_policy": self}, self.config)
+        results = self._learner.update(batch=samples)
+        return stats_to_values(results).get("default_policy", {})
+
+    # -- state --------------------------------------------------------------
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        state = {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}
+        self.model.load_state_dict(state)
+
+    def extra_state(self) -> dict[str, Any]:
+        """JSON-able algorithm state beyond the weights (e.g. PPO's KL coefficient)."""
+        return {}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        state["extra"] = self.extra_state()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        self.set_extra_state(state.get("extra", {}))

@@ -1,0 +1,365 @@
+"""Result loggers: ``result.json``, ``progress.csv`` and TensorBoard events per trial.
+
+Results hold numpy scalars and arrays, torch tensors, classes and functions
+(inside ``config``); every logger here converts what it can and writes a
+readable stand-in for the rest rather than crash mid-training. Each result is
+flushed as it is written, so a crash loses at most the iteration in flight.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import tempfile
+import types
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from corral.tune.result import (
+    CONFIG,
+    EXPR_PARAM_FILE,
+    EXPR_PROGRESS_FILE,
+    EXPR_RESULT_FILE,
+    PID,
+    TIME_TOTAL_S,
+    TIMESTAMP,
+    TIMESTEPS_TOTAL,
+    TRAINING_ITERATION,
+)
+
+log = logging.getLogger(__name__)
+
+_SCALARS = (str, bool, int, float)
+
+
+def flatten_dict(d: Mapping[str, Any], delimiter: str = "/") -> dict[str, Any]:
+    """Flatten nested mappings into one level, joining keys with ``delimiter``.
+
+    ``{"info": {"learner": {"loss": 1}}}`` becomes ``{"info/learner/loss": 1}``,
+    the column names of RLlib's ``progress.csv``. Non-mapping values (lists,
+    arrays) are kept as they are; an empty nested mapping contributes no key.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in d.items():
+        key = str(key)
+        if isinstance(value, Mapping):
+            for sub_key, sub_value in flatten_dict(value, delimiter).items():
+                flat[f"{key}{delimiter}{sub_key}"] = sub_value
+        else:
+            flat[key] = value
+    return flat
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.QualName`` of a class or function: how configs name them in JSON."""
+    module = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
+    return f"{module}.{name}" if module else name
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-serialisable copy of ``value``, converting rather than failing.
+
+    numpy/torch scalars and arrays become numbers and lists (via ``tolist``),
+    classes and functions their qualified name, anything else its ``repr``.
+    NaN and inf floats are kept (``json`` writes them as ``NaN``/``Infinity``,
+    as Ray's result files do).
+    """
+    if value is None or isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, str) else str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
+        return qualified_name(value)
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        try:
+            return to_jsonable(tolist())
+        except Exception:  # an exotic array type: fall back to its repr below
+            log.debug("tolist() failed on %r", type(value), exc_info=True)
+    return repr(value)
+
+
+def _as_scalar(value: Any) -> Any:
+    """``value`` as a python scalar, or ``None`` when it is not one (lists, arrays, dicts)."""
+    if isinstance(value, _SCALARS):
+        return value
+    # numpy scalars and 0-d numpy/torch arrays carry ``ndim == 0``.
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+        item = value.item()
+        return item if isinstance(item, _SCALARS) else None
+    return None
+
+
+def _write_json_atomically(path: str, obj: Any) -> None:
+    directory = os.path.dirname(path)
+    fd, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(to_jsonable(obj), f, indent=2, sort_keys=True)
+        os.replace(tmp_path, path)
+    except BaseException:
+        os.unlink(tmp_path)
+        raise
+
+
+class Logger:
+    """Base class of result loggers: one instance writes one trial's ``logdir``.
+
+    Subclasses override ``_init`` (setup, as in Ray) and ``on_result``.
+
+    :param config: the trial's config, recorded by loggers that keep it.
+    :param logdir: directory to write into; created if missing.
+    :param trial: the trial this logger belongs to, if run by ``tune.run``.
+    """
+
+    def __init__(self, config: dict, logdir: str, trial: Any = None) -> None:
+        self.config = config
+        self.logdir = logdir
+        self.trial = trial
+        os.makedirs(logdir, exist_ok=True)
+        self._init()
+
+    def _init(self) -> None:
+        """Subclass setup hook, called at the end of ``__init__``."""
+
+    def on_result(self, result: dict) -> None:
+        """Record one training result."""
+        raise NotImplementedError
+
+    def update_config(self, config: dict) -> None:
+        """Replace the recorded config (e.g. once defaults are merged in)."""
+        self.config = config
+
+    def flush(self) -> None:
+        """Push buffered output to disk."""
+
+    def close(self) -> None:
+        """Release files; the logger is not used afterwards."""
+
+
+class JsonLogger(Logger):
+    """One JSON line per result in ``result.json``; the config goes to ``params.json``."""
+
+    def _init(self) -> None:
+        self.update_config(self.config)
+        # Open for the logger's lifetime; close() releases it.
+        self._file = open(os.path.join(self.logdir, EXPR_RESULT_FILE), "a")  # noqa: SIM115
+
+    def on_result(self, result: dict) -> None:
+        self._file.write(json.dumps(to_jsonable(result)) + "\n")
+        self._file.flush()
+
+    def update_config(self, config: dict) -> None:
+        # Written via a temporary file and a rename: a crash never leaves half a params.json.
+        self.config = config
+        _write_json_atomically(os.path.join(self.logdir, EXPR_PARAM_FILE), config)
+
+    def flush(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class CSVLogger(Logger):
+    """Writes each result as a row of ``progress.csv``, nested keys flattened with "/".
+
+    The columns are fixed by the first row (or by the header of an existing
+    ``progress.csv`` being appended to): keys that appear only in later
+    results are dropped from the CSV, with one warning, and stay in
+    ``result.json``. ``config`` is left out, and values that are not scalars
+    (lists, arrays such as ``hist_stats``) are skipped: CSV cells hold one value.
+    """
+
+    def _init(self) -> None:
+        path = os.path.join(self.logdir, EXPR_PROGRESS_FILE)
+        self._fieldnames = _existing_header(path)
+        # Open for the logger's lifetime; close() releases it.
+        self._file = open(path, "a", newline="")  # noqa: SIM115
+        self._writer: csv.DictWriter | None = None
+        self._warned_keys: set[str] = set()
+
+    def on_result(self, result: dict) -> None:
+        row = _csv_row(result)
+        if self._writer is None:
+            self._start(row)
+        assert self._writer is not None
+        self._warn_dropped(row.keys() - set(self._writer.fieldnames))
+        self._writer.writerow({k: v for k, v in row.items() if k in self._writer.fieldnames})
+        self._file.flush()
+
+    def _start(self, first_row: dict[str, Any]) -> None:
+        fieldnames = self._fieldnames or list(first_row)
+        self._writer = csv.DictWriter(self._file, fieldnames=fieldnames)
+        if not self._fieldnames:
+            self._writer.writeheader()
+
+    def _warn_dropped(self, keys: Iterable[str]) -> None:
+        new = set(keys) - self._warned_keys
+        if new:
+            self._warned_keys |= new
+            log.warning(
+                "%s keeps the columns of its first row; these later keys are only in %s: %s",
+                EXPR_PROGRESS_FILE,
+                EXPR_RESULT_FILE,
+                sorted(new),
+            )
+
+    def flush(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _existing_header(path: str) -> list[str]:
+    """The header of a ``progress.csv`` being continued, so appended rows line up with it."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return next(csv.reader(f), [])
+
+
+def _csv_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    flat = flatten_dict({k: v for k, v in result.items() if k != CONFIG})
+    row = {}
+    for key, value in flat.items():
+        scalar = _as_scalar(value)
+        if scalar is not None or value is None:
+            row[key] = scalar
+    return row
+
+
+class TBXLogger(Logger):
+    """TensorBoard scalars (and histograms of list values) for each result.
+
+    Uses ``tensorboardX`` (the ``tensorboard`` extra) if importable, else
+    ``torch.utils.tensorboard`` if the ``tensorboard`` package is installed;
+    with neither it does nothing. Tags are RLlib's, ``ray/tune/<flattened key>``,
+    so dashboards built for RLlib runs still find their curves. The step is
+    ``timesteps_total`` when known, else ``training_iteration``.
+    """
+
+    # Bookkeeping keys: constant or monotone, plotting them only adds noise.
+    _SKIPPED = (CONFIG, PID, TIMESTAMP, TIME_TOTAL_S, TRAINING_ITERATION)
+
+    def _init(self) -> None:
+        writer_class = summary_writer_class()
+        self._writer = writer_class(self.logdir) if writer_class else None
+
+    def on_result(self, result: dict) -> None:
+        if self._writer is None:
+            return
+        step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION, 0)
+        values = flatten_dict({k: v for k, v in result.items() if k not in self._SKIPPED})
+        for key, value in values.items():
+            self._add(f"ray/tune/{key}", value, step)
+        self._writer.flush()
+
+    def _add(self, tag: str, value: Any, step: int) -> None:
+        scalar = _as_scalar(value)
+        if isinstance(scalar, int | float) and not isinstance(scalar, bool):
+            if math.isfinite(scalar):
+                self._writer.add_scalar(tag, scalar, global_step=step)
+        elif scalar is None and _is_nonempty_sequence(value):
+            self._add_histogram(tag, value, step)
+
+    def _add_histogram(self, tag: str, value: Any, step: int) -> None:
+        import numpy as np
+
+        try:
+            array = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            return  # ragged or non-numeric: nothing sensible to plot
+        array = array[np.isfinite(array)]
+        if array.size:
+            self._writer.add_histogram(tag, array, global_step=step)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _is_nonempty_sequence(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return len(value) > 0
+    return getattr(value, "ndim", 0) >= 1
+
+
+def summary_writer_class() -> type | None:
+    """The TensorBoard ``SummaryWriter`` class available here, or ``None``.
+
+    ``find_spec`` first: probing must not import torch when TensorBoard is not
+    installed at all.
+    """
+    for package, module_name in (
+        ("tensorboardX", "tensorboardX"),
+        ("tensorboard", "torch.utils.tensorboard"),
+    ):
+        if importlib.util.find_spec(package) is None:
+            continue
+        try:
+            return importlib.import_module(module_name).SummaryWriter
+        except ImportError:
+            log.debug("%s is installed but failed to import", module_name, exc_info=True)
+    log.debug("No TensorBoard writer (install corral[tensorboard]); TBXLogger is skipped")
+    return None
+
+
+DEFAULT_LOGGERS: tuple[type[Logger], ...] = (JsonLogger, CSVLogger, TBXLogger)
+
+
+class UnifiedLogger(Logger):
+    """Fans every call out to several loggers (by default JSON, CSV and TensorBoard).
+
+    :param loggers: logger classes to use; ``None`` means ``DEFAULT_LOGGERS``.
+        ``TBXLogger`` is left out when no TensorBoard writer is installed.
+    """
+
+    def __init__(
+        self,
+        config: dict,
+        logdir: str,
+        trial: Any = None,
+        loggers: Iterable[type[Logger]] | None = None,
+    ) -> None:
+        self._logger_classes = list(DEFAULT_LOGGERS if loggers is None else loggers)
+        super().__init__(config, logdir, trial)
+
+    def _init(self) -> None:
+        classes = self._logger_classes
+        if TBXLogger in classes and summary_writer_class() is None:
+            classes = [cls for cls in classes if cls is not TBXLogger]
+        self.loggers = [cls(self.config, self.logdir, self.trial) for cls in classes]
+
+    def on_result(self, result: dict) -> None:
+        for logger in self.loggers:
+            logger.on_result(result)
+
+    def update_config(self, config: dict) -> None:
+        self.config = config
+        for logger in self.loggers:
+            logger.update_config(config)
+
+    def flush(self) -> None:
+        for logger in self.loggers:
+            logger.flush()
+
+    def close(self) -> None:
+        for logger in self.loggers:
+            logger.close()

@@ -1,0 +1,125 @@
+"""A process-wide registry of named env creators and trainables.
+
+RLlib 1.x looks env names up here before trying Gymnasium ids or class paths
+(``_global_registry.contains(ENV_CREATOR, name)``), so ``register_env`` must be
+the one place both user code and the Trainer consult. Unlike Ray's, this
+registry is a plain in-process dict: no object store, nothing pickled.
+Worker processes started with ``spawn`` do not inherit registrations made
+after import; code that starts them ships the creator itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from corral.tune.trainable import Trainable
+
+ENV_CREATOR = "env_creator"
+TRAINABLE_CLASS = "trainable_class"
+RLLIB_MODEL = "rllib_model"
+RLLIB_PREPROCESSOR = "rllib_preprocessor"
+RLLIB_ACTION_DIST = "rllib_action_dist"
+RLLIB_INPUT = "rllib_input"
+TEST = "__test__"
+
+KNOWN_CATEGORIES = (
+    ENV_CREATOR,
+    TRAINABLE_CLASS,
+    RLLIB_MODEL,
+    RLLIB_PREPROCESSOR,
+    RLLIB_ACTION_DIST,
+    RLLIB_INPUT,
+    TEST,
+)
+
+
+class Registry:
+    """Values stored by ``(category, name)``; categories are Ray's constants above."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], Any] = {}
+
+    def register(self, category: str, name: str, value: Any) -> None:
+        """Store ``value`` under ``name``; a later registration of the same name replaces it."""
+        _check_category(category)
+        _check_name(name)
+        self._values[(category, name)] = value
+
+    def contains(self, category: str, name: str) -> bool:
+        """Whether ``name`` was registered in ``category``."""
+        _check_category(category)
+        return (category, name) in self._values
+
+    def get(self, category: str, name: str) -> Any:
+        """The value registered under ``name``; ``ValueError`` with close names if absent."""
+        _check_category(category)
+        try:
+            return self._values[(category, name)]
+        except KeyError:
+            known = self.names(category)
+            close = difflib.get_close_matches(str(name), known, n=3)
+            hint = f" Did you mean {close}?" if close else ""
+            raise ValueError(
+                f"No {category!r} registered under {name!r}; registered: {known}.{hint}"
+            ) from None
+
+    def names(self, category: str) -> list[str]:
+        """The names registered in ``category``, sorted."""
+        _check_category(category)
+        return sorted(name for cat, name in self._values if cat == category)
+
+
+def _check_category(category: str) -> None:
+    if category not in KNOWN_CATEGORIES:
+        raise ValueError(
+            f"Unknown registry category {category!r}; expected one of {KNOWN_CATEGORIES}"
+        )
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"A registered name must be a str, got {type(name).__name__}: {name!r}")
+
+
+def _check_callable(what: str, value: object) -> None:
+    if not callable(value):
+        raise TypeError(f"{what} must be callable, got {type(value).__name__}: {value!r}")
+
+
+global_registry = Registry()
+# Ray's spelling, so ported code that imports it keeps working.
+_global_registry = global_registry
+
+
+def register_env(name: str, env_creator: Callable[[Any], Any]) -> None:
+    """Make ``name`` usable as ``config["env"]``.
+
+    :param name: the id trainers are given, e.g. ``"my_env"``.
+    :param env_creator: called with an ``EnvContext`` (a dict of ``env_config``
+        plus worker/vector indices) and returns the env.
+    """
+    _check_name(name)
+    _check_callable("env_creator", env_creator)
+    global_registry.register(ENV_CREATOR, name, env_creator)
+
+
+def register_trainable(name: str, trainable: type) -> None:
+    """Make ``name`` usable in ``tune.run(name)``.
+
+    :param name: the name to run it by.
+    :param trainable: a subclass of ``corral.tune.Trainable`` (e.g. a Trainer).
+        Ray's function trainables are not supported: subclass ``Trainable``.
+    """
+    _check_name(name)
+    if not (isinstance(trainable, type) and issubclass(trainable, Trainable)):
+        raise TypeError(f"trainable must be a subclass of corral.tune.Trainable, got {trainable!r}")
+    global_registry.register(TRAINABLE_CLASS, name, trainable)
+
+
+def register_input(name: str, input_creator: Callable[[Any], Any]) -> None:
+    """Make ``name`` usable as ``config["input"]``; the creator takes an ``IOContext``."""
+    _check_name(name)
+    _check_callable("input_creator", input_creator)
+    global_registry.register(RLLIB_INPUT, name, input_creator)

@@ -1,0 +1,478 @@
+"""``Trainable``: the train/save/restore/stop lifecycle RLlib 1.x's Trainer is built on.
+
+Subclasses fill in ``setup``, ``step``, ``save_checkpoint``, ``load_checkpoint``
+and ``cleanup``; this class adds what every trainable needs around them: result
+bookkeeping (iteration, time and timestep counters), logging, and checkpoints
+that are written atomically and load without unpickling anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from corral.tune.logger import Logger, UnifiedLogger, to_jsonable
+from corral.tune.result import (
+    CONFIG,
+    DATE,
+    DONE,
+    EPISODES_THIS_ITER,
+    EPISODES_TOTAL,
+    EXPERIMENT_ID,
+    HOSTNAME,
+    ITERATIONS_SINCE_RESTORE,
+    NODE_IP,
+    PID,
+    TIME_SINCE_RESTORE,
+    TIME_THIS_ITER_S,
+    TIME_TOTAL_S,
+    TIMESTAMP,
+    TIMESTEPS_SINCE_RESTORE,
+    TIMESTEPS_THIS_ITER,
+    TIMESTEPS_TOTAL,
+    TRAINING_ITERATION,
+    default_results_dir,
+)
+
+CHECKPOINT_METADATA_FILE = ".tune_metadata.json"
+CHECKPOINT_STATE_FILE = "checkpoint_state.json"
+_METADATA_VERSION = 1
+# What ``save_checkpoint`` returned, recorded so ``restore`` can hand
+# ``load_checkpoint`` the same kind of thing.
+_KIND_PATH, _KIND_DICT, _KIND_DIR = "path", "dict", "dir"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, truncated or not one ``Trainable.save()`` wrote."""
+
+
+class ExportFormat:
+    """The ``export_formats`` names ``Trainable.export_model`` understands (Ray's)."""
+
+    CHECKPOINT = "checkpoint"
+    MODEL = "model"
+    ONNX = "onnx"
+    H5 = "h5"
+    ALL = (CHECKPOINT, MODEL, ONNX, H5)
+
+    @staticmethod
+    def validate(formats: Iterable[str]) -> None:
+        """Raise ``ValueError`` naming any format that is not one of ``ALL``."""
+        unknown = [f for f in formats if f not in ExportFormat.ALL]
+        if unknown:
+            raise ValueError(f"Unsupported export format(s) {unknown}; expected {ExportFormat.ALL}")
+
+
+@dataclass(frozen=True)
+class TrialInfo:
+    """Name and id of the trial a trainable runs as; set by ``tune.run``."""
+
+    name: str
+    trial_id: str
+
+
+class Trainable:
+    """Base class of everything ``tune.run`` can train, including RLlib-style Trainers.
+
+    :param config: hyper-parameters; ``setup`` receives a deep copy.
+    :param logger_creator: ``logger_creator(config) -> Logger``; by default a
+        ``UnifiedLogger`` in a new directory under ``default_results_dir()``.
+    """
+
+    def __init__(
+        self,
+        config: dict | None = None,
+        logger_creator: Callable[[dict], Logger] | None = None,
+    ) -> None:
+        self.config: dict = config or {}
+        self._experiment_id = uuid.uuid4().hex
+        self._result_logger = (logger_creator or self._create_default_logger)(self.config)
+        self._logdir: str = self._result_logger.logdir
+        self._iteration = 0
+        self._time_total = 0.0
+        self._timesteps_total: int | None = None
+        self._episodes_total: int | None = None
+        self._restored = False
+        self._reset_since_restore()
+        self._trial_info: TrialInfo | None = None
+        self._stopped = False
+        try:
+            self.setup(copy.deepcopy(self.config))
+        except BaseException:
+            # A bad config fails here; do not leave the logger's files open.
+            self._result_logger.close()
+            raise
+        # setup() may complete the config (a Trainer merges in its defaults and
+        # the env id); params.json should describe the run as it actually ran.
+        self._result_logger.update_config(self.config)
+
+    def _create_default_logger(self, config: dict) -> Logger:
+        results_dir = default_results_dir()
+        os.makedirs(results_dir, exist_ok=True)
+        timestr = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
+        logdir = tempfile.mkdtemp(prefix=f"{type(self).__name__}_{timestr}", dir=results_dir)
+        return UnifiedLogger(config, logdir)
+
+    def _reset_since_restore(self) -> None:
+        self._time_since_restore = 0.0
+        self._timesteps_since_restore = 0
+        self._iterations_since_restore = 0
+
+    # -- methods subclasses override ------------------------------------------------
+
+    def setup(self, config: dict) -> None:
+        """Build models, envs, workers. ``config`` is a deep copy of ``self.config``."""
+
+    def step(self) -> dict:
+        """Run one iteration of training and return its results."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def save_checkpoint(self, checkpoint_dir: str) -> str | dict | None:
+        """Write state into ``checkpoint_dir`` and say what ``load_checkpoint`` needs.
+
+        Return a path inside ``checkpoint_dir`` (it is handed back, relocated,
+        to ``load_checkpoint``), a JSON-serialisable dict (stored as
+        ``checkpoint_state.json`` and handed back as a dict: tuples come back as
+        lists, non-string keys as strings), or ``None`` (``load_checkpoint``
+        then gets the checkpoint directory). ``checkpoint_dir`` is temporary
+        and renamed afterwards: never store absolute paths in the checkpoint.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement save_checkpoint()")
+
+    def load_checkpoint(self, checkpoint: str | dict) -> None:
+        """Restore state from what ``save_checkpoint`` returned (paths rebased)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement load_checkpoint()")
+
+    def cleanup(self) -> None:
+        """Release resources (worker processes, files); called once by ``stop()``."""
+
+    def log_result(self, result: dict) -> None:
+        """Hand one result to the result logger; override to alter or redirect it."""
+        self._result_logger.on_result(result)
+
+    def _export_model(self, export_formats: list[str], export_dir: str) -> dict[str, str]:
+        """Export in each format to ``export_dir``; return ``{format: path}``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot export {export_formats}")
+
+    @classmethod
+    def default_resource_request(cls, config: dict) -> Any:
+        """Resources a trial of this class needs; ``None`` means one CPU."""
+        return None
+
+    @classmethod
+    def resource_help(cls, config: dict) -> str:
+        """Advice on configuring resources, shown when a request cannot be met."""
+        return ""
+
+    # -- training -------------------------------------------------------------------
+
+    def train(self) -> dict:
+        """Run ``step()`` once, add the automatic result keys, log and return the result.
+
+        Keys ``step()`` already set are kept; missing ones are filled in:
+        ``training_iteration``, ``time_this_iter_s``, ``time_total_s``,
+        ``timesteps_total`` and ``episodes_total`` (summed from the
+        ``*_this_iter`` keys when ``step()`` reports only those), ``done``,
+        ``timestamp``, ``date``, ``pid``, ``hostname``, ``node_ip``,
+        ``experiment_id``, ``config`` and the ``*_since_restore`` counters.
+        """
+        if self._stopped:
+            raise RuntimeError(f"train() called on a stopped {type(self).__name__}")
+        start = time.monotonic()
+        result = self.step()
+        if not isinstance(result, dict):
+            raise TypeError(
+                f"{type(self).__name__}.step() must return a dict of results, "
+                f"got {type(result).__name__}: {result!r:.200}"
+            )
+        result = dict(result)
+        time_this_iter = result.get(TIME_THIS_ITER_S)
+        if time_this_iter is None:
+            time_this_iter = time.monotonic() - start
+        self._advance_counters(result, time_this_iter)
+        self._fill_automatic_keys(result, time_this_iter)
+        self.log_result(result)
+        return result
+
+    def _advance_counters(self, result: dict, time_this_iter: float) -> None:
+        self._iteration += 1
+        self._iterations_since_restore += 1
+        self._time_total += time_this_iter
+        self._time_since_restore += time_this_iter
+        self._timesteps_since_restore += result.get(TIMESTEPS_THIS_ITER) or 0
+        self._timesteps_total = _next_total(
+            result, TIMESTEPS_TOTAL, TIMESTEPS_THIS_ITER, self._timesteps_total
+        )
+        self._episodes_total = _next_total(
+            result, EPISODES_TOTAL, EPISODES_THIS_ITER, self._episodes_total
+        )
+
+    def _fill_automatic_keys(self, result: dict, time_this_iter: float) -> None:
+        now = datetime.today()
+        automatic = {
+            TRAINING_ITERATION: self._iteration,
+            TIME_THIS_ITER_S: time_this_iter,
+            TIME_TOTAL_S: self._time_total,
+            TIMESTEPS_TOTAL: self._timesteps_total,
+            EPISODES_TOTAL: self._episodes_total,
+            DONE: False,
+            TIMESTAMP: int(now.timestamp()),
+            DATE: now.strftime("%Y-%m-%d_%H-%M-%S"),
+            PID: os.getpid(),
+            HOSTNAME: platform.node(),
+            NODE_IP: "127.0.0.1",
+            EXPERIMENT_ID: self._experiment_id,
+            CONFIG: self.config,
+            TIME_SINCE_RESTORE: self._time_since_restore,
+            TIMESTEPS_SINCE_RESTORE: self._timesteps_since_restore,
+            ITERATIONS_SINCE_RESTORE: self._iterations_since_restore,
+        }
+        for key, value in automatic.items():
+            result.setdefault(key, value)
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    def save(self, checkpoint_dir: str | None = None) -> str:
+        """Write a checkpoint to ``<checkpoint_dir or logdir>/checkpoint_<iteration:06d>``.
+
+        As in Ray, ``checkpoint_dir`` is the *parent* of the checkpoint folder.
+        The checkpoint is built in a temporary sibling folder and renamed into
+        place, so a failure or crash never leaves a half-written checkpoint; an
+        existing checkpoint of the same name is replaced only once the new one
+        is complete.
+
+        :return: the checkpoint directory, which ``restore`` accepts.
+        """
+        parent = os.path.abspath(checkpoint_dir or self.logdir)
+        target = os.path.join(parent, f"checkpoint_{self.iteration:06d}")
+        os.makedirs(parent, exist_ok=True)
+        tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+        try:
+            saved = self.save_checkpoint(tmp_dir)
+            metadata = self._counters() | _describe_saved(saved, tmp_dir)
+            _write_json(os.path.join(tmp_dir, CHECKPOINT_METADATA_FILE), metadata)
+            _move_into_place(tmp_dir, target)
+        except BaseException:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+            raise
+        return target
+
+    def _counters(self) -> dict:
+        return {
+            "format_version": _METADATA_VERSION,
+            "iteration": self._iteration,
+            "timesteps_total": to_jsonable(self._timesteps_total),
+            "time_total": self._time_total,
+            "episodes_total": to_jsonable(self._episodes_total),
+            "experiment_id": self._experiment_id,
+        }
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Restore counters and state from a checkpoint written by ``save``.
+
+        :param checkpoint_path: the checkpoint directory or any path inside it.
+        :raises CheckpointError: the path, its metadata or its state file is
+            missing or malformed; the message names the file.
+        """
+        checkpoint_dir = _find_checkpoint_dir(checkpoint_path)
+        metadata = _read_metadata(checkpoint_dir)
+        checkpoint = _rebuild_saved(metadata, checkpoint_dir)
+        self._iteration = metadata["iteration"]
+        self._timesteps_total = metadata.get("timesteps_total")
+        self._time_total = metadata.get("time_total", 0.0)
+        self._episodes_total = metadata.get("episodes_total")
+        self._experiment_id = metadata.get("experiment_id", self._experiment_id)
+        self.load_checkpoint(checkpoint)
+        self._reset_since_restore()
+        self._restored = True
+
+    # -- end of life, export, accessors ------------------------------------------------
+
+    def stop(self) -> None:
+        """Flush and close the logger, then ``cleanup()``; later calls do nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._result_logger.flush()
+            self._result_logger.close()
+        finally:
+            self.cleanup()
+
+    def export_model(
+        self, export_formats: str | list[str], export_dir: str | None = None
+    ) -> dict[str, str]:
+        """Export the model in the given formats (``ExportFormat`` names) to ``export_dir``.
+
+        :return: ``{format: path}`` of what was written.
+        """
+        if isinstance(export_formats, str):
+            export_formats = [export_formats]
+        return self._export_model(list(export_formats), export_dir or self.logdir)
+
+    def get_config(self) -> dict:
+        """The config this trainable runs with (after ``setup`` completed it)."""
+        return self.config
+
+    @property
+    def logdir(self) -> str:
+        """Directory of this trainable's results and default checkpoints."""
+        return self._logdir
+
+    @property
+    def iteration(self) -> int:
+        """Number of ``train()`` calls so far, including those before a restore."""
+        return self._iteration
+
+    @property
+    def training_iteration(self) -> int:
+        """Same as ``iteration`` (Ray's second name for it)."""
+        return self._iteration
+
+    @property
+    def trial_name(self) -> str:
+        """Name of the trial this runs as, ``"default"`` outside ``tune.run``."""
+        return self._trial_info.name if self._trial_info else "default"
+
+    @property
+    def trial_id(self) -> str:
+        """Id of the trial this runs as, ``"default"`` outside ``tune.run``."""
+        return self._trial_info.trial_id if self._trial_info else "default"
+
+
+def _next_total(result: dict, total_key: str, this_iter_key: str, current: Any) -> Any:
+    """A running total: the one ``step()`` reported, else the old one plus this iteration's."""
+    if result.get(total_key) is not None:
+        return result[total_key]
+    if result.get(this_iter_key) is not None:
+        return (current or 0) + result[this_iter_key]
+    return current
+
+
+def _describe_saved(saved: Any, tmp_dir: str) -> dict:
+    """Metadata recording what ``save_checkpoint`` returned, in a form that survives a move."""
+    if saved is None:
+        return {"checkpoint_kind": _KIND_DIR}
+    if isinstance(saved, dict):
+        try:
+            text = json.dumps(saved)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"save_checkpoint() returned a dict that is not JSON-serialisable ({e}); "
+                "write such state to files in checkpoint_dir and return their path"
+            ) from e
+        with open(os.path.join(tmp_dir, CHECKPOINT_STATE_FILE), "w") as f:
+            f.write(text)
+        return {"checkpoint_kind": _KIND_DICT}
+    if isinstance(saved, str | os.PathLike):
+        relative = os.path.relpath(os.path.realpath(saved), os.path.realpath(tmp_dir))
+        if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+            raise ValueError(
+                f"save_checkpoint() returned {os.fspath(saved)!r}, which is outside the "
+                f"checkpoint_dir it was given ({tmp_dir!r})"
+            )
+        return {"checkpoint_kind": _KIND_PATH, "checkpoint_path": relative}
+    raise TypeError(
+        f"save_checkpoint() must return a path, a dict or None, got {type(saved).__name__}"
+    )
+
+
+def _write_json(path: str, obj: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+
+
+def _move_into_place(tmp_dir: str, target: str) -> None:
+    """Rename ``tmp_dir`` to ``target``, replacing an existing ``target`` only on success."""
+    if not os.path.exists(target):
+        os.rename(tmp_dir, target)
+        return
+    parent, name = os.path.split(target)
+    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
+    os.rename(target, old)
+    try:
+        os.rename(tmp_dir, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _find_checkpoint_dir(checkpoint_path: str | os.PathLike) -> str:
+    """The directory holding the metadata file: ``checkpoint_path`` or its nearest ancestor.
+
+    Ancestors are searched because RLlib hands out paths of files inside the
+    checkpoint directory (``.../checkpoint_000010/checkpoint-10``).
+    """
+    path = os.path.abspath(os.fspath(checkpoint_path))
+    if not os.path.exists(path):
+        raise CheckpointError(
+            f"Checkpoint {path} does not exist; expected a directory written by Trainable.save()"
+        )
+    start = path if os.path.isdir(path) else os.path.dirname(path)
+    candidate = start
+    while not os.path.isfile(os.path.join(candidate, CHECKPOINT_METADATA_FILE)):
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            raise CheckpointError(
+                f"{os.path.join(start, CHECKPOINT_METADATA_FILE)} not found: expected the "
+                f"metadata file Trainable.save() writes into every checkpoint directory"
+            )
+        candidate = parent
+    return candidate
+
+
+def _read_metadata(checkpoint_dir: str) -> dict:
+    path = os.path.join(checkpoint_dir, CHECKPOINT_METADATA_FILE)
+    metadata = _load_json(path, "the checkpoint metadata Trainable.save() writes")
+    if not _is_valid_metadata(metadata):
+        raise CheckpointError(
+            f"{path} is not checkpoint metadata: expected a JSON object with an integer "
+            f"'iteration' and 'checkpoint_kind' one of {(_KIND_PATH, _KIND_DICT, _KIND_DIR)}"
+        )
+    return metadata
+
+
+def _is_valid_metadata(metadata: Any) -> bool:
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("iteration"), int):
+        return False
+    kind = metadata.get("checkpoint_kind")
+    if kind == _KIND_PATH:
+        return isinstance(metadata.get("checkpoint_path"), str)
+    return kind in (_KIND_DICT, _KIND_DIR)
+
+
+def _rebuild_saved(metadata: dict, checkpoint_dir: str) -> str | dict:
+    """What ``save_checkpoint`` returned, with paths rebased onto ``checkpoint_dir``."""
+    kind = metadata["checkpoint_kind"]
+    if kind == _KIND_DIR:
+        return checkpoint_dir
+    if kind == _KIND_PATH:
+        return os.path.normpath(os.path.join(checkpoint_dir, metadata["checkpoint_path"]))
+    path = os.path.join(checkpoint_dir, CHECKPOINT_STATE_FILE)
+    state = _load_json(path, "the dict save_checkpoint() returned")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} holds {type(state).__name__}; expected a JSON object")
+    return state
+
+
+def _load_json(path: str, expected: str) -> Any:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing; expected {expected}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(
+            f"{path} is not valid JSON ({e}); expected {expected} (truncated or corrupted?)"
+        ) from e

@@ -1,0 +1,144 @@
+"""Trainer checkpoints on disk: safetensors for weights, JSON for the rest.
+
+Layout of a checkpoint directory (written by `Trainer.save_checkpoint`):
+
+    trainer_state.json          counters, metrics history, policy directory names
+    policies/<n>/weights.safetensors
+    policies/<n>/policy_state.json
+    worker_state.json           filters and global vars of the local worker
+    learner_state.pt            optimiser states (tensors only: weights_only load)
+
+Loading executes no code from the checkpoint: safetensors and JSON are plain
+data, and the torch file is read with `weights_only=True`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from corral.tune.trainable import CheckpointError
+
+TRAINER_STATE = "trainer_state.json"
+WORKER_STATE = "worker_state.json"
+LEARNER_STATE = "learner_state.pt"
+WEIGHTS = "weights.safetensors"
+POLICY_STATE = "policy_state.json"
+
+
+def write_trainer_state(
+    checkpoint_dir: str, trainer_state: dict, worker_state: dict, learner_state: dict
+) -> None:
+    import torch
+    from safetensors.numpy import save_file
+
+    policy_dirs = {}
+    for i, (pid, pstate) in enumerate(worker_state["policy_states"].items()):
+        rel = os.path.join("policies", str(i))
+        os.makedirs(os.path.join(checkpoint_dir, rel), exist_ok=True)
+        weights = {k: np.ascontiguousarray(v) for k, v in pstate["weights"].items()}
+        save_file(weights, os.path.join(checkpoint_dir, rel, WEIGHTS))
+        rest = {k: v for k, v in pstate.items() if k != "weights"}
+        _write_json(os.path.join(checkpoint_dir, rel, POLICY_STATE), rest)
+        policy_dirs[pid] = rel
+    _write_json(
+        os.path.join(checkpoint_dir, WORKER_STATE),
+        {"filters": worker_state.get("filters", {}), "global_vars": worker_state.get("global_vars", {})},
+    )
+    torch.save(learner_state, os.path.join(checkpoint_dir, LEARNER_STATE))
+    _write_json(os.path.join(checkpoint_dir, TRAINER_STATE), {**trainer_state, "policies": policy_dirs})
+
+
+def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tuple[dict, dict, dict]:
+    """Returns (trainer state, worker state, learner state), checked against
+    the current worker's state (same policies, same weight names and shapes)."""
+    import torch
+
+    if os.path.isfile(checkpoint_dir):
+        checkpoint_dir = os.path.dirname(checkpoint_dir)
+    state = _read_json(os.path.join(checkpoint_dir, TRAINER_STATE), "the trainer state")
+    policy_dirs = state.get("policies")
+    if not isinstance(policy_dirs, dict):
+        raise CheckpointError(
+            f"{os.path.join(checkpoint_dir, TRAINER_STATE)} has no 'policies' mapping "
+            "(expected policy id -> directory)."
+        )
+    expected = expected_worker_state["policy_states"]
+    if set(policy_dirs) != set(expected):
+        raise CheckpointError(
+            f"Checkpoint {checkpoint_dir} holds policies {sorted(policy_dirs)}, but this "
+            f"trainer has {sorted(expected)}."
+        )
+    policy_states = {}
+    for pid, rel in policy_dirs.items():
+        path = os.path.join(checkpoint_dir, rel, WEIGHTS)
+        weights = _read_weights(path)
+        _check_weights(path, weights, expected[pid]["weights"])
+        rest = _read_json(os.path.join(checkpoint_dir, rel, POLICY_STATE), "a policy state")
+        policy_states[pid] = {**rest, "weights": weights}
+    worker = _read_json(os.path.join(checkpoint_dir, WORKER_STATE), "the worker state")
+    learner_path = os.path.join(checkpoint_dir, LEARNER_STATE)
+    try:
+        learner = torch.load(learner_path, weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{learner_path} is missing (expected the optimiser state).") from None
+    except Exception as e:
+        raise CheckpointError(
+            f"{learner_path} cannot be read ({e}); expected a torch file of optimiser state."
+        ) from e
+    return state, {"policy_states": policy_states, **worker}, learner
+
+
+def _read_weights(path: str) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    if not os.path.exists(path):
+        raise CheckpointError(f"{path} is missing (expected the policy's weights).")
+    try:
+        return load_file(path)
+    except Exception as e:
+        raise CheckpointError(
+            f"{path} cannot be read ({e}); expected a safetensors file of policy weights. "
+            "Is the checkpoint truncated?"
+        ) from e
+
+
+def _check_weights(path: str, loaded: dict, expected: dict) -> None:
+    missing = sorted(set(expected) - set(loaded))
+    unexpected = sorted(set(loaded) - set(expected))
+    wrong = [
+        f"{k}: {tuple(loaded[k].shape)} (expected {tuple(np.shape(v))})"
+        for k, v in expected.items()
+        if k in loaded and tuple(loaded[k].shape) != tuple(np.shape(v))
+    ]
+    if missing or unexpected or wrong:
+        raise CheckpointError(
+            f"{path} does not match this trainer's model: missing {missing}, "
+            f"unexpected {unexpected}, wrong shapes {wrong}."
+        )
+
+
+def _write_json(path: str, obj: Any) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return repr(value)
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing (expected {what} as JSON).") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e}); expected {what}.") from e
