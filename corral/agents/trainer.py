@@ -169,6 +169,7 @@ class Trainer(Trainable):
         if self.config.get("log_level"):
             logging.getLogger("corral").setLevel(self.config["log_level"])
         _seed_driver(self.config.get("seed"))
+        _set_torch_threads(self.config["num_cpus_for_driver"])
         self.env_creator = make_env_creator(self.config.get("env"))
         self.callbacks: DefaultCallbacks = self.config["callbacks"]()
         self._counters: dict[str, int] = defaultdict(int)
@@ -619,6 +620,18 @@ def _seed_driver(seed: int | None) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def _set_torch_threads(num_cpus: float) -> None:
+    """Gives torch in the driver `num_cpus_for_driver` threads (at least one).
+
+    RL models are small: extra intra-op threads cost more in synchronisation
+    than they gain, and on a loaded machine spinning threads slow every op
+    down by an order of magnitude.
+    """
+    import torch
+
+    torch.set_num_threads(max(1, int(num_cpus)))
 
 
 def _sample_episodes_locally(worker: Any, num_episodes: int, reset: bool = True) -> list:

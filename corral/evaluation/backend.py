@@ -100,6 +100,7 @@ class ProcessWorker:
         factory: builds the worker inside the child (called with no args).
         env_vars: extra environment variables for the child
             (`extra_python_environs_for_worker`).
+        num_threads: torch threads in the child (`num_cpus_per_worker`).
     """
 
     def __init__(
@@ -107,6 +108,7 @@ class ProcessWorker:
         worker_index: int,
         factory: Callable[[], Any],
         env_vars: dict[str, str] | None = None,
+        num_threads: int = 1,
     ) -> None:
         self.worker_index = worker_index
         ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
@@ -114,7 +116,7 @@ class ProcessWorker:
         self._conn = parent_conn
         self._process = ctx.Process(
             target=_worker_main,
-            args=(child_conn, factory, worker_index, env_vars or {}),
+            args=(child_conn, factory, worker_index, env_vars or {}, max(1, int(num_threads))),
             name=f"corral-worker-{worker_index}",
             daemon=True,
         )
@@ -223,14 +225,18 @@ def _format_remote(handle: ProcessWorker, payload: tuple[str, str, str]) -> str:
 
 
 def _worker_main(
-    conn: Any, factory: Callable[[], Any], worker_index: int, env_vars: dict[str, str]
+    conn: Any,
+    factory: Callable[[], Any],
+    worker_index: int,
+    env_vars: dict[str, str],
+    num_threads: int,
 ) -> None:
     os.environ.update({k: str(v) for k, v in env_vars.items()})
     # Workers sample with small batches: one thread each is fastest, and n
     # workers on n cores must not fight over threads.
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(num_threads)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         worker = factory()

@@ -76,7 +76,9 @@ class WorkerSet:
             self._make_worker, index, self._config.get("num_workers", 0)
         )
         env_vars = self._config.get("extra_python_environs_for_worker") or {}
-        return ProcessWorker(index, factory, env_vars)
+        return ProcessWorker(
+            index, factory, env_vars, num_threads=self._config.get("num_cpus_per_worker", 1)
+        )
 
     def add_workers(self, num_workers: int) -> None:
         """Starts `num_workers` more remote workers (all at once, then waits)."""

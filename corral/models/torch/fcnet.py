@@ -71,7 +71,9 @@ def _obs_size(obs_space: gym.Space) -> int:
     try:
         return int(gym.spaces.utils.flatdim(obs_space))
     except (NotImplementedError, ValueError, TypeError) as err:
-        raise ValueError(f"FullyConnectedNetwork cannot flatten observation space {obs_space}") from err
+        raise ValueError(
+            f"FullyConnectedNetwork cannot flatten observation space {obs_space}"
+        ) from err
 
 
 class FullyConnectedNetwork(TorchModelV2):

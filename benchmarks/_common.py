@@ -1,0 +1,165 @@
+"""Helpers shared by the benchmark scripts: JSON output, machine info, timers.
+
+Every benchmark prints JSON objects, one per line, on stdout and nothing else;
+progress messages go to stderr. Import this module before `corral` so that
+`CORRAL_RESULTS_DIR` points at a temporary directory (results of benchmark
+runs must not pile up in the home directory).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TUNED_EXAMPLES = REPO_ROOT / "tuned_examples"
+
+
+def use_temp_results_dir() -> str:
+    """Points `CORRAL_RESULTS_DIR` at a fresh temporary directory (unless already set)."""
+    if not os.environ.get("CORRAL_RESULTS_DIR"):
+        os.environ["CORRAL_RESULTS_DIR"] = tempfile.mkdtemp(prefix="corral-bench-")
+    return os.environ["CORRAL_RESULTS_DIR"]
+
+
+use_temp_results_dir()
+
+
+def emit(record: dict[str, Any]) -> None:
+    """Prints one JSON object as one line on stdout."""
+    print(json.dumps(_jsonable(record), sort_keys=False), flush=True)
+
+
+def log(*parts: Any) -> None:
+    """A progress message on stderr (stdout is reserved for JSON)."""
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        return round(value, 6)
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _jsonable(value.item())
+    return value
+
+
+def median(values: Iterable[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    """Hardware and library versions, plus torch's current thread settings."""
+    import gymnasium
+    import numpy
+    import torch
+
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    try:
+        import corral
+
+        corral_version = getattr(corral, "__version__", "unknown")
+    except ImportError:
+        corral_version = "not importable"
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
+        "cpu_model": _cpu_model(),
+        "load_avg": load,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+        "numpy": numpy.__version__,
+        "gymnasium": gymnasium.__version__,
+        "corral": corral_version,
+    }
+
+
+class Stopwatch:
+    """A clock that can be paused (e.g. while a policy is evaluated)."""
+
+    def __init__(self) -> None:
+        self._elapsed = 0.0
+        self._started: float | None = None
+
+    def start(self) -> Stopwatch:
+        if self._started is None:
+            self._started = time.perf_counter()
+        return self
+
+    def pause(self) -> None:
+        if self._started is not None:
+            self._elapsed += time.perf_counter() - self._started
+            self._started = None
+
+    @property
+    def elapsed(self) -> float:
+        running = 0.0 if self._started is None else time.perf_counter() - self._started
+        return self._elapsed + running
+
+    def __enter__(self) -> Stopwatch:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.pause()
+
+
+def load_tuned_config(relative_path: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Reads a tuned example (RLlib's YAML layout: `name: {env, run, stop, config}`).
+
+    Returns (env id, config dict, stop criteria).
+    """
+    import yaml
+
+    path = TUNED_EXAMPLES / relative_path
+    if not path.exists():
+        raise FileNotFoundError(f"Tuned example {path} does not exist.")
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError(f"{path}: expected one top-level experiment, got {list(data or {})}.")
+    (spec,) = data.values()
+    config = dict(spec.get("config") or {})
+    env = spec.get("env") or config.pop("env", None)
+    return env, config, dict(spec.get("stop") or {})

@@ -1,0 +1,408 @@
+"""Env steps/s of corral's `RolloutWorker.sample()` against a raw hand-written loop.
+
+For each configuration (env x sampling processes x envs per process), the same
+run measures, alternating, repeated and taking the median:
+
+- corral: a PPO policy (64x64 tanh MLP, separate value net) sampling with
+  `RolloutWorker.sample()`; 1 process = the driver's local worker
+  (`num_workers=0`), n > 1 processes = `num_workers=n` remote workers sampling
+  in parallel (steps summed over workers, per wall-clock second).
+- raw: `gymnasium.vector.SyncVectorEnv` with the same number of envs and the
+  same MLPs (policy net and value net, both computed every step as corral's
+  sampler does), `torch.inference_mode()`, `torch.set_num_threads(1)`,
+  categorical sampling by `torch.multinomial` on the softmax (Gaussian for
+  Pendulum), numpy <-> torch every step. With n > 1 processes the raw loop runs
+  in n processes at once (a barrier starts their clocks together) and the
+  steps are summed over the slowest one's wall time.
+
+corral does more per step than the raw loop (log-probs, preallocated batch
+buffers, episode bookkeeping) and `sample()` also postprocesses the fragment
+(GAE with bootstrapped values), so the ratio measures everything that a
+training step pays for sampling.
+
+Usage:
+    python benchmarks/sampling.py            # 1 process x 8 envs, both envs
+    python benchmarks/sampling.py --full     # 1 and 2 processes x 1, 8, 32 envs
+    python benchmarks/sampling.py --quick    # smoke test, a few seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import time
+from typing import Any
+
+import _common
+from _common import emit, log, machine_info, median, ratio
+
+ENVS = ("CartPole-v1", "Pendulum-v1")
+HIDDENS = (64, 64)
+
+
+# -- the raw reference loop ---------------------------------------------------
+
+
+def _mlp(in_size: int, out_size: int):
+    from torch import nn
+
+    layers: list[Any] = []
+    for size in HIDDENS:
+        layers += [nn.Linear(in_size, size), nn.Tanh()]
+        in_size = size
+    layers.append(nn.Linear(in_size, out_size))
+    return nn.Sequential(*layers)
+
+
+class RawSampler:
+    """SyncVectorEnv + policy MLP + value MLP, the shortest honest sampling loop."""
+
+    def __init__(self, env_id: str, num_envs: int, seed: int = 0) -> None:
+        import gymnasium as gym
+        import numpy as np
+        import torch
+
+        torch.manual_seed(seed)
+        kwargs = {}
+        if hasattr(gym.vector, "AutoresetMode"):
+            # Reset inside the step that ended the episode, as corral's sampler does.
+            kwargs["autoreset_mode"] = gym.vector.AutoresetMode.SAME_STEP
+        self.env = gym.vector.SyncVectorEnv(
+            [lambda: gym.make(env_id) for _ in range(num_envs)], **kwargs
+        )
+        self.num_envs = num_envs
+        obs_space = self.env.single_observation_space
+        act_space = self.env.single_action_space
+        obs_dim = int(np.prod(obs_space.shape))
+        self.discrete = isinstance(act_space, gym.spaces.Discrete)
+        if self.discrete:
+            out = int(act_space.n)
+        else:
+            out = 2 * int(np.prod(act_space.shape))  # mean and log-std
+            self.low, self.high = act_space.low, act_space.high
+        self.pi = _mlp(obs_dim, out)
+        self.vf = _mlp(obs_dim, 1)
+        self.obs, _ = self.env.reset(seed=seed)
+
+    def run(self, num_steps: int) -> int:
+        """Steps every env until `num_steps` env steps are done; returns the count."""
+        import numpy as np
+        import torch
+
+        env, pi, vf = self.env, self.pi, self.vf
+        obs = self.obs
+        steps = 0
+        with torch.inference_mode():
+            while steps < num_steps:
+                obs_t = torch.from_numpy(np.asarray(obs, dtype=np.float32))
+                out = pi(obs_t)
+                vf(obs_t)
+                if self.discrete:
+                    actions = torch.multinomial(torch.softmax(out, dim=-1), 1).squeeze(-1)
+                    env_actions = actions.numpy()
+                else:
+                    mean, log_std = out.chunk(2, dim=-1)
+                    actions = torch.normal(mean, log_std.exp())
+                    a = actions.numpy()
+                    env_actions = np.clip(
+                        self.low + (a + 1.0) * 0.5 * (self.high - self.low), self.low, self.high
+                    )
+                obs, _, _, _, _ = env.step(env_actions)
+                steps += self.num_envs
+        self.obs = obs
+        return steps
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _raw_process(conn, barrier, env_id: str, num_envs: int, seed: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    sampler = RawSampler(env_id, num_envs, seed)
+    conn.send("ready")
+    while True:
+        cmd, arg = conn.recv()
+        if cmd == "stop":
+            sampler.close()
+            return
+        if cmd == "run":
+            sampler.run(arg)  # warm-up, untimed
+        else:  # "timed"
+            barrier.wait()
+            t0 = time.perf_counter()
+            steps = sampler.run(arg)
+            conn.send((steps, time.perf_counter() - t0))
+            continue
+        conn.send("ok")
+
+
+class RawPool:
+    """n processes each running a `RawSampler`, timed together."""
+
+    def __init__(self, n: int, env_id: str, num_envs: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.barrier = ctx.Barrier(n)
+        self.conns, self.procs = [], []
+        for i in range(n):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(
+                target=_raw_process,
+                args=(child, self.barrier, env_id, num_envs, 1000 * (i + 1)),
+                daemon=True,
+            )
+            p.start()
+            self.conns.append(parent)
+            self.procs.append(p)
+        for c in self.conns:
+            c.recv()
+
+    def warmup(self, steps: int) -> None:
+        for c in self.conns:
+            c.send(("run", steps))
+        for c in self.conns:
+            c.recv()
+
+    def timed(self, steps: int) -> tuple[int, float]:
+        for c in self.conns:
+            c.send(("timed", steps))
+        results = [c.recv() for c in self.conns]
+        return sum(s for s, _ in results), max(t for _, t in results)
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.send(("stop", None))
+        for p in self.procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+
+
+# -- corral -------------------------------------------------------------------
+
+
+def corral_config(workers: int, envs: int, fragment: int) -> dict[str, Any]:
+    return {
+        "num_workers": 0 if workers == 1 else workers,
+        "num_envs_per_worker": envs,
+        "rollout_fragment_length": fragment,
+        "train_batch_size": fragment * envs * workers,
+        "sgd_minibatch_size": min(128, fragment * envs * workers),
+        "model": {
+            "fcnet_hiddens": list(HIDDENS),
+            "fcnet_activation": "tanh",
+            "vf_share_layers": False,
+        },
+        "seed": 0,
+        "log_level": "ERROR",
+    }
+
+
+class CorralSampler:
+    def __init__(self, env_id: str, workers: int, envs: int, fragment: int) -> None:
+        from corral.agents.ppo import PPOTrainer
+
+        self.workers = workers
+        self.trainer = PPOTrainer(config=corral_config(workers, envs, fragment), env=env_id)
+        self.local = self.trainer.workers.local_worker()
+        self.remotes = self.trainer.workers.remote_workers()
+
+    def torch_threads(self) -> list[int]:
+        import torch
+
+        if self.workers == 1:
+            return [torch.get_num_threads()]
+        from corral.evaluation.backend import wait_all
+
+        def threads(worker):
+            import torch
+
+            return torch.get_num_threads()
+
+        return wait_all([w.apply(threads) for w in self.remotes], timeout=60)
+
+    def run(self, num_steps: int) -> int:
+        steps = 0
+        if self.workers == 1:
+            while steps < num_steps:
+                steps += self.local.sample().count
+            return steps
+        from corral.evaluation.backend import wait_all
+
+        while steps < num_steps:
+            batches = wait_all([w.call("sample") for w in self.remotes], timeout=600)
+            steps += sum(b.count for b in batches)
+        return steps
+
+    def breakdown(self) -> dict[str, float] | None:
+        """The sampler's own mean ms per vector step (env / inference / processing)."""
+        if self.workers == 1:
+            return self.local.sampler.timers.as_dict()
+        from corral.evaluation.backend import wait_all
+
+        return wait_all(
+            [self.remotes[0].apply(lambda w: w.sampler.timers.as_dict())], timeout=60
+        )[0]
+
+    def stop(self) -> None:
+        self.trainer.stop()
+
+
+# -- driver -------------------------------------------------------------------
+
+
+def bench_config(
+    env_id: str,
+    workers: int,
+    envs: int,
+    args: argparse.Namespace,
+    default_threads: int,
+) -> dict[str, Any]:
+    import torch
+
+    corral_threads = args.corral_threads
+    torch.set_num_threads(corral_threads)
+    corral = CorralSampler(env_id, workers, envs, args.fragment)
+    torch.set_num_threads(1)
+    raw_pool = RawPool(workers, env_id, envs) if workers > 1 else None
+    raw_local = RawSampler(env_id, envs) if workers == 1 else None
+    # Steps per timed run: per sampling process, so that each process runs as long.
+    steps = args.steps * workers
+    corral_rates, raw_rates = [], []
+    try:
+        warm = max(args.steps // 10, 1)
+        torch.set_num_threads(corral_threads)
+        corral.run(warm * workers)
+        worker_threads = corral.torch_threads()
+        torch.set_num_threads(1)
+        if raw_pool is not None:
+            raw_pool.warmup(warm)
+        else:
+            raw_local.run(warm)
+        for rep in range(args.repeats):
+            torch.set_num_threads(corral_threads)
+            t0 = time.perf_counter()
+            n = corral.run(steps)
+            corral_rates.append(n / (time.perf_counter() - t0))
+            torch.set_num_threads(1)
+            if raw_pool is not None:
+                n, dt = raw_pool.timed(args.steps)
+            else:
+                t0 = time.perf_counter()
+                n = raw_local.run(steps)
+                dt = time.perf_counter() - t0
+            raw_rates.append(n / dt)
+            log(
+                f"  {env_id} {workers}x{envs} rep {rep}: corral {corral_rates[-1]:,.0f}/s "
+                f"raw {raw_rates[-1]:,.0f}/s"
+            )
+        breakdown = corral.breakdown()
+        default_rate = None
+        if workers == 1 and default_threads != corral_threads:
+            # What a user gets who leaves torch's threads alone (the local worker
+            # samples in the driver, which does not set them).
+            torch.set_num_threads(default_threads)
+            n_default = max(steps // 4, envs * args.fragment)
+            t0 = time.perf_counter()
+            n = corral.run(n_default)
+            default_rate = n / (time.perf_counter() - t0)
+            log(f"  {env_id} {workers}x{envs}: corral at {default_threads} threads {default_rate:,.0f}/s")
+    finally:
+        corral.stop()
+        if raw_pool is not None:
+            raw_pool.close()
+        if raw_local is not None:
+            raw_local.close()
+        torch.set_num_threads(default_threads)
+    c, r = median(corral_rates), median(raw_rates)
+    return {
+        "bench": "sampling",
+        "env": env_id,
+        "workers": workers,
+        "envs_per_worker": envs,
+        "rollout_fragment_length": args.fragment,
+        "corral_steps_per_s": c,
+        "raw_steps_per_s": r,
+        "ratio": ratio(c, r),
+        "corral_runs": corral_rates,
+        "raw_runs": raw_rates,
+        "timed_steps_per_run": steps,
+        "corral_torch_threads": worker_threads,
+        "raw_torch_threads": 1,
+        "corral_default_threads": default_threads if default_rate is not None else None,
+        "corral_default_threads_steps_per_s": default_rate,
+        "corral_default_threads_ratio": ratio(default_rate, r),
+        "corral_sampler_ms_per_vector_step": {
+            k: v for k, v in (breakdown or {}).items() if k.startswith("mean_") and v
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), help="gymnasium env ids")
+    parser.add_argument(
+        "--workers",
+        nargs="+",
+        type=int,
+        default=[1],
+        help="sampling processes: 1 = the local worker (num_workers=0), n>1 = n remote workers",
+    )
+    parser.add_argument("--envs-per-worker", nargs="+", type=int, default=[8])
+    parser.add_argument("--full", action="store_true", help="workers 1 2 x envs 1 8 32")
+    parser.add_argument("--quick", action="store_true", help="smoke test (a few seconds)")
+    parser.add_argument(
+        "--steps", type=int, default=20_000, help="env steps per timed run and process"
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fragment", type=int, default=200, help="rollout_fragment_length")
+    parser.add_argument(
+        "--corral-threads",
+        type=int,
+        default=1,
+        help="torch threads of the driver while corral's local worker samples (default 1, "
+        "as the raw loop; remote workers set 1 themselves). With 1, one-process configs "
+        "also time one run at torch's default thread count (corral_default_threads_*)",
+    )
+    args = parser.parse_args()
+    if args.full:
+        args.workers, args.envs_per_worker = [1, 2], [1, 8, 32]
+    if args.quick:
+        args.steps, args.repeats, args.fragment = 2_000, 1, 64
+        args.workers, args.envs_per_worker = args.workers[:1], args.envs_per_worker[:1]
+
+    import torch
+
+    default_threads = torch.get_num_threads()
+    info = machine_info()
+    info["torch_default_threads"] = default_threads
+    emit({"bench": "sampling", "machine": info, "results_dir": _common.use_temp_results_dir()})
+    rows = []
+    for env_id in args.envs:
+        for workers in args.workers:
+            for envs in args.envs_per_worker:
+                log(f"sampling: {env_id}, {workers} process(es) x {envs} envs")
+                row = bench_config(env_id, workers, envs, args, default_threads)
+                emit(row)
+                rows.append(row)
+    emit(
+        {
+            "bench": "sampling",
+            "summary": True,
+            "configs": len(rows),
+            "median_ratio": median(r["ratio"] for r in rows),
+            "min_ratio": min((r["ratio"] for r in rows if r["ratio"] is not None), default=None),
+            "ratios": {
+                f"{r['env']}/{r['workers']}x{r['envs_per_worker']}": r["ratio"] for r in rows
+            },
+            "steps_per_run": args.steps,
+            "repeats": args.repeats,
+            "torch_default_threads": default_threads,
+            "raw_torch_threads": 1,
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

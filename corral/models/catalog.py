@@ -1,0 +1,228 @@
+"""``ModelCatalog``: picks the model and action distribution for a pair of spaces.
+
+Policies never name a model class: they ask the catalog, which honours the ``"model"``
+config (``custom_model``, ``custom_action_dist``) and otherwise picks the default for the
+space, so users swap networks through config alone, as in RLlib 1.x.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.models.model_defaults import MODEL_DEFAULTS
+from corral.models.torch.fcnet import FullyConnectedNetwork
+from corral.models.torch.torch_action_dist import (
+    TorchCategorical,
+    TorchDeterministic,
+    TorchDiagGaussian,
+    TorchDistributionWrapper,
+    TorchMultiCategorical,
+)
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
+from corral.utils.error import UnsupportedSpaceException
+
+_CUSTOM_MODELS: dict[str, type] = {}
+_CUSTOM_ACTION_DISTS: dict[str, type] = {}
+
+
+def _check_framework(framework: str) -> None:
+    if framework != "torch":
+        raise ValueError(
+            f"framework={framework!r} is not available: corral only builds torch models "
+            "(framework='torch')."
+        )
+
+
+def _lookup(registry: dict[str, type], name: str, what: str, register_fn: str) -> type:
+    if name in registry:
+        return registry[name]
+    close = difflib.get_close_matches(name, list(registry), n=3)
+    hint = f" Did you mean {close}?" if close else ""
+    raise ValueError(
+        f"No {what} registered under {name!r}; registered: {sorted(registry)}.{hint} "
+        f"Register it first with ModelCatalog.{register_fn}({name!r}, cls)."
+    )
+
+
+def _wrap_if_needed(model_cls: type, model_interface: type | None) -> type:
+    """Mix ``model_interface`` in front of ``model_cls`` (e.g. a Q-head interface over FCNet).
+
+    The interface comes first in the MRO so its ``__init__`` (which takes the extra
+    algorithm kwargs) runs and reaches ``model_cls.__init__`` through ``super()``.
+    """
+    if model_interface is None or issubclass(model_cls, model_interface):
+        return model_cls
+    name = f"{model_interface.__name__}_as_{model_cls.__name__}"
+    return type(name, (model_interface, model_cls), {})
+
+
+class ModelCatalog:
+    """Registry and factory for models and action distributions (all staticmethods)."""
+
+    @staticmethod
+    def get_action_dist(
+        action_space: gym.Space,
+        config: ModelConfigDict | None,
+        dist_type: str | type | None = None,
+        framework: str = "torch",
+        **kwargs: Any,
+    ) -> tuple[Any, int]:
+        """Return ``(dist_class, num_outputs)`` for ``action_space``.
+
+        :param action_space: ``Discrete`` -> :class:`TorchCategorical`, 1-D ``Box`` ->
+            :class:`TorchDiagGaussian` (``num_outputs = 2 * dim``), ``MultiDiscrete`` ->
+            :class:`TorchMultiCategorical` (returned as a ``functools.partial`` binding
+            ``input_lens``, like RLlib 1.x).
+        :param config: the ``"model"`` config; ``custom_action_dist`` (a registered name or
+            a class) takes precedence over everything else.
+        :param dist_type: a distribution class to use, or ``"deterministic"`` for a point
+            mass at the model output (DDPG/TD3 actors).
+        :param framework: only ``"torch"``.
+        :raises UnsupportedSpaceException: for spaces without a distribution.
+        """
+        _check_framework(framework)
+        config = config or MODEL_DEFAULTS
+        custom = config.get("custom_action_dist")
+        if custom:
+            if isinstance(custom, str):
+                custom = _lookup(
+                    _CUSTOM_ACTION_DISTS,
+                    custom,
+                    "action distribution",
+                    "register_custom_action_dist",
+                )
+            return custom, int(custom.required_model_output_shape(action_space, config))
+
+        if isinstance(dist_type, type) and issubclass(dist_type, TorchDistributionWrapper):
+            return dist_type, int(dist_type.required_model_output_shape(action_space, config))
+        if dist_type == "deterministic":
+            if not isinstance(action_space, gym.spaces.Box):
+                raise UnsupportedSpaceException(
+                    f"dist_type='deterministic' needs a Box action space, got {action_space}."
+                )
+            return TorchDeterministic, TorchDeterministic.required_model_output_shape(
+                action_space, config
+            )
+        if dist_type is not None:
+            raise ValueError(
+                f"Unknown dist_type {dist_type!r}: expected None, 'deterministic' or a "
+                "TorchDistributionWrapper subclass."
+            )
+
+        if isinstance(action_space, gym.spaces.Discrete):
+            return TorchCategorical, TorchCategorical.required_model_output_shape(
+                action_space, config
+            )
+        if isinstance(action_space, gym.spaces.Box):
+            if len(action_space.shape) > 1:
+                raise UnsupportedSpaceException(
+                    f"Action space {action_space} has shape {action_space.shape}: only 1-D "
+                    "Box action spaces are supported; reshape it to one dimension in an "
+                    "action wrapper."
+                )
+            return TorchDiagGaussian, TorchDiagGaussian.required_model_output_shape(
+                action_space, config
+            )
+        if isinstance(action_space, gym.spaces.MultiDiscrete):
+            dist = functools.partial(
+                TorchMultiCategorical,
+                input_lens=[int(n) for n in np.asarray(action_space.nvec).ravel()],
+                action_space=action_space,
+            )
+            return dist, TorchMultiCategorical.required_model_output_shape(action_space, config)
+        raise UnsupportedSpaceException(
+            f"Unsupported action space {action_space} (type {type(action_space).__name__}): "
+            "corral has action distributions for Discrete, MultiDiscrete and 1-D Box spaces."
+        )
+
+    @staticmethod
+    def get_action_shape(
+        action_space: gym.Space, framework: str = "torch"
+    ) -> tuple[type, tuple[int | None, ...]]:
+        """``(numpy dtype, batch shape with None for the batch axis)`` of an action batch."""
+        _check_framework(framework)
+        if isinstance(action_space, gym.spaces.Discrete):
+            return np.int64, (None,)
+        if isinstance(action_space, gym.spaces.MultiDiscrete):
+            return np.int64, (None, *action_space.shape)
+        if isinstance(action_space, gym.spaces.Box):
+            return np.float32, (None, *action_space.shape)
+        raise UnsupportedSpaceException(f"Unsupported action space {action_space}.")
+
+    @staticmethod
+    def get_model_v2(
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int,
+        model_config: ModelConfigDict | None,
+        framework: str = "torch",
+        name: str = "default_model",
+        model_interface: type | None = None,
+        default_model: type | None = None,
+        **model_kwargs: Any,
+    ) -> TorchModelV2:
+        """Build the policy's model.
+
+        ``model_config`` is merged over ``MODEL_DEFAULTS``, so partial dicts work. A
+        ``custom_model`` (registered name or class) is called as
+        ``cls(obs_space, action_space, num_outputs, model_config, name, **model_kwargs,
+        **custom_model_config)``. Otherwise ``default_model`` is used if given, else
+        :class:`FullyConnectedNetwork` for any observation space that flattens to a vector
+        (``Box`` of any rank, ``Discrete``, and the ``MultiDiscrete``/``Dict``/``Tuple``
+        spaces the preprocessor one-hots and concatenates).
+
+        :param model_interface: a class mixed in front of the model class (its ``__init__``
+            takes ``model_kwargs``), e.g. an algorithm's Q-head model.
+        :raises UnsupportedSpaceException: for observation spaces that cannot be flattened.
+        """
+        _check_framework(framework)
+        config = {**MODEL_DEFAULTS, **(model_config or {})}
+        custom = config.get("custom_model")
+        if custom:
+            if isinstance(custom, str):
+                custom = _lookup(_CUSTOM_MODELS, custom, "custom model", "register_custom_model")
+            model_cls = _wrap_if_needed(custom, model_interface)
+            kwargs = {**model_kwargs, **(config.get("custom_model_config") or {})}
+            try:
+                return model_cls(obs_space, action_space, num_outputs, config, name, **kwargs)
+            except TypeError as err:
+                if kwargs and "unexpected keyword argument" in str(err):
+                    raise TypeError(
+                        f"{custom.__name__}.__init__ rejected keyword arguments "
+                        f"{sorted(kwargs)}: entries of 'custom_model_config' are passed to "
+                        f"the custom model's constructor as keyword arguments ({err})."
+                    ) from err
+                raise
+
+        if default_model is None:
+            try:
+                gym.spaces.utils.flatdim(obs_space)
+            except (NotImplementedError, ValueError, TypeError) as err:
+                raise UnsupportedSpaceException(
+                    f"No default model for observation space {obs_space} (type "
+                    f"{type(obs_space).__name__}): it cannot be flattened to a vector. "
+                    "Use a custom_model."
+                ) from err
+            default_model = FullyConnectedNetwork
+        model_cls = _wrap_if_needed(default_model, model_interface)
+        return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)
+
+    @staticmethod
+    def register_custom_model(model_name: str, model_class: type) -> None:
+        """Make ``model_class`` available as ``{"custom_model": model_name}``."""
+        if not (isinstance(model_class, type) and issubclass(model_class, TorchModelV2)):
+            raise TypeError(
+                f"register_custom_model({model_name!r}, {model_class!r}): the model must be "
+                "a subclass of corral.models.torch.torch_modelv2.TorchModelV2."
+            )
+        _CUSTOM_MODELS[model_name] = model_class
+
+    @staticmethod
+    def register_custom_action_dist(action_dist_name: str, action_dist_class: type) -> None:
+        """Make ``action_dist_class`` available as ``{"custom_action_dist": name}``."""
+        _CUSTOM_ACTION_DISTS[action_dist_name] = action_dist_class

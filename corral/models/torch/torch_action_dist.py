@@ -1,0 +1,309 @@
+"""Action distributions over a model's outputs, RLlib 1.x's ``TorchDistributionWrapper`` family.
+
+The maths is written out directly instead of building ``torch.distributions`` objects: those
+validate arguments and allocate several tensors at construction, which at batch sizes 1-32
+costs more than the sampling itself, and a distribution is built on every env step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class TorchDistributionWrapper:
+    """A distribution parameterised by a batch of model outputs ``inputs [B, num_outputs]``.
+
+    Subclasses implement the methods below; ``sample``/``deterministic_sample`` remember their
+    result in ``last_sample`` so :meth:`sampled_action_logp` can score it without the caller
+    threading it back.
+
+    :param inputs: the model's outputs (distribution parameters), a float tensor.
+    :param model: the model that produced them (some distributions read its config).
+    """
+
+    def __init__(self, inputs: TensorType, model: TorchModelV2 | None = None) -> None:
+        self.inputs = inputs
+        self.model = model
+        self.last_sample: TensorType | None = None
+
+    def sample(self) -> TensorType:
+        """Draw one action per batch row."""
+        raise NotImplementedError
+
+    def deterministic_sample(self) -> TensorType:
+        """The most likely action per row (used when ``explore=False``)."""
+        raise NotImplementedError
+
+    def logp(self, actions: TensorType) -> TensorType:
+        """Log-likelihood ``[B]`` of ``actions`` under this distribution."""
+        raise NotImplementedError
+
+    def entropy(self) -> TensorType:
+        """Entropy ``[B]``."""
+        raise NotImplementedError
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        """``KL(self || other)`` ``[B]``; ``other`` must be of the same type."""
+        raise NotImplementedError
+
+    def sampled_action_logp(self) -> TensorType:
+        """Log-likelihood of the action drawn by the last (deterministic) ``sample()`` call."""
+        if self.last_sample is None:
+            raise RuntimeError("sampled_action_logp() called before sample().")
+        return self.logp(self.last_sample)
+
+    def multi_entropy(self) -> TensorType:
+        """Per-component entropies; a single distribution has one component."""
+        return self.entropy()
+
+    def multi_kl(self, other: TorchDistributionWrapper) -> TensorType:
+        """Per-component KLs; a single distribution has one component."""
+        return self.kl(other)
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        """How many model outputs this distribution needs for ``action_space``."""
+        raise NotImplementedError
+
+
+class TorchCategorical(TorchDistributionWrapper):
+    """Categorical over ``Discrete(n)`` actions from ``n`` unnormalised logits.
+
+    Logits of ``-inf`` (action masking) are allowed: masked actions are never sampled, and
+    entropy and KL treat their ``0 * log 0`` terms as 0.
+
+    :param temperature: logits are divided by it; > 1 flattens the distribution.
+    """
+
+    def __init__(
+        self, inputs: TensorType, model: TorchModelV2 | None = None, temperature: float = 1.0
+    ) -> None:
+        if temperature != 1.0:
+            inputs = inputs / temperature
+        super().__init__(inputs, model)
+        self._log_probs: TensorType | None = None
+
+    def log_probs(self) -> TensorType:
+        """Normalised log-probabilities ``[B, n]``, computed once per distribution."""
+        if self._log_probs is None:
+            self._log_probs = torch.log_softmax(self.inputs, dim=-1)
+        return self._log_probs
+
+    def _finite_log_probs(self) -> TensorType:
+        # Masked actions have log-probability -inf; clamping makes their p * log p terms
+        # 0 instead of NaN. Only entropy and KL need it, so logp() skips the extra op.
+        log_probs = self.log_probs()
+        return log_probs.clamp(min=torch.finfo(log_probs.dtype).min)
+
+    def sample(self) -> TensorType:
+        # Gumbel-max: argmax(logits + Gumbel noise) is an exact categorical draw, and avoids
+        # softmax + torch.multinomial; measured ~3x faster at batch 8 and 4000 on CPU.
+        # The noise is -log(-log(u)), built in place on the fresh uniform tensor. Uniform
+        # draws of exactly 0 give -inf scores, never NaN, so they are harmless.
+        noise = torch.rand_like(self.inputs).log_().neg_().log_()
+        self.last_sample = torch.argmax(self.inputs - noise, dim=-1)
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        self.last_sample = torch.argmax(self.inputs, dim=-1)
+        return self.last_sample
+
+    def logp(self, actions: TensorType) -> TensorType:
+        return self.log_probs().gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self) -> TensorType:
+        log_probs = self._finite_log_probs()
+        return -(log_probs.exp() * log_probs).sum(-1)
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        if not isinstance(other, TorchCategorical):
+            raise TypeError(f"kl() needs another TorchCategorical, got {type(other).__name__}")
+        log_probs = self._finite_log_probs()
+        return (log_probs.exp() * (log_probs - other._finite_log_probs())).sum(-1)
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return int(action_space.n)
+
+
+class TorchMultiCategorical(TorchDistributionWrapper):
+    """Independent categoricals for ``MultiDiscrete(nvec)`` actions; logits are concatenated.
+
+    Log-probabilities, entropies and KLs are summed over the components; samples are
+    ``[B, len(nvec)]`` (reshaped to ``[B, *nvec.shape]`` when ``action_space`` is given).
+
+    :param input_lens: the number of logits of each component (``nvec`` flattened).
+    :param action_space: the ``MultiDiscrete`` space, to restore a multi-dimensional ``nvec``.
+    """
+
+    def __init__(
+        self,
+        inputs: TensorType,
+        model: TorchModelV2 | None = None,
+        input_lens: Sequence[int] | np.ndarray | None = None,
+        action_space: gym.spaces.MultiDiscrete | None = None,
+    ) -> None:
+        super().__init__(inputs, model)
+        if input_lens is None:
+            if action_space is None:
+                raise ValueError("TorchMultiCategorical needs input_lens or action_space.")
+            input_lens = np.asarray(action_space.nvec).ravel()
+        self.input_lens = [int(n) for n in np.asarray(input_lens).ravel()]
+        self.action_shape: tuple[int, ...] | None = (
+            tuple(action_space.shape) if action_space is not None else None
+        )
+        self.cats = [
+            TorchCategorical(logits, model)
+            for logits in torch.split(inputs, self.input_lens, dim=-1)
+        ]
+
+    def _shape(self, flat: TensorType) -> TensorType:
+        if self.action_shape is not None and len(self.action_shape) != 1:
+            return flat.reshape(flat.shape[0], *self.action_shape)
+        return flat
+
+    def sample(self) -> TensorType:
+        self.last_sample = self._shape(torch.stack([c.sample() for c in self.cats], dim=-1))
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        samples = [c.deterministic_sample() for c in self.cats]
+        self.last_sample = self._shape(torch.stack(samples, dim=-1))
+        return self.last_sample
+
+    def logp(self, actions: TensorType) -> TensorType:
+        actions = actions.reshape(actions.shape[0], len(self.cats))
+        return torch.stack([c.logp(actions[:, i]) for i, c in enumerate(self.cats)], -1).sum(-1)
+
+    def multi_entropy(self) -> TensorType:
+        return torch.stack([c.entropy() for c in self.cats], dim=-1)
+
+    def entropy(self) -> TensorType:
+        return self.multi_entropy().sum(-1)
+
+    def multi_kl(self, other: TorchDistributionWrapper) -> TensorType:
+        if not isinstance(other, TorchMultiCategorical):
+            raise TypeError(f"kl() needs another TorchMultiCategorical, got {type(other).__name__}")
+        return torch.stack([c.kl(o) for c, o in zip(self.cats, other.cats)], dim=-1)
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        return self.multi_kl(other).sum(-1)
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return int(np.sum(action_space.nvec))
+
+
+class TorchDiagGaussian(TorchDistributionWrapper):
+    """Gaussian with diagonal covariance for 1-D ``Box`` actions.
+
+    ``inputs`` is ``concat(mean, log_std)`` along the last axis. Log-probabilities,
+    entropies and KLs are summed over the action dimensions (independent components).
+
+    :param action_space: when it is a ``Box`` of shape ``()``, samples are ``[B]``
+        instead of ``[B, 1]``.
+    """
+
+    def __init__(
+        self,
+        inputs: TensorType,
+        model: TorchModelV2 | None = None,
+        *,
+        action_space: gym.Space | None = None,
+    ) -> None:
+        super().__init__(inputs, model)
+        self.mean, self.log_std = torch.chunk(inputs, 2, dim=-1)
+        self.std = torch.exp(self.log_std)
+        self.zero_action_dim = action_space is not None and action_space.shape == ()
+        self._last_z: TensorType | None = None
+
+    def sample(self) -> TensorType:
+        # Detached, as a draw from torch.distributions.Normal.sample() would be: losses
+        # score stored actions with logp() and must not backpropagate through the draw.
+        z = torch.randn_like(self.mean)
+        sample = (self.mean + self.std * z).detach()
+        self._last_z = z
+        self.last_sample = sample.squeeze(-1) if self.zero_action_dim else sample
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        self._last_z = None
+        self.last_sample = self.mean.squeeze(-1) if self.zero_action_dim else self.mean
+        return self.last_sample
+
+    def sampled_action_logp(self) -> TensorType:
+        # Without autograd (the sampler) the standardised sample is the drawn noise itself,
+        # which skips recomputing (x - mean) / std. With autograd, logp(x) has different
+        # gradients (x is a constant there), so use the general path.
+        if self._last_z is None or self.inputs.requires_grad:
+            return super().sampled_action_logp()
+        return self._logp_from_z(self._last_z)
+
+    def _logp_from_z(self, z: TensorType) -> TensorType:
+        dim = self.mean.shape[-1]
+        return -0.5 * (z * z).sum(-1) - self.log_std.sum(-1) - 0.5 * dim * _LOG_2PI
+
+    def logp(self, actions: TensorType) -> TensorType:
+        if actions.dim() < self.mean.dim():
+            actions = actions.unsqueeze(-1)
+        return self._logp_from_z((actions - self.mean) / self.std)
+
+    def entropy(self) -> TensorType:
+        return (self.log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1)
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        if not isinstance(other, TorchDiagGaussian):
+            raise TypeError(f"kl() needs another TorchDiagGaussian, got {type(other).__name__}")
+        var_ratio_num = self.std.pow(2) + (self.mean - other.mean).pow(2)
+        terms = other.log_std - self.log_std + var_ratio_num / (2.0 * other.std.pow(2)) - 0.5
+        return terms.sum(-1)
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return 2 * int(np.prod(action_space.shape))
+
+
+class TorchDeterministic(TorchDistributionWrapper):
+    """A point mass at ``inputs``: the model outputs the action itself (DDPG/TD3 actors).
+
+    Every action has log-likelihood 0, and entropy and KL are 0, by convention, so
+    algorithms that log them keep working.
+    """
+
+    def sample(self) -> TensorType:
+        return self.deterministic_sample()
+
+    def deterministic_sample(self) -> TensorType:
+        self.last_sample = self.inputs
+        return self.last_sample
+
+    def logp(self, actions: TensorType) -> TensorType:
+        return torch.zeros(self.inputs.shape[0], dtype=self.inputs.dtype, device=self.inputs.device)
+
+    def entropy(self) -> TensorType:
+        return self.logp(self.inputs)
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        return self.logp(self.inputs)
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return int(np.prod(action_space.shape))
+
+
+__all__ = [
+    "TorchCategorical",
+    "TorchDeterministic",
+    "TorchDiagGaussian",
+    "TorchDistributionWrapper",
+    "TorchMultiCategorical",
+]
