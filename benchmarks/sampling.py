@@ -15,6 +15,11 @@ run measures, alternating, repeated and taking the median:
   in n processes at once (a barrier starts their clocks together) and the
   steps are summed over the slowest one's wall time.
 
+Threads: corral's local worker samples with the torch thread count its
+trainer gives the driver (`num_cpus_for_driver`), remote workers with their
+own (`num_cpus_per_worker`); both are reported per configuration
+(`corral_torch_threads`). The raw loop always uses 1 thread.
+
 corral does more per step than the raw loop (log-probs, preallocated batch
 buffers, episode bookkeeping) and `sample()` also postprocesses the fragment
 (GAE with bootstrapped values), so the ratio measures everything that a
@@ -241,9 +246,8 @@ class CorralSampler:
             return self.local.sampler.timers.as_dict()
         from corral.evaluation.backend import wait_all
 
-        return wait_all(
-            [self.remotes[0].apply(lambda w: w.sampler.timers.as_dict())], timeout=60
-        )[0]
+        future = self.remotes[0].apply(lambda w: w.sampler.timers.as_dict())
+        return wait_all([future], timeout=60)[0]
 
     def stop(self) -> None:
         self.trainer.stop()
@@ -252,18 +256,14 @@ class CorralSampler:
 # -- driver -------------------------------------------------------------------
 
 
-def bench_config(
-    env_id: str,
-    workers: int,
-    envs: int,
-    args: argparse.Namespace,
-    default_threads: int,
-) -> dict[str, Any]:
+def bench_config(env_id: str, workers: int, envs: int, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    corral_threads = args.corral_threads
-    torch.set_num_threads(corral_threads)
+    default_threads = torch.get_num_threads()
     corral = CorralSampler(env_id, workers, envs, args.fragment)
+    # The trainer sets the driver's torch threads (`num_cpus_for_driver`); keep
+    # that for corral unless --corral-threads overrides it.
+    corral_threads = args.corral_threads or torch.get_num_threads()
     torch.set_num_threads(1)
     raw_pool = RawPool(workers, env_id, envs) if workers > 1 else None
     raw_local = RawSampler(env_id, envs) if workers == 1 else None
@@ -298,16 +298,6 @@ def bench_config(
                 f"raw {raw_rates[-1]:,.0f}/s"
             )
         breakdown = corral.breakdown()
-        default_rate = None
-        if workers == 1 and default_threads != corral_threads:
-            # What a user gets who leaves torch's threads alone (the local worker
-            # samples in the driver, which does not set them).
-            torch.set_num_threads(default_threads)
-            n_default = max(steps // 4, envs * args.fragment)
-            t0 = time.perf_counter()
-            n = corral.run(n_default)
-            default_rate = n / (time.perf_counter() - t0)
-            log(f"  {env_id} {workers}x{envs}: corral at {default_threads} threads {default_rate:,.0f}/s")
     finally:
         corral.stop()
         if raw_pool is not None:
@@ -330,9 +320,6 @@ def bench_config(
         "timed_steps_per_run": steps,
         "corral_torch_threads": worker_threads,
         "raw_torch_threads": 1,
-        "corral_default_threads": default_threads if default_rate is not None else None,
-        "corral_default_threads_steps_per_s": default_rate,
-        "corral_default_threads_ratio": ratio(default_rate, r),
         "corral_sampler_ms_per_vector_step": {
             k: v for k, v in (breakdown or {}).items() if k.startswith("mean_") and v
         },
@@ -360,10 +347,9 @@ def main() -> None:
     parser.add_argument(
         "--corral-threads",
         type=int,
-        default=1,
-        help="torch threads of the driver while corral's local worker samples (default 1, "
-        "as the raw loop; remote workers set 1 themselves). With 1, one-process configs "
-        "also time one run at torch's default thread count (corral_default_threads_*)",
+        default=0,
+        help="torch threads of the driver while corral's local worker samples "
+        "(0: what the trainer sets, i.e. num_cpus_for_driver; remote workers set their own)",
     )
     args = parser.parse_args()
     if args.full:
@@ -383,7 +369,7 @@ def main() -> None:
         for workers in args.workers:
             for envs in args.envs_per_worker:
                 log(f"sampling: {env_id}, {workers} process(es) x {envs} envs")
-                row = bench_config(env_id, workers, envs, args, default_threads)
+                row = bench_config(env_id, workers, envs, args)
                 emit(row)
                 rows.append(row)
     emit(

@@ -104,9 +104,7 @@ def run_child(code: str, *args: str, timeout: float = 600) -> tuple[dict[str, An
     )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(
-            f"startup child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-        )
+        raise RuntimeError(f"startup child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
     if not lines:
         raise RuntimeError(f"startup child printed no result:\n{proc.stdout[-2000:]}")
@@ -138,8 +136,14 @@ def main() -> None:
                 f"{result['import_to_first_sample_s']:.2f}s (wall {wall:.2f}s)"
             )
     base = median(baseline_runs)
-    emit({"bench": "startup", "baseline": "import torch+gymnasium, one env step", "s": base,
-          "runs": baseline_runs})
+    emit(
+        {
+            "bench": "startup",
+            "baseline": "import torch+gymnasium, one env step",
+            "s": base,
+            "runs": baseline_runs,
+        }
+    )
     summary: dict[str, Any] = {"bench": "startup", "summary": True, "baseline_s": base}
     for n, results in runs.items():
         # The memory figures of the run with the median start-up time.

@@ -417,13 +417,18 @@ def lookup_result(result: Mapping, key: str) -> Any:
     return value
 
 
+def _is_number(value: Any) -> bool:
+    """A real number that is not NaN: what a stop criterion or a "best" can compare."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
 def should_stop(stop: Mapping[str, float], result: Mapping) -> bool:
     """Tune's rule: stop once any ``result[key] >= threshold`` (NaN never meets it), or done."""
     if result.get("done"):
         return True
     for key, threshold in stop.items():
         value = lookup_result(result, key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= threshold:
+        if _is_number(value) and value >= threshold:
             return True
     return False
 
@@ -514,9 +519,7 @@ def _steps_per_second(result: Mapping) -> float:
 
 
 def _fmt(value: Any) -> str:
-    if not isinstance(value, int | float) or isinstance(value, bool) or math.isnan(value):
-        return "n/a"
-    return f"{value:.1f}"
+    return f"{value:.1f}" if _is_number(value) else "n/a"
 
 
 def format_duration(seconds: float) -> str:
@@ -554,10 +557,6 @@ class TrainOutcome:
             self.best_eval_reward is None or evaluation > self.best_eval_reward
         ):
             self.best_eval_reward = evaluation
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -726,6 +725,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     """``corral evaluate``: restores a checkpoint and prints each episode's reward and the mean."""
     from corral.tune.logger import UnifiedLogger
 
+    if args.video_dir:
+        _check_video_support()
     checkpoint_dir = find_checkpoint_dir(args.checkpoint)
     params = read_params(checkpoint_dir)
     trainer_class = get_trainer_class(args.run or _trainer_name(checkpoint_dir))
@@ -883,6 +884,8 @@ def _restore(trainer: Any, checkpoint_dir: str) -> None:
 def _evaluate_episodes(
     trainer: Any, env_spec: Any, env_config: Mapping, args: argparse.Namespace
 ) -> list[float]:
+    from gymnasium.error import DependencyNotInstalled
+
     env = make_evaluation_env(trainer, env_spec, env_config, args.render, args.video_dir)
     try:
         rewards = []
@@ -892,6 +895,8 @@ def _evaluate_episodes(
             print(f"Episode {episode + 1}: reward {reward:.2f}, length {length}", flush=True)
             rewards.append(reward)
         return rewards
+    except DependencyNotInstalled as e:  # rendering libraries load on the first render
+        raise UsageError(f"cannot render {env_spec!r}: {e}") from None
     finally:
         env.close()
 
@@ -951,14 +956,17 @@ def _is_gymnasium_id(env_spec: Any) -> bool:
     return env_spec in gymnasium.registry or ":" in env_spec
 
 
-def _record_video(env: Any, video_dir: str) -> Any:
+def _check_video_support() -> None:
+    """Fails before the trainer is built: recording needs moviepy, an optional dependency."""
     import importlib.util
 
+    if importlib.util.find_spec("moviepy") is None:
+        raise UsageError("--video-dir needs moviepy: pip install moviepy")
+
+
+def _record_video(env: Any, video_dir: str) -> Any:
     import gymnasium
 
-    if importlib.util.find_spec("moviepy") is None:
-        env.close()
-        raise UsageError("--video-dir needs moviepy: pip install moviepy")
     try:
         return gymnasium.wrappers.RecordVideo(
             env, video_folder=video_dir, episode_trigger=lambda _: True, disable_logger=True

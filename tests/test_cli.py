@@ -432,6 +432,19 @@ def test_evaluate_reports_a_folder_that_is_not_a_checkpoint(tmp_path, capsys):
     assert "is not a checkpoint: no trainer_state.json" in capsys.readouterr().err
 
 
+def test_video_without_moviepy_fails_before_loading_anything(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "moviepy" else find_spec(name, *a),
+    )
+    assert cli.main(["evaluate", str(tmp_path), "--video-dir", str(tmp_path / "v")]) == 2
+    assert "--video-dir needs moviepy: pip install moviepy" in capsys.readouterr().err
+
+
 def test_stored_config_drops_what_json_could_not_keep():
     from corral.agents.ppo import PPOTrainer
 

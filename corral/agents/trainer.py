@@ -515,7 +515,7 @@ class Trainer(Trainable):
                 "env": self._env_id,
                 "counters": dict(self._counters),
                 "episodes_total": self._episodes_total,
-                "episode_history": [m._asdict() for m in self._episode_history],
+                "episode_history": [m.to_json() for m in self._episode_history],
             },
             worker_state=local.get_state(),
             learner_state=self.learner_group.get_state(),
@@ -547,7 +547,7 @@ class Trainer(Trainable):
             "learner": self.learner_group.get_state(),
             "counters": dict(self._counters),
             "episodes_total": self._episodes_total,
-            "episode_history": [m._asdict() for m in self._episode_history],
+            "episode_history": [m.to_json() for m in self._episode_history],
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -560,7 +560,9 @@ class Trainer(Trainable):
             self.learner_group.set_state(state["learner"])
         self._counters = defaultdict(int, state.get("counters", {}))
         self._episodes_total = state.get("episodes_total", 0)
-        self._episode_history = [RolloutMetrics(**m) for m in state.get("episode_history", [])]
+        self._episode_history = [
+            RolloutMetrics.from_json(m) for m in state.get("episode_history", [])
+        ]
 
     # -- resources ----------------------------------------------------------
 

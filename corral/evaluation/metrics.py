@@ -20,6 +20,19 @@ class RolloutMetrics(NamedTuple):
     hist_data: dict
     media: dict
 
+    def to_json(self) -> dict:
+        """A JSON-able dict (agent reward keys become [agent, policy, reward] rows)."""
+        d = self._asdict()
+        d["agent_rewards"] = [[a, p, r] for (a, p), r in self.agent_rewards.items()]
+        d["media"] = {}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> RolloutMetrics:
+        d = dict(d)
+        d["agent_rewards"] = {(a, p): r for a, p, r in d["agent_rewards"]}
+        return cls(**d)
+
 
 def get_metrics_from(workers: Sequence[Any], local_worker: Any = None) -> list[RolloutMetrics]:
     """Finished-episode metrics (and sampler stats) from a worker set's members."""

@@ -322,8 +322,11 @@ class SingleAgentSampler:
 
 
 def _env_major(arr: np.ndarray) -> np.ndarray:
-    """[T, N, ...] -> [N * T, ...] with each env's steps contiguous."""
-    return np.ascontiguousarray(arr.swapaxes(0, 1)).reshape(-1, *arr.shape[2:])
+    """[T, N, ...] -> [N * T, ...] with each env's steps contiguous.
+
+    Always a copy: the buffers are reused by the next fragment.
+    """
+    return np.array(arr.swapaxes(0, 1), order="C").reshape(-1, *arr.shape[2:])
 
 
 def _merge_by_episode(pieces: list[SampleBatch]) -> list[SampleBatch]:

@@ -259,7 +259,7 @@ class Trainable:
         tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
         try:
             saved = self.save_checkpoint(tmp_dir)
-            metadata = self._counters() | _describe_saved(saved, tmp_dir)
+            metadata = self._progress_metadata() | _describe_saved(saved, tmp_dir)
             _write_json(os.path.join(tmp_dir, CHECKPOINT_METADATA_FILE), metadata)
             _move_into_place(tmp_dir, target)
         except BaseException:
@@ -267,7 +267,7 @@ class Trainable:
             raise
         return target
 
-    def _counters(self) -> dict:
+    def _progress_metadata(self) -> dict:
         return {
             "format_version": _METADATA_VERSION,
             "iteration": self._iteration,

@@ -114,7 +114,7 @@ class FullyConnectedNetwork(TorchModelV2):
         obs_size = _obs_size(obs_space)
         out_size = int(num_outputs) if num_outputs else 0
         if self.free_log_std:
-            if out_size % 2:
+            if not out_size or out_size % 2:
                 raise ValueError(
                     f"free_log_std=True needs an even num_outputs (mean and log-std halves), "
                     f"got {num_outputs}."

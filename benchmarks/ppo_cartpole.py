@@ -1,0 +1,457 @@
+"""PPO time-to-solve on CartPole-v1: corral against Stable-Baselines3 (and RLlib if installed).
+
+A run trains until a deterministic evaluation (20 episodes on a separate
+CartPole-v1 env, fixed seeds) reaches a mean return >= 475, or until the
+budget of env steps is spent (then `solved: false`). It reports the training
+wall-clock seconds (evaluations excluded: the clock is paused while they run;
+construction is reported separately as `setup_s`) and the env steps at the
+solving evaluation.
+
+- corral: the tuned example `tuned_examples/ppo/cartpole-ppo.yaml` (read from
+  the file), `trainer.train()` in a loop, evaluated after the first `train()`
+  call that passes each multiple of `--eval-every` env steps, acting with
+  `trainer.compute_single_action(obs, explore=False)`.
+- Stable-Baselines3: PPO with RL Zoo's CartPole-v1 hyper-parameters (8 envs,
+  n_steps 32, batch_size 256, gae_lambda 0.8, gamma 0.98, n_epochs 20,
+  ent_coef 0, learning rate 1e-3 and clip range 0.2 both decaying linearly
+  to 0, MlpPolicy), evaluated by a callback at the start of the first rollout
+  after each multiple of `--eval-every` env steps (i.e. after the update on
+  that batch, like corral), acting with `model.predict(obs, deterministic=True)`.
+- RLlib 2.x PPO with the same settings, only if `ray.rllib` is importable
+  (otherwise the output says `"rllib": "not installed"`).
+
+Each run is a fresh subprocess (no shared warm state between the libraries),
+and runs alternate between the libraries seed by seed. Threads: corral's
+trainer gives torch in the driver `num_cpus_for_driver` threads (default 1),
+so by default (`--threads 1`) every library trains with 1 torch thread;
+`--threads N` gives all of them N (corral through `num_cpus_for_driver`), and
+`--threads 0` leaves each library at its own default. The thread count seen
+during training is recorded per run (`torch_threads`).
+
+Usage:
+    python benchmarks/ppo_cartpole.py                # 3 seeds each
+    python benchmarks/ppo_cartpole.py --seeds 0 1 2 3 4
+    python benchmarks/ppo_cartpole.py --quick        # smoke test: 4096-step budget, 1 seed
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio
+
+TUNED_YAML = "ppo/cartpole-ppo.yaml"
+ENV_ID = "CartPole-v1"
+SOLVED_AT = 475.0
+EVAL_EPISODES = 20
+EVAL_SEED = 10_000
+
+# RL Zoo's hyper-parameters for PPO on CartPole-v1.
+ZOO = {
+    "n_envs": 8,
+    "n_steps": 32,
+    "batch_size": 256,
+    "gae_lambda": 0.8,
+    "gamma": 0.98,
+    "n_epochs": 20,
+    "ent_coef": 0.0,
+    "learning_rate": 1e-3,  # linear to 0
+    "clip_range": 0.2,  # linear to 0
+}
+
+
+def evaluate(act: Callable[[Any], Any], episodes: int = EVAL_EPISODES) -> float:
+    """Mean return of `episodes` episodes on a fresh CartPole-v1, seeds fixed."""
+    import gymnasium as gym
+
+    env = gym.make(ENV_ID)
+    total = 0.0
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=EVAL_SEED + ep)
+            done = False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(act(obs))
+                total += float(reward)
+                done = terminated or truncated
+    finally:
+        env.close()
+    return total / episodes
+
+
+class Tracker:
+    """Evaluation schedule, paused training clock and the run's record."""
+
+    def __init__(self, eval_every: int, budget: int) -> None:
+        self.eval_every = eval_every
+        self.budget = budget
+        self.next_eval = eval_every
+        self.clock = Stopwatch()
+        self.eval_s = 0.0
+        self.curve: list[tuple[int, float]] = []
+        self.solved_at: tuple[int, float] | None = None
+
+    def due(self, steps: int) -> bool:
+        return steps >= self.next_eval
+
+    def evaluate(self, steps: int, act: Callable[[Any], Any]) -> bool:
+        """Pauses the clock, evaluates, returns True when solved (clock stays paused)."""
+        self.clock.pause()
+        train_s = self.clock.elapsed
+        t0 = time.perf_counter()
+        mean_return = evaluate(act)
+        self.eval_s += time.perf_counter() - t0
+        self.curve.append((steps, round(mean_return, 2)))
+        while self.next_eval <= steps:
+            self.next_eval += self.eval_every
+        log(f"    {steps:>7} steps  {train_s:7.1f}s  eval {mean_return:6.1f}")
+        if mean_return >= SOLVED_AT:
+            self.solved_at = (steps, train_s)
+            return True
+        self.clock.start()
+        return False
+
+    def record(self, final_steps: int) -> dict[str, Any]:
+        self.clock.pause()
+        solved = self.solved_at is not None
+        return {
+            "solved": solved,
+            "steps": self.solved_at[0] if solved else None,
+            "train_s": self.solved_at[1] if solved else None,
+            "steps_run": final_steps,
+            "train_s_run": self.clock.elapsed,
+            "eval_s": self.eval_s,
+            "evaluations": len(self.curve),
+            "curve": self.curve,
+        }
+
+
+# -- the three libraries (each runs in its own child process) -----------------
+
+
+def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
+    env_id, config, _ = load_tuned_config(TUNED_YAML)
+    config = {**config, "seed": seed, "log_level": "ERROR"}
+    if threads:
+        config["num_cpus_for_driver"] = threads
+    t0 = time.perf_counter()
+    from corral.agents.ppo import PPOTrainer
+
+    trainer = PPOTrainer(config=config, env=env_id)
+    setup_s = time.perf_counter() - t0
+    tracker = Tracker(eval_every, budget)
+
+    def act(obs: Any) -> Any:
+        return trainer.compute_single_action(obs, explore=False)
+
+    steps = 0
+    iterations = 0
+    try:
+        tracker.clock.start()
+        while steps < budget:
+            result = trainer.train()
+            iterations += 1
+            steps = int(result["timesteps_total"])
+            if tracker.due(steps) and tracker.evaluate(steps, act):
+                break
+    finally:
+        trainer.stop()
+    out = tracker.record(steps)
+    out.update(setup_s=setup_s, iterations=iterations, config_file=TUNED_YAML)
+    return out
+
+
+def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    import stable_baselines3
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    def linear(start: float) -> Callable[[float], float]:
+        return lambda progress_remaining: progress_remaining * start
+
+    env = make_vec_env(ENV_ID, n_envs=ZOO["n_envs"], seed=seed)
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=ZOO["n_steps"],
+        batch_size=ZOO["batch_size"],
+        gae_lambda=ZOO["gae_lambda"],
+        gamma=ZOO["gamma"],
+        n_epochs=ZOO["n_epochs"],
+        ent_coef=ZOO["ent_coef"],
+        learning_rate=linear(ZOO["learning_rate"]),
+        clip_range=linear(ZOO["clip_range"]),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    setup_s = time.perf_counter() - t0
+    tracker = Tracker(eval_every, budget)
+
+    def act(obs: Any) -> Any:
+        return int(model.predict(obs, deterministic=True)[0])
+
+    class EvalCallback(BaseCallback):
+        solved = False
+
+        def _on_rollout_start(self) -> None:
+            # Called after each update: evaluate the policy that has been trained
+            # on every batch up to here, as corral is evaluated after train().
+            if not self.solved and tracker.due(self.num_timesteps):
+                self.solved = tracker.evaluate(self.num_timesteps, act)
+
+        def _on_step(self) -> bool:
+            return not self.solved
+
+    callback = EvalCallback()
+    tracker.clock.start()
+    model.learn(total_timesteps=budget, callback=callback)
+    if not callback.solved and tracker.due(model.num_timesteps):
+        # The update on the last batch has no rollout after it.
+        tracker.evaluate(model.num_timesteps, act)
+    env.close()
+    out = tracker.record(model.num_timesteps)
+    out.update(setup_s=setup_s, sb3_version=stable_baselines3.__version__, hyperparams=ZOO)
+    return out
+
+
+def _dig(result: dict, *paths: str) -> Any:
+    for path in paths:
+        node: Any = result
+        for key in path.split("/"):
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None:
+            return node
+    return None
+
+
+def run_rllib(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
+    """RLlib 2.x PPO, same settings as the tuned corral example (best effort across versions)."""
+    t0 = time.perf_counter()
+    import numpy as np
+    import ray
+    import torch
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    _, cfg, _ = load_tuned_config(TUNED_YAML)
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    config = PPOConfig().environment(ENV_ID)
+    runner_kwargs = {
+        "num_envs_per_env_runner": cfg["num_envs_per_worker"],
+        "rollout_fragment_length": cfg["rollout_fragment_length"],
+    }
+    if hasattr(config, "env_runners"):
+        config = config.env_runners(num_env_runners=cfg["num_workers"], **runner_kwargs)
+    else:
+        config = config.rollouts(
+            num_rollout_workers=cfg["num_workers"],
+            num_envs_per_worker=cfg["num_envs_per_worker"],
+            rollout_fragment_length=cfg["rollout_fragment_length"],
+        )
+    common = {
+        "lr": cfg["lr_schedule"],
+        "gamma": cfg["gamma"],
+        "lambda_": cfg["lambda"],
+        "clip_param": cfg["clip_param"],
+        "kl_coeff": cfg["kl_coeff"],
+        "entropy_coeff": cfg["entropy_coeff"],
+        "vf_loss_coeff": cfg["vf_loss_coeff"],
+        "vf_clip_param": cfg["vf_clip_param"],
+        "grad_clip": cfg["grad_clip"],
+    }
+    try:
+        config = config.training(
+            train_batch_size_per_learner=cfg["train_batch_size"],
+            minibatch_size=cfg["sgd_minibatch_size"],
+            num_epochs=cfg["num_sgd_iter"],
+            **common,
+        )
+    except TypeError:
+        config = config.training(
+            train_batch_size=cfg["train_batch_size"],
+            sgd_minibatch_size=cfg["sgd_minibatch_size"],
+            num_sgd_iter=cfg["num_sgd_iter"],
+            **common,
+        )
+    model = dict(cfg["model"])
+    if hasattr(config, "rl_module"):
+        try:
+            config = config.rl_module(model_config=model)
+        except TypeError:
+            config = config.training(model=model)
+    else:
+        config = config.training(model=model)
+    config = config.debugging(seed=seed)
+    algo = config.build_algo() if hasattr(config, "build_algo") else config.build()
+    setup_s = time.perf_counter() - t0
+    tracker = Tracker(eval_every, budget)
+
+    def act(obs: Any) -> Any:
+        get_module = getattr(algo, "get_module", None)
+        module = get_module() if get_module is not None else None
+        if module is not None and hasattr(module, "forward_inference"):
+            with torch.no_grad():
+                out = module.forward_inference({"obs": torch.as_tensor(obs[None])})
+            return int(np.argmax(out["action_dist_inputs"][0].numpy()))
+        return algo.compute_single_action(obs, explore=False)
+
+    steps = 0
+    try:
+        tracker.clock.start()
+        while steps < budget:
+            result = algo.train()
+            steps = int(
+                _dig(
+                    result,
+                    "num_env_steps_sampled_lifetime",
+                    "env_runners/num_env_steps_sampled_lifetime",
+                    "timesteps_total",
+                )
+                or 0
+            )
+            if tracker.due(steps) and tracker.evaluate(steps, act):
+                break
+    finally:
+        algo.stop()
+        ray.shutdown()
+    out = tracker.record(steps)
+    out.update(setup_s=setup_s, ray_version=ray.__version__)
+    return out
+
+
+RUNNERS = {"corral": run_corral, "sb3": run_sb3, "rllib": run_rllib}
+
+
+def child_main(args: argparse.Namespace) -> None:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = RUNNERS[args.child](args.seed, args.budget, args.eval_every, args.threads)
+    # Read after training: a library may set its own thread count when it starts.
+    out["torch_threads"] = torch.get_num_threads()
+    print("JSON:" + json.dumps(out), flush=True)
+
+
+def run_child(lib: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        lib,
+        "--seed",
+        str(seed),
+        "--budget",
+        str(args.budget),
+        "--eval-every",
+        str(args.eval_every),
+    ]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
+    wall = time.perf_counter() - t0
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit code {proc.returncode}", "process_wall_s": wall}
+    out = json.loads(lines[-1][5:])
+    out["process_wall_s"] = wall
+    return out
+
+
+def summarize(lib: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    solved = [r for r in runs if r.get("solved")]
+    return {
+        "runs": len(runs),
+        "solved": len(solved),
+        # Medians over solved runs; unsolved runs are counted in `solved`.
+        "median_train_s": median(r["train_s"] for r in solved),
+        "median_steps": median(r["steps"] for r in solved),
+        "median_setup_s": median(r.get("setup_s") for r in runs),
+        "median_train_plus_setup_s": median(r["train_s"] + r["setup_s"] for r in solved),
+        "median_s_per_1k_steps": median(
+            1000 * r["train_s_run"] / r["steps_run"] for r in runs if r.get("steps_run")
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--budget", type=int, default=100_000, help="env steps per run")
+    parser.add_argument("--eval-every", type=int, default=2048, help="env steps")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads in every run (0: each library's own default)",
+    )
+    parser.add_argument("--libs", nargs="+", default=["corral", "sb3", "rllib"])
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
+    parser.add_argument("--quick", action="store_true", help="4096-step budget, one seed")
+    parser.add_argument("--child", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child_main(args)
+        return
+    if args.quick:
+        args.budget, args.seeds = 4096, args.seeds[:1]
+
+    info = machine_info()
+    info["threads_arg"] = args.threads
+    libs = list(args.libs)
+    header: dict[str, Any] = {"bench": "ppo_cartpole", "machine": info}
+    if "rllib" in libs and (
+        importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.rllib") is None
+    ):
+        libs.remove("rllib")
+        header["rllib"] = "not installed"
+    header.update(
+        budget=args.budget,
+        eval_every=args.eval_every,
+        eval_episodes=EVAL_EPISODES,
+        solved_at=SOLVED_AT,
+        seeds=args.seeds,
+        corral_config=load_tuned_config(TUNED_YAML)[1],
+    )
+    emit(header)
+    runs: dict[str, list[dict[str, Any]]] = {lib: [] for lib in libs}
+    for seed in args.seeds:
+        for lib in libs:  # alternate the libraries seed by seed
+            log(f"ppo_cartpole: {lib} seed {seed}")
+            out = run_child(lib, seed, args)
+            out = {"bench": "ppo_cartpole", "lib": lib, "seed": seed, **out}
+            emit(out)
+            if "error" not in out:
+                runs[lib].append(out)
+    summary: dict[str, Any] = {"bench": "ppo_cartpole", "summary": True}
+    for lib, lib_runs in runs.items():
+        summary[lib] = summarize(lib, lib_runs)
+    if "rllib" in header:
+        summary["rllib"] = header["rllib"]
+    if "corral" in runs and "sb3" in runs:
+        c, s = summary["corral"], summary["sb3"]
+        summary["ratio_corral_sb3"] = {
+            "train_s": ratio(c["median_train_s"], s["median_train_s"]),
+            "steps": ratio(c["median_steps"], s["median_steps"]),
+            "train_plus_setup_s": ratio(
+                c["median_train_plus_setup_s"], s["median_train_plus_setup_s"]
+            ),
+            "s_per_1k_steps": ratio(c["median_s_per_1k_steps"], s["median_s_per_1k_steps"]),
+        }
+    emit(summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Trainer lifecycle: config errors, determinism, results, logging, workers, checkpoints."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from corral.agents.ppo import PPOTrainer
+from corral.evaluation.backend import WorkerFailure
+from corral.utils.error import EnvError
+
+SMALL = {
+    "num_workers": 0,
+    "rollout_fragment_length": 25,
+    "num_envs_per_worker": 2,
+    "train_batch_size": 100,
+    "sgd_minibatch_size": 50,
+    "num_sgd_iter": 2,
+    "model": {"fcnet_hiddens": [16, 16]},
+}
+
+
+@pytest.fixture
+def trainer():
+    t = PPOTrainer(config={**SMALL, "seed": 3}, env="CartPole-v1")
+    yield t
+    t.stop()
+
+
+def test_unknown_config_key_suggests_close_ones():
+    with pytest.raises(ValueError, match="num_worker.*num_workers"):
+        PPOTrainer(config={"num_worker": 1}, env="CartPole-v1")
+
+
+def test_unknown_env_id_is_named():
+    with pytest.raises(EnvError, match="CartPol-v1.*CartPole-v1"):
+        PPOTrainer(config=SMALL, env="CartPol-v1")
+
+
+def test_not_implemented_key_is_named():
+    with pytest.raises(NotImplementedError, match="sample_async"):
+        PPOTrainer(config={**SMALL, "sample_async": True}, env="CartPole-v1")
+
+
+def test_other_frameworks_are_refused():
+    with pytest.raises(ValueError, match="torch"):
+        PPOTrainer(config={**SMALL, "framework": "tf"}, env="CartPole-v1")
+
+
+def test_ray_backend_and_learners_not_yet():
+    with pytest.raises(NotImplementedError, match="backend"):
+        PPOTrainer(config={**SMALL, "backend": "ray"}, env="CartPole-v1")
+    with pytest.raises(NotImplementedError, match="num_learners"):
+        PPOTrainer(config={**SMALL, "num_learners": 2}, env="CartPole-v1")
+
+
+def test_result_keys(trainer):
+    result = trainer.train()
+    for key in [
+        "episode_reward_mean", "episode_reward_min", "episode_reward_max", "episode_len_mean",
+        "episodes_this_iter", "episodes_total", "timesteps_this_iter", "timesteps_total",
+        "agent_timesteps_total", "training_iteration", "time_this_iter_s", "time_total_s",
+        "num_healthy_workers", "custom_metrics", "hist_stats", "sampler_perf",
+        "policy_reward_mean",
+    ]:
+        assert key in result, key
+    stats = result["info"]["learner"]["default_policy"]["learner_stats"]
+    assert {"total_loss", "policy_loss", "vf_loss"} <= set(stats)
+    assert all(np.isfinite(v) for v in stats.values())
+    assert result["timesteps_total"] == result["timesteps_this_iter"] == 100
+    assert result["training_iteration"] == 1
+    assert result["sampler_perf"]["mean_env_wait_ms"] > 0
+
+
+def test_logdir_and_files(trainer):
+    trainer.train()
+    trainer.train()
+    name = os.path.basename(trainer.logdir)
+    assert name.startswith("PPO_CartPole-v1_")
+    assert os.path.dirname(trainer.logdir) == os.environ["CORRAL_RESULTS_DIR"]
+    lines = open(os.path.join(trainer.logdir, "result.json")).read().splitlines()
+    assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2]
+    header = open(os.path.join(trainer.logdir, "progress.csv")).readline()
+    assert "info/learner/default_policy/learner_stats/total_loss" in header
+
+
+def test_same_seed_same_results():
+    def run():
+        t = PPOTrainer(config={**SMALL, "seed": 42}, env="CartPole-v1")
+        try:
+            results = [t.train() for _ in range(2)]
+            weights = t.get_weights()["default_policy"]
+        finally:
+            t.stop()
+        return results, weights
+
+    (r1, w1), (r2, w2) = run(), run()
+    assert [r["episode_reward_mean"] for r in r1] == [r["episode_reward_mean"] for r in r2]
+    for k in w1:
+        np.testing.assert_array_equal(w1[k], w2[k])
+
+
+def test_timesteps_per_iteration_and_min_iter_time(trainer):
+    trainer.config["timesteps_per_iteration"] = 250
+    result = trainer.train()
+    assert result["timesteps_this_iter"] == 300
+
+
+def test_remote_workers_sample_and_get_weights():
+    t = PPOTrainer(config={**SMALL, "num_workers": 2, "seed": 1}, env="CartPole-v1")
+    try:
+        assert t.workers.local_worker().sampler is None  # no env on the driver
+        result = t.train()
+        assert result["num_healthy_workers"] == 2
+        assert result["timesteps_this_iter"] == 100
+        local = t.get_weights()["default_policy"]
+        remote = t.workers.remote_workers()[0].call("get_weights").result(30)["default_policy"]
+        for k in local:
+            np.testing.assert_array_equal(local[k], remote[k])
+        pids = [w.pid for w in t.workers.remote_workers()]
+    finally:
+        t.stop()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+
+
+def test_worker_error_carries_its_traceback():
+    def creator(ctx):
+        import gymnasium as gym
+
+        class Bad(gym.Wrapper):
+            def step(self, action):
+                raise RuntimeError("boom in the env")
+
+        return Bad(gym.make("CartPole-v1"))
+
+    from corral import register_env
+
+    register_env("exploding_step_env", creator)
+    t = PPOTrainer(config={**SMALL, "num_workers": 1}, env="exploding_step_env")
+    try:
+        with pytest.raises(WorkerFailure, match=r"(?s)worker 1.*boom in the env.*traceback"):
+            t.train()
+    finally:
+        t.stop()
+
+
+def test_save_and_restore_roundtrip(trainer, tmp_path):
+    trainer.train()
+    path = trainer.save(str(tmp_path))
+    obs = np.array([0.01, -0.02, 0.03, 0.04], np.float32)
+    action = trainer.compute_single_action(obs, explore=False)
+    fresh = PPOTrainer(config={**SMALL, "seed": 3}, env="CartPole-v1")
+    try:
+        fresh.restore(path)
+        assert fresh.iteration == 1
+        assert fresh.compute_single_action(obs, explore=False) == action
+        for k, v in trainer.get_weights()["default_policy"].items():
+            np.testing.assert_array_equal(fresh.get_weights()["default_policy"][k], v)
+        result = fresh.train()
+        assert result["training_iteration"] == 2
+        assert result["timesteps_total"] == 200
+    finally:
+        fresh.stop()

@@ -1,0 +1,217 @@
+"""The sampling loop: batch layout, horizons, batch modes, callbacks, errors."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from corral.agents.callbacks import DefaultCallbacks
+from corral.agents.ppo import PPOTrainer
+from corral.policy.sample_batch import SampleBatch
+from corral.utils.error import EnvError
+
+SMALL = {
+    "num_workers": 0,
+    "rollout_fragment_length": 10,
+    "train_batch_size": 40,
+    "sgd_minibatch_size": 20,
+    "num_sgd_iter": 1,
+    "model": {"fcnet_hiddens": [8]},
+}
+
+
+class CountingEnv(gym.Env):
+    """Obs = step counter; terminates after `length` steps; reward 1 per step."""
+
+    observation_space = gym.spaces.Box(0, 1000, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        self.length = (config or {}).get("length", 5)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], np.float32), 1.0, self.t >= self.length, False, {"t": self.t}
+
+
+def make_trainer(**overrides):
+    config = {**SMALL, **overrides}
+    return PPOTrainer(config=config, env=CountingEnv)
+
+
+def test_fragment_layout_is_env_major():
+    trainer = make_trainer(num_envs_per_worker=3, env_config={"length": 4})
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert batch.count == 30
+        env_ids = batch[SampleBatch.ENV_ID]
+        assert env_ids.tolist() == [0] * 10 + [1] * 10 + [2] * 10
+        # Within one env: obs counts 0..3 then restarts after termination.
+        np.testing.assert_array_equal(batch[SampleBatch.OBS][:10, 0], [0, 1, 2, 3, 0, 1, 2, 3, 0, 1])
+        np.testing.assert_array_equal(batch[SampleBatch.NEXT_OBS][:4, 0], [1, 2, 3, 4])
+        assert batch[SampleBatch.TERMINATEDS][:10].tolist() == [False, False, False, True] * 2 + [
+            False,
+            False,
+        ]
+        assert SampleBatch.ADVANTAGES in batch and SampleBatch.VALUE_TARGETS in batch
+        eps = batch[SampleBatch.EPS_ID][:10]
+        assert eps[0] == eps[3] != eps[4]
+    finally:
+        trainer.stop()
+
+
+def test_horizon_is_a_truncation():
+    trainer = make_trainer(horizon=3, env_config={"length": 100})
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert batch[SampleBatch.TRUNCATEDS].tolist()[:6] == [False, False, True] * 2
+        assert not batch[SampleBatch.TERMINATEDS].any()
+        assert batch[SampleBatch.OBS][:4, 0].tolist() == [0, 1, 2, 0]  # env was reset
+    finally:
+        trainer.stop()
+
+
+def test_soft_horizon_keeps_the_env_running_and_marks_done():
+    trainer = make_trainer(horizon=3, soft_horizon=True, env_config={"length": 100})
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert batch[SampleBatch.OBS][:6, 0].tolist() == [0, 1, 2, 3, 4, 5]  # no reset
+        assert batch[SampleBatch.TERMINATEDS][:6].tolist() == [False, False, True] * 2
+        eps = batch[SampleBatch.EPS_ID]
+        assert eps[2] != eps[3]  # a new episode starts at the horizon
+    finally:
+        trainer.stop()
+
+
+def test_no_done_at_end_never_marks_terminated():
+    trainer = make_trainer(no_done_at_end=True, env_config={"length": 4})
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert not batch[SampleBatch.TERMINATEDS].any()
+        assert batch[SampleBatch.TRUNCATEDS][:4].tolist() == [False, False, False, True]
+        assert batch[SampleBatch.OBS][:5, 0].tolist() == [0, 1, 2, 3, 0]
+    finally:
+        trainer.stop()
+
+
+def test_complete_episodes_mode_returns_whole_episodes():
+    trainer = make_trainer(batch_mode="complete_episodes", env_config={"length": 7})
+    try:
+        worker = trainer.workers.local_worker()
+        for _ in range(3):
+            batch = worker.sample()
+            assert batch.count >= 10
+            for episode in batch.split_by_episode():
+                assert episode.count == 7
+                assert episode[SampleBatch.OBS][0, 0] == 0
+                assert episode[SampleBatch.DONES][-1]
+    finally:
+        trainer.stop()
+
+
+def test_episode_metrics_reported():
+    trainer = make_trainer(env_config={"length": 4})
+    try:
+        result = trainer.train()
+        assert result["episode_reward_mean"] == 4.0
+        assert result["episode_len_mean"] == 4.0
+        assert result["episodes_this_iter"] == 10
+        assert result["hist_stats"]["episode_reward"][:3] == [4.0, 4.0, 4.0]
+    finally:
+        trainer.stop()
+
+
+class WrongShapeEnv(CountingEnv):
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return np.zeros(3, np.float32), *rest
+
+
+def test_wrong_shaped_observation_is_named():
+    trainer = PPOTrainer(config=SMALL, env=WrongShapeEnv)
+    try:
+        with pytest.raises(EnvError, match=r"shape \(3,\).*expects shape \(1,\)"):
+            trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
+
+
+class NanEnv(CountingEnv):
+    def step(self, action):
+        obs, _, *rest = super().step(action)
+        return obs, float("nan"), *rest
+
+
+def test_nan_reward_is_an_error():
+    trainer = PPOTrainer(config=SMALL, env=NanEnv)
+    try:
+        with pytest.raises(EnvError, match="NaN or inf"):
+            trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
+
+
+class RecordingCallbacks(DefaultCallbacks):
+    calls: list = []
+
+    def on_episode_start(self, *, worker, base_env, policies, episode, **kwargs):
+        assert episode.length == 0 and "default_policy" in policies
+        assert base_env.get_sub_environments()
+        self.calls.append(("start", episode.episode_id))
+
+    def on_episode_step(self, *, worker, base_env, policies=None, episode, **kwargs):
+        episode.user_data.setdefault("steps", 0)
+        episode.user_data["steps"] += 1
+        assert episode.last_action_for() is not None
+
+    def on_episode_end(self, *, worker, base_env, policies, episode, **kwargs):
+        episode.custom_metrics["steps_seen"] = episode.user_data["steps"]
+        self.calls.append(("end", episode.episode_id))
+
+    def on_postprocess_trajectory(
+        self, *, worker, episode, agent_id, policy_id, policies, postprocessed_batch,
+        original_batches, **kwargs,
+    ):
+        assert SampleBatch.ADVANTAGES in postprocessed_batch
+        self.calls.append(("postprocess", postprocessed_batch.count))
+
+    def on_sample_end(self, *, worker, samples, **kwargs):
+        self.calls.append(("sample_end", samples.count))
+
+    def on_learn_on_batch(self, *, policy, train_batch, result, **kwargs):
+        self.calls.append(("learn", train_batch.count))
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        result["callback_was_here"] = True
+        self.calls.append(("train_result", result["training_iteration"]))
+
+
+def test_callbacks_called_with_documented_arguments():
+    RecordingCallbacks.calls = []
+    trainer = make_trainer(callbacks=RecordingCallbacks, env_config={"length": 5})
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    kinds = [c[0] for c in RecordingCallbacks.calls]
+    assert {"start", "end", "postprocess", "sample_end", "learn", "train_result"} <= set(kinds)
+    assert result["callback_was_here"]
+    assert result["custom_metrics"]["steps_seen_mean"] == 5
+    assert ("learn", 40) in RecordingCallbacks.calls
+    assert kinds[-1] == "train_result"
+
+
+def test_batches_do_not_alias_the_sampler_buffers():
+    trainer = make_trainer(num_envs_per_worker=1, env_config={"length": 100})
+    try:
+        worker = trainer.workers.local_worker()
+        first = worker.sample()
+        obs_before = first[SampleBatch.OBS].copy()
+        worker.sample()
+        np.testing.assert_array_equal(first[SampleBatch.OBS], obs_before)
+    finally:
+        trainer.stop()
