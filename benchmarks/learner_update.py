@@ -12,8 +12,10 @@ of `--minibatch`, `--epochs` epochs, shuffled per epoch with `torch.randperm`.
   - entropy bonus + clipped squared value error, `backward`, global-norm
   gradient clipping to 0.5, Adam step. Nothing else (no statistics).
 
-Samples/s = batch size x epochs / seconds per update. Both run at torch's
-default thread count (reported), alternating, median of `--repeats`.
+Samples/s = batch size x epochs / seconds per update; alternating, median of
+`--repeats`. Both run in the same process with the same torch thread count:
+the one corral's trainer sets in the driver (`num_cpus_for_driver`, default 1)
+unless `--threads` overrides it (reported as `torch_threads`).
 
 Usage:
     python benchmarks/learner_update.py
@@ -137,7 +139,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads for both (default: torch's)"
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads for both (0: what corral's trainer sets, num_cpus_for_driver)",
     )
     parser.add_argument("--quick", action="store_true", help="1000 samples, 2 epochs, 1 repeat")
     args = parser.parse_args()
@@ -146,10 +151,10 @@ def main() -> None:
 
     import torch
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     emit({"bench": "learner_update", "machine": machine_info()})
     trainer = make_trainer(args)
+    if args.threads:  # after the trainer, which sets the driver's threads
+        torch.set_num_threads(args.threads)
     try:
         log(f"learner_update: collecting {args.batch} samples")
         batch = collect_batch(trainer, args.batch)
