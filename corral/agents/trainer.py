@@ -41,7 +41,7 @@ from corral.evaluation.backend import WorkerFailure, wait_all
 from corral.evaluation.metrics import RolloutMetrics, collect_metrics, summarize_episodes
 from corral.evaluation.worker_set import WorkerSet
 from corral.policy.policy import Policy
-from corral.policy.sample_batch import DEFAULT_POLICY_ID
+from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.tune.logger import UnifiedLogger
 from corral.tune.result import default_results_dir
 from corral.tune.trainable import CheckpointError, Trainable
@@ -411,58 +411,140 @@ class Trainer(Trainable):
     ) -> Any:
         """The action of policy `policy_id` for one observation.
 
-        Returns the action, or (action, state_out, extra_fetches) when
-        `full_fetch` is True or a `state` was given.
+        The observation is preprocessed and filtered (without updating the
+        filter) exactly as the sampler does, so the action is the one the
+        policy would take in the env. Returns the action, or
+        `(action, state_out, extra_fetches)` when `full_fetch` is True or the
+        policy is recurrent.
+
+        Raises:
+            ValueError: neither or both of `observation` and `input_dict`.
+            KeyError: `policy_id` is not a policy of the local worker.
         """
         if unsquash_actions is not None:
-            deprecation_warning("unsquash_actions", "unsquash_action")
+            deprecation_warning(
+                "Trainer.compute_single_action(`unsquash_actions`=...)",
+                "Trainer.compute_single_action(`unsquash_action`=...)",
+            )
             unsquash_action = unsquash_actions
         if clip_actions is not None:
-            deprecation_warning("clip_actions", "clip_action")
+            deprecation_warning(
+                "Trainer.compute_single_action(`clip_actions`=...)",
+                "Trainer.compute_single_action(`clip_action`=...)",
+            )
             clip_action = clip_actions
-        if observation is not None and input_dict is not None:
-            raise ValueError(
-                "Provide either `input_dict` OR [`observation`, ...] as args to "
-                "Trainer.compute_single_action!"
+        if input_dict is not None:
+            if any(v is not None for v in (observation, state, prev_action, prev_reward)):
+                raise ValueError(_EITHER_OBS_OR_INPUT_DICT)
+            batch = {k: _batch_of_one(v) for k, v in input_dict.items()}
+            observation = input_dict[SampleBatch.OBS]
+        elif observation is None:
+            raise ValueError(_EITHER_OBS_OR_INPUT_DICT)
+        else:
+            batch = _single_input_batch(state, prev_action, prev_reward, info)
+        policy = self._policy_or_key_error(policy_id)
+        batch[SampleBatch.OBS] = self._preprocess_and_filter(policy_id, [observation])
+        actions, state_out, extra = policy.compute_actions_from_input_dict(
+            batch,
+            explore=explore,
+            timestep=timestep,
+            episodes=None if episode is None else [episode],
+            **kwargs,
+        )
+        action = _to_env_action(policy, _first(actions), unsquash_action, clip_action)
+        state_out = [s[0] for s in state_out]
+        if state or state_out or full_fetch:
+            return action, state_out, {k: _first(v) for k, v in extra.items()}
+        return action
+
+    def compute_actions(
+        self,
+        observations: dict,
+        state: dict | None = None,
+        *,
+        prev_action: Any = None,
+        prev_reward: Any = None,
+        info: dict | None = None,
+        policy_id: str = DEFAULT_POLICY_ID,
+        full_fetch: bool = False,
+        explore: bool | None = None,
+        timestep: int | None = None,
+        episodes: list | None = None,
+        unsquash_actions: bool | None = None,
+        clip_actions: bool | None = None,
+        normalize_actions: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Actions of policy `policy_id` for a dict of observations (agent id -> obs).
+
+        All observations go through the policy in one batch. `state` maps
+        agent ids to their recurrent state (agents missing from it start from
+        the policy's initial state). Returns `{agent_id: action}`, or
+        `(actions, {agent_id: state_out}, extra_fetches)` (extra fetches
+        batched in the order of `observations`) when `full_fetch` is True or
+        a `state` was given.
+        """
+        if normalize_actions is not None:
+            deprecation_warning(
+                "Trainer.compute_actions(`normalize_actions`=...)",
+                "Trainer.compute_actions(`unsquash_actions`=...)",
             )
-        if observation is None and input_dict is None:
-            raise ValueError(
-                "Provide either `input_dict` OR [`observation`, ...] as args to "
-                "Trainer.compute_single_action!"
-            )
-        worker = self.workers.local_worker()
+            unsquash_actions = normalize_actions
+        policy = self._policy_or_key_error(policy_id)
+        agents = list(observations)
+        batch = {SampleBatch.OBS: self._preprocess_and_filter(policy_id, observations.values())}
+        if state is not None:
+            per_agent = [state.get(a, policy.get_initial_state()) for a in agents]
+            for i, column in enumerate(zip(*per_agent)):
+                batch[f"state_in_{i}"] = np.stack(column)
+        for key, value in (
+            (SampleBatch.PREV_ACTIONS, prev_action),
+            (SampleBatch.PREV_REWARDS, prev_reward),
+            (SampleBatch.INFOS, info),
+        ):
+            if value is not None:
+                batch[key] = _per_agent_column(value, agents)
+        actions, states_out, extra = policy.compute_actions_from_input_dict(
+            batch, explore=explore, timestep=timestep, episodes=episodes, **kwargs
+        )
+        by_agent = {
+            a: _to_env_action(policy, actions[i], unsquash_actions, clip_actions)
+            for i, a in enumerate(agents)
+        }
+        if state is not None or full_fetch:
+            states = {a: [s[i] for s in states_out] for i, a in enumerate(agents)}
+            return by_agent, states, extra
+        return by_agent
+
+    def compute_action(self, *args: Any, **kwargs: Any) -> Any:
+        """Deprecated alias of `compute_single_action`."""
+        deprecation_warning("Trainer.compute_action", "Trainer.compute_single_action")
+        return self.compute_single_action(*args, **kwargs)
+
+    def _policy_or_key_error(self, policy_id: str) -> Policy:
         policy = self.get_policy(policy_id)
         if policy is None:
             raise KeyError(
                 f"PolicyID '{policy_id}' not found in PolicyMap of the Trainer's local "
-                f"worker; policies: {sorted(worker.policy_map)}."
+                f"worker; policies: {sorted(self.workers.local_worker().policy_map)}."
             )
-        if input_dict is not None:
-            input_dict = dict(input_dict)
-            input_dict["obs"] = worker.filters[policy_id](input_dict["obs"], update=False)
-        else:
-            observation = worker.filters[policy_id](observation, update=False)
-        action, state_out, extra = policy.compute_single_action(
-            observation,
-            state,
-            prev_action=prev_action,
-            prev_reward=prev_reward,
-            info=info,
-            input_dict=input_dict,
-            explore=explore,
-            timestep=timestep,
-            episode=episode,
-            unsquash_action=unsquash_action,
-            clip_action=clip_action,
-        )
-        if state or full_fetch:
-            return action, state_out, extra
-        return action
+        return policy
 
-    def compute_action(self, *args: Any, **kwargs: Any) -> Any:
-        """Deprecated alias of `compute_single_action`."""
-        deprecation_warning("compute_action", "compute_single_action")
-        return self.compute_single_action(*args, **kwargs)
+    def _preprocess_and_filter(self, policy_id: str, observations: Any) -> np.ndarray:
+        """A batch of observations as the policy sees them while sampling.
+
+        The filter is applied with `update=False`: acting outside of sampling
+        must not shift the running statistics the workers share.
+        """
+        worker = self.workers.local_worker()
+        preprocessor = worker.preprocessors.get(policy_id)
+        obs_filter = worker.filters[policy_id]
+        rows = []
+        for obs in observations:
+            if preprocessor is not None:
+                obs = preprocessor.transform(obs)
+            rows.append(obs_filter(obs, update=False))
+        return np.stack(rows)
 
     # -- policies and weights ----------------------------------------------
 
@@ -647,3 +729,65 @@ def _sample_episodes_locally(worker: Any, num_episodes: int, reset: bool = True)
         episodes.extend(worker.get_metrics())
     return episodes[:num_episodes]
 
+
+
+_EITHER_OBS_OR_INPUT_DICT = (
+    "Provide either `input_dict` OR [`observation`, ...] as args to "
+    "Trainer.compute_single_action!"
+)
+
+
+def _batch_of_one(value: Any) -> Any:
+    """`value` as a batch of size one (infos stay a list)."""
+    if isinstance(value, dict):
+        return [value]
+    return np.expand_dims(np.asarray(value), 0)
+
+
+def _single_input_batch(
+    state: list | None, prev_action: Any, prev_reward: Any, info: dict | None
+) -> dict[str, Any]:
+    """The non-observation columns of a one-row input dict."""
+    batch: dict[str, Any] = {}
+    for i, s in enumerate(state or []):
+        batch[f"state_in_{i}"] = _batch_of_one(s)
+    if prev_action is not None:
+        batch[SampleBatch.PREV_ACTIONS] = _batch_of_one(prev_action)
+    if prev_reward is not None:
+        batch[SampleBatch.PREV_REWARDS] = _batch_of_one(prev_reward)
+    if info is not None:
+        batch[SampleBatch.INFOS] = [info]
+    return batch
+
+
+def _per_agent_column(value: Any, agents: list) -> Any:
+    """A per-agent dict as a column in `agents` order; anything else as given."""
+    if isinstance(value, dict) and set(agents) <= set(value):
+        column = [value[a] for a in agents]
+        return column if isinstance(column[0], dict) else np.stack(column)
+    return value
+
+
+def _first(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return type(value)(_first(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _first(v) for k, v in value.items()}
+    return value[0]
+
+
+def _to_env_action(policy: Policy, action: Any, unsquash: bool | None, clip: bool | None) -> Any:
+    """Maps a policy-space action into the env's action space.
+
+    `None` means the policy's config decides (`normalize_actions`,
+    `clip_actions`), as it does while sampling. Policies without
+    `to_env_actions` act in the env's space already.
+    """
+    to_env = getattr(policy, "to_env_actions", None)
+    if to_env is None:
+        return action
+    if unsquash is None:
+        unsquash = policy.config.get("normalize_actions", False)
+    if clip is None:
+        clip = policy.config.get("clip_actions", False)
+    return to_env(action, bool(unsquash), bool(clip))

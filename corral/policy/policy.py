@@ -62,6 +62,33 @@ class Policy:
         """Returns (actions, state_outs, extra_fetches) for a batch of obs."""
         raise NotImplementedError
 
+    def compute_actions_from_input_dict(
+        self,
+        input_dict: dict[str, Any],
+        explore: bool | None = None,
+        timestep: int | None = None,
+        episodes: list | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, list, dict]:
+        """Batched actions for an input dict whose `obs` are already preprocessed.
+
+        The trainer preprocesses and filters observations itself (as the
+        sampler does), so this entry point must not preprocess again. Keys:
+        `obs`, optional `prev_actions`, `prev_rewards`, `infos` and
+        `state_in_<i>`. The default forwards to `compute_actions`.
+        """
+        return self.compute_actions(
+            input_dict[SampleBatch.OBS],
+            state_batches_of(input_dict),
+            prev_action_batch=input_dict.get(SampleBatch.PREV_ACTIONS),
+            prev_reward_batch=input_dict.get(SampleBatch.PREV_REWARDS),
+            info_batch=input_dict.get(SampleBatch.INFOS),
+            episodes=episodes,
+            explore=explore,
+            timestep=timestep,
+            **kwargs,
+        )
+
     def compute_single_action(
         self,
         obs: Any = None,
@@ -155,6 +182,12 @@ class Policy:
 
     def import_model_from_h5(self, import_file: str) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not support h5 import.")
+
+
+def state_batches_of(input_dict: dict[str, Any]) -> list:
+    """The `state_in_<i>` columns of an input dict, ordered by `i`."""
+    keys = [k for k in input_dict if k.startswith("state_in_")]
+    return [input_dict[k] for k in sorted(keys, key=lambda k: int(k[len("state_in_") :]))]
 
 
 def _unbatch_first(value: Any) -> Any:

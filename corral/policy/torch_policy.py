@@ -140,6 +140,18 @@ class TorchPolicy(Policy):
         actions, extra = self.compute_actions_from_obs(obs, explore)
         return actions, [], extra
 
+    def compute_actions_from_input_dict(
+        self,
+        input_dict: dict[str, Any],
+        explore: bool | None = None,
+        timestep: int | None = None,
+        episodes: list | None = None,
+        **kwargs: Any,
+    ) -> tuple[np.ndarray, list, dict]:
+        obs = np.asarray(input_dict[SampleBatch.OBS], dtype=np.float32)
+        actions, extra = self.compute_actions_from_obs(obs, explore)
+        return actions, [], extra
+
     def compute_single_action(self, obs: Any = None, state: list | None = None, **kwargs: Any):
         unsquash = kwargs.pop("unsquash_action", None)
         clip = kwargs.pop("clip_action", None)

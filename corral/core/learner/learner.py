@@ -4,6 +4,13 @@
 minibatches of `minibatch_size` (shuffled per epoch when asked), calling the
 policy's `loss` on each minibatch. The train batch is turned into torch
 tensors once; minibatches are index selections on those tensors.
+
+Algorithms with several optimisers (SAC: actor, critic, temperature) return a
+dict of them from `make_optimizer` and define `learn_step(minibatch,
+optimizers) -> stats`; the learner then calls `learn_step` once per minibatch
+instead of loss -> backward -> step, so the algorithm orders its own updates
+(and e.g. skips the actor on some steps, as TD3 does). Epochs, minibatches,
+metrics and optimiser checkpoints stay here either way.
 """
 
 from __future__ import annotations
@@ -51,7 +58,9 @@ class Learner:
 
     Args:
         policies: policy id -> policy (a `TorchPolicy` with `loss` and
-            `make_optimizer`); the learner updates these objects in place.
+            `make_optimizer`, or with `learn_step` and `make_optimizer`
+            returning a dict of optimisers); the learner updates these
+            objects in place.
         config: the trainer config (`grad_clip`, `seed`).
         callbacks: optional `DefaultCallbacks`; `on_learn_on_batch` is called
             once per policy and update, before the first gradient step.
@@ -146,21 +155,26 @@ class Learner:
         extra: dict[str, Any] = {}
         if self.callbacks is not None:
             self.callbacks.on_learn_on_batch(policy=policy, train_batch=batch, result=extra)
-        for group in optimizer.param_groups:
-            group["lr"] = getattr(policy, "cur_lr", group["lr"])
+        learn_step = getattr(policy, "learn_step", None)
+        if learn_step is None:
+            for group in optimizer.param_groups:
+                group["lr"] = getattr(policy, "cur_lr", group["lr"])
+            params = [p for g in optimizer.param_groups for p in g["params"]]
         tensors = _to_tensors(batch, getattr(policy, "train_columns", None))
-        params = [p for g in optimizer.param_groups for p in g["params"]]
         grad_clip = policy.config.get("grad_clip")
         for idx in self._minibatch_indices(
             batch.count, num_epochs, minibatch_size, shuffle, num_total_minibatches
         ):
             mb = tensors if idx is None else {k: v[idx] for k, v in tensors.items()}
-            loss, stats = policy.loss(policy.model, policy.dist_class, mb)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if grad_clip:
-                stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-            optimizer.step()
+            if learn_step is not None:
+                stats = learn_step(mb, optimizer)
+            else:
+                loss, stats = policy.loss(policy.model, policy.dist_class, mb)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if grad_clip:
+                    stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+                optimizer.step()
             for name, value in stats.items():
                 self.metrics.log_value(
                     (pid, name), value.detach() if torch.is_tensor(value) else value,
@@ -205,16 +219,26 @@ class Learner:
     def get_state(self) -> dict[str, Any]:
         """Optimiser states (tensors and numbers: loadable with weights_only)."""
         return {
-            "optimizers": {pid: opt.state_dict() for pid, opt in self.optimizers.items()},
+            "optimizers": {pid: _optimizer_state(opt) for pid, opt in self.optimizers.items()},
             "generator": self._generator.get_state(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         for pid, opt_state in state.get("optimizers", {}).items():
-            if pid in self.optimizers:
-                self.optimizers[pid].load_state_dict(opt_state)
+            optimizer = self.optimizers.get(pid)
+            if isinstance(optimizer, dict):
+                for name, sub_state in opt_state.items():
+                    optimizer[name].load_state_dict(sub_state)
+            elif optimizer is not None:
+                optimizer.load_state_dict(opt_state)
         if "generator" in state:
             self._generator.set_state(state["generator"])
+
+
+def _optimizer_state(optimizer: torch.optim.Optimizer | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(optimizer, dict):
+        return {name: opt.state_dict() for name, opt in optimizer.items()}
+    return optimizer.state_dict()
 
 
 def _to_tensors(batch: SampleBatch, columns: Sequence[str] | None) -> dict[str, torch.Tensor]:
