@@ -11,8 +11,9 @@ evaluates when due. An algorithm is a default config, a policy class and a
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import logging
-import math
 import os
 import random
 import tempfile
@@ -44,7 +45,7 @@ from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.tune.logger import UnifiedLogger
 from corral.tune.result import default_results_dir
-from corral.tune.trainable import CheckpointError, Trainable
+from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
 from corral.utils import checkpoints
 from corral.utils.deprecation import deprecation_warning
 from corral.utils.metrics import stats_to_values
@@ -68,6 +69,8 @@ NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
 NUM_AGENT_STEPS_TRAINED = "num_agent_steps_trained"
 
 CHECKPOINT_FORMAT_VERSION = 1
+# File stem of `_extra_checkpoint_state` in a checkpoint directory.
+EXTRA_CHECKPOINT_STATE = "extra_state"
 
 
 class Trainer(Trainable):
@@ -186,8 +189,9 @@ class Trainer(Trainable):
         local = self.workers.local_worker()
         self.learner_group = LearnerGroup(
             self.config,
-            {pid: p for pid, p in local.policy_map.items() if local.is_policy_to_train(pid)},
+            local.policy_map,
             self.callbacks,
+            policy_ids=[pid for pid in local.policy_map if local.is_policy_to_train(pid)],
         )
         self.evaluation_workers: WorkerSet | None = None
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
@@ -205,7 +209,10 @@ class Trainer(Trainable):
         if overrides.get("in_evaluation", True) is not True:
             raise ValueError("evaluation_config must not set `in_evaluation` to False.")
         eval_config = merge_trainer_configs(
-            self.config, overrides, True, self._allow_unknown_subkeys,
+            self.config,
+            overrides,
+            True,
+            self._allow_unknown_subkeys,
             self._override_all_subkeys_if_type_changes,
         )
         self._validate_config(eval_config, trainer_obj_or_none=self)
@@ -256,22 +263,32 @@ class Trainer(Trainable):
         """Trains one iteration and evaluates when `evaluation_interval` says so."""
         interval = self.config["evaluation_interval"]
         evaluate_now = bool(interval) and (self._iteration + 1) % interval == 0
-        results = self._train_iteration()
+        if evaluate_now and self.config["evaluation_parallel_to_training"]:
+            results, evaluation = self._train_and_evaluate_in_parallel()
+        else:
+            results = self._train_iteration()
+            evaluation = self.evaluate() if evaluate_now else None
         if evaluate_now:
-            evaluation = self.evaluate()
             if not isinstance(evaluation, dict):
                 raise ValueError("Trainer.evaluate() must return a dict.")
             results.update(evaluation)
+        self._update_env_tasks(results)
         return results
 
     def _train_iteration(self) -> dict:
         start = time.perf_counter()
-        steps_before = self._counters[NUM_ENV_STEPS_SAMPLED]
+        # Timesteps count agent steps when `multiagent/count_steps_by` says so.
+        counter = (
+            NUM_AGENT_STEPS_SAMPLED
+            if self.config["multiagent"]["count_steps_by"] == "agent_steps"
+            else NUM_ENV_STEPS_SAMPLED
+        )
+        steps_before = self._counters[counter]
         min_time = self.config["min_iter_time_s"] or 0
         min_steps = self.config["timesteps_per_iteration"] or 0
         while True:
             learner_info = self.training_step()
-            steps = self._counters[NUM_ENV_STEPS_SAMPLED] - steps_before
+            steps = self._counters[counter] - steps_before
             if time.perf_counter() - start >= min_time and steps >= min_steps:
                 break
         return self._compile_results(learner_info, steps)
@@ -285,12 +302,7 @@ class Trainer(Trainable):
         raise NotImplementedError(f"{type(self).__name__} must implement training_step().")
 
     def _compile_results(self, learner_info: dict, steps_this_iter: int) -> dict:
-        result = collect_metrics(
-            self.workers.local_worker(),
-            self.workers.healthy_remote_workers(),
-            min_history=self.config["metrics_smoothing_episodes"],
-            history=self._episode_history,
-        )
+        result = self.collect_metrics()
         self._episodes_total += result["episodes_this_iter"]
         counters = dict(self._counters)
         by_agent = self.config["multiagent"]["count_steps_by"] == "agent_steps"
@@ -308,6 +320,21 @@ class Trainer(Trainable):
             }
         )
         return result
+
+    def collect_metrics(self, selected_workers: list | None = None) -> dict:
+        """Episode metrics of the rollout workers, as `train()` reports them.
+
+        Drains the episodes finished since the last call (they are counted
+        once) and smooths over `metrics_smoothing_episodes` episodes.
+        `selected_workers`: the remote workers to ask (default: the healthy ones).
+        """
+        return collect_metrics(
+            self.workers.local_worker(),
+            self.workers.healthy_remote_workers(),
+            min_history=self.config["metrics_smoothing_episodes"],
+            selected_workers=selected_workers,
+            history=self._episode_history,
+        )
 
     def log_result(self, result: dict) -> None:
         # Callbacks may change the result before it is written.
@@ -333,59 +360,111 @@ class Trainer(Trainable):
     # -- evaluation ---------------------------------------------------------
 
     def evaluate(self, episodes_left_fn: Callable[[int], int] | None = None) -> dict:
-        """Runs `evaluation_num_episodes` episodes with the evaluation settings.
+        """Evaluates the current policies under the `evaluation_config` settings.
 
-        Returns `{"evaluation": metrics}`. Weights are synced to the evaluation
-        workers first.
+        Weights and filters are synced to the evaluation workers first. Then
+        `custom_eval_function(trainer, evaluation_workers)` runs if set;
+        otherwise episodes are sampled: exactly `evaluation_num_episodes` on a
+        local worker, at least that many on remote evaluation workers (one
+        round gives one episode per worker asked).
+
+        Args:
+            episodes_left_fn: `fn(num_episodes_done) -> num_episodes_left`;
+                evaluation stops once it returns <= 0. Default: the configured
+                number of episodes minus those done.
+
+        Returns:
+            `{"evaluation": metrics}`.
         """
         self._before_evaluate()
+        self._sync_evaluation_workers()
+        return self._evaluate_synced(episodes_left_fn)
+
+    def _evaluate_synced(self, episodes_left_fn: Callable[[int], int] | None) -> dict:
         eval_workers = self.evaluation_workers
-        if eval_workers is not None:
-            self._sync_weights_to_workers(worker_set=eval_workers)
         if self.config["custom_eval_function"]:
             metrics = self.config["custom_eval_function"](self, eval_workers)
             if not metrics or not isinstance(metrics, dict):
-                raise ValueError(f"Custom eval function must return dict of metrics, got {metrics}.")
+                raise ValueError(
+                    f"Custom eval function must return dict of metrics, got {metrics}."
+                )
             return {"evaluation": metrics}
         num_episodes = self.config["evaluation_num_episodes"]
+        if num_episodes == "auto":
+            num_episodes = self.config["evaluation_num_workers"] or 1
+        exact = episodes_left_fn is None
+        if exact:
+
+            def episodes_left_fn(num_episodes_done: int) -> int:
+                return num_episodes - num_episodes_done
+
         if eval_workers is None:
             worker = self.workers.local_worker()
             if worker.sampler is None:
-                raise ValueError(
-                    "Cannot evaluate w/o an evaluation worker set in the Trainer or w/o an "
-                    "env on the local worker!\nTry one of the following:\n1) Set "
-                    "`evaluation_interval` >= 0 to force creating a separate evaluation "
-                    "worker set.\n2) Set `create_env_on_driver=True` to force the local "
-                    "(non-eval) worker to have an environment to evaluate on."
-                )
-            episodes = _sample_episodes_locally(worker, num_episodes, reset=False)
+                raise ValueError(_NO_EVALUATION_ENV)
+            episodes = _sample_episodes_locally(worker, episodes_left_fn, reset=False)
         elif not eval_workers.remote_workers():
-            episodes = _sample_episodes_locally(eval_workers.local_worker(), num_episodes)
+            episodes = _sample_episodes_locally(eval_workers.local_worker(), episodes_left_fn)
         else:
-            episodes = self._sample_episodes_remotely(eval_workers, num_episodes)
+            episodes = _sample_episodes_remotely(eval_workers.remote_workers(), episodes_left_fn)
+            exact = False  # whole rounds: at least the episodes asked for
+        if exact:
+            episodes = episodes[:num_episodes]
         return {"evaluation": summarize_episodes(episodes)}
 
-    def _sample_episodes_remotely(self, eval_workers: WorkerSet, num_episodes: int) -> list:
-        workers = eval_workers.remote_workers()
-        rounds = math.ceil(num_episodes / len(workers))
-        episodes: list[RolloutMetrics] = []
-        wait_all([w.call("reset_sampler") for w in workers])
-        for _ in range(rounds):
-            if len(episodes) >= num_episodes:
-                break
-            wait_all([w.call("sample") for w in workers])
-            for metrics in wait_all([w.call("get_metrics") for w in workers]):
-                episodes.extend(metrics)
-        return episodes
+    def _train_and_evaluate_in_parallel(self) -> tuple[dict, dict]:
+        """Runs the training iteration in a thread while evaluating in this one.
+
+        The remote evaluation workers sample while the training workers and
+        the learner work, so the two really overlap. Weights are synced before
+        training starts: evaluation sees one consistent set of weights, never
+        one that the learner is half-way through updating.
+        """
+        self._before_evaluate()
+        self._sync_evaluation_workers()
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="corral-train") as pool:
+            training = pool.submit(self._train_iteration)
+            episodes_left_fn = None
+            if self.config["evaluation_num_episodes"] == "auto":
+                per_round = self.config["evaluation_num_workers"]
+
+                def episodes_left_fn(num_episodes_done: int) -> int:
+                    # At least one round, then rounds until training is done.
+                    if num_episodes_done > 0 and training.done():
+                        return 0
+                    return per_round
+
+            evaluation = self._evaluate_synced(episodes_left_fn)
+            return training.result(), evaluation
 
     def _before_evaluate(self) -> None:
         """Hook run before each evaluation."""
 
+    def _sync_evaluation_workers(self) -> None:
+        if self.evaluation_workers is not None:
+            self._sync_weights_to_workers(worker_set=self.evaluation_workers)
+
     def _sync_weights_to_workers(self, *, worker_set: WorkerSet) -> None:
+        """Copies the local worker's weights, filters and global vars to `worker_set`."""
         source = self.workers.local_worker()
         state = source.get_state()
-        worker_set.local_worker().set_state(state)
+        if worker_set.local_worker() is not source:
+            worker_set.local_worker().set_state(state)
         wait_all([w.call("set_state", state) for w in worker_set.remote_workers()])
+
+    def _update_env_tasks(self, results: dict) -> None:
+        """Lets `env_task_fn` pick the next task of every rollout worker's envs."""
+        task_fn = self.config["env_task_fn"]
+        if task_fn is None:
+            return
+        if not callable(task_fn):
+            raise ValueError(
+                "`env_task_fn` must be None or a callable taking [train_results, env, "
+                "env_ctx] as args!"
+            )
+        self.workers.foreach_env_with_context(
+            functools.partial(_set_env_task, task_fn=task_fn, results=results)
+        )
 
     # -- acting -------------------------------------------------------------
 
@@ -562,6 +641,124 @@ class Trainer(Trainable):
             policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
         self.workers.sync_weights()
 
+    def add_policy(
+        self,
+        policy_id: str,
+        policy_cls: type[Policy],
+        *,
+        observation_space: Any = None,
+        action_space: Any = None,
+        config: dict | None = None,
+        policy_mapping_fn: Callable | None = None,
+        policies_to_train: list[str] | Callable | None = None,
+        evaluation_workers: bool = True,
+    ) -> Policy:
+        """Adds a policy to every rollout worker (and evaluation worker) and the learners.
+
+        Spaces left None are taken from the env (the agents `policy_mapping_fn`
+        maps to the policy). A new `policy_mapping_fn` applies to episodes
+        started afterwards; `policies_to_train` None keeps the current list
+        (plus the new policy). Returns the local worker's copy.
+        """
+
+        def add(worker: Any) -> None:
+            worker.add_policy(
+                policy_id=policy_id,
+                policy_cls=policy_cls,
+                observation_space=observation_space,
+                action_space=action_space,
+                config=config,
+                policy_mapping_fn=policy_mapping_fn,
+                policies_to_train=policies_to_train,
+            )
+
+        self.workers.foreach_worker(add)
+        if evaluation_workers and self.evaluation_workers is not None:
+            self.evaluation_workers.foreach_worker(add)
+        self._sync_learner_policies()
+        return self.get_policy(policy_id)
+
+    def remove_policy(
+        self,
+        policy_id: str = DEFAULT_POLICY_ID,
+        *,
+        policy_mapping_fn: Callable | None = None,
+        policies_to_train: list[str] | Callable | None = None,
+        evaluation_workers: bool = True,
+    ) -> None:
+        """Removes a policy from every rollout worker (and evaluation worker) and the learners."""
+
+        def remove(worker: Any) -> None:
+            worker.remove_policy(
+                policy_id=policy_id,
+                policy_mapping_fn=policy_mapping_fn,
+                policies_to_train=policies_to_train,
+            )
+
+        self.workers.foreach_worker(remove)
+        if evaluation_workers and self.evaluation_workers is not None:
+            self.evaluation_workers.foreach_worker(remove)
+        self.learner_group.remove_policy(policy_id)
+        self._sync_learner_policies()
+
+    def _sync_learner_policies(self) -> None:
+        """The learners train exactly the local worker's policies to train."""
+        local = self.workers.local_worker()
+        self.learner_group.set_policies_to_train(
+            [pid for pid in local.policy_map if local.is_policy_to_train(pid)]
+        )
+
+    # -- export and import --------------------------------------------------
+
+    def export_policy_model(
+        self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID, onnx: int | None = None
+    ) -> None:
+        """Writes policy `policy_id`'s model to `export_dir` for serving without corral.
+
+        `model.pt` (TorchScript) plus its state dict, or with `onnx=<opset>`
+        `model.onnx` (input `obs`, output `output`: action-distribution inputs).
+        """
+        self._policy_or_key_error(policy_id).export_model(export_dir, onnx)
+
+    def export_policy_checkpoint(
+        self, export_dir: str, filename_prefix: str = "model", policy_id: str = DEFAULT_POLICY_ID
+    ) -> None:
+        """Writes policy `policy_id`'s state (weights as safetensors, the rest JSON)."""
+        self._policy_or_key_error(policy_id).export_checkpoint(export_dir, filename_prefix)
+
+    def import_model(self, import_file: str) -> None:
+        """Imports weights from `import_file` (HDF5 only, as in RLlib)."""
+        if not os.path.exists(import_file):
+            raise FileNotFoundError(
+                f"`import_file` '{import_file}' does not exist! Can't import Model."
+            )
+        self.import_policy_model_from_h5(import_file)
+
+    def import_policy_model_from_h5(
+        self, import_file: str, policy_id: str = DEFAULT_POLICY_ID
+    ) -> None:
+        """Loads policy `policy_id`'s weights from an HDF5 file, then syncs them to
+        the remote workers so that sampling uses them too."""
+        self._policy_or_key_error(policy_id).import_model_from_h5(import_file)
+        self.workers.sync_weights()
+
+    def _export_model(self, export_formats: list[str], export_dir: str) -> dict[str, str]:
+        ExportFormat.validate(export_formats)
+        if ExportFormat.H5 in export_formats:
+            raise NotImplementedError("Exporting to h5 is not supported; h5 is import-only.")
+        exported = {}
+        if ExportFormat.CHECKPOINT in export_formats:
+            exported[ExportFormat.CHECKPOINT] = os.path.join(export_dir, ExportFormat.CHECKPOINT)
+            self.export_policy_checkpoint(exported[ExportFormat.CHECKPOINT])
+        if ExportFormat.MODEL in export_formats:
+            exported[ExportFormat.MODEL] = os.path.join(export_dir, ExportFormat.MODEL)
+            self.export_policy_model(exported[ExportFormat.MODEL])
+        if ExportFormat.ONNX in export_formats:
+            exported[ExportFormat.ONNX] = os.path.join(export_dir, ExportFormat.ONNX)
+            opset = int(os.getenv("ONNX_OPSET", "11"))
+            self.export_policy_model(exported[ExportFormat.ONNX], onnx=opset)
+        return exported
+
     # -- recovery -----------------------------------------------------------
 
     def try_recover_from_step_attempt(self) -> None:
@@ -602,6 +799,9 @@ class Trainer(Trainable):
             worker_state=local.get_state(),
             learner_state=self.learner_group.get_state(),
         )
+        extra = self._extra_checkpoint_state()
+        if extra:
+            checkpoints.write_array_state(checkpoint_dir, EXTRA_CHECKPOINT_STATE, extra)
         return None
 
     def load_checkpoint(self, checkpoint_path: str) -> None:
@@ -622,6 +822,21 @@ class Trainer(Trainable):
                 "episode_history": state.get("episode_history", []),
             }
         )
+        if checkpoints.has_array_state(checkpoint_path, EXTRA_CHECKPOINT_STATE):
+            self._set_extra_checkpoint_state(
+                checkpoints.read_array_state(checkpoint_path, EXTRA_CHECKPOINT_STATE)
+            )
+
+    def _extra_checkpoint_state(self) -> dict:
+        """Algorithm state beyond weights and optimisers (e.g. a replay buffer).
+
+        A nested dict of numpy arrays and JSON-able values, written as
+        `extra_state.safetensors` + `extra_state.json`; empty: nothing written.
+        """
+        return {}
+
+    def _set_extra_checkpoint_state(self, state: dict) -> None:
+        """Restores what `_extra_checkpoint_state` returned."""
 
     def __getstate__(self) -> dict:
         return {
@@ -654,8 +869,8 @@ class Trainer(Trainable):
         cf = dict(cls._default_config, **config)
         eval_cf = cf.get("evaluation_config") or {}
         fake = cf.get("_fake_gpus")
-        driver = {"CPU": cf["num_cpus_for_driver"] + (cf["num_gpus"] if fake else 0)}
-        driver["GPU"] = 0 if fake else cf["num_gpus"]
+        # Fake GPUs are simulated on the driver's CPU: nothing to reserve for them.
+        driver = {"CPU": cf["num_cpus_for_driver"], "GPU": 0 if fake else cf["num_gpus"]}
         bundles = [driver]
         for _ in range(cf["num_workers"]):
             bundles.append({"CPU": cf["num_cpus_per_worker"], "GPU": cf["num_gpus_per_worker"]})
@@ -681,7 +896,8 @@ class Trainer(Trainable):
 
     def cleanup(self) -> None:
         """Stops every worker process (rollout and evaluation)."""
-        for worker_set in (getattr(self, "workers", None), getattr(self, "evaluation_workers", None)):
+        for name in ("workers", "evaluation_workers"):
+            worker_set = getattr(self, name, None)
             if worker_set is not None:
                 worker_set.stop()
 
@@ -718,22 +934,61 @@ def _set_torch_threads(num_cpus: float) -> None:
     torch.set_num_threads(max(1, int(num_cpus)))
 
 
-def _sample_episodes_locally(worker: Any, num_episodes: int, reset: bool = True) -> list:
-    """Exactly `num_episodes` finished episodes from one worker."""
+def _sample_episodes_locally(
+    worker: Any, episodes_left_fn: Callable[[int], int], reset: bool = True
+) -> list[RolloutMetrics]:
+    """Finished episodes of one in-process worker until `episodes_left_fn` says stop."""
     if reset:
         worker.reset_sampler()
     worker.get_metrics()  # drop episodes finished before this evaluation
     episodes: list[RolloutMetrics] = []
-    while len(episodes) < num_episodes:
+    while episodes_left_fn(len(episodes)) > 0:
         worker.sample()
         episodes.extend(worker.get_metrics())
-    return episodes[:num_episodes]
+    return episodes
 
+
+def _sample_episodes_remotely(
+    workers: list, episodes_left_fn: Callable[[int], int]
+) -> list[RolloutMetrics]:
+    """Rounds of one episode per remote worker until `episodes_left_fn` says stop.
+
+    Only the episode metrics travel back, not the sampled batches.
+    """
+    wait_all([w.apply(_reset_for_evaluation) for w in workers])
+    episodes: list[RolloutMetrics] = []
+    while (left := episodes_left_fn(len(episodes))) > 0:
+        for metrics in wait_all([w.apply(_sample_metrics) for w in workers[:left]]):
+            episodes.extend(metrics)
+    return episodes
+
+
+def _reset_for_evaluation(worker: Any) -> None:
+    worker.reset_sampler()
+    worker.get_metrics()
+
+
+def _sample_metrics(worker: Any) -> list[RolloutMetrics]:
+    worker.sample()
+    return worker.get_metrics()
+
+
+def _set_env_task(env: Any, env_context: EnvContext, task_fn: Callable, results: dict) -> None:
+    new_task = task_fn(results, env, env_context)
+    if env.get_task() != new_task:
+        env.set_task(new_task)
+
+
+_NO_EVALUATION_ENV = (
+    "Cannot evaluate w/o an evaluation worker set in the Trainer or w/o an env on the "
+    "local worker!\nTry one of the following:\n1) Set `evaluation_interval` >= 0 to force "
+    "creating a separate evaluation worker set.\n2) Set `create_env_on_driver=True` to "
+    "force the local (non-eval) worker to have an environment to evaluate on."
+)
 
 
 _EITHER_OBS_OR_INPUT_DICT = (
-    "Provide either `input_dict` OR [`observation`, ...] as args to "
-    "Trainer.compute_single_action!"
+    "Provide either `input_dict` OR [`observation`, ...] as args to Trainer.compute_single_action!"
 )
 
 

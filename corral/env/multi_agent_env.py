@@ -7,6 +7,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from corral.env.base_env import BaseEnv
+
 
 class MultiAgentEnv(gym.Env):
     """An env whose observations, rewards, flags and infos are dicts keyed by agent id.
@@ -33,6 +35,19 @@ class MultiAgentEnv(gym.Env):
         if self.action_spaces is not None:
             return self.action_spaces[agent_id]
         return self.action_space
+
+
+class MultiAgentEnvWrapper(BaseEnv):
+    """The n `MultiAgentEnv` sub-envs of one rollout worker, as a `BaseEnv`."""
+
+    def __init__(self, envs: list[MultiAgentEnv]) -> None:
+        if not envs:
+            raise ValueError("MultiAgentEnvWrapper needs at least one sub-environment.")
+        self.envs = list(envs)
+        self.num_envs = len(self.envs)
+
+    def get_sub_environments(self) -> list[MultiAgentEnv]:
+        return self.envs
 
 
 def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> type:

@@ -16,11 +16,16 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
+from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
 from corral.env.vector_env import VectorEnv
+from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
+from corral.evaluation.multi_agent_sampler import MultiAgentSampler
 from corral.evaluation.sampler import SingleAgentSampler
 from corral.policy.policy import Policy, PolicySpec
+from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
@@ -93,23 +98,26 @@ class RolloutWorker:
         self.env_creator = env_creator
         self.validate_env = validate_env
         self.env = None
-        self.async_env: VectorEnv | None = None
+        self.async_env: BaseEnv | None = None
         if self._needs_env():
             self.async_env = self._make_vector_env()
             self.env = self.async_env.envs[0]
-        self.policy_map: dict[str, Policy] = self._build_policies(policy_specs, spaces)
-        self.policies_to_train = config["multiagent"].get("policies_to_train") or list(
-            self.policy_map
+        multiagent = config["multiagent"]
+        self.policy_mapping_fn: Callable = multiagent.get("policy_mapping_fn") or (
+            _default_policy_mapping_fn
         )
-        self.preprocessors = {
-            pid: getattr(p, "preprocessor", None) for pid, p in self.policy_map.items()
-        }
-        self.filters = {pid: NoFilter() for pid in self.policy_map}
-        self.sampler = (
-            SingleAgentSampler(self, self.async_env, self.policy_map[DEFAULT_POLICY_ID], config)
-            if self.async_env is not None
-            else None
+        self.policy_map = PolicyMap(
+            multiagent.get("policy_map_capacity") or 100,
+            multiagent.get("policy_map_cache")
+            or (os.path.join(log_dir, "policy_map_cache") if log_dir else None),
         )
+        self.policy_map.add_spill_listener(self)
+        self.preprocessors: dict[str, Any] = {}
+        self.filters: dict[str, NoFilter] = {}
+        for pid, policy in self._build_policies(policy_specs, spaces).items():
+            self._register_policy(pid, policy)
+        self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
+        self.sampler = self._make_sampler()
 
     # -- construction -------------------------------------------------------
 
@@ -130,6 +138,15 @@ class RolloutWorker:
             return bool(self.config.get("create_env_on_driver"))
         return True
 
+    def _make_sampler(self) -> SingleAgentSampler | MultiAgentSampler | None:
+        if self.async_env is None:
+            return None
+        if isinstance(self.env, MultiAgentEnv):
+            return MultiAgentSampler(self, self.async_env, self.config)
+        return SingleAgentSampler(
+            self, self.async_env, self.policy_map[DEFAULT_POLICY_ID], self.config
+        )
+
     def _make_env(self, vector_index: int) -> Any:
         ctx = self.env_context.copy_with_overrides(vector_index=vector_index)
         env = self.env_creator(ctx)
@@ -137,12 +154,6 @@ class RolloutWorker:
             return None
         if self.validate_env is not None:
             self.validate_env(env, ctx)
-        from corral.env.multi_agent_env import MultiAgentEnv
-
-        if isinstance(env, MultiAgentEnv):
-            raise NotImplementedError(
-                "Multi-agent envs are not supported by the sampler yet (multi-agent issue)."
-            )
         if not isinstance(env, gym.Env):
             raise ValueError(
                 f"The env creator returned {type(env).__name__}, expected a gymnasium.Env "
@@ -153,17 +164,22 @@ class RolloutWorker:
         )
         return env
 
-    def _make_vector_env(self) -> VectorEnv | None:
+    def _make_vector_env(self) -> BaseEnv | None:
         first = self._make_env(0)
         if first is None:
             return None
         n = int(self.config.get("num_envs_per_worker", 1))
         if n < 1:
             raise ValueError(f"num_envs_per_worker must be >= 1, got {n}.")
+        if isinstance(first, MultiAgentEnv):
+            return MultiAgentEnvWrapper([first, *(self._make_env(i) for i in range(1, n))])
         return VectorEnv.vectorize_gym_envs(self._make_env, n, existing_envs=[first])
 
     def _build_policies(
-        self, specs: dict[str, PolicySpec], spaces: dict[str, tuple] | None
+        self,
+        specs: dict[str, PolicySpec],
+        spaces: dict[str, tuple] | None,
+        base_config: dict | None = None,
     ) -> dict[str, Policy]:
         policies: dict[str, Policy] = {}
         for pid, spec in specs.items():
@@ -171,19 +187,103 @@ class RolloutWorker:
             if spaces and pid in spaces:
                 obs_space = obs_space or spaces[pid][0]
                 act_space = act_space or spaces[pid][1]
-            if self.env is not None:
-                obs_space = obs_space or self.config.get("observation_space") or (
-                    self.env.observation_space
-                )
-                act_space = act_space or self.config.get("action_space") or self.env.action_space
+            if self.env is not None and (obs_space is None or act_space is None):
+                env_obs_space, env_act_space = self._env_spaces_for(pid)
+                obs_space = obs_space or env_obs_space
+                act_space = act_space or env_act_space
             if obs_space is None or act_space is None:
                 raise ValueError(
                     f"Cannot infer the spaces of policy '{pid}': this worker has no env and "
                     "none were given; set `observation_space` and `action_space`."
                 )
-            policy_config = {**self.config, **(spec.config or {})}
+            policy_config = _merge_policy_config(base_config or self.config, spec.config)
             policies[pid] = spec.policy_class(obs_space, act_space, policy_config)
         return policies
+
+    def _env_spaces_for(self, policy_id: str) -> tuple[gym.Space | None, gym.Space | None]:
+        """The spaces of `policy_id` as this worker's env shows them.
+
+        For a multi-agent env: the spaces of the first agent that
+        `policy_mapping_fn` maps to the policy, or the env's shared spaces when
+        no agent does (e.g. a league policy no agent plays yet).
+        """
+        env = self.env
+        if not isinstance(env, MultiAgentEnv):
+            return (
+                self.config.get("observation_space") or env.observation_space,
+                self.config.get("action_space") or env.action_space,
+            )
+        probe = Episode(-1, 0, self.policy_map, self.policy_mapping_fn, worker=self)
+        agents = _agent_ids(env)
+        for agent in agents:
+            if probe.policy_for(agent) == policy_id:
+                return env.get_observation_space(agent), env.get_action_space(agent)
+        spaces = {(env.get_observation_space(a), env.get_action_space(a)) for a in agents}
+        return next(iter(spaces)) if len(spaces) == 1 else (None, None)
+
+    def _register_policy(self, policy_id: str, policy: Policy) -> None:
+        self.policy_map[policy_id] = policy
+        self.preprocessors[policy_id] = getattr(policy, "preprocessor", None)
+        self.filters[policy_id] = NoFilter()
+
+    # -- adding and removing policies ---------------------------------------
+
+    def add_policy(
+        self,
+        policy_id: str,
+        policy_cls: type[Policy],
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        config: dict | None = None,
+        policy_config: dict | None = None,
+        policy_mapping_fn: Callable | None = None,
+        policies_to_train: list[str] | Callable | None = None,
+    ) -> Policy:
+        """Builds a new policy and adds it to this worker's policy map.
+
+        A new `policy_mapping_fn` applies to episodes started from now on;
+        running episodes keep the mapping they started with.
+        """
+        if policy_id in self.policy_map:
+            raise ValueError(f"Policy ID '{policy_id}' already in policy map!")
+        if policy_mapping_fn is not None:
+            self.set_policy_mapping_fn(policy_mapping_fn)
+        spec = PolicySpec(policy_cls, observation_space, action_space, config or {})
+        base = self.config if policy_config is None else policy_config
+        policy = self._build_policies({policy_id: spec}, None, base)[policy_id]
+        self._register_policy(policy_id, policy)
+        if policies_to_train is not None:
+            self.set_policies_to_train(policies_to_train)
+        elif not callable(self.policies_to_train):
+            self.policies_to_train = [*self.policies_to_train, policy_id]
+        return policy
+
+    def remove_policy(
+        self,
+        policy_id: str = DEFAULT_POLICY_ID,
+        policy_mapping_fn: Callable | None = None,
+        policies_to_train: list[str] | Callable | None = None,
+    ) -> None:
+        """Removes a policy; episodes still mapped to it drop its trajectories."""
+        if policy_id not in self.policy_map:
+            raise ValueError(f"Policy ID '{policy_id}' not in policy map!")
+        del self.policy_map[policy_id]
+        self.preprocessors.pop(policy_id, None)
+        self.filters.pop(policy_id, None)
+        if policy_mapping_fn is not None:
+            self.set_policy_mapping_fn(policy_mapping_fn)
+        if policies_to_train is not None:
+            self.set_policies_to_train(policies_to_train)
+        elif not callable(self.policies_to_train):
+            self.policies_to_train = [p for p in self.policies_to_train if p != policy_id]
+
+    def set_policy_mapping_fn(self, policy_mapping_fn: Callable) -> None:
+        self.policy_mapping_fn = policy_mapping_fn
+
+    def set_policies_to_train(self, policies_to_train: list[str] | Callable) -> None:
+        self.policies_to_train = (
+            policies_to_train if callable(policies_to_train) else list(policies_to_train)
+        )
 
     # -- sampling -----------------------------------------------------------
 
@@ -192,7 +292,8 @@ class RolloutWorker:
         if self.sampler is None:
             raise ValueError(NO_ENV_MESSAGE)
         raw = self.sampler.sample()
-        batch = self._postprocess(raw)
+        # The multi-agent sampler postprocesses per agent trajectory itself.
+        batch = raw if isinstance(raw, MultiAgentBatch) else self._postprocess(raw)
         self.callbacks.on_sample_end(worker=self, samples=batch)
         return batch
 
@@ -241,20 +342,33 @@ class RolloutWorker:
             pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()
         }
 
+    def get_weights_seqs(self) -> dict[str, int]:
+        """Policy id -> update counter (read without loading spilled policies)."""
+        return {pid: self.policy_map.weights_seq(pid) for pid in self.policy_map}
+
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict]:
         ids = self.policy_map.keys() if policies is None else policies
         return {pid: self.policy_map[pid].get_weights() for pid in ids}
 
     def set_weights(self, weights: dict[str, dict], global_vars: dict | None = None) -> None:
         for pid, w in weights.items():
-            self.policy_map[pid].set_weights(w)
+            if pid in self.policy_map:
+                self.policy_map[pid].set_weights(w)
         if global_vars:
             self.set_global_vars(global_vars)
 
     def set_global_vars(self, global_vars: dict) -> None:
+        """Updates the policies in memory; spilled ones catch up when reloaded."""
         self.global_vars.update(global_vars)
-        for policy in self.policy_map.values():
-            policy.on_global_var_update(self.global_vars)
+        for pid in self.policy_map.in_memory():
+            self.policy_map[pid].on_global_var_update(self.global_vars)
+
+    # PolicyMap spill listener: a reloaded policy gets the current global vars.
+    def on_policy_spilled(self, policy_id: str) -> None:
+        return None
+
+    def on_policy_restored(self, policy_id: str, state: Any) -> None:
+        self.policy_map[policy_id].on_global_var_update(self.global_vars)
 
     def get_global_vars(self) -> dict:
         return dict(self.global_vars)
@@ -294,8 +408,8 @@ class RolloutWorker:
 
     def foreach_trainable_policy(self, func: Callable, **kwargs: Any) -> list:
         return [
-            func(p, pid, **kwargs)
-            for pid, p in self.policy_map.items()
+            func(self.policy_map[pid], pid, **kwargs)
+            for pid in self.policy_map
             if self.is_policy_to_train(pid)
         ]
 
@@ -330,3 +444,28 @@ class RolloutWorker:
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"
+
+
+def _default_policy_mapping_fn(agent_id: Any, episode: Any, worker: Any, **kwargs: Any) -> str:
+    """Without a `policy_mapping_fn`, every agent plays the default policy (RLlib's rule)."""
+    return DEFAULT_POLICY_ID
+
+
+def _agent_ids(env: MultiAgentEnv) -> list[Any]:
+    """The agent ids of a multi-agent env (from a reset when it declares none)."""
+    agents = list(env.possible_agents or env.agents or (env.observation_spaces or {}))
+    if not agents:
+        obs, _ = env.reset()
+        agents = list(obs)
+    return agents
+
+
+def _merge_policy_config(base: dict, overrides: dict | None) -> dict:
+    """The trainer config with a policy's overrides merged in (nested dicts key by key)."""
+    merged = dict(base)
+    for key, value in (overrides or {}).items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge_policy_config(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -43,7 +43,7 @@ class WorkerSet:
         self._logdir = logdir
         self._policy_specs = policy_specs_from_config(self._config, policy_class)
         self._remote_workers: list[ProcessWorker] = []
-        self._synced_seq: dict[int, tuple] = {}
+        self._synced_seq: dict[int, dict[str, int]] = {}
         self._local_worker: RolloutWorker | None = None
         if _setup:
             self.add_workers(num_workers)
@@ -132,28 +132,41 @@ class WorkerSet:
     ) -> None:
         """Pushes the local policies' weights to every remote worker.
 
-        Weights are sent only to workers that have not seen this version yet
-        (each policy's `weights_seq` counts its updates).
+        Each worker gets only the policies whose version it has not seen yet
+        (each policy's `weights_seq` counts its updates), so frozen policies of
+        a league are sent once, not every iteration.
         """
         source = from_worker or self.local_worker()
         if global_vars:
             source.set_global_vars(global_vars)
         if not self._remote_workers:
             return
-        seq = tuple(
-            getattr(p, "weights_seq", None) for p in source.policy_map.values()
-        )
-        stale = [w for w in self._remote_workers if self._synced_seq.get(w.worker_index) != seq]
-        weights = source.get_weights(policies) if stale else None
+        seqs = source.get_weights_seqs()
+        for synced in self._synced_seq.values():
+            for pid in set(synced) - set(seqs):
+                del synced[pid]  # removed: a new policy under that id starts unsynced
+        if policies is not None:
+            seqs = {pid: seqs[pid] for pid in policies}
+        stale_ids = {
+            w.worker_index: [
+                pid for pid, seq in seqs.items()
+                if self._synced_seq.get(w.worker_index, {}).get(pid) != seq
+            ]
+            for w in self._remote_workers
+        }
+        needed = sorted({pid for ids in stale_ids.values() for pid in ids})
+        weights = source.get_weights(needed) if needed else {}
         futures = []
         for w in self._remote_workers:
-            if w in stale:
-                futures.append(w.call("set_weights", weights, global_vars))
+            ids = stale_ids[w.worker_index]
+            if ids:
+                futures.append(w.call("set_weights", {p: weights[p] for p in ids}, global_vars))
             elif global_vars:
                 futures.append(w.call("set_global_vars", global_vars))
         wait_all(futures)
-        for w in stale:
-            self._synced_seq[w.worker_index] = seq
+        for w in self._remote_workers:
+            synced = self._synced_seq.setdefault(w.worker_index, {})
+            synced.update({pid: seqs[pid] for pid in stale_ids[w.worker_index]})
 
     def foreach_worker(self, func: Callable[[RolloutWorker], Any]) -> list[Any]:
         """`func(worker)` on the local worker, then on every remote worker."""

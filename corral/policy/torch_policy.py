@@ -19,12 +19,10 @@ from corral.models import ModelCatalog
 from corral.models.preprocessors import get_preprocessor
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
+from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
 
 TensorDict = dict[str, torch.Tensor]
 
-# Exploration types this policy class implements itself (sampling from the
-# action distribution when exploring, its mode when not).
-_BUILTIN_EXPLORATION = ("StochasticSampling",)
 
 
 class TorchPolicy(Policy):
@@ -36,12 +34,12 @@ class TorchPolicy(Policy):
         self, observation_space: gym.Space, action_space: gym.Space, config: dict
     ) -> None:
         super().__init__(observation_space, action_space, config)
-        self._check_exploration(config.get("exploration_config") or {})
         self.preprocessor = get_preprocessor(observation_space)
         self.dist_class, num_outputs = ModelCatalog.get_action_dist(
             action_space, config["model"], framework="torch"
         )
         self.model = self.make_model(num_outputs)
+        self.exploration = self.make_exploration()
         self._init_action_bounds(action_space)
         # Bumped by the learner after each update; lets the worker set skip
         # sending weights that did not change.
@@ -72,15 +70,26 @@ class TorchPolicy(Policy):
             kwargs.setdefault("fused", True)
         return torch.optim.Adam(self.model.parameters(), lr=self.config["lr"], **kwargs)
 
-    @staticmethod
-    def _check_exploration(exploration_config: dict) -> None:
-        kind = exploration_config.get("type", "StochasticSampling")
-        name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
-        if name.rsplit(".", 1)[-1] not in _BUILTIN_EXPLORATION:
-            raise NotImplementedError(
-                f"exploration_config type {kind!r} is not implemented yet; "
-                f"available: {', '.join(_BUILTIN_EXPLORATION)}."
-            )
+    def make_exploration(self) -> Exploration:
+        """The `Exploration` described by `exploration_config` (see `corral.utils.exploration`).
+
+        `worker_index` is set in the policy config by the rollout worker that
+        builds this policy (0: the driver's).
+        """
+        exploration = make_exploration(
+            self.config.get("exploration_config"),
+            self.action_space,
+            self.config,
+            self.model,
+            num_workers=int(self.config.get("num_workers", 0) or 0),
+            worker_index=int(self.config.get("worker_index", 0) or 0),
+        )
+        # Plain sampling without random warm-up runs inline in
+        # compute_actions_from_obs (the policy-gradient fast path).
+        self._inline_sampling = (
+            type(exploration) is StochasticSampling and exploration.random_timesteps == 0
+        )
+        return exploration
 
     def _init_action_bounds(self, space: gym.Space) -> None:
         self._low = self._high = None
@@ -104,7 +113,11 @@ class TorchPolicy(Policy):
             obs_t = torch.from_numpy(obs)
             dist_inputs, values = self._forward_inference(obs_t)
             dist = self.dist_class(dist_inputs, self.model)
-            if explore:
+            if not self._inline_sampling:
+                actions, logp = self.exploration.get_exploration_action(
+                    dist, self.global_timestep, explore
+                )
+            elif explore:
                 actions = dist.sample()
                 logp = dist.sampled_action_logp()
             else:
@@ -221,8 +234,53 @@ class TorchPolicy(Policy):
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
         state["extra"] = self.extra_state()
+        state["exploration"] = self.exploration.get_state()
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
         self.set_extra_state(state.get("extra", {}))
+        if "exploration" in state:
+            self.exploration.set_state(state["exploration"])
+
+    # -- export and import --------------------------------------------------
+
+    def export_model(self, export_dir: str, onnx: int | None = None) -> None:
+        """Writes the model for serving without corral.
+
+        Without `onnx`: `model.pt` (TorchScript) and `model_state_dict.pt`.
+        With `onnx=<opset>`: `model.onnx`. Both map a batch of preprocessed
+        observations to action-distribution inputs and value estimates.
+        """
+        from corral.policy import model_io
+
+        shape = tuple(self.preprocessor.shape)
+        if onnx is None:
+            model_io.export_torchscript(self.model, shape, export_dir)
+        else:
+            model_io.export_onnx(self.model, shape, export_dir, onnx)
+
+    def export_checkpoint(self, export_dir: str, filename_prefix: str = "model") -> None:
+        """Writes `<prefix>.safetensors` (weights) and `<prefix>_state.json` (the rest).
+
+        Plain data only, so loading it can never run code.
+        """
+        import json
+        import os
+
+        from safetensors.numpy import save_file
+
+        os.makedirs(export_dir, exist_ok=True)
+        state = self.get_state()
+        weights = {k: np.ascontiguousarray(v) for k, v in state.pop("weights").items()}
+        save_file(weights, os.path.join(export_dir, f"{filename_prefix}.safetensors"))
+        with open(os.path.join(export_dir, f"{filename_prefix}_state.json"), "w") as f:
+            json.dump(state, f)
+
+    def import_model_from_h5(self, import_file: str) -> None:
+        """Loads weights from an HDF5 file whose groups are named like the model's layers."""
+        from corral.policy import model_io
+
+        layers = model_io.read_h5_layers(import_file)
+        self.set_weights(model_io.h5_layers_to_state(layers, self.get_weights(), import_file))
+        self.weights_seq += 1

@@ -142,3 +142,65 @@ def _read_json(path: str, what: str) -> Any:
         raise CheckpointError(f"{path} is missing (expected {what} as JSON).") from None
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{path} is not valid JSON ({e}); expected {what}.") from e
+
+
+# -- nested state with numpy arrays (e.g. replay buffers) ---------------------
+
+_ARRAY_REF = "__array__"
+
+
+def write_array_state(directory: str, name: str, state: dict) -> None:
+    """Writes a nested dict as `<name>.safetensors` (its numpy arrays) + `<name>.json`.
+
+    Each array leaf is replaced in the JSON by `{"__array__": "<path/in/dict>"}`
+    and stored in the safetensors file under that path; everything else must
+    be JSON-able. Reading it back (`read_array_state`) executes no code.
+    """
+    from safetensors.numpy import save_file
+
+    arrays: dict[str, np.ndarray] = {}
+
+    def strip(node: Any, path: str) -> Any:
+        if isinstance(node, np.ndarray):
+            arrays[path] = np.ascontiguousarray(node)
+            return {_ARRAY_REF: path}
+        if isinstance(node, dict):
+            return {str(k): strip(v, f"{path}/{k}" if path else str(k)) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [strip(v, f"{path}/{i}") for i, v in enumerate(node)]
+        return node
+
+    skeleton = strip(state, "")
+    save_file(arrays, os.path.join(directory, f"{name}.safetensors"))
+    _write_json(os.path.join(directory, f"{name}.json"), skeleton)
+
+
+def has_array_state(directory: str, name: str) -> bool:
+    if os.path.isfile(directory):
+        directory = os.path.dirname(directory)
+    return os.path.exists(os.path.join(directory, f"{name}.json"))
+
+
+def read_array_state(directory: str, name: str) -> dict:
+    """The nested dict written by `write_array_state`, arrays restored."""
+    if os.path.isfile(directory):
+        directory = os.path.dirname(directory)
+    skeleton = _read_json(os.path.join(directory, f"{name}.json"), f"the {name} state")
+    arrays = _read_weights(os.path.join(directory, f"{name}.safetensors"))
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            if set(node) == {_ARRAY_REF}:
+                try:
+                    return arrays[node[_ARRAY_REF]]
+                except KeyError:
+                    raise CheckpointError(
+                        f"{os.path.join(directory, name)}.safetensors lacks the array "
+                        f"{node[_ARRAY_REF]!r} named in {name}.json."
+                    ) from None
+            return {k: fill(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [fill(v) for v in node]
+        return node
+
+    return fill(skeleton)

@@ -40,3 +40,22 @@ def make_schedule(schedule: Sequence[Sequence[float]] | None, constant: float) -
     if schedule is None:
         return PiecewiseSchedule([[0, constant]])
     return PiecewiseSchedule(schedule)
+
+
+class ConstantSchedule:
+    """The same value at every timestep."""
+
+    def __init__(self, value: float) -> None:
+        self.constant = float(value)
+
+    def value(self, t: int) -> float:
+        return self.constant
+
+    __call__ = value
+
+
+class LinearSchedule(PiecewiseSchedule):
+    """`initial_p` at timestep 0, linearly to `final_p` at `schedule_timesteps`, then constant."""
+
+    def __init__(self, schedule_timesteps: int, final_p: float, initial_p: float = 1.0) -> None:
+        super().__init__([[0, initial_p], [max(int(schedule_timesteps), 1), final_p]])

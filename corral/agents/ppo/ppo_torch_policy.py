@@ -158,9 +158,10 @@ def compute_advantages(
     rewards = batch[SampleBatch.REWARDS].astype(np.float64)
     terminated = batch[SampleBatch.TERMINATEDS]
     eps = batch[SampleBatch.EPS_ID]
-    # cont[k]: step k+1 continues the trajectory of step k.
+    # cont[k]: step k+1 continues the trajectory of step k (a done step never
+    # does, even when an agent comes back later in the same episode).
     cont = np.zeros(n, dtype=bool)
-    cont[:-1] = eps[1:] == eps[:-1]
+    cont[:-1] = (eps[1:] == eps[:-1]) & ~(terminated[:-1] | batch[SampleBatch.TRUNCATEDS][:-1])
     ends = np.flatnonzero(~cont & ~terminated)
     next_values = np.zeros(n, np.float64)
     if use_critic:

@@ -152,7 +152,10 @@ class SACTorchModel(TorchModelV2):
     # -- RLlib 1.x's SACTorchModel interface -------------------------------
 
     def forward(
-        self, input_dict: dict[str, TensorType], state: list[TensorType], seq_lens: TensorType | None
+        self,
+        input_dict: dict[str, TensorType],
+        state: list[TensorType],
+        seq_lens: TensorType | None,
     ) -> tuple[TensorType, list[TensorType]]:
         """Passes the (flattened) observations through: they are the heads' input."""
         obs = input_dict["obs"]

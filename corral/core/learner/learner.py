@@ -15,13 +15,14 @@ metrics and optimiser checkpoints stay here either way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.metrics import MetricsLogger
 
@@ -66,23 +67,62 @@ class Learner:
             once per policy and update, before the first gradient step.
     """
 
-    def __init__(self, policies: dict[str, Any], config: dict, callbacks: Any = None) -> None:
-        self.policies = dict(policies)
+    def __init__(
+        self,
+        policies: Mapping[str, Any],
+        config: dict,
+        callbacks: Any = None,
+        *,
+        policy_ids: Iterable[str] | None = None,
+    ) -> None:
+        # A worker's `PolicyMap` is used as it is (a live view: policies it
+        # spills and reloads are looked up again); any other mapping is copied.
+        self.policies = policies if isinstance(policies, PolicyMap) else dict(policies)
+        if isinstance(policies, PolicyMap):
+            policies.add_spill_listener(self)
+        self.policy_ids = set(self.policies if policy_ids is None else policy_ids)
         self.config = config
         self.callbacks = callbacks
-        self.optimizers = {pid: p.make_optimizer() for pid, p in self.policies.items()}
+        self.optimizers = {pid: self.policies[pid].make_optimizer() for pid in self.policy_ids}
         self.metrics = MetricsLogger()
         self._generator = torch.Generator()
         seed = config.get("seed")
         self._generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**62))
 
     def add_policy(self, policy_id: str, policy: Any) -> None:
-        self.policies[policy_id] = policy
+        """Starts training `policy` (already in the map when `policies` is a PolicyMap)."""
+        if self.policies.get(policy_id) is not policy:
+            self.policies[policy_id] = policy
+        self.policy_ids.add(policy_id)
         self.optimizers[policy_id] = policy.make_optimizer()
 
     def remove_policy(self, policy_id: str) -> None:
-        self.policies.pop(policy_id, None)
+        """Stops training the policy and drops its optimiser."""
+        self.policy_ids.discard(policy_id)
         self.optimizers.pop(policy_id, None)
+        if not isinstance(self.policies, PolicyMap):
+            self.policies.pop(policy_id, None)
+
+    def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
+        """Trains exactly `policy_ids` from now on; optimisers of the others are kept."""
+        self.policy_ids = set(policy_ids)
+        for pid in self.policy_ids - set(self.optimizers):
+            self.optimizers[pid] = self.policies[pid].make_optimizer()
+
+    # PolicyMap spill listener: a spilled policy's optimiser goes to disk with it
+    # (and releases the old model's parameters); a reloaded policy gets a new
+    # optimiser over its new parameters, with the saved moments and step counts.
+    def on_policy_spilled(self, policy_id: str) -> Any:
+        optimizer = self.optimizers.pop(policy_id, None)
+        return None if optimizer is None else _optimizer_state(optimizer)
+
+    def on_policy_restored(self, policy_id: str, state: Any) -> None:
+        if policy_id not in self.policy_ids:
+            return
+        optimizer = self.policies[policy_id].make_optimizer()
+        if state is not None:
+            _load_optimizer_state(optimizer, state)
+        self.optimizers[policy_id] = optimizer
 
     def update(
         self,
@@ -123,10 +163,14 @@ class Learner:
             raise ValueError(f"minibatch_size must be None or >= 1, got {minibatch_size}.")
         data = (training_data or TrainingData(batch, batches, episodes)).solve()
         for pid, policy_batch in data.policy_batches.items():
-            if pid in self.policies and policy_batch.count > 0:
+            if pid in self.policy_ids and pid in self.policies and policy_batch.count > 0:
                 self._update_policy(
-                    pid, policy_batch, num_epochs, minibatch_size,
-                    shuffle_batch_per_epoch, num_total_minibatches,
+                    pid,
+                    policy_batch,
+                    num_epochs,
+                    minibatch_size,
+                    shuffle_batch_per_epoch,
+                    num_total_minibatches,
                 )
         if timesteps:
             self.metrics.log_value(
@@ -136,7 +180,9 @@ class Learner:
                 window=1,
             )
         self.metrics.log_value(
-            (ALL_MODULES, "num_env_steps_trained"), data.env_steps(), reduce="sum",
+            (ALL_MODULES, "num_env_steps_trained"),
+            data.env_steps(),
+            reduce="sum",
             clear_on_reduce=True,
         )
         return None if _no_metrics_reduce else self.metrics.reduce()
@@ -177,8 +223,10 @@ class Learner:
                 optimizer.step()
             for name, value in stats.items():
                 self.metrics.log_value(
-                    (pid, name), value.detach() if torch.is_tensor(value) else value,
-                    window=float("inf"), clear_on_reduce=True,
+                    (pid, name),
+                    value.detach() if torch.is_tensor(value) else value,
+                    window=float("inf"),
+                    clear_on_reduce=True,
                 )
         policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
         mean_stats = {name: self.metrics.peek((pid, name)) for name in stats}
@@ -205,9 +253,7 @@ class Learner:
         total = num_total_minibatches or num_epochs * per_epoch
         done = 0
         while done < total:
-            order = (
-                torch.randperm(n, generator=self._generator) if shuffle else torch.arange(n)
-            )
+            order = torch.randperm(n, generator=self._generator) if shuffle else torch.arange(n)
             for i in range(per_epoch):
                 if done == total:
                     return
@@ -226,13 +272,18 @@ class Learner:
     def set_state(self, state: dict[str, Any]) -> None:
         for pid, opt_state in state.get("optimizers", {}).items():
             optimizer = self.optimizers.get(pid)
-            if isinstance(optimizer, dict):
-                for name, sub_state in opt_state.items():
-                    optimizer[name].load_state_dict(sub_state)
-            elif optimizer is not None:
-                optimizer.load_state_dict(opt_state)
+            if optimizer is not None:
+                _load_optimizer_state(optimizer, opt_state)
         if "generator" in state:
             self._generator.set_state(state["generator"])
+
+
+def _load_optimizer_state(optimizer: torch.optim.Optimizer | dict[str, Any], state: dict) -> None:
+    if isinstance(optimizer, dict):
+        for name, sub_state in state.items():
+            optimizer[name].load_state_dict(sub_state)
+    else:
+        optimizer.load_state_dict(state)
 
 
 def _optimizer_state(optimizer: torch.optim.Optimizer | dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from corral.core.learner.learner import Learner
@@ -14,7 +15,14 @@ class LearnerGroup:
     updating the local worker's policies in place.
     """
 
-    def __init__(self, config: dict, policies: dict[str, Any], callbacks: Any = None) -> None:
+    def __init__(
+        self,
+        config: dict,
+        policies: Mapping[str, Any],
+        callbacks: Any = None,
+        *,
+        policy_ids: Iterable[str] | None = None,
+    ) -> None:
         num_learners = int(config.get("num_learners", 0) or 0)
         if num_learners > 0:
             raise NotImplementedError(
@@ -22,7 +30,7 @@ class LearnerGroup:
                 "use num_learners=0 (train in the driver)."
             )
         self.config = config
-        self.local_learner = Learner(policies, config, callbacks)
+        self.local_learner = Learner(policies, config, callbacks, policy_ids=policy_ids)
 
     @property
     def is_local(self) -> bool:
@@ -31,6 +39,16 @@ class LearnerGroup:
     def update(self, *args: Any, **kwargs: Any) -> dict | None:
         """`Learner.update` on every learner; the result has `Stats` leaves."""
         return self.local_learner.update(*args, **kwargs)
+
+    def add_policy(self, policy_id: str, policy: Any) -> None:
+        """Every learner starts training `policy` (with a fresh optimiser)."""
+        self.local_learner.add_policy(policy_id, policy)
+
+    def remove_policy(self, policy_id: str) -> None:
+        self.local_learner.remove_policy(policy_id)
+
+    def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
+        self.local_learner.set_policies_to_train(policy_ids)
 
     def get_state(self) -> dict[str, Any]:
         return self.local_learner.get_state()

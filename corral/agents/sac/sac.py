@@ -1,0 +1,138 @@
+"""SAC (Haarnoja et al. 2018) through the classic Trainer API.
+
+`DEFAULT_CONFIG` keeps RLlib 1.x's SAC keys and defaults; tuned settings live
+in `tuned_examples/sac/`. Training is the replay loop of
+`corral.agents.off_policy`; the losses are in `sac_torch_policy.py`.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from corral.agents.config import with_common_config
+from corral.agents.off_policy import OffPolicyTrainer
+from corral.agents.sac.sac_torch_policy import SACTorchPolicy
+from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
+
+# Keys of `Q_model` / `policy_model` (RLlib 1.x's; custom models are not built yet).
+_NET_DEFAULTS = {
+    "fcnet_hiddens": [256, 256],
+    "fcnet_activation": "relu",
+    "post_fcnet_hiddens": [],
+    "post_fcnet_activation": None,
+    "custom_model": None,
+    "custom_model_config": {},
+}
+
+DEFAULT_CONFIG = with_common_config(
+    {
+        # === Model ===
+        # Two Q-networks and the minimum of their targets (clipped double-Q).
+        "twin_q": True,
+        # Run observations through the `model` network before the Q and policy
+        # heads (not built yet: heads see the flattened observations).
+        "use_state_preprocessor": False,
+        # The Q-networks: dense layers `fcnet_hiddens` then `post_fcnet_hiddens`.
+        "Q_model": dict(_NET_DEFAULTS),
+        # The policy network, configured like `Q_model`.
+        "policy_model": dict(_NET_DEFAULTS),
+        # Clip actions to the env's bounds before stepping it (tanh squashing
+        # already keeps SAC's actions in bounds).
+        "clip_actions": False,
+        # === Learning ===
+        # Polyak coefficient of the target critics' updates.
+        "tau": 5e-3,
+        # Initial entropy temperature alpha.
+        "initial_alpha": 1.0,
+        # Entropy target of the temperature loss: "auto" is -dim(A) for Box actions,
+        # 0.98 * -log(1 / |A|) for Discrete ones.
+        "target_entropy": "auto",
+        # n-step returns for the critics' targets (cut at fragment ends, where the
+        # bootstrap is discounted by gamma^k for the k rewards summed).
+        "n_step": 1,
+        # === Replay buffer ===
+        # Deprecated: use `replay_buffer_config: {capacity: ...}`.
+        "buffer_size": DEPRECATED_VALUE,
+        "replay_buffer_config": {
+            "type": "MultiAgentReplayBuffer",
+            "capacity": int(1e6),
+        },
+        # Write the replay buffer into checkpoints (not built yet).
+        "store_buffer_in_checkpoints": False,
+        # Prioritized replay (Schaul et al. 2016) with exponent alpha, importance
+        # weights' exponent beta, and eps added to every |TD error|.
+        "prioritized_replay": False,
+        "prioritized_replay_alpha": 0.6,
+        "prioritized_replay_beta": 0.4,
+        "prioritized_replay_eps": 1e-6,
+        # beta moves linearly to `final_prioritized_replay_beta` over this many env steps.
+        "prioritized_replay_beta_annealing_timesteps": 20000,
+        "final_prioritized_replay_beta": 0.4,
+        # Compress observations in the buffer (not built yet).
+        "compress_observations": False,
+        # Trained rows per sampled env step (None: one train batch per sampled
+        # fragment round); e.g. `train_batch_size` = one gradient step per env step.
+        "training_intensity": None,
+        # Learning rates of the three Adam optimisers.
+        "optimization": {
+            "actor_learning_rate": 3e-4,
+            "critic_learning_rate": 3e-4,
+            "entropy_learning_rate": 3e-4,
+        },
+        # Clip each optimiser's gradients to this global norm (None: no clipping).
+        "grad_clip": None,
+        # Env steps sampled before the first update.
+        "learning_starts": 1500,
+        # === Sampling and iterations ===
+        "rollout_fragment_length": 1,
+        "train_batch_size": 256,
+        # Sampled env steps between target updates (0: polyak by `tau` after every
+        # gradient step).
+        "target_network_update_freq": 0,
+        "num_workers": 0,
+        "num_gpus": 0,
+        # Compute priorities in the workers (not built yet).
+        "worker_side_prioritization": False,
+        "min_iter_time_s": 1,
+        "timesteps_per_iteration": 100,
+        # Use the policy's mode instead of samples in the losses (for tests).
+        "_deterministic_loss": False,
+        # A Beta distribution instead of the squashed Gaussian (not built yet).
+        "_use_beta_distribution": False,
+        "normalize_actions": True,
+        "no_done_at_end": False,
+    }
+)
+
+
+def check_replay_config(config: dict) -> None:
+    """Shared by SAC and DDPG/TD3: the deprecated `buffer_size` and unbuilt replay options."""
+    if config["buffer_size"] != DEPRECATED_VALUE:
+        deprecation_warning("buffer_size", "replay_buffer_config: {capacity: ...}")
+        config["replay_buffer_config"]["capacity"] = int(config["buffer_size"])
+    if config["worker_side_prioritization"]:
+        raise NotImplementedError("worker_side_prioritization=True is not implemented yet.")
+    if config["use_state_preprocessor"]:
+        raise NotImplementedError("use_state_preprocessor=True is not implemented yet.")
+
+
+class SACTrainer(OffPolicyTrainer):
+    """Soft Actor-Critic with twin Q-networks and automatic entropy tuning
+    (arXiv:1801.01290, arXiv:1812.05905; discrete actions: arXiv:1910.07207)."""
+
+    _name = "SAC"
+    _default_config = DEFAULT_CONFIG
+    _policy_class = SACTorchPolicy
+
+    def validate_config(self, config: dict) -> None:
+        super().validate_config(config)
+        check_replay_config(config)
+        if config["_use_beta_distribution"]:
+            raise NotImplementedError("_use_beta_distribution=True is not implemented yet.")
+        for key in ("Q_model", "policy_model"):
+            if config[key].get("custom_model"):
+                raise NotImplementedError(f"{key}.custom_model is not implemented yet.")
+        space = config.get("action_space")
+        if isinstance(space, gym.spaces.Box) and not np.all(np.isfinite(space.low)):
+            raise ValueError(f"SAC squashes actions into bounds; {space} has infinite bounds.")

@@ -1,0 +1,342 @@
+"""SAC's policy: squashed-Gaussian (or categorical) actor, twin Q critics, learned temperature.
+
+Soft Actor-Critic, Haarnoja et al. 2018a ("Soft Actor-Critic: Off-Policy Maximum
+Entropy Deep RL with a Stochastic Actor", arXiv:1801.01290) with the automatic
+temperature of Haarnoja et al. 2018b ("Soft Actor-Critic Algorithms and
+Applications", arXiv:1812.05905); discrete actions as in Christodoulou 2019
+("Soft Actor-Critic for Discrete Action Settings", arXiv:1910.07207).
+
+One gradient step (`learn_step`) updates, in this order:
+1. the temperature alpha (eq. 18 of 1812.05905),
+2. the Q-networks towards the soft Bellman target (eqs. 5-6 of 1801.01290,
+   clipped double-Q: the minimum of the two target critics),
+3. the actor through the reparameterised sample (eq. 12 of 1801.01290),
+then moves the target critics towards the critics by polyak averaging with `tau`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from corral.agents.off_policy import PRIO_WEIGHTS, bootstrap_discount, polyak_update
+from corral.agents.sac.sac_torch_model import SACTorchModel
+from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.replay_buffers import N_STEP, adjust_nstep
+
+TARGET_PREFIX = "_target_q."
+_LOG2 = math.log(2.0)
+
+
+def squashed_gaussian_sample(
+    dist_inputs: torch.Tensor, deterministic: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draws a = tanh(u), u ~ N(mean, std) by reparameterisation; returns (a, log pi(a|s)).
+
+    `dist_inputs` is `concat(mean, log_std)`. The density of the squashed action
+    is the Gaussian's times the Jacobian of tanh (appendix C of arXiv:1801.01290):
+    log pi(a|s) = log N(u) - sum_i log(1 - tanh(u_i)^2), where
+    log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)) is the stable form.
+    With `deterministic`, u is the mean (log pi is then that of the mode).
+    """
+    mean, log_std = dist_inputs.chunk(2, dim=-1)
+    if deterministic:
+        noise = torch.zeros_like(mean)
+        u = mean
+    else:
+        noise = torch.randn_like(mean)
+        u = mean + log_std.exp() * noise
+    gaussian_logp = -0.5 * noise.pow(2) - log_std - 0.5 * math.log(2.0 * math.pi)
+    log_jacobian = 2.0 * (_LOG2 - u - F.softplus(-2.0 * u))
+    return torch.tanh(u), (gaussian_logp - log_jacobian).sum(-1)
+
+
+class SACTorchPolicy(TorchPolicy):
+    """SAC for 1-D Box actions (acting in [-1, 1]) and for Discrete actions."""
+
+    postprocess_batched = True
+    train_columns = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.TERMINATEDS,
+        N_STEP,
+        PRIO_WEIGHTS,
+    )
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+        super().__init__(observation_space, action_space, config)
+        self.discrete = self.model.discrete
+        # Only the critics have target copies: the soft target needs no target actor.
+        self.target_q = copy.deepcopy(self.model.q_net).requires_grad_(False)
+        self.gamma = float(config["gamma"])
+        self.tau = float(config["tau"])
+        self.polyak_every_step = not config.get("target_network_update_freq")
+        self.deterministic_loss = bool(config.get("_deterministic_loss"))
+
+    def make_model(self, num_outputs: int) -> SACTorchModel:
+        cfg = self.config
+        return SACTorchModel(
+            self.preprocessor.observation_space,
+            self.action_space,
+            num_outputs,
+            cfg["model"],
+            "sac_model",
+            policy_model_config=cfg["policy_model"],
+            q_model_config=cfg["Q_model"],
+            twin_q=cfg["twin_q"],
+            initial_alpha=cfg["initial_alpha"],
+            target_entropy=cfg["target_entropy"],
+        )
+
+    def make_optimizer(self) -> dict[str, torch.optim.Optimizer]:
+        """Adam for the actor, the critics and the temperature, with the three
+        `optimization` learning rates (fused kernels: one launch per step)."""
+        lrs = self.config["optimization"]
+        kwargs = dict(self.config.get("optimizer") or {})
+        if "foreach" not in kwargs:
+            kwargs.setdefault("fused", True)
+        m = self.model
+        return {
+            "actor": torch.optim.Adam(
+                m.policy_variables(), lr=lrs["actor_learning_rate"], **kwargs
+            ),
+            "critic": torch.optim.Adam(m.q_variables(), lr=lrs["critic_learning_rate"], **kwargs),
+            "alpha": torch.optim.Adam([m.log_alpha], lr=lrs["entropy_learning_rate"], **kwargs),
+        }
+
+    # -- acting -------------------------------------------------------------
+
+    def compute_actions_from_obs(
+        self, obs: np.ndarray, explore: bool | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if explore is None:
+            explore = self.config.get("explore", True)
+        with torch.inference_mode():
+            obs_t = torch.from_numpy(obs).reshape(len(obs), -1)
+            dist_inputs = self.model.get_policy_output(obs_t)
+            if self.discrete:
+                log_probs = torch.log_softmax(dist_inputs, dim=-1)
+                if explore:
+                    actions = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
+                else:
+                    actions = log_probs.argmax(-1)
+                logp = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            else:
+                actions, logp = squashed_gaussian_sample(dist_inputs, deterministic=not explore)
+        extra = {
+            SampleBatch.ACTION_LOGP: logp.numpy(),
+            SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
+        }
+        return actions.numpy(), extra
+
+    def to_env_actions(self, actions: np.ndarray, unsquash: bool, clip: bool) -> np.ndarray:
+        """Box actions live in [-1, 1] (tanh); they are always stretched onto the
+        env's bounds unless `normalize_actions` is on and the caller asks for the
+        normalised action (`unsquash=False`)."""
+        if self._low is not None and not self.config.get("normalize_actions"):
+            unsquash = True
+        return super().to_env_actions(actions, unsquash, clip)
+
+    # -- experience ---------------------------------------------------------
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        n_step = int(self.config["n_step"])
+        return sample_batch if n_step == 1 else adjust_nstep(n_step, self.gamma, sample_batch)
+
+    # -- learning -----------------------------------------------------------
+
+    def learn_step(
+        self, batch: TensorDict, optimizers: dict[str, torch.optim.Optimizer]
+    ) -> dict[str, torch.Tensor]:
+        """One SAC gradient step on a minibatch of transitions (see the module docstring)."""
+        if self.discrete:
+            stats = self._learn_step_discrete(batch, optimizers)
+        else:
+            stats = self._learn_step_continuous(batch, optimizers)
+        if self.polyak_every_step:
+            self.update_target(self.tau)
+        return stats
+
+    def _learn_step_continuous(
+        self, batch: TensorDict, opt: dict[str, torch.optim.Optimizer]
+    ) -> dict[str, torch.Tensor]:
+        m = self.model
+        obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
+        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
+
+        # a ~ pi(.|s) by reparameterisation (a = tanh(mean + std * eps)).
+        actions_pi, logp_pi = squashed_gaussian_sample(
+            m.get_policy_output(obs), self.deterministic_loss
+        )
+
+        # 1. Temperature: J(alpha) = E[-alpha (log pi(a|s) + H_target)] (eq. 18, 1812.05905);
+        #    optimised in log space so alpha stays positive.
+        alpha_loss = -(m.log_alpha * (logp_pi.detach() + m.target_entropy)).mean()
+        self._step(opt["alpha"], alpha_loss, [m.log_alpha])
+        alpha = m.log_alpha.detach().exp()
+
+        # 2. Critics: y = r + gamma^n (1 - terminated) (min_j Q'_j(s', a') - alpha log pi(a'|s')),
+        #    a' ~ pi(.|s'); J(Q_i) = E[1/2 (Q_i(s, a) - y)^2] (eqs. 5-6 of 1801.01290).
+        with torch.no_grad():
+            next_actions, next_logp = squashed_gaussian_sample(
+                m.get_policy_output(next_obs), self.deterministic_loss
+            )
+            next_q = self.target_q(torch.cat([next_obs, next_actions], -1)).squeeze(-1).amin(0)
+            target = batch[SampleBatch.REWARDS] + bootstrap_discount(
+                batch, self.gamma
+            ) * not_done * (next_q - alpha * next_logp)
+        q = m.q_ensemble(obs, batch[SampleBatch.ACTIONS])
+        td_error = q - target
+        critic_loss = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1).sum()
+        self._step(opt["critic"], critic_loss, m.q_variables())
+
+        # 3. Actor: J(pi) = E[alpha log pi(a|s) - min_j Q_j(s, a)] (eq. 12 of 1801.01290),
+        #    the gradient reaching the policy through a; the critics are not trained by it.
+        q_pi = m.q_ensemble(obs, actions_pi).amin(0)
+        actor_loss = (alpha * logp_pi - q_pi).mean()
+        self._step(opt["actor"], actor_loss, m.policy_variables())
+
+        return {
+            "actor_loss": actor_loss.detach(),
+            "critic_loss": critic_loss.detach(),
+            "alpha_loss": alpha_loss.detach(),
+            "alpha_value": alpha,
+            "entropy": -logp_pi.detach().mean(),
+            "mean_q": q.detach().mean(),
+            "mean_td_error": td_error.detach().abs().mean(),
+        }
+
+    def _learn_step_discrete(
+        self, batch: TensorDict, opt: dict[str, torch.optim.Optimizer]
+    ) -> dict[str, torch.Tensor]:
+        m = self.model
+        obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
+        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
+
+        # With finitely many actions, expectations over pi are exact sums (Christodoulou 2019).
+        log_pi = torch.log_softmax(m.get_policy_output(obs), dim=-1)
+        pi = log_pi.exp()
+        neg_entropy = (pi * log_pi).sum(-1)
+
+        # 1. Temperature: J(alpha) = E_s[-alpha (sum_a pi log pi + H_target)] (eq. 11).
+        alpha_loss = -(m.log_alpha * (neg_entropy.detach() + m.target_entropy)).mean()
+        self._step(opt["alpha"], alpha_loss, [m.log_alpha])
+        alpha = m.log_alpha.detach().exp()
+
+        # 2. Critics: y = r + gamma^n (1 - terminated) V'(s'),
+        #    V'(s') = sum_a' pi(a'|s') (min_j Q'_j(s', a') - alpha log pi(a'|s')) (eq. 10).
+        with torch.no_grad():
+            next_log_pi = torch.log_softmax(m.get_policy_output(next_obs), dim=-1)
+            next_q = self.target_q(next_obs).amin(0)
+            next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)
+            target = (
+                batch[SampleBatch.REWARDS]
+                + bootstrap_discount(batch, self.gamma) * not_done * next_v
+            )
+        q_all = m.q_ensemble(obs)
+        index = batch[SampleBatch.ACTIONS].long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
+        q = q_all.gather(-1, index).squeeze(-1)
+        td_error = q - target
+        critic_loss = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1).sum()
+        self._step(opt["critic"], critic_loss, m.q_variables())
+
+        # 3. Actor: J(pi) = E_s[sum_a pi(a|s) (alpha log pi(a|s) - min_j Q_j(s, a))] (eq. 12).
+        q_min = q_all.detach().amin(0)
+        actor_loss = (pi * (alpha * log_pi - q_min)).sum(-1).mean()
+        self._step(opt["actor"], actor_loss, m.policy_variables())
+
+        return {
+            "actor_loss": actor_loss.detach(),
+            "critic_loss": critic_loss.detach(),
+            "alpha_loss": alpha_loss.detach(),
+            "alpha_value": alpha,
+            "entropy": -neg_entropy.detach().mean(),
+            "mean_q": q.detach().mean(),
+            "mean_td_error": td_error.detach().abs().mean(),
+        }
+
+    def _step(
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.Tensor]
+    ) -> None:
+        """Backward into `params` only (other nets the loss passes through get no
+        gradients), clip to `grad_clip` when set, then step."""
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward(inputs=params)
+        grad_clip = self.config.get("grad_clip")
+        if grad_clip:
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        optimizer.step()
+
+    @staticmethod
+    def _prio_weights(batch: TensorDict) -> torch.Tensor | float:
+        weights = batch.get(PRIO_WEIGHTS)
+        return 1.0 if weights is None else weights.float()
+
+    def update_target(self, tau: float | None = None) -> None:
+        """Target critics <- tau * critics + (1 - tau) * target critics."""
+        polyak_update(self.model.q_net, self.target_q, self.tau if tau is None else tau)
+
+    def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
+        """|TD error| of the first critic per transition (for prioritized replay)."""
+        m = self.model
+        t = {
+            k: torch.from_numpy(np.ascontiguousarray(batch[k]))
+            for k in self.train_columns
+            if k in batch
+        }
+        with torch.no_grad():
+            alpha = m.log_alpha.exp()
+            not_done = 1.0 - t[SampleBatch.TERMINATEDS].float()
+            next_inputs = m.get_policy_output(t[SampleBatch.NEXT_OBS])
+            if self.discrete:
+                next_log_pi = torch.log_softmax(next_inputs, dim=-1)
+                next_q = self.target_q(t[SampleBatch.NEXT_OBS]).amin(0)
+                next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)
+                q = m.q_ensemble(t[SampleBatch.OBS])[0]
+                q = q.gather(-1, t[SampleBatch.ACTIONS].long().unsqueeze(-1)).squeeze(-1)
+            else:
+                next_actions, next_logp = squashed_gaussian_sample(next_inputs)
+                q_in = torch.cat([t[SampleBatch.NEXT_OBS], next_actions], -1)
+                next_v = self.target_q(q_in).squeeze(-1).amin(0) - alpha * next_logp
+                q = m.q_ensemble(t[SampleBatch.OBS], t[SampleBatch.ACTIONS])[0]
+            discount = bootstrap_discount(t, self.gamma)
+            target = t[SampleBatch.REWARDS] + discount * not_done * next_v
+        return (q - target).abs().numpy()
+
+    # -- state --------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """Weights include the target critics (prefixed), so training resumes exactly."""
+        state = super().get_state()
+        target = {
+            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
+            for k, v in self.target_q.state_dict().items()
+        }
+        state["weights"] = {**state["weights"], **target}
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        weights = state["weights"]
+        target = {
+            k[len(TARGET_PREFIX) :]: v for k, v in weights.items() if k.startswith(TARGET_PREFIX)
+        }
+        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
+        super().set_state({**state, "weights": own})
+        if target:
+            self.target_q.load_state_dict(
+                {k: torch.as_tensor(np.asarray(v)) for k, v in target.items()}
+            )

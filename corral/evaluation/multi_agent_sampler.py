@@ -1,0 +1,420 @@
+"""The sampling loop for `MultiAgentEnv`s: n sub-envs, one forward pass per policy per step.
+
+Per step, the agents that received an observation in any sub-env are
+grouped by the policy they map to, and each policy computes the actions of
+its whole group in one batched call. Each (sub-env, agent) pair has a
+trajectory builder; an agent's transition is complete when its next
+observation arrives (rewards received in between are summed into it), when
+it is done, or when the episode ends. Builders hand out contiguous
+per-agent trajectories, so postprocessing (GAE) never runs across agents.
+The result is a `MultiAgentBatch` of postprocessed per-policy batches whose
+count is env steps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from corral.evaluation.episode import Episode
+from corral.evaluation.metrics import RolloutMetrics
+from corral.evaluation.sampler import _Timers
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from corral.utils.error import EnvError
+
+ALL = "__all__"
+
+
+class _Pending(NamedTuple):
+    """An action whose outcome (reward, next observation) is not known yet."""
+
+    obs: np.ndarray
+    action: Any
+    extra: dict[str, Any]
+    t: int
+
+
+class _AgentTrajectory:
+    """Completed transitions of one agent in one sub-env since the last hand-out."""
+
+    def __init__(self, policy_id: str, agent_index: int) -> None:
+        self.policy_id = policy_id
+        self.agent_index = agent_index
+        self.pending: _Pending | None = None
+        self.reward = 0.0
+        self.steps = 0
+        self.rows: dict[str, list] = defaultdict(list)
+
+    def act(self, obs: np.ndarray, action: Any, extra: dict[str, Any]) -> None:
+        self.pending = _Pending(obs, action, extra, self.steps)
+        self.reward = 0.0
+        self.steps += 1
+
+    def close(self, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
+        """Completes the pending transition (new_obs None: the agent left without one)."""
+        p = self.pending
+        rows = self.rows
+        rows[SampleBatch.OBS].append(p.obs)
+        rows[SampleBatch.NEXT_OBS].append(p.obs if new_obs is None else new_obs)
+        rows[SampleBatch.ACTIONS].append(p.action)
+        rows[SampleBatch.REWARDS].append(self.reward)
+        rows[SampleBatch.TERMINATEDS].append(terminated)
+        rows[SampleBatch.TRUNCATEDS].append(truncated)
+        rows[SampleBatch.T].append(p.t)
+        for k, v in p.extra.items():
+            rows[k].append(v)
+        self.pending = None
+        self.reward = 0.0
+
+    def take(self, eps_id: int, env_id: int) -> SampleBatch | None:
+        """The completed transitions as a batch (None when there are none); clears them."""
+        if not self.rows:
+            return None
+        rows, self.rows = self.rows, defaultdict(list)
+        columns = {k: np.asarray(v) for k, v in rows.items()}
+        columns[SampleBatch.OBS] = columns[SampleBatch.OBS].astype(np.float32, copy=False)
+        columns[SampleBatch.NEXT_OBS] = columns[SampleBatch.NEXT_OBS].astype(np.float32, copy=False)
+        columns[SampleBatch.REWARDS] = columns[SampleBatch.REWARDS].astype(np.float32)
+        n = len(columns[SampleBatch.REWARDS])
+        columns[SampleBatch.DONES] = columns[SampleBatch.TERMINATEDS] | columns[SampleBatch.TRUNCATEDS]
+        columns[SampleBatch.EPS_ID] = np.full(n, eps_id, np.int64)
+        columns[SampleBatch.ENV_ID] = np.full(n, env_id, np.int64)
+        columns[SampleBatch.AGENT_INDEX] = np.full(n, self.agent_index, np.int64)
+        return SampleBatch(columns)
+
+
+class _Segment(NamedTuple):
+    """What one sub-env contributes to a batch: its agents' trajectories of one episode."""
+
+    episode: Episode
+    trajectories: dict[Any, tuple[str, SampleBatch]]
+    env_steps: int
+
+    def agent_steps(self) -> int:
+        return sum(b.count for _, b in self.trajectories.values())
+
+
+class _EnvSlot:
+    """The running episode of one sub-env."""
+
+    def __init__(self, episode: Episode) -> None:
+        self.episode = episode
+        self.obs: dict[Any, np.ndarray] = {}
+        self.trajectories: dict[Any, _AgentTrajectory] = {}
+        self.agent_indices: dict[Any, int] = {}
+        self.steps_since_flush = 0
+
+
+class MultiAgentSampler:
+    """Samples fragments from sub-envs that are `MultiAgentEnv`s.
+
+    `rollout_fragment_length` counts env steps per sub-env, or agent steps
+    when `multiagent/count_steps_by` is "agent_steps". Horizons follow
+    `SingleAgentSampler`: a `horizon` cut truncates every agent; with
+    `soft_horizon` the env is not reset; `no_done_at_end` turns terminations
+    into truncations.
+    """
+
+    def __init__(self, worker: Any, base_env: Any, config: dict) -> None:
+        self.worker = worker
+        self.env = base_env
+        self.envs = base_env.get_sub_environments()
+        self.num_envs = len(self.envs)
+        self.callbacks = worker.callbacks
+        self.fragment_length = int(config["rollout_fragment_length"])
+        self.complete_episodes = config["batch_mode"] == "complete_episodes"
+        multiagent = config["multiagent"]
+        self.count_agent_steps = multiagent.get("count_steps_by") == "agent_steps"
+        self.observation_fn = multiagent.get("observation_fn")
+        self.horizon = int(config["horizon"]) if config.get("horizon") else None
+        self.soft_horizon = bool(config.get("soft_horizon"))
+        self.no_done_at_end = bool(config.get("no_done_at_end"))
+        self.unsquash = bool(config.get("normalize_actions"))
+        self.clip = bool(config.get("clip_actions"))
+        self.call_step_hook = self.callbacks.overrides("on_episode_step")
+        self.call_postprocess_hook = self.callbacks.overrides("on_postprocess_trajectory")
+        self.timers = _Timers()
+        self._episode_counter = 0
+        self._finished: list[RolloutMetrics] = []
+        self._ready: list[_Segment] = []
+        self._reset_all(worker.seed)
+
+    def reset(self) -> None:
+        """Starts new episodes in every sub-env (unfinished ones are dropped)."""
+        self._ready = []
+        self._reset_all(None)
+
+    # -- episodes -----------------------------------------------------------
+
+    def _reset_all(self, seed: int | None) -> None:
+        self.slots: list[_EnvSlot] = []
+        for i, env in enumerate(self.envs):
+            obs, infos = env.reset(seed=None if seed is None else seed + i)
+            self.slots.append(self._start_episode(i, obs, infos))
+
+    def _start_episode(self, i: int, raw_obs: dict, infos: dict) -> _EnvSlot:
+        self._episode_counter += 1
+        eps_id = (self.worker.worker_index << 40) + self._episode_counter
+        # The mapping fn is captured here: a new one set by add_policy/remove_policy
+        # applies from the next episode on.
+        episode = Episode(
+            eps_id, i, self.worker.policy_map,
+            policy_mapping_fn=self.worker.policy_mapping_fn, worker=self.worker,
+        )
+        slot = _EnvSlot(episode)
+        self.callbacks.on_episode_start(
+            worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
+            episode=episode, env_index=i,
+        )
+        self._observe(slot, raw_obs, infos, acting=set(raw_obs))
+        return slot
+
+    def _observe(self, slot: _EnvSlot, raw_obs: dict, infos: dict, acting: set) -> None:
+        """Preprocesses new observations; agents in `acting` act next."""
+        episode = slot.episode
+        if self.observation_fn is not None:
+            raw_obs = self.observation_fn(
+                agent_obs=raw_obs, worker=self.worker, base_env=self.env,
+                policies=self.worker.policy_map, episode=episode,
+            )
+        slot.obs = {}
+        for agent, o in raw_obs.items():
+            pid = episode.policy_for(agent)
+            obs = self._preprocess(pid, o)
+            episode._set_last(agent, obs=obs, raw_obs=o, info=infos.get(agent))
+            trajectory = slot.trajectories.get(agent)
+            if trajectory is not None and trajectory.pending is not None:
+                trajectory.close(obs, False, False)
+            if agent in acting:
+                slot.obs[agent] = obs
+
+    def _preprocess(self, policy_id: str, raw: Any) -> np.ndarray:
+        preprocessor = self.worker.preprocessors.get(policy_id)
+        obs = raw if preprocessor is None else preprocessor.transform(raw)
+        return np.asarray(obs, dtype=np.float32)
+
+    def _trajectory(self, slot: _EnvSlot, agent: Any, policy_id: str) -> _AgentTrajectory:
+        trajectory = slot.trajectories.get(agent)
+        if trajectory is None:
+            index = slot.agent_indices.setdefault(agent, self._agent_index(slot, agent))
+            trajectory = slot.trajectories[agent] = _AgentTrajectory(policy_id, index)
+        return trajectory
+
+    def _agent_index(self, slot: _EnvSlot, agent: Any) -> int:
+        possible = list(getattr(self.envs[slot.episode.env_id], "possible_agents", None) or ())
+        return possible.index(agent) if agent in possible else len(possible) + len(
+            slot.agent_indices
+        )
+
+    # -- sampling -----------------------------------------------------------
+
+    def sample(self) -> MultiAgentBatch:
+        """One fragment of every sub-env (or complete episodes), postprocessed."""
+        target = self.fragment_length * self.num_envs
+        if not self.complete_episodes:
+            steps = 0
+            while steps < target:
+                steps += self._step_all()
+            for slot in self.slots:
+                self._flush(slot)
+        else:
+            while not self._ready or self._ready_steps() < target:
+                self._step_all()
+        segments, self._ready = self._ready, []
+        return self._postprocess(segments)
+
+    def _ready_steps(self) -> int:
+        if self.count_agent_steps:
+            return sum(s.agent_steps() for s in self._ready)
+        return sum(s.env_steps for s in self._ready)
+
+    def _step_all(self) -> int:
+        """Steps every sub-env once; returns the steps taken (env or agent steps)."""
+        timers = self.timers
+        t0 = time.perf_counter()
+        actions, num_actions = self._compute_actions()
+        t1 = time.perf_counter()
+        results = [env.step(a) for env, a in zip(self.envs, actions)]
+        t2 = time.perf_counter()
+        for i, result in enumerate(results):
+            self._record_step(i, *result)
+        timers.inference += t1 - t0
+        timers.env_wait += t2 - t1
+        timers.processing += time.perf_counter() - t2
+        timers.steps += 1
+        return num_actions if self.count_agent_steps else self.num_envs
+
+    def _compute_actions(self) -> tuple[list[dict], int]:
+        """One batched call per policy over the acting agents of all sub-envs."""
+        groups: dict[str, list[tuple[int, Any]]] = defaultdict(list)
+        for i, slot in enumerate(self.slots):
+            for agent in slot.obs:
+                groups[slot.episode.policy_for(agent)].append((i, agent))
+        actions: list[dict] = [{} for _ in self.slots]
+        explore = self.worker.explore
+        for pid, members in groups.items():
+            policy = self.worker.policy_map[pid]
+            obs = np.stack([self.slots[i].obs[agent] for i, agent in members])
+            batch_actions, extra = _policy_actions(policy, obs, explore)
+            env_actions = (
+                policy.to_env_actions(batch_actions, self.unsquash, self.clip)
+                if hasattr(policy, "to_env_actions")
+                else batch_actions
+            )
+            for k, (i, agent) in enumerate(members):
+                slot = self.slots[i]
+                trajectory = self._trajectory(slot, agent, pid)
+                trajectory.act(slot.obs[agent], batch_actions[k], {c: v[k] for c, v in extra.items()})
+                slot.episode._set_last(agent, action=batch_actions[k])
+                actions[i][agent] = env_actions[k]
+        return actions, sum(len(m) for m in groups.values())
+
+    def _record_step(
+        self, i: int, obs: dict, rewards: dict, terminateds: dict, truncateds: dict, infos: dict
+    ) -> None:
+        slot = self.slots[i]
+        episode = slot.episode
+        episode.length += 1
+        slot.steps_since_flush += 1
+        for agent, r in rewards.items():
+            r = float(r)
+            if not np.isfinite(r):
+                raise EnvError(
+                    f"Sub-env {i} of worker {self.worker.worker_index} returned reward {r} "
+                    f"for agent {agent!r}."
+                )
+            episode.agent_rewards[(agent, episode.policy_for(agent))] += r
+            episode.total_reward += r
+            episode._set_last(agent, reward=r)
+            trajectory = slot.trajectories.get(agent)
+            if trajectory is not None and trajectory.pending is not None:
+                trajectory.reward += r
+        all_done = bool(terminateds.get(ALL)) or bool(truncateds.get(ALL))
+        hit_horizon = (
+            self.horizon is not None and episode.length >= self.horizon and not all_done
+        )
+        done_agents = {
+            a for a in set(terminateds) | set(truncateds)
+            if a != ALL and (terminateds.get(a) or truncateds.get(a))
+        }
+        acting = set() if all_done or hit_horizon else set(obs) - done_agents
+        self._close_done(slot, obs, terminateds, truncateds, done_agents, all_done, hit_horizon)
+        self._observe(slot, obs, infos, acting)
+        if all_done or hit_horizon:
+            self._end_episode(i, obs, infos, reset=not (hit_horizon and self.soft_horizon))
+        elif self.call_step_hook:
+            self.callbacks.on_episode_step(
+                worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
+                episode=episode, env_index=i,
+            )
+
+    def _close_done(
+        self, slot: _EnvSlot, obs: dict, terminateds: dict, truncateds: dict,
+        done_agents: set, all_done: bool, hit_horizon: bool,
+    ) -> None:
+        """Closes the transitions of agents that are done (or all, when the episode ends)."""
+        episode_over = all_done or hit_horizon
+        all_terminated = bool(terminateds.get(ALL))
+        for agent, trajectory in slot.trajectories.items():
+            if trajectory.pending is None or not (episode_over or agent in done_agents):
+                continue
+            terminated = bool(terminateds.get(agent, all_terminated))
+            truncated = not terminated
+            if hit_horizon and self.soft_horizon and not self.no_done_at_end:
+                terminated, truncated = True, False
+            if self.no_done_at_end:
+                terminated, truncated = False, True
+            new_obs = None
+            if agent in obs:
+                new_obs = self._preprocess(trajectory.policy_id, obs[agent])
+            trajectory.close(new_obs, terminated, truncated)
+
+    def _end_episode(self, i: int, last_obs: dict, infos: dict, reset: bool) -> None:
+        slot = self.slots[i]
+        episode = slot.episode
+        self.callbacks.on_episode_end(
+            worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
+            episode=episode, env_index=i,
+        )
+        self._finished.append(
+            RolloutMetrics(
+                episode.length, episode.total_reward, dict(episode.agent_rewards),
+                dict(episode.custom_metrics), self.timers.as_dict(), dict(episode.hist_data),
+                dict(episode.media),
+            )
+        )
+        self._flush(slot)
+        if reset:
+            obs, infos = self.envs[i].reset()
+        else:
+            obs = last_obs
+        self.slots[i] = self._start_episode(i, obs, infos)
+
+    def _flush(self, slot: _EnvSlot) -> None:
+        """Hands out the slot's completed transitions as one segment."""
+        episode = slot.episode
+        trajectories = {}
+        for agent, trajectory in slot.trajectories.items():
+            batch = trajectory.take(episode.episode_id, episode.env_id)
+            if batch is not None:
+                trajectories[agent] = (trajectory.policy_id, batch)
+        if trajectories or slot.steps_since_flush:
+            self._ready.append(_Segment(episode, trajectories, slot.steps_since_flush))
+        slot.steps_since_flush = 0
+
+    # -- postprocessing -----------------------------------------------------
+
+    def _postprocess(self, segments: list[_Segment]) -> MultiAgentBatch:
+        """Postprocesses each agent's trajectory with its policy; groups by policy."""
+        per_policy: dict[str, list[SampleBatch]] = defaultdict(list)
+        policy_map = self.worker.policy_map
+        for segment in segments:
+            for agent, (pid, batch) in segment.trajectories.items():
+                _check_finite(batch, self.worker.worker_index)
+                if pid not in policy_map:
+                    continue  # removed while the episode ran: nobody trains on it
+                policy = policy_map[pid]
+                others = {
+                    a: (p, policy_map.get(p), b)
+                    for a, (p, b) in segment.trajectories.items()
+                    if a != agent
+                }
+                original = batch.copy() if self.call_postprocess_hook else batch
+                post = policy.postprocess_trajectory(batch, others, segment.episode)
+                if self.call_postprocess_hook:
+                    self.callbacks.on_postprocess_trajectory(
+                        worker=self.worker, episode=segment.episode, agent_id=agent,
+                        policy_id=pid, policies=policy_map, postprocessed_batch=post,
+                        original_batches={
+                            **{a: (p, pol, b) for a, (p, pol, b) in others.items()},
+                            agent: (pid, policy, original),
+                        },
+                    )
+                per_policy[pid].append(post)
+        env_steps = sum(s.env_steps for s in segments)
+        return MultiAgentBatch(
+            {pid: concat_samples(batches) for pid, batches in per_policy.items()}, env_steps
+        )
+
+    def get_metrics(self) -> list[RolloutMetrics]:
+        out, self._finished = self._finished, []
+        return out
+
+
+def _policy_actions(policy: Any, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, dict]:
+    """Actions and extra fetches of a batch of preprocessed observations."""
+    fast = getattr(policy, "compute_actions_from_obs", None)
+    if fast is not None:
+        return fast(obs, explore)
+    actions, _, extra = policy.compute_actions(obs, explore=explore)
+    return np.asarray(actions), {k: np.asarray(v) for k, v in (extra or {}).items()}
+
+
+def _check_finite(batch: SampleBatch, worker_index: int) -> None:
+    if not np.isfinite(batch[SampleBatch.NEXT_OBS]).all():
+        raise EnvError(
+            f"An env of worker {worker_index} returned NaN or inf in an observation."
+        )

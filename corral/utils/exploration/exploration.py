@@ -1,0 +1,105 @@
+"""`Exploration`: how a policy turns its action distribution into actions.
+
+An exploration object is built per policy by `make_exploration` from the
+`exploration_config` dict ("type" plus constructor arguments). The policy
+calls `get_exploration_action` on every batched forward pass with the
+distribution built from the model output (for Q-learning, the Q-values are
+the distribution inputs) and the global timestep (env steps sampled so far),
+which drives the annealing schedules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+
+class Exploration:
+    """Base class; subclasses implement `get_exploration_action`.
+
+    Args:
+        action_space: the policy's action space.
+        framework: only "torch".
+        policy_config: the policy's config dict.
+        model: the policy's model.
+        num_workers: number of remote rollout workers of the trainer.
+        worker_index: this worker's index (0 = the driver's local worker).
+    """
+
+    def __init__(
+        self,
+        action_space: gym.Space,
+        *,
+        framework: str = "torch",
+        policy_config: dict | None = None,
+        model: torch.nn.Module | None = None,
+        num_workers: int = 0,
+        worker_index: int = 0,
+    ) -> None:
+        if framework != "torch":
+            raise ValueError(f"Exploration framework {framework!r}: only 'torch' is built.")
+        self.action_space = action_space
+        self.policy_config = policy_config or {}
+        self.model = model
+        self.num_workers = num_workers
+        self.worker_index = worker_index
+        # The timestep of the last explored action (for schedules and checkpoints).
+        self.last_timestep = 0
+
+    def get_exploration_action(
+        self, action_distribution: Any, timestep: int | None = None, explore: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (actions, their log-likelihood) for a batch, as torch tensors.
+
+        :param action_distribution: a `TorchDistributionWrapper` over the model output.
+        :param timestep: the global timestep (None: the last one seen).
+        :param explore: False gives the exploitation (deterministic) action.
+        """
+        raise NotImplementedError
+
+    def _timestep(self, timestep: int | None) -> int:
+        if timestep is not None:
+            self.last_timestep = int(timestep)
+        return self.last_timestep
+
+    def on_episode_start(self, policy: Any = None, **kwargs: Any) -> None:
+        """Hook at the start of each episode (e.g. to reset correlated noise)."""
+
+    def on_episode_end(self, policy: Any = None, **kwargs: Any) -> None:
+        """Hook at the end of each episode."""
+
+    def get_info(self) -> dict[str, Any]:
+        """Values worth reporting (e.g. the current epsilon)."""
+        return {}
+
+    def get_state(self) -> dict[str, Any]:
+        """JSON-able state, saved with the policy."""
+        return {"last_timestep": self.last_timestep}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.last_timestep = int(state.get("last_timestep", self.last_timestep))
+
+
+def zero_logp(actions: torch.Tensor) -> torch.Tensor:
+    """Log-likelihood 0 per row: greedy or uniform choices made outside the distribution."""
+    return torch.zeros(actions.shape[0], dtype=torch.float32)
+
+
+def random_actions(action_space: gym.Space, n: int, low_high: tuple | None = None) -> torch.Tensor:
+    """`n` uniform random actions of a Discrete, MultiDiscrete or bounded Box space."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return torch.randint(int(action_space.n), (n,)) + int(action_space.start)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        nvec = torch.as_tensor(action_space.nvec.reshape(-1))
+        draws = (torch.rand(n, len(nvec)) * nvec).long()
+        return draws.reshape(n, *action_space.shape)
+    if isinstance(action_space, gym.spaces.Box):
+        low, high = low_high if low_high is not None else (action_space.low, action_space.high)
+        low_t, high_t = torch.as_tensor(low), torch.as_tensor(high)
+        if not (torch.isfinite(low_t).all() and torch.isfinite(high_t).all()):
+            # Unbounded dimensions: a standard normal draw instead.
+            return torch.randn(n, *action_space.shape)
+        return low_t + torch.rand(n, *action_space.shape) * (high_t - low_t)
+    raise ValueError(f"No uniform random actions for action space {action_space}.")

@@ -1,0 +1,128 @@
+"""`PrioritizedReplayBuffer`: proportional prioritized replay.
+
+Schaul et al. 2016, "Prioritized Experience Replay" (arXiv:1511.05952):
+item i is sampled with probability P(i) = p_i^alpha / sum_k p_k^alpha (eq. 1)
+and its update is weighted by w_i = (N * P(i))^-beta / max_j w_j (sec. 3.4),
+which corrects the bias of non-uniform sampling as beta -> 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from corral.policy.sample_batch import SampleBatch
+from corral.utils.replay_buffers.replay_buffer import ReplayBuffer
+from corral.utils.replay_buffers.segment_tree import MinSegmentTree, SumSegmentTree
+
+# Extra columns of a prioritized sample.
+WEIGHTS = "weights"
+BATCH_INDEXES = "batch_indexes"
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """A `ReplayBuffer` that samples rows in proportion to priority^alpha.
+
+    Args:
+        capacity: maximum number of rows.
+        alpha: how much prioritisation is used (0: uniform, 1: fully proportional).
+        seed: seed of the buffer's random generator.
+    """
+
+    def __init__(self, capacity: int, alpha: float = 0.6, seed: int | None = None) -> None:
+        super().__init__(capacity, seed)
+        if alpha < 0:
+            raise ValueError(f"Prioritized replay alpha must be >= 0, got {alpha}.")
+        self.alpha = float(alpha)
+        tree_capacity = 1
+        while tree_capacity < self.capacity:
+            tree_capacity *= 2
+        self._sum_tree = SumSegmentTree(tree_capacity)
+        self._min_tree = MinSegmentTree(tree_capacity)
+        self._max_priority = 1.0
+
+    def add(self, batch: SampleBatch, priorities: np.ndarray | None = None) -> np.ndarray:
+        """Adds rows with the given priorities (default: the largest priority seen so far,
+        so that every new transition is replayed at least once with high probability)."""
+        n = batch.count
+        if priorities is not None:
+            priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+            if len(priorities) != n:
+                raise ValueError(f"Got {len(priorities)} priorities for a batch of {n} rows.")
+            priorities = priorities[max(0, n - self.capacity) :]
+        idx = super().add(batch)
+        if len(idx) == 0:
+            return idx
+        if priorities is None:
+            priorities = np.full(len(idx), self._max_priority)
+        self._set_priorities(idx, priorities)
+        return idx
+
+    def sample(self, num_items: int, beta: float = 0.4) -> SampleBatch:
+        """`num_items` rows drawn with P(i) ∝ p_i^alpha, with columns `weights`
+        (importance weights, max-normalised) and `batch_indexes` (for
+        `update_priorities`)."""
+        self._check_not_empty()
+        if beta < 0:
+            raise ValueError(f"Prioritized replay beta must be >= 0, got {beta}.")
+        total = self._sum_tree.sum()
+        mass = self._rng.random(num_items) * total
+        idx = np.minimum(self._sum_tree.find_prefixsum_idx(mass), self._size - 1)
+        # w_i = (N P(i))^-beta / max_j w_j; the largest weight belongs to the smallest P.
+        p_min = self._min_tree.min() / total
+        max_weight = (p_min * self._size) ** (-beta)
+        p_sample = self._sum_tree[idx] / total
+        weights = (p_sample * self._size) ** (-beta) / max_weight
+        batch = self._take(idx)
+        batch[WEIGHTS] = weights.astype(np.float32)
+        batch[BATCH_INDEXES] = idx.astype(np.int64)
+        return batch
+
+    def update_priorities(self, idxes: np.ndarray, priorities: np.ndarray) -> None:
+        """Sets new priorities (e.g. |TD error| + eps, all > 0) of sampled rows."""
+        idxes = np.asarray(idxes, dtype=np.int64).reshape(-1)
+        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        if len(idxes) != len(priorities):
+            raise ValueError(f"Got {len(priorities)} priorities for {len(idxes)} indexes.")
+        if len(idxes) == 0:
+            return
+        if not np.all(priorities > 0) or not np.all(np.isfinite(priorities)):
+            raise ValueError(
+                f"Priorities must be finite and > 0, got min {priorities.min()}, "
+                f"max {priorities.max()} (add prioritized_replay_eps to |td_error|)."
+            )
+        if idxes.min() < 0 or idxes.max() >= self._size:
+            raise IndexError(
+                f"Priority indexes must be in [0, {self._size}), got {idxes.min()}..{idxes.max()}."
+            )
+        self._set_priorities(idxes, priorities)
+
+    def _set_priorities(self, idx: np.ndarray, priorities: np.ndarray) -> None:
+        # With duplicate indexes the last priority wins, as in a sequential loop.
+        scaled = priorities**self.alpha
+        self._sum_tree[idx] = scaled
+        self._min_tree[idx] = scaled
+        self._max_priority = max(self._max_priority, float(priorities.max()))
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "max_priority": self._max_priority, "alpha": self.alpha}
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        order = self._chronological_indices()
+        state["priorities"] = np.ascontiguousarray(
+            self._sum_tree[order] ** (1.0 / self.alpha) if self.alpha > 0 else np.ones(len(order))
+        )
+        state["max_priority"] = self._max_priority
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        tree_capacity = self._sum_tree.capacity
+        self._sum_tree = SumSegmentTree(tree_capacity)
+        self._min_tree = MinSegmentTree(tree_capacity)
+        super().set_state(state)
+        if self._size:
+            priorities = np.asarray(state["priorities"], dtype=np.float64)[-self._size :]
+            self._set_priorities(np.arange(self._size), priorities)
+        self._max_priority = float(state.get("max_priority", 1.0))
