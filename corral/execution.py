@@ -16,8 +16,8 @@ def synchronous_parallel_sample(
     agent steps (one per agent action), are collected."""
     if max_env_steps is not None and max_agent_steps is not None:
         raise ValueError("Give at most one of `max_env_steps` and `max_agent_steps`.")
-    count = (lambda b: b.agent_steps()) if max_agent_steps is not None else (
-        lambda b: b.env_steps()
+    count = (
+        (lambda b: b.agent_steps()) if max_agent_steps is not None else (lambda b: b.env_steps())
     )
     batches: list[Any] = []
     steps = 0

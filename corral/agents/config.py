@@ -799,13 +799,7 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "_fake_gpus": "simulated GPUs",
     "custom_resources_per_worker": "custom per-worker resources",
     "eager_tracing": "TensorFlow eager tracing (corral is torch-only)",
-    "multiagent/policies": "multi-agent training (only the single default policy)",
-    "multiagent/policy_mapping_fn": "multi-agent policy mapping",
-    "multiagent/policies_to_train": "choosing which policies train",
-    "multiagent/observation_fn": "multi-agent observation functions",
-    "multiagent/replay_mode": "lockstep replay",
-    "multiagent/policy_map_capacity": "policy map spilling to disk",
-    "multiagent/policy_map_cache": "policy map spilling to disk",
+    "multiagent/replay_mode": "lockstep replay (replay buffers replay per policy only)",
     "model/use_lstm": "LSTM models",
     "model/use_attention": "attention (GTrXL) models",
     "model/conv_filters": "custom conv filter stacks",
@@ -819,35 +813,11 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
 }
 
 
-def _is_single_default_policy(policies: Any) -> bool:
-    if not policies:
-        return True
-    if isinstance(policies, set | frozenset | list | tuple):
-        return set(policies) == {_DEFAULT_POLICY_ID}
-    if not isinstance(policies, Mapping) or set(policies) != {_DEFAULT_POLICY_ID}:
-        return False
-    spec = policies[_DEFAULT_POLICY_ID]
-    # Any of: None, PolicySpec(), (None, None, None, None or {}).
-    if spec is None:
-        return True
-    if isinstance(spec, list | tuple) and len(spec) == 4:
-        return all(part is None for part in spec[:3]) and not spec[3]
-    return False
-
-
-def _trains_only_default(value: Any) -> bool:
-    if value is None:
-        return True
-    return isinstance(value, list | tuple | set | frozenset) and set(value) == {_DEFAULT_POLICY_ID}
-
-
 # Keys whose "off" value is fixed, whatever an algorithm's defaults say.
 _OFF_VALUE_CHECKS: dict[str, Callable[[Any], bool]] = {
     "observation_filter": lambda v: v == "NoFilter",
     "input": lambda v: v == "sampler",
     "model/post_fcnet_hiddens": lambda v: not v,
-    "multiagent/policies": _is_single_default_policy,
-    "multiagent/policies_to_train": _trains_only_default,
 }
 
 _MISSING = object()

@@ -10,8 +10,21 @@ import importlib
 _ALGORITHMS: dict[str, tuple[str, str]] = {
     "PPO": ("corral.agents.ppo", "PPOTrainer"),
 }
-_PLANNED = ("DQN", "SimpleQ", "ApeX", "PG", "A2C", "A3C", "IMPALA", "APPO", "SAC", "DDPG",
-            "TD3", "BC", "MARWIL")
+_PLANNED = (
+    "DQN",
+    "SimpleQ",
+    "ApeX",
+    "PG",
+    "A2C",
+    "A3C",
+    "IMPALA",
+    "APPO",
+    "SAC",
+    "DDPG",
+    "TD3",
+    "BC",
+    "MARWIL",
+)
 
 
 def get_trainer_class(name: str) -> type:
@@ -24,7 +37,9 @@ def get_trainer_class(name: str) -> type:
     if _global_registry.contains(TRAINABLE_CLASS, name):
         return _global_registry.get(TRAINABLE_CLASS, name)
     if name in _PLANNED:
-        raise NotImplementedError(f"Algorithm '{name}' is not built yet; available: {list(_ALGORITHMS)}.")
+        raise NotImplementedError(
+            f"Algorithm '{name}' is not built yet; available: {list(_ALGORITHMS)}."
+        )
     close = difflib.get_close_matches(name, [*_ALGORITHMS, *_PLANNED], n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise ValueError(f"Unknown algorithm '{name}'; available: {list(_ALGORITHMS)}.{hint}")

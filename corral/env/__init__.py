@@ -4,5 +4,13 @@ from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.multi_agent_env import MultiAgentEnv, make_multi_agent
 from corral.env.vector_env import VectorEnv
+from corral.env.wrappers.pettingzoo_env import PettingZooEnv
 
-__all__ = ["BaseEnv", "EnvContext", "MultiAgentEnv", "VectorEnv", "make_multi_agent"]
+__all__ = [
+    "BaseEnv",
+    "EnvContext",
+    "MultiAgentEnv",
+    "PettingZooEnv",
+    "VectorEnv",
+    "make_multi_agent",
+]

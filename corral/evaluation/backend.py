@@ -16,6 +16,7 @@ never block each other.
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -160,10 +161,9 @@ class ProcessWorker:
                 future._set(error=self._dead)
                 return future
             self._pending.append(future)
-            try:
+            # On a dead pipe the reader thread notices the death and fails the future.
+            with contextlib.suppress(OSError, EOFError, BrokenPipeError):
                 self._conn.send(message)
-            except (OSError, EOFError, BrokenPipeError):
-                pass  # The reader thread notices the death and fails the future.
         return future
 
     def _read_replies(self) -> None:
@@ -178,7 +178,9 @@ class ProcessWorker:
             if status == "ok":
                 future._set(payload)
             else:
-                future._set(error=RemoteWorkerError(_format_remote(self, payload), self.worker_index))
+                future._set(
+                    error=RemoteWorkerError(_format_remote(self, payload), self.worker_index)
+                )
 
     def _mark_dead(self) -> None:
         self._process.join(timeout=1.0)
@@ -272,7 +274,5 @@ def _describe(e: BaseException) -> tuple[str, str, str]:
 
 
 def _stop_quietly(worker: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):  # the process exits anyway
         worker.stop()
-    except Exception:  # noqa: BLE001 - the process exits anyway
-        pass

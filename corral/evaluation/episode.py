@@ -70,8 +70,13 @@ class Episode:
         return self._last_infos.get(agent_id)
 
     def _set_last(
-        self, agent_id: Any, obs: Any = None, action: Any = None, reward: float | None = None,
-        info: dict | None = None, raw_obs: Any = None,
+        self,
+        agent_id: Any,
+        obs: Any = None,
+        action: Any = None,
+        reward: float | None = None,
+        info: dict | None = None,
+        raw_obs: Any = None,
     ) -> None:
         if obs is not None:
             self._last_obs[agent_id] = obs

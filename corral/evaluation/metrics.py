@@ -95,6 +95,9 @@ def summarize_episodes(
         for k, v in e.perf_stats.items():
             perf[k].append(v)
 
+    # Per-policy returns of every agent-episode, as RLlib's `policy_<pid>_reward`.
+    for policy_id, policy_returns in policy_rewards.items():
+        hist[f"policy_{policy_id}_reward"] = policy_returns
     custom_metrics: dict[str, float] = {}
     for k, values in custom.items():
         finite = [v for v in values if np.isfinite(v)]

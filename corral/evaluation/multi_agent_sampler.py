@@ -79,7 +79,9 @@ class _AgentTrajectory:
         columns[SampleBatch.NEXT_OBS] = columns[SampleBatch.NEXT_OBS].astype(np.float32, copy=False)
         columns[SampleBatch.REWARDS] = columns[SampleBatch.REWARDS].astype(np.float32)
         n = len(columns[SampleBatch.REWARDS])
-        columns[SampleBatch.DONES] = columns[SampleBatch.TERMINATEDS] | columns[SampleBatch.TRUNCATEDS]
+        columns[SampleBatch.DONES] = (
+            columns[SampleBatch.TERMINATEDS] | columns[SampleBatch.TRUNCATEDS]
+        )
         columns[SampleBatch.EPS_ID] = np.full(n, eps_id, np.int64)
         columns[SampleBatch.ENV_ID] = np.full(n, env_id, np.int64)
         columns[SampleBatch.AGENT_INDEX] = np.full(n, self.agent_index, np.int64)
@@ -161,13 +163,19 @@ class MultiAgentSampler:
         # The mapping fn is captured here: a new one set by add_policy/remove_policy
         # applies from the next episode on.
         episode = Episode(
-            eps_id, i, self.worker.policy_map,
-            policy_mapping_fn=self.worker.policy_mapping_fn, worker=self.worker,
+            eps_id,
+            i,
+            self.worker.policy_map,
+            policy_mapping_fn=self.worker.policy_mapping_fn,
+            worker=self.worker,
         )
         slot = _EnvSlot(episode)
         self.callbacks.on_episode_start(
-            worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
-            episode=episode, env_index=i,
+            worker=self.worker,
+            base_env=self.env,
+            policies=self.worker.policy_map,
+            episode=episode,
+            env_index=i,
         )
         self._observe(slot, raw_obs, infos, acting=set(raw_obs))
         return slot
@@ -177,8 +185,11 @@ class MultiAgentSampler:
         episode = slot.episode
         if self.observation_fn is not None:
             raw_obs = self.observation_fn(
-                agent_obs=raw_obs, worker=self.worker, base_env=self.env,
-                policies=self.worker.policy_map, episode=episode,
+                agent_obs=raw_obs,
+                worker=self.worker,
+                base_env=self.env,
+                policies=self.worker.policy_map,
+                episode=episode,
             )
         slot.obs = {}
         for agent, o in raw_obs.items():
@@ -205,8 +216,8 @@ class MultiAgentSampler:
 
     def _agent_index(self, slot: _EnvSlot, agent: Any) -> int:
         possible = list(getattr(self.envs[slot.episode.env_id], "possible_agents", None) or ())
-        return possible.index(agent) if agent in possible else len(possible) + len(
-            slot.agent_indices
+        return (
+            possible.index(agent) if agent in possible else len(possible) + len(slot.agent_indices)
         )
 
     # -- sampling -----------------------------------------------------------
@@ -267,7 +278,9 @@ class MultiAgentSampler:
             for k, (i, agent) in enumerate(members):
                 slot = self.slots[i]
                 trajectory = self._trajectory(slot, agent, pid)
-                trajectory.act(slot.obs[agent], batch_actions[k], {c: v[k] for c, v in extra.items()})
+                trajectory.act(
+                    slot.obs[agent], batch_actions[k], {c: v[k] for c, v in extra.items()}
+                )
                 slot.episode._set_last(agent, action=batch_actions[k])
                 actions[i][agent] = env_actions[k]
         return actions, sum(len(m) for m in groups.values())
@@ -293,11 +306,10 @@ class MultiAgentSampler:
             if trajectory is not None and trajectory.pending is not None:
                 trajectory.reward += r
         all_done = bool(terminateds.get(ALL)) or bool(truncateds.get(ALL))
-        hit_horizon = (
-            self.horizon is not None and episode.length >= self.horizon and not all_done
-        )
+        hit_horizon = self.horizon is not None and episode.length >= self.horizon and not all_done
         done_agents = {
-            a for a in set(terminateds) | set(truncateds)
+            a
+            for a in set(terminateds) | set(truncateds)
             if a != ALL and (terminateds.get(a) or truncateds.get(a))
         }
         acting = set() if all_done or hit_horizon else set(obs) - done_agents
@@ -307,13 +319,22 @@ class MultiAgentSampler:
             self._end_episode(i, obs, infos, reset=not (hit_horizon and self.soft_horizon))
         elif self.call_step_hook:
             self.callbacks.on_episode_step(
-                worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
-                episode=episode, env_index=i,
+                worker=self.worker,
+                base_env=self.env,
+                policies=self.worker.policy_map,
+                episode=episode,
+                env_index=i,
             )
 
     def _close_done(
-        self, slot: _EnvSlot, obs: dict, terminateds: dict, truncateds: dict,
-        done_agents: set, all_done: bool, hit_horizon: bool,
+        self,
+        slot: _EnvSlot,
+        obs: dict,
+        terminateds: dict,
+        truncateds: dict,
+        done_agents: set,
+        all_done: bool,
+        hit_horizon: bool,
     ) -> None:
         """Closes the transitions of agents that are done (or all, when the episode ends)."""
         episode_over = all_done or hit_horizon
@@ -336,13 +357,20 @@ class MultiAgentSampler:
         slot = self.slots[i]
         episode = slot.episode
         self.callbacks.on_episode_end(
-            worker=self.worker, base_env=self.env, policies=self.worker.policy_map,
-            episode=episode, env_index=i,
+            worker=self.worker,
+            base_env=self.env,
+            policies=self.worker.policy_map,
+            episode=episode,
+            env_index=i,
         )
         self._finished.append(
             RolloutMetrics(
-                episode.length, episode.total_reward, dict(episode.agent_rewards),
-                dict(episode.custom_metrics), self.timers.as_dict(), dict(episode.hist_data),
+                episode.length,
+                episode.total_reward,
+                dict(episode.agent_rewards),
+                dict(episode.custom_metrics),
+                self.timers.as_dict(),
+                dict(episode.hist_data),
                 dict(episode.media),
             )
         )
@@ -386,8 +414,12 @@ class MultiAgentSampler:
                 post = policy.postprocess_trajectory(batch, others, segment.episode)
                 if self.call_postprocess_hook:
                     self.callbacks.on_postprocess_trajectory(
-                        worker=self.worker, episode=segment.episode, agent_id=agent,
-                        policy_id=pid, policies=policy_map, postprocessed_batch=post,
+                        worker=self.worker,
+                        episode=segment.episode,
+                        agent_id=agent,
+                        policy_id=pid,
+                        policies=policy_map,
+                        postprocessed_batch=post,
                         original_batches={
                             **{a: (p, pol, b) for a, (p, pol, b) in others.items()},
                             agent: (pid, policy, original),
@@ -415,6 +447,4 @@ def _policy_actions(policy: Any, obs: np.ndarray, explore: bool) -> tuple[np.nda
 
 def _check_finite(batch: SampleBatch, worker_index: int) -> None:
     if not np.isfinite(batch[SampleBatch.NEXT_OBS]).all():
-        raise EnvError(
-            f"An env of worker {worker_index} returned NaN or inf in an observation."
-        )
+        raise EnvError(f"An env of worker {worker_index} returned NaN or inf in an observation.")

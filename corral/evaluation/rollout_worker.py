@@ -159,9 +159,7 @@ class RolloutWorker:
                 f"The env creator returned {type(env).__name__}, expected a gymnasium.Env "
                 "(reset() -> (obs, info), step() -> (obs, reward, terminated, truncated, info))."
             )
-        self.callbacks.on_sub_environment_created(
-            worker=self, sub_environment=env, env_context=ctx
-        )
+        self.callbacks.on_sub_environment_created(worker=self, sub_environment=env, env_context=ctx)
         return env
 
     def _make_vector_env(self) -> BaseEnv | None:
@@ -338,9 +336,7 @@ class RolloutWorker:
         return self.policy_map.get(policy_id)
 
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        return {
-            pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()
-        }
+        return {pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()}
 
     def get_weights_seqs(self) -> dict[str, int]:
         """Policy id -> update counter (read without loading spilled policies)."""

@@ -125,10 +125,11 @@ class SingleAgentSampler:
     def _write_obs(self, i: int, raw_obs: Any) -> None:
         obs = raw_obs if self.fast_obs else self.preprocessor.transform(raw_obs)
         if np.shape(obs) != self.obs_shape:
+            space = self.preprocessor.original_space
             raise EnvError(
                 f"Sub-env {i} of worker {self.worker.worker_index} returned an observation of "
-                f"shape {np.shape(obs)}, but its observation space {self.preprocessor.original_space}"
-                f" expects shape {self.obs_shape}."
+                f"shape {np.shape(obs)}, but its observation space {space} expects shape "
+                f"{self.obs_shape}."
             )
         self.obs[i] = obs
 

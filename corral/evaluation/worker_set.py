@@ -72,9 +72,7 @@ class WorkerSet:
         backend = self._config.get("backend", "local")
         if backend != "local":
             raise NotImplementedError(f"backend={backend!r} is not implemented yet.")
-        factory = functools.partial(
-            self._make_worker, index, self._config.get("num_workers", 0)
-        )
+        factory = functools.partial(self._make_worker, index, self._config.get("num_workers", 0))
         env_vars = self._config.get("extra_python_environs_for_worker") or {}
         return ProcessWorker(
             index, factory, env_vars, num_threads=self._config.get("num_cpus_per_worker", 1)
@@ -149,7 +147,8 @@ class WorkerSet:
             seqs = {pid: seqs[pid] for pid in policies}
         stale_ids = {
             w.worker_index: [
-                pid for pid, seq in seqs.items()
+                pid
+                for pid, seq in seqs.items()
                 if self._synced_seq.get(w.worker_index, {}).get(pid) != seq
             ]
             for w in self._remote_workers

@@ -19,9 +19,7 @@ class Preprocessor:
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.shape, np.float32)
 
     def transform(self, observation: Any) -> np.ndarray:
-        return np.asarray(
-            gym.spaces.flatten(self.original_space, observation), dtype=np.float32
-        )
+        return np.asarray(gym.spaces.flatten(self.original_space, observation), dtype=np.float32)
 
     def transform_batch(self, observations: Any) -> np.ndarray:
         return np.stack([self.transform(o) for o in observations])

@@ -37,9 +37,7 @@ class Policy:
     # whole fragment in one call instead of one call per trajectory.
     postprocess_batched: bool = False
 
-    def __init__(
-        self, observation_space: gym.Space, action_space: gym.Space, config: dict
-    ) -> None:
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         self.observation_space = observation_space
         self.action_space = action_space
         self.config = config
@@ -106,9 +104,7 @@ class Policy:
         """Single-observation version of `compute_actions` (unbatched output)."""
         if input_dict is not None:
             obs = input_dict[SampleBatch.OBS]
-            state = state or [
-                v for k, v in sorted(input_dict.items()) if k.startswith("state_in_")
-            ]
+            state = state or [v for k, v in sorted(input_dict.items()) if k.startswith("state_in_")]
             prev_action = input_dict.get(SampleBatch.PREV_ACTIONS, prev_action)
             prev_reward = input_dict.get(SampleBatch.PREV_REWARDS, prev_reward)
         state_batch = [np.expand_dims(s, 0) for s in (state or [])]

@@ -78,7 +78,10 @@ class PolicyMap(MutableMapping):
         if policy_id in self._specs:
             del self[policy_id]
         self._specs[policy_id] = (
-            type(policy), policy.observation_space, policy.action_space, policy.config
+            type(policy),
+            policy.observation_space,
+            policy.action_space,
+            policy.config,
         )
         self._in_memory[policy_id] = policy
         self._evict_if_full()
@@ -178,7 +181,9 @@ class PolicyMap(MutableMapping):
         return policy
 
     def __repr__(self) -> str:
-        return f"PolicyMap(capacity={self.capacity}, in_memory={self.in_memory()}, all={list(self)})"
+        return (
+            f"PolicyMap(capacity={self.capacity}, in_memory={self.in_memory()}, all={list(self)})"
+        )
 
 
 def _safe_name(policy_id: str) -> str:

@@ -85,9 +85,7 @@ class SampleBatch(dict):
     def copy(self, shallow: bool = False) -> SampleBatch:  # type: ignore[override]
         if shallow:
             return SampleBatch(dict(self))
-        return SampleBatch(
-            {k: (list(v) if k == self.INFOS else v.copy()) for k, v in self.items()}
-        )
+        return SampleBatch({k: (list(v) if k == self.INFOS else v.copy()) for k, v in self.items()})
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):

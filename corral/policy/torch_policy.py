@@ -24,15 +24,12 @@ from corral.utils.exploration import Exploration, StochasticSampling, make_explo
 TensorDict = dict[str, torch.Tensor]
 
 
-
 class TorchPolicy(Policy):
     """A policy with a torch model built by `ModelCatalog` from `config["model"]`."""
 
     postprocess_batched = True
 
-    def __init__(
-        self, observation_space: gym.Space, action_space: gym.Space, config: dict
-    ) -> None:
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
         self.preprocessor = get_preprocessor(observation_space)
         self.dist_class, num_outputs = ModelCatalog.get_action_dist(

@@ -46,10 +46,15 @@ def write_trainer_state(
         policy_dirs[pid] = rel
     _write_json(
         os.path.join(checkpoint_dir, WORKER_STATE),
-        {"filters": worker_state.get("filters", {}), "global_vars": worker_state.get("global_vars", {})},
+        {
+            "filters": worker_state.get("filters", {}),
+            "global_vars": worker_state.get("global_vars", {}),
+        },
     )
     torch.save(learner_state, os.path.join(checkpoint_dir, LEARNER_STATE))
-    _write_json(os.path.join(checkpoint_dir, TRAINER_STATE), {**trainer_state, "policies": policy_dirs})
+    _write_json(
+        os.path.join(checkpoint_dir, TRAINER_STATE), {**trainer_state, "policies": policy_dirs}
+    )
 
 
 def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tuple[dict, dict, dict]:
@@ -84,7 +89,9 @@ def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tupl
     try:
         learner = torch.load(learner_path, weights_only=True)
     except FileNotFoundError:
-        raise CheckpointError(f"{learner_path} is missing (expected the optimiser state).") from None
+        raise CheckpointError(
+            f"{learner_path} is missing (expected the optimiser state)."
+        ) from None
     except Exception as e:
         raise CheckpointError(
             f"{learner_path} cannot be read ({e}); expected a torch file of optimiser state."

@@ -58,10 +58,22 @@ def test_ray_backend_and_learners_not_yet():
 def test_result_keys(trainer):
     result = trainer.train()
     for key in [
-        "episode_reward_mean", "episode_reward_min", "episode_reward_max", "episode_len_mean",
-        "episodes_this_iter", "episodes_total", "timesteps_this_iter", "timesteps_total",
-        "agent_timesteps_total", "training_iteration", "time_this_iter_s", "time_total_s",
-        "num_healthy_workers", "custom_metrics", "hist_stats", "sampler_perf",
+        "episode_reward_mean",
+        "episode_reward_min",
+        "episode_reward_max",
+        "episode_len_mean",
+        "episodes_this_iter",
+        "episodes_total",
+        "timesteps_this_iter",
+        "timesteps_total",
+        "agent_timesteps_total",
+        "training_iteration",
+        "time_this_iter_s",
+        "time_total_s",
+        "num_healthy_workers",
+        "custom_metrics",
+        "hist_stats",
+        "sampler_perf",
         "policy_reward_mean",
     ]:
         assert key in result, key
@@ -79,9 +91,11 @@ def test_logdir_and_files(trainer):
     name = os.path.basename(trainer.logdir)
     assert name.startswith("PPO_CartPole-v1_")
     assert os.path.dirname(trainer.logdir) == os.environ["CORRAL_RESULTS_DIR"]
-    lines = open(os.path.join(trainer.logdir, "result.json")).read().splitlines()
+    with open(os.path.join(trainer.logdir, "result.json")) as f:
+        lines = f.read().splitlines()
     assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2]
-    header = open(os.path.join(trainer.logdir, "progress.csv")).readline()
+    with open(os.path.join(trainer.logdir, "progress.csv")) as f:
+        header = f.readline()
     assert "info/learner/default_policy/learner_stats/total_loss" in header
 
 
@@ -124,8 +138,6 @@ def test_remote_workers_sample_and_get_weights():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-
-
 
 
 def test_worker_error_carries_its_traceback():

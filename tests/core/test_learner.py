@@ -50,7 +50,9 @@ def test_shuffle_per_epoch_uses_permutations():
     learner = Learner({"p": policy}, {"seed": 0})
     learner.update(
         batch=MultiAgentBatch({"p": data(8)}, 8),
-        num_epochs=2, minibatch_size=4, shuffle_batch_per_epoch=True,
+        num_epochs=2,
+        minibatch_size=4,
+        shuffle_batch_per_epoch=True,
     )
     first_epoch = sorted(policy.seen[0] + policy.seen[1])
     assert first_epoch == list(range(8))
@@ -62,7 +64,9 @@ def test_num_total_minibatches_overrides_epochs():
     learner = Learner({"p": policy}, {"seed": 0})
     learner.update(
         batch=MultiAgentBatch({"p": data(8)}, 8),
-        num_epochs=10, minibatch_size=4, num_total_minibatches=5,
+        num_epochs=10,
+        minibatch_size=4,
+        num_total_minibatches=5,
     )
     assert len(policy.seen) == 5
 

@@ -114,6 +114,8 @@ def test_continuous_actions_are_unsquashed_to_the_bounds():
         action = t.compute_single_action(np.zeros(3, np.float32), explore=False)
         assert action.shape == (1,) and -2.0 <= action[0] <= 2.0
         result = t.train()
-        assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
+        assert np.isfinite(
+            result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"]
+        )
     finally:
         t.stop()

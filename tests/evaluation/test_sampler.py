@@ -51,7 +51,9 @@ def test_fragment_layout_is_env_major():
         env_ids = batch[SampleBatch.ENV_ID]
         assert env_ids.tolist() == [0] * 10 + [1] * 10 + [2] * 10
         # Within one env: obs counts 0..3 then restarts after termination.
-        np.testing.assert_array_equal(batch[SampleBatch.OBS][:10, 0], [0, 1, 2, 3, 0, 1, 2, 3, 0, 1])
+        np.testing.assert_array_equal(
+            batch[SampleBatch.OBS][:10, 0], [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+        )
         np.testing.assert_array_equal(batch[SampleBatch.NEXT_OBS][:4, 0], [1, 2, 3, 4])
         assert batch[SampleBatch.TERMINATEDS][:10].tolist() == [False, False, False, True] * 2 + [
             False,
@@ -173,8 +175,16 @@ class RecordingCallbacks(DefaultCallbacks):
         self.calls.append(("end", episode.episode_id))
 
     def on_postprocess_trajectory(
-        self, *, worker, episode, agent_id, policy_id, policies, postprocessed_batch,
-        original_batches, **kwargs,
+        self,
+        *,
+        worker,
+        episode,
+        agent_id,
+        policy_id,
+        policies,
+        postprocessed_batch,
+        original_batches,
+        **kwargs,
     ):
         assert SampleBatch.ADVANTAGES in postprocessed_batch
         self.calls.append(("postprocess", postprocessed_batch.count))

@@ -34,7 +34,9 @@ def test_ppo_solves_cartpole(seed):
         while True:
             result = trainer.train()
             if "evaluation" in result:
-                curve.append((result["timesteps_total"], result["evaluation"]["episode_reward_mean"]))
+                curve.append(
+                    (result["timesteps_total"], result["evaluation"]["episode_reward_mean"])
+                )
                 if curve[-1][1] >= THRESHOLD:
                     break
             if result["timesteps_total"] >= MAX_ENV_STEPS:

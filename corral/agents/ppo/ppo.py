@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 
-
 from corral.agents.config import with_common_config
 from corral.agents.ppo.ppo_torch_policy import PPOTorchPolicy
 from corral.agents.trainer import (
@@ -106,15 +105,21 @@ class PPOTrainer(Trainer):
             )
 
     def training_step(self) -> dict:
+        # `train_batch_size` counts env steps, or agent steps per `count_steps_by`.
+        by_agent = self.config["multiagent"]["count_steps_by"] == "agent_steps"
+        size = self.config["train_batch_size"]
         batch = synchronous_parallel_sample(
             self.workers,
-            max_env_steps=self.config["train_batch_size"],
+            max_env_steps=None if by_agent else size,
+            max_agent_steps=size if by_agent else None,
         )
         self._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
         self._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
         ma_batch = batch.as_multi_agent()
-        for policy_batch in ma_batch.policy_batches.values():
-            standardize(policy_batch, SampleBatch.ADVANTAGES)
+        local = self.workers.local_worker()
+        for pid, policy_batch in ma_batch.policy_batches.items():
+            if local.is_policy_to_train(pid, ma_batch):
+                standardize(policy_batch, SampleBatch.ADVANTAGES)
         results = self.learner_group.update(
             batch=ma_batch,
             num_epochs=self.config["num_sgd_iter"],
@@ -131,9 +136,4 @@ class PPOTrainer(Trainer):
 def standardize(batch: SampleBatch, column: str) -> None:
     """Shifts and scales a column to mean 0, std 1 (in place)."""
     values = batch[column]
-    batch[column] = ((values - values.mean()) / max(1e-4, float(values.std()))).astype(
-        values.dtype
-    )
-
-
-
+    batch[column] = ((values - values.mean()) / max(1e-4, float(values.std()))).astype(values.dtype)

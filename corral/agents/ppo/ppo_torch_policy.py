@@ -32,9 +32,7 @@ class PPOTorchPolicy(TorchPolicy):
         SampleBatch.VALUE_TARGETS,
     )
 
-    def __init__(
-        self, observation_space: gym.Space, action_space: gym.Space, config: dict
-    ) -> None:
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
         self.kl_coeff = float(config["kl_coeff"])
         self.kl_target = float(config["kl_target"])

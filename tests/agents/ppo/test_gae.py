@@ -21,7 +21,8 @@ def batch(rewards, vf, eps, terminated):
             SampleBatch.REWARDS: np.array(rewards, np.float32),
             SampleBatch.VF_PREDS: np.array(vf, np.float32),
             SampleBatch.EPS_ID: np.array(eps),
-            SampleBatch.TERMINATEDS: np.array(terminated),
+            SampleBatch.TERMINATEDS: np.array(terminated, bool),
+            SampleBatch.TRUNCATEDS: np.zeros(n, bool),
             SampleBatch.NEXT_OBS: np.zeros((n, 2), np.float32),
         }
     )

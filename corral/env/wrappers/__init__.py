@@ -1,0 +1,1 @@
+"""Adapters from other environment libraries to corral's env interfaces."""

@@ -1,0 +1,59 @@
+"""Two independent CartPole agents, each with its own PPO policy, both learn to balance.
+
+The settings are those of `tuned_examples/ppo/cartpole-ppo.yaml`, adapted to two
+agents: batches and the learning-rate schedule count agent steps
+(`count_steps_by: agent_steps`), and fewer, larger SGD rounds keep the test short.
+"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from corral.agents.ppo import PPOTrainer
+from corral.env.multi_agent_env import make_multi_agent
+
+TUNED = Path(__file__).parents[2] / "tuned_examples" / "ppo" / "cartpole-ppo.yaml"
+MAX_AGENT_STEPS = 300_000
+THRESHOLD = 450.0
+
+TwoCartPoles = make_multi_agent("CartPole-v1")
+
+
+def two_agent_config() -> dict:
+    (experiment,) = yaml.safe_load(TUNED.read_text()).values()
+    return {
+        **experiment["config"],
+        "env_config": {"num_agents": 2},
+        "num_envs_per_worker": 16,
+        "rollout_fragment_length": 64,
+        "train_batch_size": 2048,
+        "sgd_minibatch_size": 256,
+        "num_sgd_iter": 6,
+        # The schedule runs on env steps: two agent steps per env step here.
+        "lr_schedule": [[0, 0.001], [MAX_AGENT_STEPS // 2, 0.0]],
+        "multiagent": {
+            "policies": {"cart_0", "cart_1"},
+            "policy_mapping_fn": lambda agent_id, episode, worker, **kwargs: f"cart_{agent_id}",
+            "count_steps_by": "agent_steps",
+        },
+    }
+
+
+@pytest.mark.learning
+def test_two_policies_solve_two_cartpoles():
+    trainer = PPOTrainer(config={**two_agent_config(), "seed": 0}, env=TwoCartPoles)
+    curve = []
+    try:
+        while True:
+            result = trainer.train()
+            returns = result["policy_reward_mean"]
+            curve.append((result["timesteps_total"], returns["cart_0"], returns["cart_1"]))
+            if min(returns.values()) >= THRESHOLD or result["timesteps_total"] >= MAX_AGENT_STEPS:
+                break
+    finally:
+        trainer.stop()
+    steps, r0, r1 = curve[-1]
+    print(f"after {steps} agent steps: cart_0 {r0:.1f}, cart_1 {r1:.1f}; curve {curve[::5]}")
+    assert result["agent_timesteps_total"] == steps
+    assert min(r0, r1) >= THRESHOLD, f"only {r0:.1f} / {r1:.1f} after {steps} steps: {curve}"
