@@ -280,19 +280,27 @@ def bench_config(env_id: str, workers: int, envs: int, args: argparse.Namespace)
             raw_pool.warmup(warm)
         else:
             raw_local.run(warm)
+        # Each repeat alternates corral and raw in `slices` short slices, so that a
+        # burst of load from other processes hits both sides alike.
+        slice_steps = max(args.steps // args.slices, 1)
         for rep in range(args.repeats):
-            torch.set_num_threads(corral_threads)
-            t0 = time.perf_counter()
-            n = corral.run(steps)
-            corral_rates.append(n / (time.perf_counter() - t0))
-            torch.set_num_threads(1)
-            if raw_pool is not None:
-                n, dt = raw_pool.timed(args.steps)
-            else:
+            c_steps = c_time = r_steps = r_time = 0.0
+            for _ in range(args.slices):
+                torch.set_num_threads(corral_threads)
                 t0 = time.perf_counter()
-                n = raw_local.run(steps)
-                dt = time.perf_counter() - t0
-            raw_rates.append(n / dt)
+                c_steps += corral.run(slice_steps * workers)
+                c_time += time.perf_counter() - t0
+                torch.set_num_threads(1)
+                if raw_pool is not None:
+                    n, dt = raw_pool.timed(slice_steps)
+                else:
+                    t0 = time.perf_counter()
+                    n = raw_local.run(slice_steps)
+                    dt = time.perf_counter() - t0
+                r_steps += n
+                r_time += dt
+            corral_rates.append(c_steps / c_time)
+            raw_rates.append(r_steps / r_time)
             log(
                 f"  {env_id} {workers}x{envs} rep {rep}: corral {corral_rates[-1]:,.0f}/s "
                 f"raw {raw_rates[-1]:,.0f}/s"
@@ -318,6 +326,7 @@ def bench_config(env_id: str, workers: int, envs: int, args: argparse.Namespace)
         "corral_runs": corral_rates,
         "raw_runs": raw_rates,
         "timed_steps_per_run": steps,
+        "slices_per_run": args.slices,
         "corral_torch_threads": worker_threads,
         "raw_torch_threads": 1,
         "corral_sampler_ms_per_vector_step": {
@@ -343,6 +352,9 @@ def main() -> None:
         "--steps", type=int, default=20_000, help="env steps per timed run and process"
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--slices", type=int, default=4, help="alternating corral/raw slices per repeat"
+    )
     parser.add_argument("--fragment", type=int, default=200, help="rollout_fragment_length")
     parser.add_argument(
         "--corral-threads",
@@ -355,7 +367,7 @@ def main() -> None:
     if args.full:
         args.workers, args.envs_per_worker = [1, 2], [1, 8, 32]
     if args.quick:
-        args.steps, args.repeats, args.fragment = 2_000, 1, 64
+        args.steps, args.repeats, args.slices, args.fragment = 2_000, 1, 2, 64
         args.workers, args.envs_per_worker = args.workers[:1], args.envs_per_worker[:1]
 
     import torch
@@ -384,6 +396,7 @@ def main() -> None:
             },
             "steps_per_run": args.steps,
             "repeats": args.repeats,
+            "slices": args.slices,
             "torch_default_threads": default_threads,
             "raw_torch_threads": 1,
         }

@@ -787,7 +787,6 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "render_env": "env rendering during sampling",
     "record_env": "video recording of the env",
     "compress_observations": "LZ4 compression of observations",
-    "observation_filter": "observation filters (only 'NoFilter')",
     "input": "offline input (only 'sampler')",
     "output": "writing experiences to disk",
     "postprocess_inputs": "postprocessing of offline input",
@@ -802,22 +801,15 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "multiagent/replay_mode": "lockstep replay (replay buffers replay per policy only)",
     "model/use_lstm": "LSTM models",
     "model/use_attention": "attention (GTrXL) models",
-    "model/conv_filters": "custom conv filter stacks",
-    "model/custom_model": "custom models",
-    "model/custom_action_dist": "custom action distributions",
     "model/custom_preprocessor": "custom preprocessors",
     "model/lstm_use_prev_action": "previous actions as LSTM input",
     "model/lstm_use_prev_reward": "previous rewards as LSTM input",
-    "model/post_fcnet_hiddens": "post-trunk dense layers",
-    "model/no_final_linear": "models without a final linear layer",
 }
 
 
 # Keys whose "off" value is fixed, whatever an algorithm's defaults say.
 _OFF_VALUE_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "observation_filter": lambda v: v == "NoFilter",
     "input": lambda v: v == "sampler",
-    "model/post_fcnet_hiddens": lambda v: not v,
 }
 
 _MISSING = object()

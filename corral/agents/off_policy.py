@@ -67,11 +67,18 @@ class OffPolicyTrainer(Trainer):
             raise ValueError(
                 f"`training_intensity` must be > 0 or None, got {config['training_intensity']}."
             )
-        if config.get("store_buffer_in_checkpoints"):
-            raise NotImplementedError(
-                "store_buffer_in_checkpoints=True is not implemented yet: checkpoints hold "
-                "weights and optimiser states, not the replay buffer."
-            )
+
+    def _extra_checkpoint_state(self) -> dict:
+        """The replay buffer (when `store_buffer_in_checkpoints`) and the train credit."""
+        state: dict = {"train_credit": self._train_credit}
+        if self.config.get("store_buffer_in_checkpoints"):
+            state["replay_buffer"] = self.local_replay_buffer.get_state()
+        return state
+
+    def _set_extra_checkpoint_state(self, state: dict) -> None:
+        self._train_credit = float(state.get("train_credit", 0.0))
+        if "replay_buffer" in state and self.config.get("store_buffer_in_checkpoints"):
+            self.local_replay_buffer.set_state(state["replay_buffer"])
 
     def updates_per_env_step(self) -> float:
         """Gradient steps per sampled env step.

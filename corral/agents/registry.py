@@ -9,11 +9,12 @@ import importlib
 # `_PLANNED` so that asking for them gives a clear error instead of a typo hint.
 _ALGORITHMS: dict[str, tuple[str, str]] = {
     "PPO": ("corral.agents.ppo", "PPOTrainer"),
+    "DQN": ("corral.agents.dqn", "DQNTrainer"),
+    "SimpleQ": ("corral.agents.dqn", "SimpleQTrainer"),
+    "APEX": ("corral.agents.dqn", "ApexTrainer"),
+    "ApeX": ("corral.agents.dqn", "ApexTrainer"),
 }
 _PLANNED = (
-    "DQN",
-    "SimpleQ",
-    "ApeX",
     "PG",
     "A2C",
     "A3C",

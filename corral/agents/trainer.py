@@ -48,6 +48,7 @@ from corral.tune.result import default_results_dir
 from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
 from corral.utils import checkpoints
 from corral.utils.deprecation import deprecation_warning
+from corral.utils.filter import FilterManager
 from corral.utils.metrics import stats_to_values
 
 __all__ = [
@@ -173,7 +174,9 @@ class Trainer(Trainable):
             logging.getLogger("corral").setLevel(self.config["log_level"])
         _seed_driver(self.config.get("seed"))
         _set_torch_threads(self.config["num_cpus_for_driver"])
-        self.env_creator = make_env_creator(self.config.get("env"))
+        self.env_creator = make_env_creator(
+            self.config.get("env"), self.config.get("preprocessor_pref")
+        )
         self.callbacks: DefaultCallbacks = self.config["callbacks"]()
         self._counters: dict[str, int] = defaultdict(int)
         self._episode_history: list[RolloutMetrics] = []
@@ -216,8 +219,12 @@ class Trainer(Trainable):
             self._override_all_subkeys_if_type_changes,
         )
         self._validate_config(eval_config, trainer_obj_or_none=self)
-        # Evaluation always runs whole episodes.
-        eval_config.update(batch_mode="complete_episodes", in_evaluation=True)
+        # Evaluation runs whole episodes; fragments of one step make each
+        # sample() end with the first finished episode, so a round of remote
+        # sampling yields one episode per worker and no steps are wasted.
+        eval_config.update(
+            batch_mode="complete_episodes", rollout_fragment_length=1, in_evaluation=True
+        )
         return eval_config
 
     def _make_workers(
@@ -247,7 +254,9 @@ class Trainer(Trainable):
         )
         for _ in range(1 + MAX_WORKER_FAILURE_RETRIES):
             try:
-                return self.step_attempt()
+                result = self.step_attempt()
+                self._sync_filters_if_needed(self.workers)
+                return result
             except WorkerFailure:
                 if not recover:
                     logger.info(
@@ -258,6 +267,17 @@ class Trainer(Trainable):
                 logger.exception("Worker failure in train(); attempting to recover.")
                 self.try_recover_from_step_attempt()
         raise RuntimeError("Failed to recover from worker crash.")
+
+    def _sync_filters_if_needed(self, worker_set: WorkerSet) -> None:
+        """Merges the remote workers' observation-filter statistics into the local
+        worker's filters and, with `synchronize_filters`, pushes the result back."""
+        if self.config.get("observation_filter", "NoFilter") == "NoFilter":
+            return
+        FilterManager.synchronize(
+            worker_set.local_worker().filters,
+            worker_set.healthy_remote_workers(),
+            update_remote=self.config["synchronize_filters"],
+        )
 
     def step_attempt(self) -> dict:
         """Trains one iteration and evaluates when `evaluation_interval` says so."""

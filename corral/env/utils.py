@@ -29,8 +29,12 @@ def env_id_of(env: Any) -> str | None:
     )
 
 
-def make_env_creator(env: Any) -> EnvCreator:
-    """Returns a creator for `env`; raises `EnvError` for unknown ids at once."""
+def make_env_creator(env: Any, preprocessor_pref: str | None = None) -> EnvCreator:
+    """Returns a creator for `env`; raises `EnvError` for unknown ids at once.
+
+    With `preprocessor_pref="deepmind"`, Atari ids (`ALE/...`) get DeepMind's frame
+    processing (see `wrap_deepmind`).
+    """
     from corral.tune.registry import ENV_CREATOR, _global_registry
 
     if env is None:
@@ -43,6 +47,10 @@ def make_env_creator(env: Any) -> EnvCreator:
     if "." in env and "/" not in env and ":" not in env:
         cls = _import_class(env)
         return lambda ctx: cls(ctx)
+    if env.startswith("ALE/"):
+        _register_ale(env)
+        if preprocessor_pref == "deepmind":
+            return lambda ctx: wrap_deepmind(_make_gym_env(env, ctx, frameskip=1))
     _check_gym_id(env)
     return lambda ctx: _make_gym_env(env, ctx)
 
@@ -80,8 +88,38 @@ def _registered_names() -> list[str]:
     return list(_global_registry.names(ENV_CREATOR))
 
 
-def _make_gym_env(env_id: str, ctx: EnvContext) -> Any:
+def _make_gym_env(env_id: str, ctx: EnvContext, **overrides: Any) -> Any:
     import gymnasium as gym
 
     # RLlib passed the env_config to gym.make as keyword arguments.
-    return gym.make(env_id, **dict(ctx))
+    return gym.make(env_id, **{**overrides, **dict(ctx)})
+
+
+def _register_ale(env_id: str) -> None:
+    """Atari ids exist once ale-py registered them; say how to get it when it is missing."""
+    try:
+        import ale_py
+    except ImportError as err:
+        raise EnvError(
+            f"Env '{env_id}' is an Atari game, which needs ale-py: pip install "
+            "'gymnasium[atari]' (the ROMs ship with ale-py >= 0.9)."
+        ) from err
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+
+
+def is_atari(env: Any) -> bool:
+    """Whether `env` is an Arcade Learning Environment game (possibly wrapped)."""
+    spec = getattr(env, "spec", None)
+    if spec is not None and str(getattr(spec, "id", "")).startswith("ALE/"):
+        return True
+    unwrapped = getattr(env, "unwrapped", env)
+    return type(unwrapped).__module__.startswith("ale_py")
+
+
+def wrap_deepmind(env: Any, dim: int = 84, framestack: int = 4) -> Any:
+    """DeepMind's Atari frame processing; see `corral.env.wrappers.atari_wrappers`."""
+    from corral.env.wrappers.atari_wrappers import wrap_deepmind as wrap
+
+    return wrap(env, dim=dim, framestack=framestack)

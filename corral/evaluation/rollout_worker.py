@@ -32,6 +32,7 @@ from corral.policy.sample_batch import (
     SampleBatch,
     concat_samples,
 )
+from corral.utils.filter import Filter, NoFilter, get_filter
 
 logger = logging.getLogger(__name__)
 
@@ -40,19 +41,6 @@ NO_ENV_MESSAGE = (
     "was created without an env (the driver's worker has none when num_workers > 0 and "
     "create_env_on_driver is False)."
 )
-
-
-class NoFilter:
-    """The identity observation filter (`observation_filter: "NoFilter"`)."""
-
-    def __call__(self, obs: Any, update: bool = True) -> Any:
-        return obs
-
-    def get_state(self) -> dict:
-        return {"type": "NoFilter"}
-
-    def set_state(self, state: dict) -> None:
-        pass
 
 
 class RolloutWorker:
@@ -113,7 +101,7 @@ class RolloutWorker:
         )
         self.policy_map.add_spill_listener(self)
         self.preprocessors: dict[str, Any] = {}
-        self.filters: dict[str, NoFilter] = {}
+        self.filters: dict[str, Filter] = {}
         for pid, policy in self._build_policies(policy_specs, spaces).items():
             self._register_policy(pid, policy)
         self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
@@ -189,12 +177,24 @@ class RolloutWorker:
                 env_obs_space, env_act_space = self._env_spaces_for(pid)
                 obs_space = obs_space or env_obs_space
                 act_space = act_space or env_act_space
+            if (obs_space is None or act_space is None) and self.env is None:
+                # A policy added later to a worker without env: the spaces all
+                # existing policies share, if they share one pair.
+                known = [(p.observation_space, p.action_space) for p in policies.values()]
+                if hasattr(self, "policy_map"):
+                    known += list(self.get_spaces().values())
+                if known and all(pair == known[0] for pair in known):
+                    obs_space, act_space = known[0]
             if obs_space is None or act_space is None:
                 raise ValueError(
-                    f"Cannot infer the spaces of policy '{pid}': this worker has no env and "
-                    "none were given; set `observation_space` and `action_space`."
+                    f"Cannot infer the spaces of policy '{pid}': no agent of the env maps to "
+                    "it (or this worker has no env) and none were given; set "
+                    "`observation_space` and `action_space`."
                 )
             policy_config = _merge_policy_config(base_config or self.config, spec.config)
+            # Tells the policy's exploration which worker it acts in (e.g.
+            # PerWorkerEpsilonGreedy's per-worker epsilon; 0 = the driver's worker).
+            policy_config["worker_index"] = self.worker_index
             policies[pid] = spec.policy_class(obs_space, act_space, policy_config)
         return policies
 
@@ -216,13 +216,20 @@ class RolloutWorker:
         for agent in agents:
             if probe.policy_for(agent) == policy_id:
                 return env.get_observation_space(agent), env.get_action_space(agent)
-        spaces = {(env.get_observation_space(a), env.get_action_space(a)) for a in agents}
-        return next(iter(spaces)) if len(spaces) == 1 else (None, None)
+        spaces = [(env.get_observation_space(a), env.get_action_space(a)) for a in agents]
+        if spaces and all(pair == spaces[0] for pair in spaces):
+            return spaces[0]
+        return None, None
 
     def _register_policy(self, policy_id: str, policy: Policy) -> None:
         self.policy_map[policy_id] = policy
         self.preprocessors[policy_id] = getattr(policy, "preprocessor", None)
-        self.filters[policy_id] = NoFilter()
+        shape = getattr(getattr(policy, "preprocessor", None), "shape", None)
+        filter_config = self.config.get("observation_filter", "NoFilter")
+        if shape is None or filter_config == "NoFilter":
+            self.filters[policy_id] = NoFilter()
+        else:
+            self.filters[policy_id] = get_filter(filter_config, shape)
 
     # -- adding and removing policies ---------------------------------------
 
@@ -336,7 +343,7 @@ class RolloutWorker:
         return self.policy_map.get(policy_id)
 
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        return {pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()}
+        return {pid: self.policy_map.spaces(pid) for pid in self.policy_map}
 
     def get_weights_seqs(self) -> dict[str, int]:
         """Policy id -> update counter (read without loading spilled policies)."""
@@ -385,6 +392,23 @@ class RolloutWorker:
             if pid in self.filters:
                 self.filters[pid].set_state(filter_state)
         self.global_vars.update(state.get("global_vars", {}))
+
+    def get_filters(self, flush_after: bool = False) -> dict[str, Filter]:
+        """Copies of this worker's filters; with `flush_after`, their buffers (the
+        changes since the last call) are cleared, so the driver counts each
+        observation once when it merges them (`FilterManager.synchronize`)."""
+        out = {pid: f.as_serializable() for pid, f in self.filters.items()}
+        if flush_after:
+            for f in self.filters.values():
+                f.clear_buffer()
+        return out
+
+    def sync_filters(self, new_filters: dict[str, Filter]) -> None:
+        """Takes over the driver's merged filters (in place: the sampler keeps its
+        references)."""
+        for pid, new_filter in new_filters.items():
+            if pid in self.filters:
+                self.filters[pid].sync(new_filter)
 
     # RLlib 1.x names for the same thing.
     save = get_state

@@ -20,6 +20,7 @@ from corral.evaluation.metrics import RolloutMetrics
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
 from corral.utils.error import EnvError
+from corral.utils.filter import NoFilter
 
 
 class _Timers:
@@ -72,6 +73,11 @@ class SingleAgentSampler:
         self.preprocessor = policy.preprocessor
         self.fast_obs = isinstance(self.preprocessor, NoPreprocessor)
         self.obs_shape = tuple(self.preprocessor.shape)
+        # Filters run after the preprocessor, on the whole row of new observations at once;
+        # the default NoFilter costs nothing (the flag skips the call).
+        self.obs_filter = worker.filters.get(self.policy_id, NoFilter())
+        self.filter_obs = not isinstance(self.obs_filter, NoFilter)
+        self.reward_clip = reward_clip_bounds(config.get("clip_rewards"), self.envs[0])
         self.call_step_hook = self.callbacks.overrides("on_episode_step")
         self.call_postprocess_hook = self.callbacks.overrides("on_postprocess_trajectory")
         self.timers = _Timers()
@@ -131,7 +137,7 @@ class SingleAgentSampler:
                 f"shape {np.shape(obs)}, but its observation space {space} expects shape "
                 f"{self.obs_shape}."
             )
-        self.obs[i] = obs
+        self.obs[i] = self.obs_filter(obs) if self.filter_obs else obs
 
     def _allocate(self, actions: np.ndarray, extra: dict[str, np.ndarray]) -> None:
         T, N = self.fragment_length, self.num_envs
@@ -204,6 +210,8 @@ class SingleAgentSampler:
         else:
             for i, o in enumerate(raw_obs):
                 new_obs[i] = self.preprocessor.transform(o)
+        if self.filter_obs:
+            new_obs[:] = self.obs_filter(new_obs)
         rew = buf[SampleBatch.REWARDS][t]
         rew[:] = rewards
         term = buf[SampleBatch.TERMINATEDS][t]
@@ -289,6 +297,13 @@ class SingleAgentSampler:
                 f"An env of worker {self.worker.worker_index} returned NaN or inf "
                 "(in a reward or an observation)."
             )
+        if self.reward_clip is not None:
+            # After the metrics took the raw rewards: episode returns stay unclipped.
+            low, high = self.reward_clip
+            if low is None:
+                np.sign(rewards, out=rewards)
+            else:
+                np.clip(rewards, low, high, out=rewards)
         columns = {k: _env_major(v) for k, v in buf.items()}
         term = columns[SampleBatch.TERMINATEDS]
         columns[SampleBatch.DONES] = term | columns[SampleBatch.TRUNCATEDS]
@@ -320,6 +335,34 @@ class SingleAgentSampler:
     def get_metrics(self) -> list[RolloutMetrics]:
         out, self._finished = self._finished, []
         return out
+
+
+def reward_clip_bounds(clip_rewards: Any, env: Any) -> tuple[float | None, float] | None:
+    """What `clip_rewards` means for `env`: None (no clipping), `(None, 0)` (sign), or
+    `(low, high)` bounds.
+
+    RLlib's rule: None clips to the sign for Atari envs only (the DQN paper's reward
+    scale), True always does, a number `v > 0` clips to `[-v, v]`, a pair to its bounds.
+    """
+    if clip_rewards is None:
+        from corral.env.utils import is_atari
+
+        return (None, 0.0) if is_atari(env) else None
+    if clip_rewards is True:
+        return (None, 0.0)
+    if clip_rewards is False:
+        return None
+    if isinstance(clip_rewards, (tuple, list)) and len(clip_rewards) == 2:
+        low, high = float(clip_rewards[0]), float(clip_rewards[1])
+        if low > high:
+            raise ValueError(f"clip_rewards={clip_rewards!r}: the low bound exceeds the high one.")
+        return (low, high)
+    if isinstance(clip_rewards, (int, float)):
+        return (-float(clip_rewards), float(clip_rewards)) if clip_rewards > 0 else None
+    raise ValueError(
+        f"clip_rewards={clip_rewards!r}: expected None, True, False, a positive number or a "
+        "(low, high) pair."
+    )
 
 
 def _env_major(arr: np.ndarray) -> np.ndarray:

@@ -92,13 +92,21 @@ class WorkerSet:
         self._remote_workers.extend(new)
 
     def recreate_worker(self, index: int) -> ProcessWorker:
-        """Replaces remote worker `index` by a fresh one with the local weights."""
-        old = self._remote_workers[index - 1]
-        old.kill()
+        """Replaces remote worker `index` (its `worker_index`, not its position)
+        by a fresh one with the local worker's weights and filters."""
+        position = next(
+            (i for i, w in enumerate(self._remote_workers) if w.worker_index == index), None
+        )
+        if position is None:
+            raise ValueError(
+                f"No remote worker with index {index}; indices: "
+                f"{[w.worker_index for w in self._remote_workers]}."
+            )
+        self._remote_workers[position].kill()
         new = self._make_remote(index)
         new.wait_ready(WORKER_START_TIMEOUT_S)
         new.call("set_state", self.local_worker().get_state()).result()
-        self._remote_workers[index - 1] = new
+        self._remote_workers[position] = new
         self._synced_seq.pop(index, None)
         return new
 

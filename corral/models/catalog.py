@@ -16,15 +16,19 @@ import numpy as np
 
 from corral.models.model_defaults import MODEL_DEFAULTS
 from corral.models.torch.fcnet import FullyConnectedNetwork
+from corral.models.torch.recurrent_net import LSTMWrapper
 from corral.models.torch.torch_action_dist import (
     TorchCategorical,
     TorchDeterministic,
     TorchDiagGaussian,
     TorchDistributionWrapper,
+    TorchMultiActionDistribution,
     TorchMultiCategorical,
 )
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
+from corral.models.torch.visionnet import VisionNetwork
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.spaces import flat_action_size, flatten_space
 
 _CUSTOM_MODELS: dict[str, type] = {}
 _CUSTOM_ACTION_DISTS: dict[str, type] = {}
@@ -59,6 +63,10 @@ def _wrap_if_needed(model_cls: type, model_interface: type | None) -> type:
         return model_cls
     name = f"{model_interface.__name__}_as_{model_cls.__name__}"
     return type(name, (model_interface, model_cls), {})
+
+
+def _is_image(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
 
 class ModelCatalog:
@@ -135,9 +143,20 @@ class ModelCatalog:
                 action_space=action_space,
             )
             return dist, TorchMultiCategorical.required_model_output_shape(action_space, config)
+        if isinstance(action_space, (gym.spaces.Tuple, gym.spaces.Dict)):
+            leaves = flatten_space(action_space)
+            children = [ModelCatalog.get_action_dist(leaf, config) for leaf in leaves]
+            dist = functools.partial(
+                TorchMultiActionDistribution,
+                child_distributions=[child for child, _ in children],
+                input_lens=[n for _, n in children],
+                action_space=action_space,
+            )
+            return dist, sum(n for _, n in children)
         raise UnsupportedSpaceException(
             f"Unsupported action space {action_space} (type {type(action_space).__name__}): "
-            "corral has action distributions for Discrete, MultiDiscrete and 1-D Box spaces."
+            "corral has action distributions for Discrete, MultiDiscrete, 1-D Box spaces and "
+            "Tuple/Dict spaces of those."
         )
 
     @staticmethod
@@ -152,6 +171,9 @@ class ModelCatalog:
             return np.int64, (None, *action_space.shape)
         if isinstance(action_space, gym.spaces.Box):
             return np.float32, (None, *action_space.shape)
+        if isinstance(action_space, (gym.spaces.Tuple, gym.spaces.Dict)):
+            # Flat rows (see TorchMultiActionDistribution).
+            return np.float32, (None, sum(map(flat_action_size, flatten_space(action_space))))
         raise UnsupportedSpaceException(f"Unsupported action space {action_space}.")
 
     @staticmethod
@@ -172,9 +194,12 @@ class ModelCatalog:
         ``custom_model`` (registered name or class) is called as
         ``cls(obs_space, action_space, num_outputs, model_config, name, **model_kwargs,
         **custom_model_config)``. Otherwise ``default_model`` is used if given, else
-        :class:`FullyConnectedNetwork` for any observation space that flattens to a vector
-        (``Box`` of any rank, ``Discrete``, and the ``MultiDiscrete``/``Dict``/``Tuple``
-        spaces the preprocessor one-hots and concatenates).
+        :class:`VisionNetwork` for images (``Box`` of shape ``[H, W, C]``) and
+        :class:`FullyConnectedNetwork` for any other observation space that flattens to a
+        vector (``Box`` of rank 1 or 2, ``Discrete``, and the ``MultiDiscrete``/
+        ``MultiBinary``/``Dict``/``Tuple`` spaces the preprocessor one-hots and
+        concatenates). With ``use_lstm``, the default model's features feed an
+        :class:`LSTMWrapper`.
 
         :param model_interface: a class mixed in front of the model class (its ``__init__``
             takes ``model_kwargs``), e.g. an algorithm's Q-head model.
@@ -199,6 +224,8 @@ class ModelCatalog:
                     ) from err
                 raise
 
+        if default_model is None and _is_image(obs_space):
+            default_model = VisionNetwork
         if default_model is None:
             try:
                 gym.spaces.utils.flatdim(obs_space)
@@ -209,6 +236,16 @@ class ModelCatalog:
                     "Use a custom_model."
                 ) from err
             default_model = FullyConnectedNetwork
+        if config.get("use_lstm"):
+            if model_interface is not None:
+                raise NotImplementedError(
+                    f"use_lstm with the {model_interface.__name__} model interface is not "
+                    "supported: only policy-gradient models can be wrapped in an LSTM."
+                )
+            base = default_model(obs_space, action_space, None, config, f"{name}_base")
+            return LSTMWrapper(
+                obs_space, action_space, num_outputs, config, name, base=base, **model_kwargs
+            )
         model_cls = _wrap_if_needed(default_model, model_interface)
         return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)
 

@@ -69,7 +69,13 @@ def export_onnx(
         raise ImportError("ONNX export needs the `onnx` extra: pip install 'corral[onnx]'") from e
     os.makedirs(export_dir, exist_ok=True)
     path = os.path.join(export_dir, "model.onnx")
+    dynamo = int(opset) >= _FIRST_DYNAMO_OPSET
     batch = {0: "batch"}
+    dynamic = (
+        {"dynamic_shapes": {"obs": {0: torch.export.Dim("batch")}}}
+        if dynamo
+        else {"dynamic_axes": {"obs": batch, "output": batch, "value": batch}}
+    )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -80,8 +86,8 @@ def export_onnx(
             opset_version=int(opset),
             input_names=["obs"],
             output_names=["output", "value"],
-            dynamic_axes={"obs": batch, "output": batch, "value": batch},
-            dynamo=int(opset) >= _FIRST_DYNAMO_OPSET,
+            dynamo=dynamo,
+            **dynamic,
         )
     return path
 

@@ -110,6 +110,11 @@ class PolicyMap(MutableMapping):
         """Ids of the policies held as objects, least recently used first."""
         return list(self._in_memory)
 
+    def spaces(self, policy_id: str) -> tuple[Any, Any]:
+        """(observation space, action space) of a policy, without loading it."""
+        _, obs_space, act_space, _ = self._specs[policy_id]
+        return obs_space, act_space
+
     def weights_seq(self, policy_id: str) -> int:
         """The policy's update counter, without loading it when spilled."""
         policy = self._in_memory.get(policy_id)

@@ -20,6 +20,7 @@ from corral.models.preprocessors import get_preprocessor
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
+from corral.utils.spaces import unflatten_actions
 
 TensorDict = dict[str, torch.Tensor]
 
@@ -90,6 +91,8 @@ class TorchPolicy(Policy):
 
     def _init_action_bounds(self, space: gym.Space) -> None:
         self._low = self._high = None
+        # Tuple/Dict actions travel as flat rows (see corral.utils.spaces).
+        self._nested_actions = isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict))
         if isinstance(space, gym.spaces.Box):
             self._low = space.low.astype(np.float32)
             self._high = space.high.astype(np.float32)
@@ -183,8 +186,12 @@ class TorchPolicy(Policy):
 
         With `normalize_actions`, the policy acts in [-1, 1] and the action is
         stretched onto [low, high] (then clipped); with `clip_actions` it is
-        only clipped. Non-Box action spaces pass through.
+        only clipped. Tuple/Dict actions are rebuilt from their flat rows (a
+        list of nested actions, Box leaves treated as above); other spaces pass
+        through.
         """
+        if self._nested_actions:
+            return unflatten_actions(self.action_space, actions, unsquash, clip)
         if self._low is None or not (unsquash or clip):
             return actions
         if unsquash:

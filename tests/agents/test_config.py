@@ -686,7 +686,6 @@ NON_DEFAULT_SAMPLES = {
     "render_env": True,
     "record_env": "videos",
     "compress_observations": True,
-    "observation_filter": "MeanStdFilter",
     "input": "/tmp/data/*.json",
     "output": "logdir",
     "postprocess_inputs": True,
@@ -707,14 +706,9 @@ NON_DEFAULT_SAMPLES = {
     "multiagent/policy_map_cache": "/tmp/cache",
     "model/use_lstm": True,
     "model/use_attention": True,
-    "model/conv_filters": [[16, [4, 4], 2]],
-    "model/custom_model": "mine",
-    "model/custom_action_dist": "dist",
     "model/custom_preprocessor": "prep",
     "model/lstm_use_prev_action": True,
     "model/lstm_use_prev_reward": True,
-    "model/post_fcnet_hiddens": [64],
-    "model/no_final_linear": True,
 }
 
 
@@ -807,8 +801,8 @@ def test_algorithm_defaults_are_the_baseline():
 
 
 def test_fixed_off_values_ignore_algorithm_defaults():
-    defaults = with_common_config({"observation_filter": "MeanStdFilter"})
-    with pytest.raises(NotImplementedError, match="'observation_filter'"):
+    defaults = with_common_config({"input": "/tmp/data/*.json"})
+    with pytest.raises(NotImplementedError, match="'input'"):
         check_not_implemented(merge_trainer_configs(defaults, {}), defaults)
 
 

@@ -74,17 +74,22 @@ class EnsembleMLP(nn.Module):
             nn.init.uniform_(self.weights[-1], -bound, bound)
             nn.init.uniform_(self.biases[-1], -bound, bound)
 
-    def forward(self, x: TensorType) -> TensorType:
+    def forward(self, x: TensorType, detach_params: bool = False) -> TensorType:
+        """`[B, in] -> [E, B, out]`. With `detach_params` the result still depends
+        on `x` differentiably, but no gradient reaches this module's parameters
+        (an actor's loss through its critics)."""
+        weights, biases = list(self.weights), list(self.biases)
+        if detach_params:
+            weights = [w.detach() for w in weights]
+            biases = [b.detach() for b in biases]
         # The first layer's input is shared: one [B, in] x [in, E * out] matmul.
-        w0, b0 = self.weights[0], self.biases[0]
-        e, fan_in, fan_out = w0.shape
-        h = (x @ w0.permute(1, 0, 2).reshape(fan_in, e * fan_out)).view(-1, e, fan_out)
-        h = h.transpose(0, 1) + b0
-        last = len(self.weights) - 1
-        for i in range(1, last + 1):
+        e, fan_in, fan_out = weights[0].shape
+        h = (x @ weights[0].permute(1, 0, 2).reshape(fan_in, e * fan_out)).view(-1, e, fan_out)
+        h = h.transpose(0, 1) + biases[0]
+        for w, b in zip(weights[1:], biases[1:]):
             if self.activation is not None:
                 h = self.activation(h)
-            h = torch.baddbmm(self.biases[i], h, self.weights[i])
+            h = torch.baddbmm(b, h, w)
         return h
 
 
@@ -169,11 +174,16 @@ class SACTorchModel(TorchModelV2):
         mean, log_std = out.chunk(2, dim=-1)
         return torch.cat([mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)], dim=-1)
 
-    def q_ensemble(self, model_out: TensorType, actions: TensorType | None = None) -> TensorType:
+    def q_ensemble(
+        self,
+        model_out: TensorType,
+        actions: TensorType | None = None,
+        detach_params: bool = False,
+    ) -> TensorType:
         """All Q-nets at once: `[E, B]` for Box actions, `[E, B, |A|]` for Discrete."""
         if self.discrete:
-            return self.q_net(model_out)
-        return self.q_net(torch.cat([model_out, actions], dim=-1)).squeeze(-1)
+            return self.q_net(model_out, detach_params)
+        return self.q_net(torch.cat([model_out, actions], dim=-1), detach_params).squeeze(-1)
 
     def get_q_values(self, model_out: TensorType, actions: TensorType | None = None) -> TensorType:
         """Q-values of the first Q-net."""

@@ -6,12 +6,13 @@ temperature of Haarnoja et al. 2018b ("Soft Actor-Critic Algorithms and
 Applications", arXiv:1812.05905); discrete actions as in Christodoulou 2019
 ("Soft Actor-Critic for Discrete Action Settings", arXiv:1910.07207).
 
-One gradient step (`learn_step`) updates, in this order:
-1. the temperature alpha (eq. 18 of 1812.05905),
-2. the Q-networks towards the soft Bellman target (eqs. 5-6 of 1801.01290,
-   clipped double-Q: the minimum of the two target critics),
-3. the actor through the reparameterised sample (eq. 12 of 1801.01290),
-then moves the target critics towards the critics by polyak averaging with `tau`.
+One gradient step (`learn_step`) computes three losses from the same
+parameters, as RLlib does, and applies them in one optimiser step:
+- the Q-networks towards the soft Bellman target (eqs. 5-6 of 1801.01290,
+  clipped double-Q: the minimum of the two target critics),
+- the actor through the reparameterised sample (eq. 12 of 1801.01290),
+- the temperature alpha (eq. 18 of 1812.05905);
+then it moves the target critics towards the critics by polyak averaging with `tau`.
 """
 
 from __future__ import annotations
@@ -97,21 +98,21 @@ class SACTorchPolicy(TorchPolicy):
             target_entropy=cfg["target_entropy"],
         )
 
-    def make_optimizer(self) -> dict[str, torch.optim.Optimizer]:
-        """Adam for the actor, the critics and the temperature, with the three
-        `optimization` learning rates (fused kernels: one launch per step)."""
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """One fused Adam with three parameter groups (actor, critic, alpha), each
+        with its `optimization` learning rate: the three losses have disjoint
+        parameters, so one step of one optimiser updates all three at once."""
         lrs = self.config["optimization"]
         kwargs = dict(self.config.get("optimizer") or {})
         if "foreach" not in kwargs:
             kwargs.setdefault("fused", True)
         m = self.model
-        return {
-            "actor": torch.optim.Adam(
-                m.policy_variables(), lr=lrs["actor_learning_rate"], **kwargs
-            ),
-            "critic": torch.optim.Adam(m.q_variables(), lr=lrs["critic_learning_rate"], **kwargs),
-            "alpha": torch.optim.Adam([m.log_alpha], lr=lrs["entropy_learning_rate"], **kwargs),
-        }
+        groups = [
+            {"params": m.policy_variables(), "lr": lrs["actor_learning_rate"], "name": "actor"},
+            {"params": m.q_variables(), "lr": lrs["critic_learning_rate"], "name": "critic"},
+            {"params": [m.log_alpha], "lr": lrs["entropy_learning_rate"], "name": "alpha"},
+        ]
+        return torch.optim.Adam(groups, **kwargs)
 
     # -- acting -------------------------------------------------------------
 
@@ -159,127 +160,110 @@ class SACTorchPolicy(TorchPolicy):
 
     # -- learning -----------------------------------------------------------
 
-    def learn_step(
-        self, batch: TensorDict, optimizers: dict[str, torch.optim.Optimizer]
-    ) -> dict[str, torch.Tensor]:
+    def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
         """One SAC gradient step on a minibatch of transitions (see the module docstring)."""
         if self.discrete:
-            stats = self._learn_step_discrete(batch, optimizers)
+            stats = self._losses_discrete(batch)
         else:
-            stats = self._learn_step_continuous(batch, optimizers)
+            stats = self._losses_continuous(batch)
+        # The three losses touch disjoint parameters (the actor's loss sees the
+        # critics through detached weights), so one backward pass of their sum
+        # gives each parameter group exactly its own loss's gradient.
+        optimizer.zero_grad(set_to_none=True)
+        (stats["actor_loss"] + stats["critic_loss"] + stats["alpha_loss"]).backward()
+        grad_clip = self.config.get("grad_clip")
+        if grad_clip:
+            for group in optimizer.param_groups:
+                torch.nn.utils.clip_grad_norm_(group["params"], grad_clip)
+        optimizer.step()
         if self.polyak_every_step:
             self.update_target(self.tau)
-        return stats
+        return {k: v.detach() for k, v in stats.items()}
 
-    def _learn_step_continuous(
-        self, batch: TensorDict, opt: dict[str, torch.optim.Optimizer]
-    ) -> dict[str, torch.Tensor]:
+    def _losses_continuous(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
         obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
         not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
+        alpha = m.log_alpha.detach().exp()
 
         # a ~ pi(.|s) by reparameterisation (a = tanh(mean + std * eps)).
         actions_pi, logp_pi = squashed_gaussian_sample(
             m.get_policy_output(obs), self.deterministic_loss
         )
 
-        # 1. Temperature: J(alpha) = E[-alpha (log pi(a|s) + H_target)] (eq. 18, 1812.05905);
-        #    optimised in log space so alpha stays positive.
-        alpha_loss = -(m.log_alpha * (logp_pi.detach() + m.target_entropy)).mean()
-        self._step(opt["alpha"], alpha_loss, [m.log_alpha])
-        alpha = m.log_alpha.detach().exp()
-
-        # 2. Critics: y = r + gamma^n (1 - terminated) (min_j Q'_j(s', a') - alpha log pi(a'|s')),
-        #    a' ~ pi(.|s'); J(Q_i) = E[1/2 (Q_i(s, a) - y)^2] (eqs. 5-6 of 1801.01290).
+        # Critics: y = r + gamma^n (1 - terminated) (min_j Q'_j(s', a') - alpha log pi(a'|s')),
+        # a' ~ pi(.|s'); J(Q_i) = E[1/2 (Q_i(s, a) - y)^2] (eqs. 5-6 of 1801.01290).
         with torch.no_grad():
             next_actions, next_logp = squashed_gaussian_sample(
                 m.get_policy_output(next_obs), self.deterministic_loss
             )
             next_q = self.target_q(torch.cat([next_obs, next_actions], -1)).squeeze(-1).amin(0)
-            target = batch[SampleBatch.REWARDS] + bootstrap_discount(
-                batch, self.gamma
-            ) * not_done * (next_q - alpha * next_logp)
+            discount = bootstrap_discount(batch, self.gamma)
+            target = batch[SampleBatch.REWARDS] + discount * not_done * (next_q - alpha * next_logp)
         q = m.q_ensemble(obs, batch[SampleBatch.ACTIONS])
         td_error = q - target
         critic_loss = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1).sum()
-        self._step(opt["critic"], critic_loss, m.q_variables())
 
-        # 3. Actor: J(pi) = E[alpha log pi(a|s) - min_j Q_j(s, a)] (eq. 12 of 1801.01290),
-        #    the gradient reaching the policy through a; the critics are not trained by it.
-        q_pi = m.q_ensemble(obs, actions_pi).amin(0)
+        # Actor: J(pi) = E[alpha log pi(a|s) - min_j Q_j(s, a)] (eq. 12 of 1801.01290),
+        # the gradient reaching the policy through a; it does not train the critics.
+        q_pi = m.q_ensemble(obs, actions_pi, detach_params=True).amin(0)
         actor_loss = (alpha * logp_pi - q_pi).mean()
-        self._step(opt["actor"], actor_loss, m.policy_variables())
+
+        # Temperature: J(alpha) = E[-alpha (log pi(a|s) + H_target)] (eq. 18 of 1812.05905),
+        # in log space so that alpha stays positive.
+        alpha_loss = -(m.log_alpha * (logp_pi.detach() + m.target_entropy)).mean()
 
         return {
-            "actor_loss": actor_loss.detach(),
-            "critic_loss": critic_loss.detach(),
-            "alpha_loss": alpha_loss.detach(),
+            "actor_loss": actor_loss,
+            "critic_loss": critic_loss,
+            "alpha_loss": alpha_loss,
             "alpha_value": alpha,
-            "entropy": -logp_pi.detach().mean(),
-            "mean_q": q.detach().mean(),
-            "mean_td_error": td_error.detach().abs().mean(),
+            "entropy": -logp_pi.mean(),
+            "mean_q": q.mean(),
+            "mean_td_error": td_error.abs().mean(),
         }
 
-    def _learn_step_discrete(
-        self, batch: TensorDict, opt: dict[str, torch.optim.Optimizer]
-    ) -> dict[str, torch.Tensor]:
+    def _losses_discrete(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
         obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
         not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
+        alpha = m.log_alpha.detach().exp()
 
         # With finitely many actions, expectations over pi are exact sums (Christodoulou 2019).
         log_pi = torch.log_softmax(m.get_policy_output(obs), dim=-1)
         pi = log_pi.exp()
         neg_entropy = (pi * log_pi).sum(-1)
 
-        # 1. Temperature: J(alpha) = E_s[-alpha (sum_a pi log pi + H_target)] (eq. 11).
-        alpha_loss = -(m.log_alpha * (neg_entropy.detach() + m.target_entropy)).mean()
-        self._step(opt["alpha"], alpha_loss, [m.log_alpha])
-        alpha = m.log_alpha.detach().exp()
-
-        # 2. Critics: y = r + gamma^n (1 - terminated) V'(s'),
-        #    V'(s') = sum_a' pi(a'|s') (min_j Q'_j(s', a') - alpha log pi(a'|s')) (eq. 10).
+        # Critics: y = r + gamma^n (1 - terminated) V'(s'),
+        # V'(s') = sum_a' pi(a'|s') (min_j Q'_j(s', a') - alpha log pi(a'|s')) (eq. 10).
         with torch.no_grad():
             next_log_pi = torch.log_softmax(m.get_policy_output(next_obs), dim=-1)
             next_q = self.target_q(next_obs).amin(0)
             next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)
-            target = (
-                batch[SampleBatch.REWARDS]
-                + bootstrap_discount(batch, self.gamma) * not_done * next_v
-            )
+            discount = bootstrap_discount(batch, self.gamma)
+            target = batch[SampleBatch.REWARDS] + discount * not_done * next_v
         q_all = m.q_ensemble(obs)
         index = batch[SampleBatch.ACTIONS].long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
         q = q_all.gather(-1, index).squeeze(-1)
         td_error = q - target
         critic_loss = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1).sum()
-        self._step(opt["critic"], critic_loss, m.q_variables())
 
-        # 3. Actor: J(pi) = E_s[sum_a pi(a|s) (alpha log pi(a|s) - min_j Q_j(s, a))] (eq. 12).
+        # Actor: J(pi) = E_s[sum_a pi(a|s) (alpha log pi(a|s) - min_j Q_j(s, a))] (eq. 12).
         q_min = q_all.detach().amin(0)
         actor_loss = (pi * (alpha * log_pi - q_min)).sum(-1).mean()
-        self._step(opt["actor"], actor_loss, m.policy_variables())
+
+        # Temperature: J(alpha) = E_s[-alpha (sum_a pi log pi + H_target)] (eq. 11).
+        alpha_loss = -(m.log_alpha * (neg_entropy.detach() + m.target_entropy)).mean()
 
         return {
-            "actor_loss": actor_loss.detach(),
-            "critic_loss": critic_loss.detach(),
-            "alpha_loss": alpha_loss.detach(),
+            "actor_loss": actor_loss,
+            "critic_loss": critic_loss,
+            "alpha_loss": alpha_loss,
             "alpha_value": alpha,
-            "entropy": -neg_entropy.detach().mean(),
-            "mean_q": q.detach().mean(),
-            "mean_td_error": td_error.detach().abs().mean(),
+            "entropy": -neg_entropy.mean(),
+            "mean_q": q.mean(),
+            "mean_td_error": td_error.abs().mean(),
         }
-
-    def _step(
-        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.Tensor]
-    ) -> None:
-        """Backward into `params` only (other nets the loss passes through get no
-        gradients), clip to `grad_clip` when set, then step."""
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward(inputs=params)
-        grad_clip = self.config.get("grad_clip")
-        if grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        optimizer.step()
 
     @staticmethod
     def _prio_weights(batch: TensorDict) -> torch.Tensor | float:

@@ -27,9 +27,11 @@ class PettingZooEnv(MultiAgentEnv):
     """
 
     def __init__(self, env: Any) -> None:
+        from pettingzoo.utils.env import AECEnv
+
         super().__init__()
         self.env = env
-        self.is_aec = hasattr(env, "agent_selection")
+        self.is_aec = isinstance(env, AECEnv)
         self.possible_agents = list(env.possible_agents)
         self.agents = list(self.possible_agents)
         self.observation_spaces = {a: env.observation_space(a) for a in self.possible_agents}

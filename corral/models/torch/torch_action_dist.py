@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.utils.spaces import flat_action_size, flatten_space
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -300,10 +301,90 @@ class TorchDeterministic(TorchDistributionWrapper):
         return int(np.prod(action_space.shape))
 
 
+class TorchMultiActionDistribution(TorchDistributionWrapper):
+    """Independent distributions for the leaves of a ``Tuple`` or ``Dict`` action space.
+
+    ``inputs`` is the concatenation of each child's inputs. Actions travel *flat*: one
+    float32 row per action, each leaf taking :func:`flat_action_size` columns (a discrete
+    choice is stored as its index), so the sampler's numpy buffers and the learner's
+    tensors need no nested structures; ``TorchPolicy.to_env_actions`` rebuilds the tuples
+    and dicts for the env. Log-likelihoods, entropies and KLs are summed over the leaves.
+
+    :param child_distributions: one distribution class (or partial) per leaf.
+    :param input_lens: number of inputs of each child.
+    :param action_space: the ``Tuple``/``Dict`` space.
+    """
+
+    def __init__(
+        self,
+        inputs: TensorType,
+        model: TorchModelV2 | None = None,
+        *,
+        child_distributions: Sequence[type],
+        input_lens: Sequence[int],
+        action_space: gym.Space,
+    ) -> None:
+        super().__init__(inputs, model)
+        self.action_space = action_space
+        leaves = flatten_space(action_space)
+        self.action_lens = [flat_action_size(leaf) for leaf in leaves]
+        self._discrete = [isinstance(leaf, gym.spaces.Discrete) for leaf in leaves]
+        self.children = [
+            dist(chunk, model)
+            for dist, chunk in zip(child_distributions, torch.split(inputs, list(input_lens), -1))
+        ]
+
+    def _flat(self, samples: list[TensorType]) -> TensorType:
+        rows = [s.float().reshape(s.shape[0], -1) for s in samples]
+        return torch.cat(rows, dim=-1)
+
+    def _split(self, actions: TensorType) -> list[TensorType]:
+        parts = torch.split(actions.reshape(actions.shape[0], -1), self.action_lens, dim=-1)
+        return [p[:, 0].long() if d else p for p, d in zip(parts, self._discrete)]
+
+    def sample(self) -> TensorType:
+        self.last_sample = self._flat([c.sample() for c in self.children])
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        self.last_sample = self._flat([c.deterministic_sample() for c in self.children])
+        return self.last_sample
+
+    def logp(self, actions: TensorType) -> TensorType:
+        parts = self._split(actions)
+        return torch.stack([c.logp(a) for c, a in zip(self.children, parts)], -1).sum(-1)
+
+    def multi_entropy(self) -> TensorType:
+        return torch.stack([c.entropy() for c in self.children], dim=-1)
+
+    def entropy(self) -> TensorType:
+        return self.multi_entropy().sum(-1)
+
+    def multi_kl(self, other: TorchDistributionWrapper) -> TensorType:
+        if not isinstance(other, TorchMultiActionDistribution):
+            raise TypeError(
+                f"kl() needs another TorchMultiActionDistribution, got {type(other).__name__}"
+            )
+        return torch.stack([c.kl(o) for c, o in zip(self.children, other.children)], -1)
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        return self.multi_kl(other).sum(-1)
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        from corral.models.catalog import ModelCatalog
+
+        return sum(
+            ModelCatalog.get_action_dist(leaf, model_config)[1]
+            for leaf in flatten_space(action_space)
+        )
+
+
 __all__ = [
     "TorchCategorical",
     "TorchDeterministic",
     "TorchDiagGaussian",
     "TorchDistributionWrapper",
+    "TorchMultiActionDistribution",
     "TorchMultiCategorical",
 ]

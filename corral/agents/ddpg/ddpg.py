@@ -1,0 +1,117 @@
+"""DDPG (Lillicrap et al. 2015) through the classic Trainer API.
+
+`DEFAULT_CONFIG` keeps RLlib 1.x's DDPG keys and defaults (TD3's settings are
+in `td3.py`). Training is the replay loop of `corral.agents.off_policy`; the
+losses are in `ddpg_torch_policy.py`.
+"""
+
+from __future__ import annotations
+
+from corral.agents.config import with_common_config
+from corral.agents.ddpg.ddpg_torch_policy import DDPGTorchPolicy
+from corral.agents.off_policy import OffPolicyTrainer
+from corral.agents.sac.sac import check_replay_config
+from corral.utils.deprecation import DEPRECATED_VALUE
+
+DEFAULT_CONFIG = with_common_config(
+    {
+        # === TD3 switches (all off for DDPG) ===
+        # Two critics and the minimum of their targets (clipped double-Q).
+        "twin_q": False,
+        # Update the actor (and the targets) once per this many critic updates.
+        "policy_delay": 1,
+        # Add clipped noise to the target actor's actions (target policy smoothing).
+        "smooth_target_policy": False,
+        # Standard deviation of that noise, in the policy's action units.
+        "target_noise": 0.2,
+        # Clip of that noise.
+        "target_noise_clip": 0.5,
+        # === Evaluation ===
+        "evaluation_interval": None,
+        "evaluation_num_episodes": 10,
+        # === Model ===
+        # Run observations through the `model` network first (not built yet).
+        "use_state_preprocessor": False,
+        "actor_hiddens": [400, 300],
+        "actor_hidden_activation": "relu",
+        "critic_hiddens": [400, 300],
+        "critic_hidden_activation": "relu",
+        # n-step returns for the critics' targets.
+        "n_step": 1,
+        # === Exploration ===
+        "exploration_config": {
+            # Ornstein-Uhlenbeck noise (temporally correlated), as in the DDPG paper.
+            "type": "OrnsteinUhlenbeckNoise",
+            # Uniform random actions for this many timesteps first.
+            "random_timesteps": 1000,
+            # The process value times this (times the action range) is added.
+            "ou_base_scale": 0.1,
+            "ou_theta": 0.15,
+            "ou_sigma": 0.2,
+            # The noise scale decays linearly from initial to final over scale_timesteps.
+            "initial_scale": 1.0,
+            "final_scale": 0.02,
+            "scale_timesteps": 10000,
+        },
+        "timesteps_per_iteration": 1000,
+        # Evaluate the deterministic actor.
+        "evaluation_config": {"explore": False},
+        # === Replay buffer ===
+        # Deprecated: use `replay_buffer_config: {capacity: ...}`.
+        "buffer_size": DEPRECATED_VALUE,
+        "replay_buffer_config": {
+            "type": "MultiAgentReplayBuffer",
+            "capacity": 50000,
+        },
+        # Write the replay buffer into checkpoints (not built yet).
+        "store_buffer_in_checkpoints": False,
+        "prioritized_replay": True,
+        "prioritized_replay_alpha": 0.6,
+        "prioritized_replay_beta": 0.4,
+        "prioritized_replay_beta_annealing_timesteps": 20000,
+        "final_prioritized_replay_beta": 0.4,
+        "prioritized_replay_eps": 1e-6,
+        # Compress observations in the buffer (not built yet).
+        "compress_observations": False,
+        # Trained rows per sampled env step (None: one train batch per fragment round).
+        "training_intensity": None,
+        # === Optimisation ===
+        "critic_lr": 1e-3,
+        "actor_lr": 1e-3,
+        # Sampled env steps between target updates (0: polyak by `tau` after each
+        # actor update).
+        "target_network_update_freq": 0,
+        # Polyak coefficient of the target updates.
+        "tau": 0.002,
+        # Huber instead of squared TD errors in the critic loss, with this threshold.
+        "use_huber": False,
+        "huber_threshold": 1.0,
+        # Weight of the L2 penalty on the actor's and critics' weight matrices.
+        "l2_reg": 1e-6,
+        # Clip each group's gradients to this global norm (None: no clipping).
+        "grad_clip": None,
+        # Env steps sampled before the first update.
+        "learning_starts": 1500,
+        # === Parallelism ===
+        "rollout_fragment_length": 1,
+        "train_batch_size": 256,
+        "num_workers": 0,
+        # Compute priorities in the workers (not built yet).
+        "worker_side_prioritization": False,
+        "min_iter_time_s": 1,
+    }
+)
+
+
+class DDPGTrainer(OffPolicyTrainer):
+    """Deep Deterministic Policy Gradient (arXiv:1509.02971); TD3 by configuration."""
+
+    _name = "DDPG"
+    _default_config = DEFAULT_CONFIG
+    _policy_class = DDPGTorchPolicy
+
+    def validate_config(self, config: dict) -> None:
+        super().validate_config(config)
+        check_replay_config(config)
+        if int(config["policy_delay"]) < 1:
+            raise ValueError(f"`policy_delay` must be >= 1, got {config['policy_delay']}.")

@@ -1,0 +1,108 @@
+"""DDPG/TD3's networks: a deterministic tanh actor and one or two Q-networks."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from corral.agents.sac.sac_torch_model import MLP, EnsembleMLP
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.utils.error import UnsupportedSpaceException
+
+
+class DDPGTorchModel(TorchModelV2):
+    """Actor mu(s) and critics Q_j(s, a), as RLlib 1.x's DDPG model exposes them.
+
+    The actor ends in tanh: its actions lie in [-1, 1] (`normalize_actions`) or,
+    stretched, in the action space's bounds. The critics (two with `twin_q`)
+    run as one `EnsembleMLP` over `concat(obs, action)`.
+
+    :param actor_hiddens: / :param actor_hidden_activation: the actor's dense layers.
+    :param critic_hiddens: / :param critic_hidden_activation: each critic's dense layers.
+    :param twin_q: two critics (TD3's clipped double-Q).
+    :param normalize_actions: act in [-1, 1] instead of the space's bounds.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int | None,
+        model_config: ModelConfigDict,
+        name: str,
+        *,
+        actor_hiddens: list[int],
+        actor_hidden_activation: str = "relu",
+        critic_hiddens: list[int],
+        critic_hidden_activation: str = "relu",
+        twin_q: bool = False,
+        normalize_actions: bool = True,
+    ) -> None:
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+            raise UnsupportedSpaceException(
+                f"DDPG/TD3 need a 1-D Box action space, got {action_space}."
+            )
+        if not normalize_actions and not (
+            np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+        ):
+            raise ValueError(f"normalize_actions=False needs finite bounds, got {action_space}.")
+        obs_dim = int(gym.spaces.utils.flatdim(obs_space))
+        action_dim = int(action_space.shape[0])
+        self.twin_q = bool(twin_q)
+        self.actor = MLP(
+            obs_dim, [int(h) for h in actor_hiddens], action_dim, actor_hidden_activation
+        )
+        self.q_net = EnsembleMLP(
+            2 if self.twin_q else 1,
+            obs_dim + action_dim,
+            [int(h) for h in critic_hiddens],
+            1,
+            critic_hidden_activation,
+        )
+        if normalize_actions:
+            low, high = -np.ones(action_dim), np.ones(action_dim)
+        else:
+            low, high = action_space.low, action_space.high
+        self.register_buffer("action_low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("action_high", torch.as_tensor(high, dtype=torch.float32))
+
+    def forward(
+        self,
+        input_dict: dict[str, TensorType],
+        state: list[TensorType],
+        seq_lens: TensorType | None,
+    ) -> tuple[TensorType, list[TensorType]]:
+        """Passes the (flattened) observations through: they are the heads' input."""
+        obs = input_dict["obs"]
+        return obs.reshape(obs.shape[0], -1).float(), state
+
+    def get_policy_output(self, model_out: TensorType) -> TensorType:
+        """mu(s): tanh of the actor's output, stretched onto [action_low, action_high]."""
+        squashed = torch.tanh(self.actor(model_out))
+        return self.action_low + (squashed + 1.0) * 0.5 * (self.action_high - self.action_low)
+
+    def q_ensemble(
+        self, model_out: TensorType, actions: TensorType, detach_params: bool = False
+    ) -> TensorType:
+        """All critics at once: `[E, B]`."""
+        return self.q_net(torch.cat([model_out, actions], dim=-1), detach_params).squeeze(-1)
+
+    def get_q_values(self, model_out: TensorType, actions: TensorType) -> TensorType:
+        return self.q_ensemble(model_out, actions)[0]
+
+    def get_twin_q_values(self, model_out: TensorType, actions: TensorType) -> TensorType:
+        if not self.twin_q:
+            raise ValueError("get_twin_q_values() needs twin_q=True.")
+        return self.q_ensemble(model_out, actions)[1]
+
+    def policy_variables(self) -> list[nn.Parameter]:
+        return list(self.actor.parameters())
+
+    def q_variables(self) -> list[nn.Parameter]:
+        return list(self.q_net.parameters())
+
+    def value_function(self) -> TensorType:
+        raise NotImplementedError("DDPG has no state-value head; use get_q_values().")

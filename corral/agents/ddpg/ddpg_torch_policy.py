@@ -1,0 +1,231 @@
+"""DDPG's and TD3's policy: deterministic actor, (twin) critics, target networks.
+
+DDPG: Lillicrap et al. 2015, "Continuous control with deep reinforcement
+learning" (arXiv:1509.02971). TD3: Fujimoto et al. 2018, "Addressing Function
+Approximation Error in Actor-Critic Methods" (arXiv:1802.09477), which adds
+clipped double-Q (`twin_q`), target policy smoothing (`smooth_target_policy`,
+`target_noise`, `target_noise_clip`) and delayed actor and target updates
+(`policy_delay`). Exploration noise (Ornstein-Uhlenbeck for DDPG, Gaussian for
+TD3) comes from `exploration_config`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from corral.agents.ddpg.ddpg_torch_model import DDPGTorchModel
+from corral.agents.off_policy import PRIO_WEIGHTS, bootstrap_discount, polyak_update
+from corral.models.torch.torch_action_dist import TorchDeterministic
+from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.replay_buffers import N_STEP, adjust_nstep
+
+TARGET_PREFIX = "_target_model."
+
+
+class DDPGTorchPolicy(TorchPolicy):
+    """Deterministic policy gradient with target networks (DDPG; TD3 by config)."""
+
+    postprocess_batched = True
+    train_columns = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.TERMINATEDS,
+        N_STEP,
+        PRIO_WEIGHTS,
+    )
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+        super().__init__(observation_space, action_space, config)
+        # The target actor gives a' for the critics' targets; the target critics value it.
+        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+        self.gamma = float(config["gamma"])
+        self.tau = float(config["tau"])
+        self.polyak_every_step = not config.get("target_network_update_freq")
+        self.num_critic_updates = 0
+        self._last_actor_loss = torch.tensor(0.0)
+
+    def make_model(self, num_outputs: int) -> DDPGTorchModel:
+        cfg = self.config
+        return DDPGTorchModel(
+            self.preprocessor.observation_space,
+            self.action_space,
+            num_outputs,
+            cfg["model"],
+            "ddpg_model",
+            actor_hiddens=cfg["actor_hiddens"],
+            actor_hidden_activation=cfg["actor_hidden_activation"],
+            critic_hiddens=cfg["critic_hiddens"],
+            critic_hidden_activation=cfg["critic_hidden_activation"],
+            twin_q=cfg["twin_q"],
+            normalize_actions=cfg["normalize_actions"],
+        )
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """One fused Adam, groups actor (`actor_lr`) and critic (`critic_lr`). On
+        steps without an actor update the actor has no gradients, and Adam skips it."""
+        kwargs = dict(self.config.get("optimizer") or {})
+        if "foreach" not in kwargs:
+            kwargs.setdefault("fused", True)
+        groups = [
+            {
+                "params": self.model.policy_variables(),
+                "lr": self.config["actor_lr"],
+                "name": "actor",
+            },
+            {"params": self.model.q_variables(), "lr": self.config["critic_lr"], "name": "critic"},
+        ]
+        return torch.optim.Adam(groups, **kwargs)
+
+    # -- acting -------------------------------------------------------------
+
+    def compute_actions_from_obs(
+        self, obs: np.ndarray, explore: bool | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if explore is None:
+            explore = self.config.get("explore", True)
+        with torch.inference_mode():
+            obs_t = torch.from_numpy(obs).reshape(len(obs), -1)
+            mu = self.model.get_policy_output(obs_t)
+            actions, logp = self.exploration.get_exploration_action(
+                TorchDeterministic(mu, self.model), self.global_timestep, explore
+            )
+        return actions.numpy(), {SampleBatch.ACTION_LOGP: logp.numpy()}
+
+    # -- experience ---------------------------------------------------------
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        n_step = int(self.config["n_step"])
+        return sample_batch if n_step == 1 else adjust_nstep(n_step, self.gamma, sample_batch)
+
+    # -- learning -----------------------------------------------------------
+
+    def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
+        """One critic update; every `policy_delay`-th call also one actor update
+        and (with `target_network_update_freq: 0`) one polyak step of the targets."""
+        cfg = self.config
+        m, target_m = self.model, self.target_model
+        obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
+        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
+
+        # Critics: y = r + gamma^n (1 - terminated) min_j Q'_j(s', a'), a' = mu'(s')
+        # (eq. 5 of 1509.02971; the min over twins is eq. 10 of 1802.09477).
+        with torch.no_grad():
+            next_actions = target_m.get_policy_output(next_obs)
+            if cfg["smooth_target_policy"]:
+                # Target policy smoothing: a' + clip(N(0, sigma), -c, c) (eq. 14 of 1802.09477).
+                noise = torch.randn_like(next_actions) * cfg["target_noise"]
+                noise = noise.clamp(-cfg["target_noise_clip"], cfg["target_noise_clip"])
+                next_actions = torch.maximum(
+                    torch.minimum(next_actions + noise, m.action_high), m.action_low
+                )
+            next_q = target_m.q_ensemble(next_obs, next_actions).amin(0)
+            discount = bootstrap_discount(batch, self.gamma)
+            target = batch[SampleBatch.REWARDS] + discount * not_done * next_q
+        q = m.q_ensemble(obs, batch[SampleBatch.ACTIONS])
+        td_error = q - target
+        if cfg["use_huber"]:
+            errors = F.huber_loss(
+                td_error, torch.zeros_like(td_error), reduction="none", delta=cfg["huber_threshold"]
+            )
+        else:
+            errors = 0.5 * td_error.pow(2)
+        weights = batch.get(PRIO_WEIGHTS)
+        critic_loss = (errors if weights is None else errors * weights).mean(-1).sum()
+        critic_loss = critic_loss + self._l2(m.q_variables())
+        loss = critic_loss
+
+        # Actor, every `policy_delay` critic updates: J(mu) = -E[Q_1(s, mu(s))]
+        # (eq. 6 of 1509.02971), through critic weights it does not train.
+        self.num_critic_updates += 1
+        update_actor = self.num_critic_updates % int(cfg["policy_delay"]) == 0
+        if update_actor:
+            actor_loss = -m.q_ensemble(obs, m.get_policy_output(obs), detach_params=True)[0].mean()
+            actor_loss = actor_loss + self._l2(m.policy_variables())
+            loss = loss + actor_loss
+            self._last_actor_loss = actor_loss.detach()
+
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.get("grad_clip"):
+            for group in optimizer.param_groups:
+                torch.nn.utils.clip_grad_norm_(group["params"], cfg["grad_clip"])
+        optimizer.step()
+        if update_actor and self.polyak_every_step:
+            self.update_target(self.tau)
+        return {
+            "actor_loss": self._last_actor_loss,
+            "critic_loss": critic_loss.detach(),
+            "mean_q": q.detach().mean(),
+            "mean_td_error": td_error.detach().abs().mean(),
+        }
+
+    def _l2(self, params: list[torch.Tensor]) -> torch.Tensor | float:
+        """`l2_reg` * sum of 0.5 ||W||^2 over weight matrices (RLlib's regulariser)."""
+        l2_reg = self.config.get("l2_reg") or 0.0
+        if not l2_reg:
+            return 0.0
+        return l2_reg * sum(0.5 * p.pow(2).sum() for p in params if p.dim() > 1)
+
+    def update_target(self, tau: float | None = None) -> None:
+        """Target actor and critics <- tau * online + (1 - tau) * target."""
+        polyak_update(self.model, self.target_model, self.tau if tau is None else tau)
+
+    def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
+        """|TD error| of the first critic per transition (for prioritized replay)."""
+        t = {
+            k: torch.from_numpy(np.ascontiguousarray(batch[k]))
+            for k in self.train_columns
+            if k in batch
+        }
+        with torch.no_grad():
+            next_obs = t[SampleBatch.NEXT_OBS]
+            next_q = self.target_model.q_ensemble(
+                next_obs, self.target_model.get_policy_output(next_obs)
+            ).amin(0)
+            not_done = 1.0 - t[SampleBatch.TERMINATEDS].float()
+            target = t[SampleBatch.REWARDS] + bootstrap_discount(t, self.gamma) * not_done * next_q
+            q = self.model.q_ensemble(t[SampleBatch.OBS], t[SampleBatch.ACTIONS])[0]
+        return (q - target).abs().numpy()
+
+    # -- state --------------------------------------------------------------
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"num_critic_updates": self.num_critic_updates}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.num_critic_updates = int(state.get("num_critic_updates", self.num_critic_updates))
+
+    def get_state(self) -> dict[str, Any]:
+        """Weights include the target networks (prefixed), so training resumes exactly."""
+        state = super().get_state()
+        target = {
+            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
+            for k, v in self.target_model.state_dict().items()
+        }
+        state["weights"] = {**state["weights"], **target}
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        weights = state["weights"]
+        n = len(TARGET_PREFIX)
+        target = {k[n:]: v for k, v in weights.items() if k.startswith(TARGET_PREFIX)}
+        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
+        super().set_state({**state, "weights": own})
+        if target:
+            self.target_model.load_state_dict(
+                {k: torch.as_tensor(np.asarray(v)) for k, v in target.items()}
+            )

@@ -1,0 +1,75 @@
+"""DQN with RLlib 1.x's Rainbow-style options, through the classic Trainer API.
+
+Mnih et al. 2015 (DQN) plus, each switched by a config key: double
+Q-learning (van Hasselt et al. 2016), dueling networks (Wang et al. 2016),
+n-step returns, prioritized replay (Schaul et al. 2016), distributional C51
+(Bellemare et al. 2017) and noisy nets (Fortunato et al. 2018). The loss is
+in `dqn_torch_policy.py`; the training step is `SimpleQTrainer`'s.
+`DEFAULT_CONFIG` keeps RLlib 1.x's defaults; tuned settings live in
+`tuned_examples/dqn/`.
+"""
+
+from __future__ import annotations
+
+from corral.agents.config import merge_trainer_configs
+from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy
+from corral.agents.dqn.simple_q import SIMPLE_Q_DEFAULT_CONFIG, SimpleQTrainer
+
+DEFAULT_CONFIG = merge_trainer_configs(
+    SIMPLE_Q_DEFAULT_CONFIG,
+    {
+        # === Model ===
+        # Atoms of the return distribution; > 1 turns on distributional C51.
+        "num_atoms": 1,
+        # Support [v_min, v_max] of the return distribution (C51).
+        "v_min": -10.0,
+        "v_max": 10.0,
+        # NoisyNet layers in the Q-head (exploration by learned weight noise).
+        "noisy": False,
+        # Initial noise scale of the noisy layers.
+        "sigma0": 0.5,
+        # Separate value and advantage streams (dueling architecture).
+        "dueling": True,
+        # Hidden layers of the Q-head (and of the value stream), after the
+        # `model`'s fcnet_hiddens trunk.
+        "hiddens": [256],
+        # Pick the next action with the online network, score it with the target.
+        "double_q": True,
+        # Steps of reward summed into each target (n-step returns).
+        "n_step": 1,
+        # === Prioritized replay ===
+        # Sample transitions in proportion to |TD error|^alpha.
+        "prioritized_replay": True,
+        # Prioritisation exponent alpha (0: uniform).
+        "prioritized_replay_alpha": 0.6,
+        # Importance-sampling exponent beta at the start ...
+        "prioritized_replay_beta": 0.4,
+        # ... and after `prioritized_replay_beta_annealing_timesteps` env steps.
+        "final_prioritized_replay_beta": 0.4,
+        "prioritized_replay_beta_annealing_timesteps": 20000,
+        # Added to |TD error| to get a priority (keeps every transition sampleable).
+        "prioritized_replay_eps": 1e-6,
+        # Compress observations in the buffer (not built yet).
+        "compress_observations": False,
+    },
+    allow_unknown_configs=True,
+)
+
+
+class DQNTrainer(SimpleQTrainer):
+    """DQN with double Q, dueling heads, n-step, prioritized replay, C51 and noisy nets."""
+
+    _name = "DQN"
+    _default_config = DEFAULT_CONFIG
+    _policy_class = DQNTorchPolicy
+
+    def validate_config(self, config: dict) -> None:
+        super().validate_config(config)
+        if config["num_atoms"] < 1:
+            raise ValueError(f"`num_atoms` must be >= 1, got {config['num_atoms']}.")
+        if config["num_atoms"] > 1 and not config["v_min"] < config["v_max"]:
+            raise ValueError(
+                f"C51 needs v_min < v_max, got v_min={config['v_min']}, v_max={config['v_max']}."
+            )
+        if config["n_step"] < 1:
+            raise ValueError(f"`n_step` must be >= 1, got {config['n_step']}.")

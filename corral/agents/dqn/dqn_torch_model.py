@@ -1,0 +1,153 @@
+"""The Q-network of DQN and its Rainbow extensions.
+
+- Trunk: a fully connected stack from the `model` config (`fcnet_hiddens`,
+  `fcnet_activation`), as RLlib 1.x's base model.
+- Head: `hiddens` more layers, then Q-values for every action; with
+  `num_atoms` > 1, a categorical distribution over `num_atoms` return values
+  per action (C51: Bellemare et al. 2017, arXiv:1707.06887).
+- Dueling (Wang et al. 2016, arXiv:1511.06581, eq. 9): separate advantage and
+  value streams, Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a'); with C51 the
+  same combination applies to the per-atom logits.
+- Noisy nets (Fortunato et al. 2018, arXiv:1706.10295): the head's linear
+  layers get learned factorised Gaussian weight noise (`sigma0`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from corral.models.torch.fcnet import get_activation
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
+
+
+class NoisyLinear(nn.Module):
+    """y = (mu_w + sigma_w * eps_w) x + mu_b + sigma_b * eps_b, factorised noise.
+
+    eps_w = f(eps_out) f(eps_in)^T and eps_b = f(eps_out) with
+    f(x) = sign(x) sqrt(|x|) (Fortunato et al. 2018, sec. 3.2); fresh noise on
+    every forward pass. Initialisation: mu ~ U(-1/sqrt(p), 1/sqrt(p)),
+    sigma = sigma0 / sqrt(p) for p inputs.
+    """
+
+    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.bias_mu = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
+        sigma = sigma0 / math.sqrt(in_features)
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma))
+
+    @staticmethod
+    def _scaled_noise(size: int) -> torch.Tensor:
+        x = torch.randn(size)
+        return x.sign() * x.abs().sqrt()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        eps_in = self._scaled_noise(self.weight_mu.shape[1])
+        eps_out = self._scaled_noise(self.weight_mu.shape[0])
+        weight = self.weight_mu + self.weight_sigma * torch.outer(eps_out, eps_in)
+        bias = self.bias_mu + self.bias_sigma * eps_out
+        return nn.functional.linear(x, weight, bias)
+
+
+def _stack(
+    in_size: int, sizes: list[int], activation: str | None, noisy: bool, sigma0: float
+) -> tuple[nn.Sequential, int]:
+    act = get_activation(activation)
+    layers: list[nn.Module] = []
+    for size in sizes:
+        layers.append(NoisyLinear(in_size, size, sigma0) if noisy else nn.Linear(in_size, size))
+        if act is not None:
+            layers.append(act())
+        in_size = size
+    return nn.Sequential(*layers), in_size
+
+
+class DQNTorchModel(TorchModelV2):
+    """Maps observations to Q-values (and, for C51, return distributions).
+
+    Args (beyond TorchModelV2's):
+        q_hiddens: the head's hidden layer sizes (DQN's `hiddens`).
+        dueling: separate value and advantage streams.
+        num_atoms: atoms of the return distribution (1: plain Q-values).
+        v_min, v_max: the support [v_min, v_max] of the distribution.
+        noisy: NoisyNet layers in the head.
+        sigma0: initial noise scale of the noisy layers.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int,
+        model_config: ModelConfigDict,
+        name: str,
+        *,
+        q_hiddens: list[int] = (256,),  # type: ignore[assignment]
+        dueling: bool = False,
+        num_atoms: int = 1,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
+        noisy: bool = False,
+        sigma0: float = 0.5,
+    ) -> None:
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.num_actions = int(action_space.n)
+        self.num_atoms = int(num_atoms)
+        self.dueling = bool(dueling)
+        obs_size = int(gym.spaces.utils.flatdim(obs_space))
+        activation = model_config.get("fcnet_activation", "relu")
+        self.trunk, feature_size = _stack(
+            obs_size, list(model_config.get("fcnet_hiddens") or []), activation, False, sigma0
+        )
+        head_activation = "relu"
+        self.advantage_hidden, adv_size = _stack(
+            feature_size, list(q_hiddens), head_activation, noisy, sigma0
+        )
+        linear = (lambda i, o: NoisyLinear(i, o, sigma0)) if noisy else nn.Linear
+        self.advantage_out = linear(adv_size, self.num_actions * self.num_atoms)
+        if self.dueling:
+            self.value_hidden, value_size = _stack(
+                feature_size, list(q_hiddens), head_activation, noisy, sigma0
+            )
+            self.value_out = linear(value_size, self.num_atoms)
+        support = torch.linspace(v_min, v_max, self.num_atoms) if num_atoms > 1 else torch.zeros(1)
+        self.register_buffer("support", support, persistent=False)
+
+    def q_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values [B, A] (num_atoms = 1) or per-atom logits [B, A, num_atoms]."""
+        features = self.trunk(obs.reshape(obs.shape[0], -1).float())
+        adv = self.advantage_out(self.advantage_hidden(features))
+        if self.num_atoms > 1:
+            adv = adv.view(-1, self.num_actions, self.num_atoms)
+        if not self.dueling:
+            return adv
+        value = self.value_out(self.value_hidden(features))
+        if self.num_atoms > 1:
+            value = value.unsqueeze(1)  # [B, 1, atoms] against adv [B, A, atoms]
+        # Wang et al. 2016, eq. 9: subtract the mean advantage for identifiability.
+        return value + adv - adv.mean(dim=1, keepdim=True)
+
+    def q_values(self, logits: torch.Tensor) -> torch.Tensor:
+        """Expected Q-values [B, A] from `q_logits`' output."""
+        if self.num_atoms == 1:
+            return logits
+        return (torch.softmax(logits, dim=-1) * self.support).sum(-1)
+
+    def forward(self, input_dict, state, seq_lens):  # type: ignore[override]
+        q = self.q_values(self.q_logits(input_dict["obs"]))
+        self._last_batch = q.shape[0]
+        return q, state
+
+    def value_function(self) -> torch.Tensor:
+        return torch.zeros(self._last_batch)
+
+    def forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Q-values [B, A], zeros [B]): the distribution inputs are the Q-values."""
+        q = self.q_values(self.q_logits(obs))
+        return q, torch.zeros(q.shape[0])

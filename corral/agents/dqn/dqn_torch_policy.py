@@ -1,0 +1,268 @@
+"""DQN's policy: the Q-network, its target copy and the TD loss.
+
+Mnih et al. 2015, "Human-level control through deep reinforcement learning"
+(Nature 518): minimise the Huber loss of the TD error
+    delta = Q(s, a) - (R + gamma^k (1 - terminated) Q_target(s', a*)),
+with a* = argmax_a Q_target(s', a), or with double Q-learning (van Hasselt
+et al. 2016, arXiv:1509.06461, eq. 4) a* = argmax_a Q(s', a) taken from the
+online network. R is the k-step return of `adjust_nstep` (k <= n_step).
+With `num_atoms` > 1 the loss is C51's cross-entropy between the predicted
+return distribution and the projected target distribution (Bellemare et al.
+2017, arXiv:1707.06887, algorithm 1). Prioritized replay weights each
+row's loss by its importance weight (Schaul et al. 2016).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from corral.agents.dqn.dqn_torch_model import DQNTorchModel
+from corral.agents.off_policy import bootstrap_discount, polyak_update
+from corral.models import ModelCatalog
+from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
+from corral.utils.schedules import make_schedule
+
+# Prefix of the target network's entries in the policy state's weights.
+TARGET_PREFIX = "_target."
+
+# Q-learning settings a config may lack (SimpleQ has none of them): plain DQN.
+PLAIN_Q_SETTINGS: dict[str, Any] = {
+    "num_atoms": 1,
+    "v_min": -10.0,
+    "v_max": 10.0,
+    "noisy": False,
+    "sigma0": 0.5,
+    "dueling": False,
+    "hiddens": [],
+    "double_q": False,
+    "n_step": 1,
+}
+
+
+class DQNTorchPolicy(TorchPolicy):
+    """Q-learning with a target network (+ double Q, dueling, n-step, C51, noisy nets)."""
+
+    # `adjust_nstep` handles several trajectories per batch (by eps_id).
+    postprocess_batched = True
+    train_columns = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.TERMINATEDS,
+        N_STEP,
+        WEIGHTS,
+    )
+
+    def __init__(
+        self, observation_space: gym.Space, action_space: gym.Space, config: dict
+    ) -> None:
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(
+                f"DQN needs a Discrete action space, got {action_space}; use SAC, DDPG or TD3 "
+                "for continuous actions."
+            )
+        self.q_config = {**PLAIN_Q_SETTINGS, **{k: config[k] for k in PLAIN_Q_SETTINGS if k in config}}
+        super().__init__(observation_space, action_space, config)
+        self.target_model = copy.deepcopy(self.model)
+        self.target_model.requires_grad_(False)
+        self.gamma = float(config["gamma"])
+        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
+        self.cur_lr = self._lr_schedule(0)
+
+    def make_model(self, num_outputs: int) -> torch.nn.Module:
+        q = self.q_config
+        return ModelCatalog.get_model_v2(
+            self.preprocessor.observation_space,
+            self.action_space,
+            num_outputs,
+            self.config["model"],
+            framework="torch",
+            name="q_model",
+            default_model=DQNTorchModel,
+            q_hiddens=list(q["hiddens"]),
+            dueling=q["dueling"],
+            num_atoms=q["num_atoms"],
+            v_min=q["v_min"],
+            v_max=q["v_max"],
+            noisy=q["noisy"],
+            sigma0=q["sigma0"],
+        )
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(
+            self.model.parameters(),
+            lr=self.cur_lr,
+            eps=self.config.get("adam_epsilon", 1e-8),
+            fused=True,
+        )
+
+    def on_global_var_update(self, global_vars: dict) -> None:
+        super().on_global_var_update(global_vars)
+        self.cur_lr = self._lr_schedule(self.global_timestep)
+
+    # -- postprocessing -----------------------------------------------------
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        n_step = int(self.q_config["n_step"])
+        if n_step > 1:
+            adjust_nstep(n_step, self.gamma, sample_batch)
+        return sample_batch
+
+    # -- loss ---------------------------------------------------------------
+
+    def loss(
+        self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        loss, td_error, q_selected = self._td_loss(model, train_batch)
+        with torch.no_grad():
+            stats = {
+                "loss": loss,
+                "mean_q": q_selected.mean(),
+                "min_q": q_selected.min(),
+                "max_q": q_selected.max(),
+                "mean_td_error": td_error.mean(),
+                "cur_lr": torch.tensor(self.cur_lr),
+            }
+        return loss, stats
+
+    def _td_loss(
+        self, model: torch.nn.Module, batch: TensorDict
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(weighted mean loss, per-row TD error, Q(s, a)) for a batch of transitions."""
+        obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
+        actions = batch[SampleBatch.ACTIONS].long()
+        rewards = batch[SampleBatch.REWARDS].float()
+        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
+        discount = bootstrap_discount(batch, self.gamma)  # gamma^k per row
+        weights = batch[WEIGHTS].float() if WEIGHTS in batch else 1.0
+        rows = torch.arange(len(actions))
+
+        logits_t = model.q_logits(obs)
+        with torch.no_grad():
+            logits_tp1 = self.target_model.q_logits(next_obs)
+            q_tp1 = self.target_model.q_values(logits_tp1)
+            if self.q_config["double_q"]:
+                best_next = model.q_values(model.q_logits(next_obs)).argmax(-1)
+            else:
+                best_next = q_tp1.argmax(-1)
+
+        if self.q_config["num_atoms"] == 1:
+            q_selected = logits_t[rows, actions]
+            with torch.no_grad():
+                target = rewards + discount * not_done * q_tp1[rows, best_next]
+            td_error = q_selected - target
+            loss = (weights * huber_loss(td_error)).mean()
+            return loss, td_error.detach(), q_selected.detach()
+
+        # C51: cross-entropy to the target distribution projected onto the support.
+        support = model.support
+        log_p_selected = torch.log_softmax(logits_t[rows, actions], dim=-1)
+        with torch.no_grad():
+            p_next = torch.softmax(logits_tp1[rows, best_next], dim=-1)
+            target_dist = project_distribution(
+                p_next, rewards, discount * not_done, support
+            )
+        cross_entropy = -(target_dist * log_p_selected).sum(-1)
+        loss = (weights * cross_entropy).mean()
+        q_selected = (log_p_selected.exp() * support).sum(-1)
+        return loss, cross_entropy.detach(), q_selected.detach()
+
+    def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
+        """Per-row TD errors (C51: cross-entropies) for prioritized replay."""
+        tensors = {
+            k: torch.from_numpy(np.ascontiguousarray(batch[k]))
+            for k in self.train_columns
+            if k in batch
+        }
+        with torch.no_grad():
+            _, td_error, _ = self._td_loss(self.model, tensors)
+        return td_error.numpy()
+
+    # -- target network -----------------------------------------------------
+
+    def update_target(self, tau: float | None = None) -> None:
+        """Target <- tau * online + (1 - tau) * target (tau = 1: a copy)."""
+        tau = 1.0 if tau is None else float(tau)
+        if tau == 1.0:
+            self.target_model.load_state_dict(self.model.state_dict())
+        else:
+            polyak_update(self.model, self.target_model, tau)
+
+    # -- state --------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """Weights include the target network's (prefixed) so training resumes exactly."""
+        state = super().get_state()
+        target = {
+            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
+            for k, v in self.target_model.state_dict().items()
+        }
+        state["weights"] = {**state["weights"], **target}
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        weights = state["weights"]
+        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
+        target = {
+            k[len(TARGET_PREFIX) :]: torch.as_tensor(np.asarray(v))
+            for k, v in weights.items()
+            if k.startswith(TARGET_PREFIX)
+        }
+        super().set_state({**state, "weights": own})
+        if target:
+            self.target_model.load_state_dict(target)
+        else:
+            self.update_target()
+
+
+def huber_loss(x: torch.Tensor, delta: float = 1.0) -> torch.Tensor:
+    """0.5 x^2 for |x| <= delta, delta (|x| - 0.5 delta) beyond (Mnih et al. 2015's clipping)."""
+    return torch.nn.functional.huber_loss(x, torch.zeros_like(x), reduction="none", delta=delta)
+
+
+def project_distribution(
+    next_probs: torch.Tensor,
+    rewards: torch.Tensor,
+    discount: torch.Tensor | float,
+    support: torch.Tensor,
+) -> torch.Tensor:
+    """C51's categorical projection (Bellemare et al. 2017, algorithm 1).
+
+    Each atom z_j of the next-state distribution moves to T z_j = r + discount z_j,
+    clipped to [v_min, v_max], and its probability is split between the two
+    neighbouring atoms in proportion to closeness:
+        b = (T z_j - v_min) / dz,  m_floor(b) += p_j (ceil(b) - b),  m_ceil(b) += p_j (b - floor(b)),
+    with all of p_j going to atom b when b is an integer.
+
+    :param next_probs: [B, N] probabilities of the chosen next action.
+    :param rewards: [B] (n-step) rewards.
+    :param discount: [B] or scalar: gamma^k (1 - terminated).
+    :param support: [N] atoms z_0 < ... < z_{N-1}, evenly spaced.
+    :return: [B, N] the projected target distribution.
+    """
+    v_min, v_max = float(support[0]), float(support[-1])
+    delta_z = (v_max - v_min) / (len(support) - 1)
+    discount = torch.as_tensor(discount, dtype=torch.float32)
+    if discount.dim() == 1:
+        discount = discount.unsqueeze(-1)
+    tz = (rewards.unsqueeze(-1) + discount * support.unsqueeze(0)).clamp(v_min, v_max)
+    b = (tz - v_min) / delta_z
+    lower, upper = b.floor().long(), b.ceil().long()
+    on_atom = (lower == upper).float()
+    projected = torch.zeros_like(next_probs)
+    projected.scatter_add_(-1, lower, next_probs * (upper.float() - b + on_atom))
+    projected.scatter_add_(-1, upper, next_probs * (b - lower.float()))
+    return projected

@@ -1,0 +1,222 @@
+"""Recurrent models: RLlib 1.x's ``RecurrentNetwork`` base and its ``use_lstm`` wrapper.
+
+Training batches hold sequences flattened to ``[B * T, ...]`` rows: ``B = len(seq_lens)``
+sequences, each zero-padded at its end to ``T`` steps (RLlib's ``add_time_dimension``
+layout). :meth:`RecurrentNetwork.forward` restores the ``[B, T, ...]`` view, runs
+:meth:`RecurrentNetwork.forward_rnn`, and flattens the outputs back. Acting runs one step
+per env through :meth:`LSTMWrapper.forward_inference_rnn`, without input dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from corral.models.torch.fcnet import POLICY_GAIN, VALUE_GAIN, _linear
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.policy.sample_batch import SampleBatch
+from corral.utils.error import UnsupportedSpaceException
+
+
+def add_time_dimension(
+    padded_inputs: TensorType, seq_lens: TensorType, time_major: bool = False
+) -> TensorType:
+    """``[B * T, ...] -> [B, T, ...]`` (or ``[T, B, ...]`` when ``time_major``).
+
+    ``B`` is ``len(seq_lens)`` and ``T = rows // B``: the rows must already be padded so
+    that every sequence takes ``T`` consecutive rows.
+    """
+    batch = int(seq_lens.shape[0])
+    rows = int(padded_inputs.shape[0])
+    if batch == 0 or rows % batch:
+        raise ValueError(
+            f"add_time_dimension: {rows} rows cannot hold {batch} equally padded sequences "
+            f"(seq_lens={seq_lens.tolist()})."
+        )
+    out = padded_inputs.reshape(batch, rows // batch, *padded_inputs.shape[1:])
+    return out.transpose(0, 1) if time_major else out
+
+
+def _prev_action_size(action_space: gym.Space) -> int:
+    if isinstance(action_space, gym.spaces.Discrete):
+        return int(action_space.n)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return int(np.sum(action_space.nvec))
+    if isinstance(action_space, gym.spaces.Box):
+        return int(np.prod(action_space.shape))
+    raise UnsupportedSpaceException(
+        f"lstm_use_prev_action supports Discrete, MultiDiscrete and Box action spaces, got "
+        f"{action_space}."
+    )
+
+
+class RecurrentNetwork(TorchModelV2):
+    """Base class for models with state: implement :meth:`forward_rnn` and
+    :meth:`get_initial_state`; :meth:`forward` does the ``[B * T] <-> [B, T]`` reshaping."""
+
+    def forward(
+        self,
+        input_dict: dict[str, TensorType],
+        state: list[TensorType],
+        seq_lens: TensorType | None,
+    ) -> tuple[TensorType, list[TensorType]]:
+        """Outputs ``[B * T, num_outputs]`` and the state after each sequence."""
+        inputs = self.rnn_inputs(input_dict)
+        if seq_lens is None:
+            # One step per row (acting through the generic policy path).
+            seq_lens = torch.ones(inputs.shape[0], dtype=torch.int32)
+        seq_lens = torch.as_tensor(seq_lens)
+        timed = add_time_dimension(inputs, seq_lens, self.time_major)
+        out, new_state = self.forward_rnn(timed, state, seq_lens)
+        if self.time_major:
+            out = out.transpose(0, 1)
+        return out.reshape(-1, out.shape[-1]), new_state
+
+    def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
+        """The per-row inputs ``[B * T, F]`` fed to the RNN (default: the observations)."""
+        obs = input_dict[SampleBatch.OBS].float()
+        return obs.reshape(obs.shape[0], -1)
+
+    def forward_rnn(
+        self, inputs: TensorType, state: list[TensorType], seq_lens: TensorType
+    ) -> tuple[TensorType, list[TensorType]]:
+        """``inputs [B, T, F]`` -> ``(outputs [B, T, num_outputs], new_state)``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward_rnn()")
+
+
+class LSTMWrapper(RecurrentNetwork):
+    """An LSTM on top of a feed-forward model's features (``use_lstm``).
+
+    The wrapped ``base`` model is built with ``num_outputs=None`` so that its output is its
+    last hidden layer. The LSTM's input is those features, plus (with
+    ``lstm_use_prev_action``) the previous action, one-hot for discrete spaces, and (with
+    ``lstm_use_prev_reward``) the previous reward. Policy logits and the value come from
+    linear heads on the LSTM output.
+    """
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int | None,
+        model_config: ModelConfigDict,
+        name: str,
+        base: TorchModelV2,
+    ) -> None:
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        cfg = self.model_config
+        self.base = base
+        self.cell_size = int(cfg.get("lstm_cell_size", 256))
+        self.use_prev_action = bool(cfg.get("lstm_use_prev_action", False))
+        self.use_prev_reward = bool(cfg.get("lstm_use_prev_reward", False))
+        self.max_seq_len = int(cfg.get("max_seq_len", 20))
+        in_size = int(base.num_outputs)
+        if self.use_prev_action:
+            self.action_dim = _prev_action_size(action_space)
+            in_size += self.action_dim
+        if self.use_prev_reward:
+            in_size += 1
+        self.lstm = nn.LSTM(in_size, self.cell_size, batch_first=True)
+        out_size = int(num_outputs) if num_outputs else self.cell_size
+        self._logits: nn.Module = (
+            _linear(self.cell_size, out_size, POLICY_GAIN) if num_outputs else nn.Identity()
+        )
+        self.num_outputs = out_size
+        self._value_branch = _linear(self.cell_size, 1, VALUE_GAIN)
+        self._features: TensorType | None = None
+
+    def get_initial_state(self) -> list[np.ndarray]:
+        """``[h, c]``, zeros of ``[lstm_cell_size]`` each (one env's state, no batch axis)."""
+        return [np.zeros(self.cell_size, np.float32), np.zeros(self.cell_size, np.float32)]
+
+    def _prev_action_features(self, prev_actions: Any) -> TensorType:
+        a = torch.as_tensor(prev_actions)
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return nn.functional.one_hot(a.long().reshape(-1), int(space.n)).float()
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            a = a.long().reshape(a.shape[0], -1)
+            parts = [
+                nn.functional.one_hot(a[:, i], int(n)).float()
+                for i, n in enumerate(np.asarray(space.nvec).ravel())
+            ]
+            return torch.cat(parts, dim=-1)
+        return a.float().reshape(a.shape[0], -1)
+
+    def _lstm_inputs(
+        self, obs: TensorType, prev_actions: Any = None, prev_rewards: Any = None
+    ) -> TensorType:
+        features, _ = self.base({SampleBatch.OBS: obs}, [], None)
+        parts = [features]
+        if self.use_prev_action:
+            if prev_actions is None:
+                raise ValueError("lstm_use_prev_action=True needs the previous actions.")
+            parts.append(self._prev_action_features(prev_actions))
+        if self.use_prev_reward:
+            if prev_rewards is None:
+                raise ValueError("lstm_use_prev_reward=True needs the previous rewards.")
+            parts.append(torch.as_tensor(prev_rewards).float().reshape(-1, 1))
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else features
+
+    def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
+        return self._lstm_inputs(
+            input_dict[SampleBatch.OBS],
+            input_dict.get(SampleBatch.PREV_ACTIONS),
+            input_dict.get(SampleBatch.PREV_REWARDS),
+        )
+
+    def forward_rnn(
+        self, inputs: TensorType, state: list[TensorType], seq_lens: TensorType
+    ) -> tuple[TensorType, list[TensorType]]:
+        if self.time_major:
+            inputs = inputs.transpose(0, 1)
+        h, c = (torch.as_tensor(s).float().unsqueeze(0) for s in state)
+        lengths = torch.as_tensor(seq_lens).to("cpu", torch.int64)
+        if bool((lengths == inputs.shape[1]).all()):
+            out, (h, c) = self.lstm(inputs, (h, c))
+        else:
+            # Packing makes the returned state the one after each sequence's last real
+            # step, not after its padding; outputs at padded steps are zeros.
+            packed = nn.utils.rnn.pack_padded_sequence(
+                inputs, lengths, batch_first=True, enforce_sorted=False
+            )
+            out, (h, c) = self.lstm(packed, (h, c))
+            out, _ = nn.utils.rnn.pad_packed_sequence(
+                out, batch_first=True, total_length=inputs.shape[1]
+            )
+        self._features = out.reshape(-1, self.cell_size)
+        logits = self._logits(out)
+        if self.time_major:
+            logits = logits.transpose(0, 1)
+        return logits, [h.squeeze(0), c.squeeze(0)]
+
+    def value_function(self) -> TensorType:
+        if self._features is None:
+            raise RuntimeError("value_function() called before forward().")
+        return self._value_branch(self._features).squeeze(-1)
+
+    def forward_inference_rnn(
+        self,
+        obs: TensorType,
+        state_in: list[Any],
+        prev_action: Any = None,
+        prev_reward: Any = None,
+    ) -> tuple[TensorType, TensorType, list[TensorType]]:
+        """One step for ``N`` envs: ``obs [N, ...]``, ``state_in [h [N, cell], c [N, cell]]``
+        -> ``(dist_inputs [N, num_outputs], values [N], [h, c])``.
+
+        The sampler's fast path: no input dict, no reshaping by ``seq_lens``, nothing cached.
+        """
+        x = self._lstm_inputs(obs, prev_action, prev_reward).unsqueeze(1)
+        h, c = (torch.as_tensor(s).float().unsqueeze(0) for s in state_in)
+        out, (h, c) = self.lstm.forward(x, (h, c))
+        out = out.squeeze(1)
+        value = self._value_branch.forward(out).squeeze(-1)
+        return self._logits.forward(out), value, [h.squeeze(0), c.squeeze(0)]
+
+
+__all__ = ["LSTMWrapper", "RecurrentNetwork", "add_time_dimension"]

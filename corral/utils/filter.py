@@ -1,0 +1,295 @@
+"""Observation filters: per-worker running statistics that are merged on the driver.
+
+Each rollout worker owns one filter per policy (``observation_filter`` config key) and
+applies it to every (preprocessed) observation it samples. A filter keeps two sets of
+statistics: ``running_stats``, everything it knows (what it normalises with), and
+``buffer``, only what it saw since the driver last collected it. The driver merges the
+workers' buffers into its own filter (:meth:`Filter.apply_changes`) and pushes the merged
+statistics back (:meth:`Filter.sync`), so every worker normalises the same way and no
+observation is counted twice (:class:`FilterManager`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+class Filter:
+    """Base class: maps an observation (or a batch of them) to a filtered one."""
+
+    def __call__(self, obs: Any, update: bool = True) -> Any:
+        raise NotImplementedError
+
+    def apply_changes(self, other: Filter, with_buffer: bool = False) -> None:
+        """Merge what ``other`` saw since its last flush into this filter."""
+        raise NotImplementedError
+
+    def copy(self) -> Filter:
+        raise NotImplementedError
+
+    def sync(self, other: Filter) -> None:
+        """Take over ``other``'s statistics, in place (references to self stay valid)."""
+        raise NotImplementedError
+
+    def clear_buffer(self) -> None:
+        """Forget the changes since the last flush (they were collected by the driver)."""
+        raise NotImplementedError
+
+    def as_serializable(self) -> Filter:
+        return self.copy()
+
+    def get_state(self) -> dict[str, Any]:
+        """A JSON-able dict (checkpoints store it in ``worker_state.json``)."""
+        raise NotImplementedError
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class NoFilter(Filter):
+    """The identity filter (``observation_filter: "NoFilter"``): the sampler skips it."""
+
+    def __call__(self, obs: Any, update: bool = True) -> Any:
+        return obs
+
+    def apply_changes(self, other: Filter, with_buffer: bool = False) -> None:
+        pass
+
+    def copy(self) -> NoFilter:
+        return self
+
+    def sync(self, other: Filter) -> None:
+        pass
+
+    def clear_buffer(self) -> None:
+        pass
+
+    def get_state(self) -> dict[str, Any]:
+        return {"type": "NoFilter"}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class RunningStat:
+    """Count, mean and sum of squared deviations (``m2``) of a stream of arrays.
+
+    Welford's update, generalised to merging whole batches or other ``RunningStat`` s
+    (Chan, Golub & LeVeque 1979): merging is exact, so the driver's merge of several
+    workers' statistics equals the statistics of all their observations together.
+    """
+
+    def __init__(self, shape: Sequence[int] = ()) -> None:
+        self.shape = tuple(int(s) for s in shape)
+        self.n = 0
+        self.mean = np.zeros(self.shape, np.float64)
+        self.m2 = np.zeros(self.shape, np.float64)
+
+    def _merge(self, n: int, mean: np.ndarray, m2: np.ndarray) -> None:
+        if n == 0:
+            return
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean = self.mean + delta * (n / total)
+        self.m2 = self.m2 + m2 + delta * delta * (self.n * n / total)
+        self.n = total
+
+    def push(self, x: np.ndarray) -> None:
+        """Add one observation of ``shape``."""
+        x = np.asarray(x, np.float64)
+        self._merge(1, x, np.zeros_like(x))
+
+    def push_batch(self, xs: np.ndarray) -> None:
+        """Add a batch ``[B, *shape]`` in one vectorised merge."""
+        xs = np.asarray(xs, np.float64)
+        if len(xs) == 0:
+            return
+        mean = xs.mean(axis=0)
+        self._merge(len(xs), mean, ((xs - mean) ** 2).sum(axis=0))
+
+    def update(self, other: RunningStat) -> None:
+        """Merge ``other``'s observations into this one."""
+        self._merge(other.n, other.mean, other.m2)
+
+    @property
+    def var(self) -> np.ndarray:
+        """Sample variance (``ddof=1``); 1 while fewer than two observations arrived."""
+        if self.n < 2:
+            return np.ones(self.shape, np.float64)
+        return self.m2 / (self.n - 1)
+
+    @property
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.var)
+
+    def copy(self) -> RunningStat:
+        out = RunningStat(self.shape)
+        out.n, out.mean, out.m2 = self.n, self.mean.copy(), self.m2.copy()
+        return out
+
+    def get_state(self) -> dict[str, Any]:
+        return {"n": self.n, "mean": self.mean.tolist(), "m2": self.m2.tolist()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.n = int(state["n"])
+        self.mean = np.asarray(state["mean"], np.float64).reshape(self.shape)
+        self.m2 = np.asarray(state["m2"], np.float64).reshape(self.shape)
+
+
+class MeanStdFilter(Filter):
+    """Normalises observations to zero mean and unit variance with running statistics.
+
+    ``y = clip((x - mean) / (std + 1e-8), -clip, clip)``. With ``update=True`` (sampling)
+    the observation is added to the statistics first, as RLlib 1.x did; acting outside of
+    sampling (``Trainer.compute_single_action``) passes ``update=False``.
+
+    :param shape: shape of one observation; calls with one more leading axis are batches.
+    :param demean: subtract the running mean.
+    :param destd: divide by the running standard deviation.
+    :param clip: clip the result to ``[-clip, clip]`` (None: no clipping).
+    """
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        demean: bool = True,
+        destd: bool = True,
+        clip: float | None = 10.0,
+    ) -> None:
+        self.shape = tuple(int(s) for s in shape)
+        self.demean = demean
+        self.destd = destd
+        self.clip = clip
+        self.running_stats = RunningStat(self.shape)
+        self.buffer = RunningStat(self.shape)
+
+    def __call__(self, obs: Any, update: bool = True) -> np.ndarray:
+        x = np.asarray(obs, np.float64)
+        batched = x.ndim == len(self.shape) + 1
+        if not batched and x.shape != self.shape:
+            raise ValueError(
+                f"MeanStdFilter of shape {self.shape} got an observation of shape {x.shape}."
+            )
+        if update:
+            if batched:
+                self.running_stats.push_batch(x)
+                self.buffer.push_batch(x)
+            else:
+                self.running_stats.push(x)
+                self.buffer.push(x)
+        if self.demean:
+            x = x - self.running_stats.mean
+        if self.destd:
+            x = x / (self.running_stats.std + 1e-8)
+        if self.clip is not None:
+            x = np.clip(x, -self.clip, self.clip)
+        return x.astype(np.float32)
+
+    def apply_changes(self, other: Filter, with_buffer: bool = False) -> None:
+        if not isinstance(other, MeanStdFilter):
+            raise TypeError(f"Cannot merge a {type(other).__name__} into a MeanStdFilter.")
+        self.running_stats.update(other.buffer)
+        if with_buffer:
+            self.buffer = other.buffer.copy()
+
+    def copy(self) -> MeanStdFilter:
+        out = MeanStdFilter(self.shape, self.demean, self.destd, self.clip)
+        out.sync(self)
+        return out
+
+    def sync(self, other: Filter) -> None:
+        if not isinstance(other, MeanStdFilter):
+            raise TypeError(f"Cannot sync a MeanStdFilter from a {type(other).__name__}.")
+        self.demean, self.destd, self.clip = other.demean, other.destd, other.clip
+        self.running_stats = other.running_stats.copy()
+        self.buffer = other.buffer.copy()
+
+    def clear_buffer(self) -> None:
+        self.buffer = RunningStat(self.shape)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "type": "MeanStdFilter",
+            "shape": list(self.shape),
+            "demean": self.demean,
+            "destd": self.destd,
+            "clip": self.clip,
+            "running_stats": self.running_stats.get_state(),
+            "buffer": self.buffer.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state.get("type") != "MeanStdFilter" or tuple(state["shape"]) != self.shape:
+            raise ValueError(
+                f"Cannot restore a MeanStdFilter of shape {self.shape} from filter state "
+                f"type={state.get('type')!r} shape={state.get('shape')!r}."
+            )
+        self.demean, self.destd, self.clip = state["demean"], state["destd"], state["clip"]
+        self.running_stats.set_state(state["running_stats"])
+        self.buffer.set_state(state["buffer"])
+
+    def __repr__(self) -> str:
+        return f"MeanStdFilter(shape={self.shape}, n={self.running_stats.n})"
+
+
+def get_filter(filter_config: str | Callable[[tuple], Filter], shape: Sequence[int]) -> Filter:
+    """Build the filter named by the ``observation_filter`` config for observations of
+    ``shape``: ``"NoFilter"``, ``"MeanStdFilter"`` (``"ConcurrentMeanStdFilter"`` is the same
+    here: a worker samples in one thread), or a callable ``fn(shape) -> Filter``."""
+    if filter_config == "NoFilter":
+        return NoFilter()
+    if filter_config in ("MeanStdFilter", "ConcurrentMeanStdFilter"):
+        return MeanStdFilter(shape, clip=None)
+    if callable(filter_config):
+        return filter_config(tuple(shape))
+    raise ValueError(
+        f"Unknown observation_filter {filter_config!r}: expected 'NoFilter', "
+        "'MeanStdFilter', 'ConcurrentMeanStdFilter' or a callable shape -> Filter."
+    )
+
+
+class FilterManager:
+    """Keeps the filters of a set of workers in step (called by the Trainer after each
+    ``train()``)."""
+
+    @staticmethod
+    def synchronize(
+        local_filters: dict[str, Filter],
+        remote_workers: Iterable[Any],
+        update_remote: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        """Merge every remote worker's new statistics into ``local_filters``; then, with
+        ``update_remote``, push the merged filters back to every remote worker.
+
+        :param local_filters: the driver's filters by policy id, updated in place.
+        :param remote_workers: worker handles with ``.call(method, ...) -> Future``.
+        """
+        from corral.evaluation.backend import wait_all
+
+        remote_workers = list(remote_workers)
+        if not remote_workers:
+            return
+        deltas = wait_all(
+            [w.call("get_filters", flush_after=True) for w in remote_workers], timeout
+        )
+        for remote in deltas:
+            for pid, remote_filter in remote.items():
+                if pid in local_filters:
+                    local_filters[pid].apply_changes(remote_filter, with_buffer=False)
+        if update_remote:
+            merged = {pid: f.as_serializable() for pid, f in local_filters.items()}
+            wait_all([w.call("sync_filters", merged) for w in remote_workers], timeout)
+
+
+__all__ = [
+    "Filter",
+    "FilterManager",
+    "MeanStdFilter",
+    "NoFilter",
+    "RunningStat",
+    "get_filter",
+]

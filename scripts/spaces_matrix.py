@@ -1,0 +1,178 @@
+"""Which algorithm trains on which observation and action spaces: a Markdown table.
+
+Every available algorithm (from ``corral.agents.registry``) runs one tiny training
+iteration on a ``RandomEnv`` for each pair of spaces below. A cell is "yes" when it
+trained, or the name of the refused space when the algorithm raised
+``UnsupportedSpaceException``; any other error is a bug and is shown as "ERROR".
+
+    python scripts/spaces_matrix.py > docs/spaces.md
+
+``tests/models/test_spaces_matrix.py`` runs the same cells and fails on "ERROR".
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.env.random_env import RandomEnv
+from corral.utils.error import UnsupportedSpaceException
+
+_BOX = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+
+OBSERVATION_SPACES: dict[str, gym.Space] = {
+    "Discrete(5)": gym.spaces.Discrete(5),
+    "MultiDiscrete([3, 4])": gym.spaces.MultiDiscrete([3, 4]),
+    "MultiBinary(4)": gym.spaces.MultiBinary(4),
+    "Box(4,)": _BOX,
+    "Box(2, 3)": gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32),
+    "Box(42, 42, 3) image": gym.spaces.Box(0, 255, (42, 42, 3), np.uint8),
+    "Dict(Box, Discrete)": gym.spaces.Dict(
+        {"pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "id": gym.spaces.Discrete(3)}
+    ),
+    "Tuple(Discrete, Box)": gym.spaces.Tuple(
+        (gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (3,), np.float32))
+    ),
+}
+
+ACTION_SPACES: dict[str, gym.Space] = {
+    "Discrete(3)": gym.spaces.Discrete(3),
+    "MultiDiscrete([2, 3])": gym.spaces.MultiDiscrete([2, 3]),
+    "Box(2,)": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+    "Tuple(Discrete, Box)": gym.spaces.Tuple(
+        (gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+    ),
+    "Dict(Discrete, Box)": gym.spaces.Dict(
+        {"move": gym.spaces.Discrete(3), "force": gym.spaces.Box(-1.0, 1.0, (1,), np.float32)}
+    ),
+}
+
+# Settings that make one iteration of any algorithm take well under a second; each
+# algorithm gets the keys its DEFAULT_CONFIG knows.
+_TINY: dict[str, Any] = {
+    "num_workers": 0,
+    "rollout_fragment_length": 16,
+    "train_batch_size": 32,
+    "sgd_minibatch_size": 16,
+    "num_sgd_iter": 1,
+    "timesteps_per_iteration": 32,
+    "learning_starts": 16,
+    "min_iter_time_s": 0,
+    "seed": 0,
+    "model": {"fcnet_hiddens": [8], "post_fcnet_hiddens": []},
+    "Q_model": {"fcnet_hiddens": [8]},
+    "policy_model": {"fcnet_hiddens": [8]},
+    "actor_hiddens": [8],
+    "critic_hiddens": [8],
+    "hiddens": [8],
+    "replay_buffer_config": {"capacity": 1000},
+}
+
+
+def available_algorithms() -> list[str]:
+    """The names the registry can build now, one per trainer class (aliases such as
+    "APEX"/"ApeX" are left out, and so are planned algorithms that are not built yet)."""
+    from corral.agents import registry
+
+    names, seen = [], set()
+    for name in [*registry._ALGORITHMS, *registry._PLANNED]:
+        try:
+            cls = registry.get_trainer_class(name)
+        except (NotImplementedError, ValueError, ImportError):
+            continue
+        if cls not in seen:
+            seen.add(cls)
+            names.append(name)
+    return names
+
+
+def tiny_config(trainer_cls: type, obs_space: gym.Space, action_space: gym.Space) -> dict:
+    defaults = trainer_cls.get_default_config()
+    config = {k: v for k, v in _TINY.items() if not defaults or k in defaults}
+    config["env_config"] = {
+        "observation_space": obs_space,
+        "action_space": action_space,
+        "max_episode_len": 8,
+    }
+    return config
+
+
+def run_cell(algorithm: str, obs_space: gym.Space, action_space: gym.Space) -> str:
+    """Train one iteration: "yes", or the refused space's message ("ERROR: ..." for bugs)."""
+    from corral.agents.registry import get_trainer_class
+
+    trainer_cls = get_trainer_class(algorithm)
+    trainer = None
+    try:
+        with tempfile.TemporaryDirectory() as logdir, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from corral.tune.logger import UnifiedLogger
+
+            trainer = trainer_cls(
+                config=tiny_config(trainer_cls, obs_space, action_space),
+                env=RandomEnv,
+                logger_creator=lambda cfg: UnifiedLogger(cfg, logdir, loggers=[]),
+            )
+            trainer.train()
+            return "yes"
+    except UnsupportedSpaceException as err:
+        return f"unsupported: {err}"
+    except Exception as err:  # noqa: BLE001 - the matrix reports every other failure
+        return f"ERROR: {type(err).__name__}: {err}"
+    finally:
+        if trainer is not None:
+            trainer.stop()
+
+
+def _cell_text(result: str, obs_space: gym.Space, action_space: gym.Space) -> str:
+    if result == "yes":
+        return "yes"
+    if result.startswith("unsupported"):
+        # Say which of the two spaces was refused (the exception names it).
+        if str(action_space) in result or "action space" in result.lower():
+            return "no (action space)"
+        return "no (observation space)"
+    return "ERROR"
+
+
+def markdown(algorithms: list[str]) -> str:
+    lines = [
+        "# Supported spaces",
+        "",
+        "Generated by `python scripts/spaces_matrix.py`: one tiny training iteration per cell",
+        "on `corral.env.random_env.RandomEnv`. \"yes\": it trained; \"no (...)\": the algorithm",
+        "raised `UnsupportedSpaceException` naming that space. Rows: observation spaces;",
+        "columns: action spaces. Tuple/Dict actions travel as flat rows and reach the env",
+        "as tuples/dicts; Dict/Tuple observations are flattened (discrete parts one-hot).",
+        "",
+    ]
+    for algorithm in algorithms:
+        lines += [f"## {algorithm}", ""]
+        lines.append("| observation \\ action | " + " | ".join(ACTION_SPACES) + " |")
+        lines.append("|---" * (len(ACTION_SPACES) + 1) + "|")
+        for obs_name, obs_space in OBSERVATION_SPACES.items():
+            cells = [
+                _cell_text(run_cell(algorithm, obs_space, act_space), obs_space, act_space)
+                for act_space in ACTION_SPACES.values()
+            ]
+            lines.append(f"| {obs_name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algorithms", nargs="*", help="default: every available one")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    print(markdown(args.algorithms or available_algorithms()))
+
+
+if __name__ == "__main__":
+    main()

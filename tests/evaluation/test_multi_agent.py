@@ -1,0 +1,349 @@
+"""Multi-agent sampling and training: MultiAgentSampler, policies_to_train,
+count_steps_by, add_policy/remove_policy, metrics and the PettingZoo wrapper."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from corral.agents.callbacks import DefaultCallbacks
+from corral.agents.ppo import PPOTrainer
+from corral.env import MultiAgentEnv, PettingZooEnv
+from corral.env.multi_agent_env import make_multi_agent
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+OBS = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
+ACT = gym.spaces.Discrete(2)
+TwoCartPoles = make_multi_agent("CartPole-v1")
+
+
+class JoinLeaveEnv(MultiAgentEnv):
+    """Agent "a" acts at steps 0-4 and then terminates; "b" joins at step 3; the
+    episode ends after step 7. Rewards: 1 per step for "a", 10 for "b"."""
+
+    possible_agents = ["a", "b"]
+    observation_space = OBS
+    action_space = ACT
+
+    def __init__(self, config=None):
+        super().__init__()
+        self.t = 0
+
+    def _obs(self, agent):
+        return np.array([self.t, 0.0 if agent == "a" else 1.0], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return {"a": self._obs("a")}, {}
+
+    def step(self, action_dict):
+        self.t += 1
+        rewards = {agent: (1.0 if agent == "a" else 10.0) for agent in action_dict}
+        terminateds = {"__all__": self.t == 8}
+        obs = {}
+        if self.t < 5:
+            obs["a"] = self._obs("a")
+        elif "a" in action_dict:
+            obs["a"] = self._obs("a")
+            terminateds["a"] = True
+        if self.t >= 3 and self.t < 8:
+            obs["b"] = self._obs("b")
+        if self.t == 8:
+            terminateds["b"] = True
+            obs["b"] = self._obs("b")
+        return obs, rewards, terminateds, {"__all__": False}, {}
+
+
+def small_config(**overrides) -> dict:
+    config = {
+        "num_workers": 0,
+        "num_envs_per_worker": 2,
+        "rollout_fragment_length": 16,
+        "train_batch_size": 64,
+        "sgd_minibatch_size": 32,
+        "num_sgd_iter": 2,
+        "model": {"fcnet_hiddens": [8]},
+        "seed": 0,
+    }
+    config.update(overrides)
+    return config
+
+
+def two_policy_multiagent(**overrides) -> dict:
+    return {
+        "policies": {"p0", "p1"},
+        "policy_mapping_fn": lambda agent_id, episode, worker, **kw: f"p{agent_id}",
+        **overrides,
+    }
+
+
+def test_agents_joining_and_leaving_get_their_own_trajectories():
+    trainer = PPOTrainer(
+        env=JoinLeaveEnv,
+        config=small_config(
+            num_envs_per_worker=1,
+            rollout_fragment_length=8,
+            batch_mode="complete_episodes",
+            multiagent={
+                "policies": {"pa", "pb"},
+                "policy_mapping_fn": lambda agent_id, episode, worker, **kw: f"p{agent_id}",
+            },
+        ),
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
+    assert isinstance(batch, MultiAgentBatch)
+    assert batch.env_steps() == 8
+    a, b = batch.policy_batches["pa"], batch.policy_batches["pb"]
+    # "a" acted at steps 0-4 (5 transitions), the last one terminated.
+    assert a[SampleBatch.T].tolist() == [0, 1, 2, 3, 4]
+    assert a[SampleBatch.OBS][:, 0].tolist() == [0, 1, 2, 3, 4]
+    assert a[SampleBatch.NEXT_OBS][:, 0].tolist() == [1, 2, 3, 4, 5]
+    assert a[SampleBatch.REWARDS].tolist() == [1.0] * 5
+    assert a[SampleBatch.TERMINATEDS].tolist() == [False] * 4 + [True]
+    # "b" joined with the observation of step 3 and acted at steps 3-7.
+    assert b[SampleBatch.OBS][:, 0].tolist() == [3, 4, 5, 6, 7]
+    assert b[SampleBatch.REWARDS].tolist() == [10.0] * 5
+    assert b[SampleBatch.TERMINATEDS].tolist() == [False] * 4 + [True]
+    assert set(a[SampleBatch.AGENT_INDEX]) == {0} and set(b[SampleBatch.AGENT_INDEX]) == {1}
+    assert a[SampleBatch.EPS_ID][0] == b[SampleBatch.EPS_ID][0]
+    for policy_batch in (a, b):
+        assert SampleBatch.ADVANTAGES in policy_batch  # postprocessed (GAE)
+
+
+class RecordingCallbacks(DefaultCallbacks):
+    def on_episode_start(self, *, episode, **kwargs):
+        episode.user_data["steps"] = 0
+
+    def on_episode_step(self, *, episode, **kwargs):
+        episode.user_data["steps"] += 1
+        assert episode.last_action_for("a") is not None
+
+    def on_episode_end(self, *, episode, **kwargs):
+        episode.custom_metrics["steps_seen"] = episode.user_data["steps"]
+        episode.custom_metrics["b_last_reward"] = episode.last_reward_for("b")
+        episode.custom_metrics["b_last_obs_t"] = float(episode.last_observation_for("b")[0])
+
+    def on_postprocess_trajectory(self, *, agent_id, original_batches, postprocessed_batch, **kw):
+        postprocessed_batch["other_agents"] = np.full(
+            postprocessed_batch.count, len(original_batches) - 1
+        )
+
+
+def test_episode_metrics_and_callbacks_see_every_agent():
+    trainer = PPOTrainer(
+        env=JoinLeaveEnv,
+        config=small_config(
+            num_envs_per_worker=1,
+            rollout_fragment_length=8,
+            train_batch_size=16,
+            sgd_minibatch_size=16,
+            batch_mode="complete_episodes",
+            callbacks=RecordingCallbacks,
+            multiagent={
+                "policies": {"pa", "pb"},
+                "policy_mapping_fn": lambda agent_id, episode, worker, **kw: f"p{agent_id}",
+            },
+        ),
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    assert batch.policy_batches["pa"]["other_agents"].tolist() == [1] * 5
+    assert result["policy_reward_mean"] == {"pa": 5.0, "pb": 50.0}
+    assert result["episode_reward_mean"] == 55.0
+    assert set(result["hist_stats"]["policy_pb_reward"]) == {50.0}
+    assert result["custom_metrics"]["steps_seen_mean"] == 7.0  # the last step ends it
+    assert result["custom_metrics"]["b_last_reward_mean"] == 10.0
+    assert result["custom_metrics"]["b_last_obs_t_mean"] == 8.0
+
+
+def test_untrained_policy_stays_bit_identical_and_agent_steps_are_counted():
+    trainer = PPOTrainer(
+        env=TwoCartPoles,
+        config=small_config(
+            env_config={"num_agents": 2},
+            multiagent=two_policy_multiagent(
+                policies_to_train=["p0"], count_steps_by="agent_steps"
+            ),
+        ),
+    )
+    try:
+        before = trainer.get_weights()
+        result = trainer.train()
+        after = trainer.get_weights()
+    finally:
+        trainer.stop()
+    assert all(np.array_equal(before["p1"][k], after["p1"][k]) for k in before["p1"])
+    assert any(not np.array_equal(before["p0"][k], after["p0"][k]) for k in before["p0"])
+    assert list(result["info"]["learner"]) == ["p0"]
+    # Two agents act per env step while both carts are up.
+    assert result["timesteps_total"] == result["agent_timesteps_total"] >= 64
+    assert result["num_env_steps_sampled"] < result["agent_timesteps_total"]
+
+
+def test_policies_to_train_as_a_callable():
+    trainer = PPOTrainer(
+        env=TwoCartPoles,
+        config=small_config(
+            env_config={"num_agents": 2},
+            multiagent=two_policy_multiagent(
+                policies_to_train=lambda pid, batch=None: pid == "p1"
+            ),
+        ),
+    )
+    try:
+        before = trainer.get_weights(["p0"])
+        result = trainer.train()
+        assert all(
+            np.array_equal(before["p0"][k], trainer.get_weights(["p0"])["p0"][k])
+            for k in before["p0"]
+        )
+    finally:
+        trainer.stop()
+    assert list(result["info"]["learner"]) == ["p1"]
+    assert result["timesteps_total"] == result["num_env_steps_sampled"] >= 64
+
+
+def test_add_and_remove_policy_with_a_remote_worker():
+    trainer = PPOTrainer(
+        env=TwoCartPoles,
+        config=small_config(
+            num_workers=1,
+            env_config={"num_agents": 2},
+            multiagent=two_policy_multiagent(),
+        ),
+    )
+    try:
+        trainer.train()
+        new = trainer.add_policy(
+            "p2",
+            type(trainer.get_policy("p0")),
+            policy_mapping_fn=lambda agent_id, episode, worker, **kw: (
+                "p2" if agent_id == 1 else "p0"
+            ),
+            policies_to_train=["p0", "p2"],
+        )
+        assert new is trainer.get_policy("p2")
+        assert new.observation_space == TwoCartPoles({}).observation_space  # from the env
+        remote_ids = trainer.workers.foreach_worker(lambda w: sorted(w.policy_map))
+        assert remote_ids == [["p0", "p1", "p2"]] * 2
+        before = trainer.get_weights(["p1", "p2"])
+        trained = set()
+        for _ in range(3):  # ongoing episodes finish with the old mapping first
+            result = trainer.train()
+            trained |= set(result["info"]["learner"])
+        assert "p2" in result["policy_reward_mean"]
+        assert trained == {"p0", "p2"}
+        after = trainer.get_weights(["p1", "p2"])
+        assert all(np.array_equal(before["p1"][k], after["p1"][k]) for k in before["p1"])
+        assert trainer.workers.remote_workers()[0].apply(
+            lambda w: w.is_policy_to_train("p2")
+        ).result(30)
+
+        trainer.remove_policy(
+            "p1",
+            policy_mapping_fn=lambda agent_id, episode, worker, **kw: f"p{2 * agent_id}",
+        )
+        assert trainer.workers.foreach_worker(lambda w: sorted(w.policy_map)) == [
+            ["p0", "p2"]
+        ] * 2
+        assert "p1" not in trainer.learner_group.local_learner.policy_ids
+        trainer.train()
+    finally:
+        trainer.stop()
+
+
+def test_observation_fn_rewrites_observations():
+    def add_other_agents_count(agent_obs, worker, base_env, policies, episode, **kwargs):
+        return {a: np.append(o, len(agent_obs)).astype(np.float32) for a, o in agent_obs.items()}
+
+    wide = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
+    trainer = PPOTrainer(
+        env=JoinLeaveEnv,
+        config=small_config(
+            num_envs_per_worker=1,
+            rollout_fragment_length=8,
+            batch_mode="complete_episodes",
+            multiagent={
+                "policies": {"shared": (None, wide, ACT, {})},
+                "policy_mapping_fn": lambda agent_id, episode, worker, **kw: "shared",
+                "observation_fn": add_other_agents_count,
+            },
+        ),
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
+    shared = batch.policy_batches["shared"]
+    assert shared[SampleBatch.OBS].shape == (10, 3)
+    # Trajectories are contiguous per agent: "a" (alone, then with "b"), then "b".
+    assert shared[SampleBatch.AGENT_INDEX].tolist() == [0] * 5 + [1] * 5
+    assert shared[SampleBatch.OBS][:, 2].tolist() == [1, 1, 1, 2, 2, 2, 2, 2, 2, 1]
+
+
+def test_unknown_policy_from_mapping_fn_is_a_clear_error():
+    with pytest.raises(KeyError, match="nope"):
+        PPOTrainer(
+            env=TwoCartPoles,
+            config=small_config(
+                env_config={"num_agents": 2},
+                multiagent={
+                    "policies": {"p0": (None, OBS, ACT, {})},
+                    "policy_mapping_fn": lambda agent_id, episode, worker, **kw: "nope",
+                },
+            ),
+        ).workers.local_worker().sample()
+
+
+# -- PettingZoo ---------------------------------------------------------------------
+
+
+def test_pettingzoo_aec_env_takes_turns_and_pays_every_agent():
+    pytest.importorskip("pettingzoo")
+    from pettingzoo.classic import tictactoe_v3
+
+    env = PettingZooEnv(tictactoe_v3.env())
+    obs, _ = env.reset(seed=0)
+    assert list(obs) == ["player_1"]
+    moves = [0, 3, 1, 4, 2]  # player_1 takes the top row
+    for move in moves:
+        (agent,) = obs
+        obs, rewards, terminateds, truncateds, _ = env.step({agent: move})
+    assert rewards == {"player_2": -1.0, "player_1": 1.0}
+    assert terminateds == {"player_2": True, "player_1": True, "__all__": True}
+    assert not truncateds["__all__"]
+
+
+def test_pettingzoo_parallel_env_trains_a_shared_policy():
+    pytest.importorskip("mpe2")
+    from mpe2 import simple_spread_v3
+
+    from corral.tune.registry import register_env
+
+    register_env(
+        "spread",
+        lambda ctx: PettingZooEnv(
+            simple_spread_v3.parallel_env(N=2, max_cycles=10, continuous_actions=False)
+        ),
+    )
+    trainer = PPOTrainer(
+        env="spread",
+        config=small_config(
+            multiagent={
+                "policies": {"shared"},
+                "policy_mapping_fn": lambda agent_id, episode, worker, **kw: "shared",
+            },
+        ),
+    )
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    assert result["episodes_this_iter"] >= 6  # 10-step episodes, 2 envs x 16 steps x 2
+    assert set(result["policy_reward_mean"]) == {"shared"}
+    assert result["episode_len_mean"] == 10

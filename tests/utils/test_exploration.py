@@ -1,0 +1,139 @@
+"""Exploration strategies: schedules, greedy/random choices, state, the factory."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from corral.models.torch.torch_action_dist import TorchCategorical, TorchDeterministic
+from corral.utils.exploration import (
+    EpsilonGreedy,
+    GaussianNoise,
+    OrnsteinUhlenbeckNoise,
+    PerWorkerEpsilonGreedy,
+    Random,
+    SoftQ,
+    StochasticSampling,
+    make_exploration,
+)
+from corral.utils.schedules import PiecewiseSchedule
+
+DISCRETE = gym.spaces.Discrete(4)
+BOX = gym.spaces.Box(-2.0, 2.0, (3,), np.float32)
+
+
+def q_dist(q):
+    return TorchCategorical(torch.as_tensor(q, dtype=torch.float32))
+
+
+def test_epsilon_schedule_values():
+    exp = EpsilonGreedy(
+        DISCRETE, initial_epsilon=1.0, final_epsilon=0.1, epsilon_timesteps=1000,
+        warmup_timesteps=100,
+    )
+    assert exp.epsilon(0) == 1.0
+    assert exp.epsilon(100) == 1.0
+    assert exp.epsilon(600) == pytest.approx(0.55)
+    assert exp.epsilon(1100) == pytest.approx(0.1)
+    assert exp.epsilon(10**7) == pytest.approx(0.1)
+    custom = EpsilonGreedy(DISCRETE, epsilon_schedule=PiecewiseSchedule([[0, 0.5], [10, 0.0]]))
+    assert custom.epsilon(5) == pytest.approx(0.25)
+
+
+def test_epsilon_greedy_actions():
+    torch.manual_seed(0)
+    q = np.tile([0.0, 3.0, 1.0, -np.inf], (4000, 1))
+    greedy = EpsilonGreedy(DISCRETE, initial_epsilon=0.0, final_epsilon=0.0)
+    actions, logp = greedy.get_exploration_action(q_dist(q), timestep=0, explore=True)
+    assert (actions == 1).all() and (logp == 0).all()
+    uniform = EpsilonGreedy(DISCRETE, initial_epsilon=1.0, final_epsilon=1.0)
+    actions, _ = uniform.get_exploration_action(q_dist(q), timestep=0, explore=True)
+    counts = np.bincount(actions.numpy(), minlength=4)
+    assert counts[3] == 0  # the masked action is never drawn
+    assert all(1150 < c < 1520 for c in counts[:3])
+    actions, _ = uniform.get_exploration_action(q_dist(q), timestep=0, explore=False)
+    assert (actions == 1).all()
+
+
+def test_per_worker_epsilons_follow_apex():
+    def eps(worker_index, num_workers):
+        exp = PerWorkerEpsilonGreedy(DISCRETE, worker_index=worker_index, num_workers=num_workers)
+        return exp.epsilon(10**6)
+
+    assert eps(1, 8) == pytest.approx(0.4)
+    assert eps(8, 8) == pytest.approx(0.4**8)
+    assert eps(4, 8) == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
+    assert eps(0, 8) == 0.0  # the driver's worker does not sample
+    assert eps(0, 0) == pytest.approx(0.05)  # no remote workers: the annealed schedule
+
+
+def test_gaussian_noise_random_phase_then_scaled_noise():
+    torch.manual_seed(0)
+    exp = GaussianNoise(BOX, random_timesteps=10, stddev=0.5, initial_scale=1.0,
+                        final_scale=0.0, scale_timesteps=100)
+    dist = TorchDeterministic(torch.full((2000, 3), 1.9))
+    actions, _ = exp.get_exploration_action(dist, timestep=0)
+    assert actions.min() >= -2.0 and actions.max() <= 2.0 and actions.std() > 0.8
+    actions, _ = exp.get_exploration_action(dist, timestep=50)
+    assert actions.max() <= 2.0  # clipped to the bounds
+    noise = exp.scale(50) * 0.5
+    assert float((actions < 1.9).float().mean()) == pytest.approx(0.5, abs=0.05)
+    assert noise == pytest.approx(0.25)
+    actions, _ = exp.get_exploration_action(dist, timestep=200)
+    assert torch.allclose(actions, torch.full((2000, 3), 1.9))
+    actions, _ = exp.get_exploration_action(dist, timestep=0, explore=False)
+    assert torch.allclose(actions, torch.full((2000, 3), 1.9))
+
+
+def test_ou_noise_is_correlated_and_its_state_restores():
+    torch.manual_seed(0)
+    exp = OrnsteinUhlenbeckNoise(BOX, random_timesteps=0, final_scale=1.0)
+    dist = TorchDeterministic(torch.zeros(1, 3))
+    for t in range(20):
+        exp.get_exploration_action(dist, timestep=t)
+    state = exp.get_state()
+    other = OrnsteinUhlenbeckNoise(BOX, random_timesteps=0, final_scale=1.0)
+    other.set_state(state)
+    assert torch.equal(other.ou_state, exp.ou_state) and other.last_timestep == 19
+    exp.on_episode_start()
+    assert not exp.ou_state.any()
+
+
+def test_random_softq_and_stochastic_sampling():
+    torch.manual_seed(0)
+    q = torch.tensor([[0.0, 0.0, 10.0, 0.0]]).repeat(2000, 1)
+    rand_actions, _ = Random(DISCRETE).get_exploration_action(q_dist(q))
+    assert len(set(rand_actions.tolist())) == 4
+    hot, _ = SoftQ(DISCRETE, temperature=100.0).get_exploration_action(q_dist(q))
+    cold, _ = SoftQ(DISCRETE, temperature=0.1).get_exploration_action(q_dist(q))
+    assert (cold == 2).all() and len(set(hot.tolist())) == 4
+    actions, logp = StochasticSampling(DISCRETE).get_exploration_action(q_dist(q))
+    assert torch.allclose(logp, torch.log_softmax(q, -1)[torch.arange(2000), actions])
+
+
+def test_make_exploration_resolves_names_paths_and_classes():
+    kw = dict(action_space=DISCRETE, policy_config={}, model=None)
+    assert type(make_exploration({"type": "SoftQ"}, **kw)) is SoftQ
+    dotted = "corral.utils.exploration.epsilon_greedy.EpsilonGreedy"
+    assert type(make_exploration({"type": dotted}, **kw)) is EpsilonGreedy
+    assert type(make_exploration({"type": Random}, **kw)) is Random
+    assert type(make_exploration(None, **kw)) is StochasticSampling
+    with pytest.raises(ValueError, match="Unknown exploration type"):
+        make_exploration({"type": "Curiosity"}, **kw)
+    with pytest.raises(TypeError, match="does not fit EpsilonGreedy"):
+        make_exploration({"type": "EpsilonGreedy", "bogus": 1}, **kw)
+
+
+def test_policy_checkpoints_exploration_state():
+    from corral.agents.dqn import DEFAULT_CONFIG, DQNTorchPolicy
+
+    policy = DQNTorchPolicy(gym.spaces.Box(-1, 1, (2,)), DISCRETE, DEFAULT_CONFIG)
+    policy.compute_actions_from_obs(np.zeros((3, 2), np.float32), explore=True)
+    policy.global_timestep = 5000
+    policy.compute_actions_from_obs(np.zeros((3, 2), np.float32), explore=True)
+    state = policy.get_state()
+    assert state["exploration"]["last_timestep"] == 5000
+    fresh = DQNTorchPolicy(gym.spaces.Box(-1, 1, (2,)), DISCRETE, DEFAULT_CONFIG)
+    fresh.set_state(state)
+    assert fresh.exploration.last_timestep == 5000
+    assert fresh.exploration.epsilon() == pytest.approx(policy.exploration.epsilon())
