@@ -90,7 +90,11 @@ def league_mapping(opponents: tuple[str, ...]):
 class LeagueCallbacks(DefaultCallbacks):
     """Freezes a copy of "main" into the league when it wins > 80% of its games."""
 
-    league: list[str] = ["random"]
+    max_league = 7  # stop freezing copies once the league (with "main") is this big
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.league = ["random"]  # frozen opponents, in the order they joined
 
     def on_train_result(self, *, trainer: Any, result: dict, **kwargs: Any) -> None:
         new_episodes = result["episodes_this_iter"]
@@ -98,9 +102,7 @@ class LeagueCallbacks(DefaultCallbacks):
         win_rate = float(np.mean(np.asarray(main_returns) > 0)) if main_returns else 0.0
         result["league_size"] = len(self.league) + 1
         result["main_win_rate"] = win_rate
-        if win_rate > WIN_RATE_TO_FREEZE and len(self.league) < trainer.config["env_config"].get(
-            "max_league", 8
-        ):
+        if win_rate > WIN_RATE_TO_FREEZE and len(self.league) + 1 < self.max_league:
             new_id = f"main_v{len(self.league)}"
             self.league.append(new_id)
             frozen = trainer.add_policy(
@@ -121,10 +123,10 @@ def main() -> None:
     parser.add_argument("--num-workers", type=int, default=1)
     args = parser.parse_args()
 
+    LeagueCallbacks.max_league = args.max_league
     trainer = PPOTrainer(
         env=Nim,
         config={
-            "env_config": {"max_league": args.max_league},
             "num_workers": args.num_workers,
             "num_envs_per_worker": 8,
             "rollout_fragment_length": 32,
@@ -167,7 +169,8 @@ def main() -> None:
             )
     finally:
         trainer.stop()
-    print(f"league: {['main', *LeagueCallbacks.league]} after {time.perf_counter() - start:.0f}s")
+    league = ["main", *trainer.callbacks.league]
+    print(f"league: {league} after {time.perf_counter() - start:.0f}s")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "SimpleQ": ("corral.agents.dqn", "SimpleQTrainer"),
     "APEX": ("corral.agents.dqn", "ApexTrainer"),
     "ApeX": ("corral.agents.dqn", "ApexTrainer"),
+    "SAC": ("corral.agents.sac", "SACTrainer"),
+    "DDPG": ("corral.agents.ddpg", "DDPGTrainer"),
+    "TD3": ("corral.agents.ddpg", "TD3Trainer"),
 }
 _PLANNED = (
     "PG",
@@ -20,9 +23,6 @@ _PLANNED = (
     "A3C",
     "IMPALA",
     "APPO",
-    "SAC",
-    "DDPG",
-    "TD3",
     "BC",
     "MARWIL",
 )

@@ -39,6 +39,7 @@ from corral.core.learner import LearnerGroup
 from corral.env.env_context import EnvContext
 from corral.env.utils import env_id_of, make_env_creator
 from corral.evaluation.backend import WorkerFailure, wait_all
+from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics, collect_metrics, summarize_episodes
 from corral.evaluation.worker_set import WorkerSet
 from corral.policy.policy import Policy
@@ -564,7 +565,7 @@ class Trainer(Trainable):
         prev_action: Any = None,
         prev_reward: Any = None,
         info: dict | None = None,
-        policy_id: str = DEFAULT_POLICY_ID,
+        policy_id: str | None = DEFAULT_POLICY_ID,
         full_fetch: bool = False,
         explore: bool | None = None,
         timestep: int | None = None,
@@ -575,6 +576,10 @@ class Trainer(Trainable):
         **kwargs: Any,
     ) -> Any:
         """Actions of policy `policy_id` for a dict of observations (agent id -> obs).
+
+        With `policy_id=None`, each agent acts with the policy that the
+        `policy_mapping_fn` maps it to (one batch per policy; extra fetches
+        are then keyed by policy id), as in a multi-agent episode.
 
         All observations go through the policy in one batch. `state` maps
         agent ids to their recurrent state (agents missing from it start from
@@ -589,6 +594,21 @@ class Trainer(Trainable):
                 "Trainer.compute_actions(`unsquash_actions`=...)",
             )
             unsquash_actions = normalize_actions
+        if policy_id is None:
+            return self._compute_actions_per_policy(
+                observations,
+                state,
+                prev_action=prev_action,
+                prev_reward=prev_reward,
+                info=info,
+                full_fetch=full_fetch,
+                explore=explore,
+                timestep=timestep,
+                episodes=episodes,
+                unsquash_actions=unsquash_actions,
+                clip_actions=clip_actions,
+                **kwargs,
+            )
         policy = self._policy_or_key_error(policy_id)
         agents = list(observations)
         batch = {SampleBatch.OBS: self._preprocess_and_filter(policy_id, observations.values())}
@@ -613,6 +633,53 @@ class Trainer(Trainable):
         if state is not None or full_fetch:
             states = {a: [s[i] for s in states_out] for i, a in enumerate(agents)}
             return by_agent, states, extra
+        return by_agent
+
+    def _compute_actions_per_policy(
+        self,
+        observations: dict,
+        state: dict | None,
+        *,
+        prev_action: Any,
+        prev_reward: Any,
+        info: Any,
+        full_fetch: bool,
+        episodes: list | None,
+        **kwargs: Any,
+    ) -> Any:
+        """`compute_actions(policy_id=None)`: agents grouped by their mapped policy.
+
+        The mapping sees `episodes[0]` when given (so it stays fixed over an
+        episode, as while sampling), else a fresh stand-in episode.
+        """
+        local = self.workers.local_worker()
+        episode = (
+            episodes[0]
+            if episodes
+            else Episode(-1, 0, local.policy_map, local.policy_mapping_fn, worker=local)
+        )
+        groups: dict[str, list] = defaultdict(list)
+        for agent in observations:
+            groups[episode.policy_for(agent)].append(agent)
+        actions, states, extras = {}, {}, {}
+        for pid, agents in groups.items():
+            actions[pid], states[pid], extras[pid] = self.compute_actions(
+                {a: observations[a] for a in agents},
+                None if state is None else {a: state[a] for a in agents if a in state},
+                prev_action=_agents_subset(prev_action, agents),
+                prev_reward=_agents_subset(prev_reward, agents),
+                info=_agents_subset(info, agents),
+                policy_id=pid,
+                full_fetch=True,
+                episodes=episodes,
+                **kwargs,
+            )
+        by_agent = {a: actions[pid][a] for pid, agents in groups.items() for a in agents}
+        if state is not None or full_fetch:
+            states_by_agent = {
+                a: s for per_policy in states.values() for a, s in per_policy.items()
+            }
+            return by_agent, states_by_agent, extras
         return by_agent
 
     def compute_action(self, *args: Any, **kwargs: Any) -> Any:
@@ -1066,3 +1133,14 @@ def _to_env_action(policy: Policy, action: Any, unsquash: bool | None, clip: boo
     if clip is None:
         clip = policy.config.get("clip_actions", False)
     return to_env(action, bool(unsquash), bool(clip))
+
+
+def _agents_subset(value: Any, agents: list) -> Any:
+    """The entries of a per-agent dict that belong to `agents` (None stays None)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(
+            "With policy_id=None, prev_action/prev_reward/info must be dicts keyed by agent id."
+        )
+    return {a: value[a] for a in agents if a in value} or None

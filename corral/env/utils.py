@@ -37,6 +37,11 @@ def make_env_creator(env: Any, preprocessor_pref: str | None = None) -> EnvCreat
     """
     from corral.tune.registry import ENV_CREATOR, _global_registry
 
+    if preprocessor_pref not in (None, "deepmind", "rllib"):
+        raise ValueError(
+            f"preprocessor_pref={preprocessor_pref!r}: expected 'deepmind' (DeepMind's Atari "
+            "frame processing for ALE envs), 'rllib' (raw frames) or None."
+        )
     if env is None:
         return lambda ctx: None
     if isinstance(env, type):

@@ -177,20 +177,24 @@ class MultiAgentSampler:
             episode=episode,
             env_index=i,
         )
-        self._observe(slot, raw_obs, infos, acting=set(raw_obs))
+        obs = self._apply_observation_fn(episode, raw_obs)
+        self._observe(slot, obs, infos, acting=set(obs))
         return slot
+
+    def _apply_observation_fn(self, episode: Episode, raw_obs: dict) -> dict:
+        if self.observation_fn is None:
+            return raw_obs
+        return self.observation_fn(
+            agent_obs=raw_obs,
+            worker=self.worker,
+            base_env=self.env,
+            policies=self.worker.policy_map,
+            episode=episode,
+        )
 
     def _observe(self, slot: _EnvSlot, raw_obs: dict, infos: dict, acting: set) -> None:
         """Preprocesses new observations; agents in `acting` act next."""
         episode = slot.episode
-        if self.observation_fn is not None:
-            raw_obs = self.observation_fn(
-                agent_obs=raw_obs,
-                worker=self.worker,
-                base_env=self.env,
-                policies=self.worker.policy_map,
-                episode=episode,
-            )
         slot.obs = {}
         for agent, o in raw_obs.items():
             pid = episode.policy_for(agent)
@@ -204,8 +208,10 @@ class MultiAgentSampler:
 
     def _preprocess(self, policy_id: str, raw: Any) -> np.ndarray:
         preprocessor = self.worker.preprocessors.get(policy_id)
-        obs = raw if preprocessor is None else preprocessor.transform(raw)
-        return np.asarray(obs, dtype=np.float32)
+        obs = np.asarray(raw if preprocessor is None else preprocessor.transform(raw), np.float32)
+        # The policy's observation filter (NoFilter by default: returns obs as it is).
+        obs_filter = self.worker.filters.get(policy_id)
+        return obs if obs_filter is None else obs_filter(obs)
 
     def _trajectory(self, slot: _EnvSlot, agent: Any, policy_id: str) -> _AgentTrajectory:
         trajectory = slot.trajectories.get(agent)
@@ -267,6 +273,11 @@ class MultiAgentSampler:
         actions: list[dict] = [{} for _ in self.slots]
         explore = self.worker.explore
         for pid, members in groups.items():
+            if pid not in self.worker.policy_map:
+                raise KeyError(
+                    f"policy_mapping_fn mapped agent {members[0][1]!r} to policy {pid!r}, which "
+                    f"is not in the policy map: {sorted(self.worker.policy_map)}."
+                )
             policy = self.worker.policy_map[pid]
             obs = np.stack([self.slots[i].obs[agent] for i, agent in members])
             batch_actions, extra = _policy_actions(policy, obs, explore)
@@ -312,9 +323,10 @@ class MultiAgentSampler:
             for a in set(terminateds) | set(truncateds)
             if a != ALL and (terminateds.get(a) or truncateds.get(a))
         }
-        acting = set() if all_done or hit_horizon else set(obs) - done_agents
-        self._close_done(slot, obs, terminateds, truncateds, done_agents, all_done, hit_horizon)
-        self._observe(slot, obs, infos, acting)
+        seen = self._apply_observation_fn(episode, obs)
+        acting = set() if all_done or hit_horizon else set(seen) - done_agents
+        self._close_done(slot, seen, terminateds, truncateds, done_agents, all_done, hit_horizon)
+        self._observe(slot, seen, infos, acting)
         if all_done or hit_horizon:
             self._end_episode(i, obs, infos, reset=not (hit_horizon and self.soft_horizon))
         elif self.call_step_hook:

@@ -697,13 +697,7 @@ NON_DEFAULT_SAMPLES = {
     "_fake_gpus": True,
     "custom_resources_per_worker": {"accel": 1},
     "eager_tracing": True,
-    "multiagent/policies": {"a", "b"},
-    "multiagent/policy_mapping_fn": print,
-    "multiagent/policies_to_train": ["a"],
-    "multiagent/observation_fn": print,
     "multiagent/replay_mode": "lockstep",
-    "multiagent/policy_map_capacity": 5,
-    "multiagent/policy_map_cache": "/tmp/cache",
     "model/use_lstm": True,
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",
@@ -753,36 +747,16 @@ def test_several_problems_reported_together():
     "policies",
     [
         {},
-        None,
         {"default_policy"},
-        ["default_policy"],
-        {"default_policy": PolicySpec()},
-        {"default_policy": PolicySpec(config={})},
-        {"default_policy": (None, None, None, None)},
-        {"default_policy": None},
-    ],
-)
-def test_single_default_policy_counts_as_default(policies):
-    check_not_implemented(full_config(multiagent={"policies": policies}))
-
-
-@pytest.mark.parametrize(
-    "policies",
-    [
         {"main"},
         {"default_policy": PolicySpec(config={"lr": 0.1})},
-        {"default_policy": PolicySpec(policy_class=object)},
         {"default_policy", "other"},
     ],
 )
-def test_other_policy_setups_raise(policies):
-    with pytest.raises(NotImplementedError, match="'multiagent/policies'"):
-        check_not_implemented(full_config(multiagent={"policies": policies}))
-
-
-def test_policies_to_train_default_forms():
-    check_not_implemented(full_config(multiagent={"policies_to_train": ["default_policy"]}))
-    check_not_implemented(full_config(multiagent={"policies_to_train": None}))
+def test_multi_agent_policy_setups_are_implemented(policies):
+    check_not_implemented(
+        full_config(multiagent={"policies": policies, "policies_to_train": ["main"]})
+    )
 
 
 def test_values_equal_to_default_in_other_form_pass():
@@ -791,11 +765,11 @@ def test_values_equal_to_default_in_other_form_pass():
 
 
 def test_algorithm_defaults_are_the_baseline():
-    defaults = with_common_config({"multiagent": {"policy_map_capacity": 10}})
+    defaults = with_common_config({"multiagent": {"replay_mode": "lockstep"}})
     check_not_implemented(merge_trainer_configs(defaults, {}), defaults)
-    with pytest.raises(NotImplementedError, match="'multiagent/policy_map_capacity' = 100"):
+    with pytest.raises(NotImplementedError, match="'multiagent/replay_mode' = 'independent'"):
         check_not_implemented(
-            merge_trainer_configs(defaults, {"multiagent": {"policy_map_capacity": 100}}),
+            merge_trainer_configs(defaults, {"multiagent": {"replay_mode": "independent"}}),
             defaults,
         )
 

@@ -179,7 +179,7 @@ def test_untrained_policy_stays_bit_identical_and_agent_steps_are_counted():
         trainer.stop()
     assert all(np.array_equal(before["p1"][k], after["p1"][k]) for k in before["p1"])
     assert any(not np.array_equal(before["p0"][k], after["p0"][k]) for k in before["p0"])
-    assert list(result["info"]["learner"]) == ["p0"]
+    assert list(result["info"]["learner"]) == ["p0"]  # p1 never trained
     # Two agents act per env step while both carts are up.
     assert result["timesteps_total"] == result["agent_timesteps_total"] >= 64
     assert result["num_env_steps_sampled"] < result["agent_timesteps_total"]
@@ -190,9 +190,7 @@ def test_policies_to_train_as_a_callable():
         env=TwoCartPoles,
         config=small_config(
             env_config={"num_agents": 2},
-            multiagent=two_policy_multiagent(
-                policies_to_train=lambda pid, batch=None: pid == "p1"
-            ),
+            multiagent=two_policy_multiagent(policies_to_train=lambda pid, batch=None: pid == "p1"),
         ),
     )
     try:
@@ -235,24 +233,46 @@ def test_add_and_remove_policy_with_a_remote_worker():
         trained = set()
         for _ in range(3):  # ongoing episodes finish with the old mapping first
             result = trainer.train()
-            trained |= set(result["info"]["learner"])
+            trained |= {
+                pid
+                for pid, info in result["info"]["learner"].items()
+                if info["num_agent_steps_trained"] > 0
+            }
         assert "p2" in result["policy_reward_mean"]
         assert trained == {"p0", "p2"}
         after = trainer.get_weights(["p1", "p2"])
         assert all(np.array_equal(before["p1"][k], after["p1"][k]) for k in before["p1"])
-        assert trainer.workers.remote_workers()[0].apply(
-            lambda w: w.is_policy_to_train("p2")
-        ).result(30)
+        assert (
+            trainer.workers.remote_workers()[0]
+            .apply(lambda w: w.is_policy_to_train("p2"))
+            .result(30)
+        )
 
         trainer.remove_policy(
             "p1",
             policy_mapping_fn=lambda agent_id, episode, worker, **kw: f"p{2 * agent_id}",
         )
-        assert trainer.workers.foreach_worker(lambda w: sorted(w.policy_map)) == [
-            ["p0", "p2"]
-        ] * 2
+        assert trainer.workers.foreach_worker(lambda w: sorted(w.policy_map)) == [["p0", "p2"]] * 2
         assert "p1" not in trainer.learner_group.local_learner.policy_ids
         trainer.train()
+    finally:
+        trainer.stop()
+
+
+def test_compute_actions_maps_agents_to_their_policies():
+    trainer = PPOTrainer(
+        env=TwoCartPoles,
+        config=small_config(env_config={"num_agents": 2}, multiagent=two_policy_multiagent()),
+    )
+    try:
+        obs = {0: np.zeros(4, np.float32), 1: np.ones(4, np.float32)}
+        actions = trainer.compute_actions(obs, policy_id=None, explore=False)
+        assert set(actions) == {0, 1}
+        for agent, pid in ((0, "p0"), (1, "p1")):
+            expected = trainer.compute_single_action(obs[agent], policy_id=pid, explore=False)
+            assert actions[agent] == expected
+        _, states, extras = trainer.compute_actions(obs, policy_id=None, full_fetch=True)
+        assert set(extras) == {"p0", "p1"} and states == {0: [], 1: []}
     finally:
         trainer.stop()
 
@@ -283,7 +303,8 @@ def test_observation_fn_rewrites_observations():
     assert shared[SampleBatch.OBS].shape == (10, 3)
     # Trajectories are contiguous per agent: "a" (alone, then with "b"), then "b".
     assert shared[SampleBatch.AGENT_INDEX].tolist() == [0] * 5 + [1] * 5
-    assert shared[SampleBatch.OBS][:, 2].tolist() == [1, 1, 1, 2, 2, 2, 2, 2, 2, 1]
+    # How many agents observed at each of their steps ("a" leaves with a final obs at 5).
+    assert shared[SampleBatch.OBS][:, 2].tolist() == [1, 1, 1, 2, 2] + [2, 2, 2, 1, 1]
 
 
 def test_unknown_policy_from_mapping_fn_is_a_clear_error():

@@ -82,7 +82,7 @@ def test_get_action_dist_deterministic_and_class():
 @pytest.mark.parametrize(
     "space",
     [
-        gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Discrete(3)]),
+        gym.spaces.Sequence(gym.spaces.Discrete(3)),
         gym.spaces.Box(-1.0, 1.0, shape=(2, 3)),
     ],
 )

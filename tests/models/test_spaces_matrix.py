@@ -36,4 +36,3 @@ def test_trains_or_names_the_unsupported_space(algorithm, obs_name, act_name):
     if result != "yes":
         # The message must say which space was refused.
         assert str(obs_space) in result or str(act_space) in result, result
-

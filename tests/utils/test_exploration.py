@@ -28,7 +28,10 @@ def q_dist(q):
 
 def test_epsilon_schedule_values():
     exp = EpsilonGreedy(
-        DISCRETE, initial_epsilon=1.0, final_epsilon=0.1, epsilon_timesteps=1000,
+        DISCRETE,
+        initial_epsilon=1.0,
+        final_epsilon=0.1,
+        epsilon_timesteps=1000,
         warmup_timesteps=100,
     )
     assert exp.epsilon(0) == 1.0
@@ -69,8 +72,14 @@ def test_per_worker_epsilons_follow_apex():
 
 def test_gaussian_noise_random_phase_then_scaled_noise():
     torch.manual_seed(0)
-    exp = GaussianNoise(BOX, random_timesteps=10, stddev=0.5, initial_scale=1.0,
-                        final_scale=0.0, scale_timesteps=100)
+    exp = GaussianNoise(
+        BOX,
+        random_timesteps=10,
+        stddev=0.5,
+        initial_scale=1.0,
+        final_scale=0.0,
+        scale_timesteps=100,
+    )
     dist = TorchDeterministic(torch.full((2000, 3), 1.9))
     actions, _ = exp.get_exploration_action(dist, timestep=0)
     assert actions.min() >= -2.0 and actions.max() <= 2.0 and actions.std() > 0.8

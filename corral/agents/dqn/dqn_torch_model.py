@@ -36,7 +36,9 @@ class NoisyLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5) -> None:
         super().__init__()
         bound = 1.0 / math.sqrt(in_features)
-        self.weight_mu = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.weight_mu = nn.Parameter(
+            torch.empty(out_features, in_features).uniform_(-bound, bound)
+        )
         self.bias_mu = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
         sigma = sigma0 / math.sqrt(in_features)
         self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma))

@@ -61,15 +61,16 @@ class DQNTorchPolicy(TorchPolicy):
         WEIGHTS,
     )
 
-    def __init__(
-        self, observation_space: gym.Space, action_space: gym.Space, config: dict
-    ) -> None:
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(
                 f"DQN needs a Discrete action space, got {action_space}; use SAC, DDPG or TD3 "
                 "for continuous actions."
             )
-        self.q_config = {**PLAIN_Q_SETTINGS, **{k: config[k] for k in PLAIN_Q_SETTINGS if k in config}}
+        self.q_config = {
+            **PLAIN_Q_SETTINGS,
+            **{k: config[k] for k in PLAIN_Q_SETTINGS if k in config},
+        }
         super().__init__(observation_space, action_space, config)
         self.target_model = copy.deepcopy(self.model)
         self.target_model.requires_grad_(False)
@@ -172,9 +173,7 @@ class DQNTorchPolicy(TorchPolicy):
         log_p_selected = torch.log_softmax(logits_t[rows, actions], dim=-1)
         with torch.no_grad():
             p_next = torch.softmax(logits_tp1[rows, best_next], dim=-1)
-            target_dist = project_distribution(
-                p_next, rewards, discount * not_done, support
-            )
+            target_dist = project_distribution(p_next, rewards, discount * not_done, support)
         cross_entropy = -(target_dist * log_p_selected).sum(-1)
         loss = (weights * cross_entropy).mean()
         q_selected = (log_p_selected.exp() * support).sum(-1)
@@ -244,7 +243,8 @@ def project_distribution(
     Each atom z_j of the next-state distribution moves to T z_j = r + discount z_j,
     clipped to [v_min, v_max], and its probability is split between the two
     neighbouring atoms in proportion to closeness:
-        b = (T z_j - v_min) / dz,  m_floor(b) += p_j (ceil(b) - b),  m_ceil(b) += p_j (b - floor(b)),
+        b = (T z_j - v_min) / dz,
+        m_floor(b) += p_j (ceil(b) - b),  m_ceil(b) += p_j (b - floor(b)),
     with all of p_j going to atom b when b is an integer.
 
     :param next_probs: [B, N] probabilities of the chosen next action.

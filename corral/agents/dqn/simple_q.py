@@ -15,8 +15,8 @@ fragment round); copy the online network into the target network every
 from __future__ import annotations
 
 from corral.agents.config import with_common_config
-from corral.agents.off_policy import OffPolicyTrainer
 from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy
+from corral.agents.off_policy import OffPolicyTrainer
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 SIMPLE_Q_DEFAULT_CONFIG = with_common_config(

@@ -151,7 +151,8 @@ class SACTorchModel(TorchModelV2):
             q_out,
             q_model_config.get("fcnet_activation", "relu"),
         )
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha), dtype=torch.float32))
+        # Shape (1,), not (): safetensors checkpoints store 0-d arrays as (1,).
+        self.log_alpha = nn.Parameter(torch.tensor([math.log(initial_alpha)], dtype=torch.float32))
         self.target_entropy = resolve_target_entropy(target_entropy, action_space)
 
     # -- RLlib 1.x's SACTorchModel interface -------------------------------

@@ -25,10 +25,10 @@ from corral.utils.error import UnsupportedSpaceException
 def add_time_dimension(
     padded_inputs: TensorType, seq_lens: TensorType, time_major: bool = False
 ) -> TensorType:
-    """``[B * T, ...] -> [B, T, ...]`` (or ``[T, B, ...]`` when ``time_major``).
+    """``[B * T, ...] -> [B, T, ...]``, or ``[T * B, ...] -> [T, B, ...]`` when ``time_major``.
 
     ``B`` is ``len(seq_lens)`` and ``T = rows // B``: the rows must already be padded so
-    that every sequence takes ``T`` consecutive rows.
+    that every sequence takes ``T`` rows (consecutive ones, unless ``time_major``).
     """
     batch = int(seq_lens.shape[0])
     rows = int(padded_inputs.shape[0])
@@ -37,8 +37,9 @@ def add_time_dimension(
             f"add_time_dimension: {rows} rows cannot hold {batch} equally padded sequences "
             f"(seq_lens={seq_lens.tolist()})."
         )
-    out = padded_inputs.reshape(batch, rows // batch, *padded_inputs.shape[1:])
-    return out.transpose(0, 1) if time_major else out
+    if time_major:
+        return padded_inputs.reshape(rows // batch, batch, *padded_inputs.shape[1:])
+    return padded_inputs.reshape(batch, rows // batch, *padded_inputs.shape[1:])
 
 
 def _prev_action_size(action_space: gym.Space) -> int:
@@ -72,8 +73,7 @@ class RecurrentNetwork(TorchModelV2):
         seq_lens = torch.as_tensor(seq_lens)
         timed = add_time_dimension(inputs, seq_lens, self.time_major)
         out, new_state = self.forward_rnn(timed, state, seq_lens)
-        if self.time_major:
-            out = out.transpose(0, 1)
+        # Rows come back in the order they came in ([B, T] or [T, B]).
         return out.reshape(-1, out.shape[-1]), new_state
 
     def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
@@ -84,7 +84,8 @@ class RecurrentNetwork(TorchModelV2):
     def forward_rnn(
         self, inputs: TensorType, state: list[TensorType], seq_lens: TensorType
     ) -> tuple[TensorType, list[TensorType]]:
-        """``inputs [B, T, F]`` -> ``(outputs [B, T, num_outputs], new_state)``."""
+        """``inputs [B, T, F]`` -> ``(outputs [B, T, num_outputs], new_state)``; both
+        ``[T, B, ...]`` when the model is time major."""
         raise NotImplementedError(f"{type(self).__name__} must implement forward_rnn()")
 
 
@@ -188,11 +189,10 @@ class LSTMWrapper(RecurrentNetwork):
             out, _ = nn.utils.rnn.pad_packed_sequence(
                 out, batch_first=True, total_length=inputs.shape[1]
             )
-        self._features = out.reshape(-1, self.cell_size)
-        logits = self._logits(out)
         if self.time_major:
-            logits = logits.transpose(0, 1)
-        return logits, [h.squeeze(0), c.squeeze(0)]
+            out = out.transpose(0, 1)
+        self._features = out.reshape(-1, self.cell_size)
+        return self._logits(out), [h.squeeze(0), c.squeeze(0)]
 
     def value_function(self) -> TensorType:
         if self._features is None:

@@ -78,7 +78,9 @@ def make_exploration(
             **config,
         )
     except TypeError as e:
-        raise TypeError(f"exploration_config {exploration_config!r} does not fit {cls.__name__}: {e}") from e
+        raise TypeError(
+            f"exploration_config {exploration_config!r} does not fit {cls.__name__}: {e}"
+        ) from e
 
 
 __all__ = [

@@ -185,4 +185,3 @@ def _trajectory_bounds(batch: SampleBatch) -> list[tuple[int, int]]:
     cuts = np.flatnonzero(eps[1:] != eps[:-1]) + 1
     bounds = [0, *cuts.tolist(), len(eps)]
     return list(zip(bounds[:-1], bounds[1:]))
-

@@ -27,6 +27,7 @@ FAST = {
     "train_batch_size": 16,
     "model": {"fcnet_hiddens": [16]},
     "hiddens": [16],
+    "target_network_update_freq": 32,
     "seed": 0,
 }
 
@@ -35,8 +36,13 @@ def linear_policy(**overrides):
     """A DQN policy whose Q-network is one linear layer: Q(s) = W s + b."""
     config = Trainer.merge_trainer_configs(
         DEFAULT_CONFIG,
-        {"hiddens": [], "dueling": False, "model": {"fcnet_hiddens": []}, "gamma": 0.9,
-         **overrides},
+        {
+            "hiddens": [],
+            "dueling": False,
+            "model": {"fcnet_hiddens": []},
+            "gamma": 0.9,
+            **overrides,
+        },
     )
     return DQNTorchPolicy(gym.spaces.Box(-10, 10, (2,)), gym.spaces.Discrete(3), config)
 
@@ -107,8 +113,9 @@ def test_c51_projection_matches_hand_computation():
 
 def test_c51_noisy_dueling_loss_runs_and_learns():
     torch.manual_seed(0)
-    policy = linear_policy(num_atoms=11, v_min=-5.0, v_max=5.0, noisy=True, dueling=True,
-                           hiddens=[8], lr=1e-2)
+    policy = linear_policy(
+        num_atoms=11, v_min=-5.0, v_max=5.0, noisy=True, dueling=True, hiddens=[8], lr=1e-2
+    )
     batch = transitions()
     optimizer = policy.make_optimizer()
     losses = []
@@ -159,8 +166,12 @@ def test_trainers_run_one_iteration(cls, extra):
 
 
 def test_apex_runs_with_per_worker_epsilons():
-    config = {**FAST, "num_workers": 2, "replay_buffer_config": {"capacity": 1000},
-              "target_network_update_freq": 100}
+    config = {
+        **FAST,
+        "num_workers": 2,
+        "replay_buffer_config": {"capacity": 1000},
+        "target_network_update_freq": 100,
+    }
     trainer = ApexTrainer(config=config, env="CartPole-v1")
     try:
         result = trainer.train()
@@ -179,12 +190,21 @@ def test_registry_names():
 
 def test_default_config_keeps_rllib_defaults():
     c = DEFAULT_CONFIG
-    assert (c["num_atoms"], c["v_min"], c["v_max"], c["noisy"], c["sigma0"]) == (1, -10, 10, False, 0.5)
+    assert (c["num_atoms"], c["v_min"], c["v_max"], c["noisy"], c["sigma0"]) == (
+        1,
+        -10,
+        10,
+        False,
+        0.5,
+    )
     assert (c["dueling"], c["hiddens"], c["double_q"], c["n_step"]) == (True, [256], True, 1)
     assert c["exploration_config"]["final_epsilon"] == 0.02
     assert c["replay_buffer_config"]["capacity"] == 50000 and c["prioritized_replay"]
     assert (c["lr"], c["grad_clip"], c["learning_starts"], c["train_batch_size"]) == (
-        5e-4, 40, 1000, 32
+        5e-4,
+        40,
+        1000,
+        32,
     )
 
 

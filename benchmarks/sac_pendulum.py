@@ -1,0 +1,217 @@
+"""SAC time-to-solve on Pendulum-v1: corral against Stable-Baselines3, same machine.
+
+Each run trains in its own child process with a budget of env steps and
+evaluates the deterministic policy (10 episodes, fixed seeds) every
+`--eval-every` env steps, with the training clock paused during evaluation.
+A run is solved when the mean evaluation return reaches -200. corral uses
+`tuned_examples/sac/pendulum-sac.yaml`; SB3 uses RL Zoo's Pendulum-v1 SAC
+hyper-parameters (MlpPolicy, learning_rate 1e-3, everything else SB3's defaults).
+
+Output: JSON lines on stdout (a header, one line per run, a summary with the
+ratio of corral's median wall time to solve to SB3's; the target is <= 0.7).
+Usage: python benchmarks/sac_pendulum.py [--seeds 0 1] [--budget 20000] [--libs corral sb3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio
+
+ENV_ID = "Pendulum-v1"
+TUNED_YAML = "sac/pendulum-sac.yaml"
+SOLVED_AT = -200.0
+EVAL_EPISODES = 10
+EVAL_SEED = 10_000
+ZOO = {"policy": "MlpPolicy", "learning_rate": 1e-3, "n_timesteps": 20000}
+
+
+def evaluate(act: Callable[[Any], Any]) -> float:
+    """Mean return of `EVAL_EPISODES` episodes on a fresh env, seeds fixed."""
+    import gymnasium as gym
+
+    env = gym.make(ENV_ID)
+    total = 0.0
+    try:
+        for ep in range(EVAL_EPISODES):
+            obs, _ = env.reset(seed=EVAL_SEED + ep)
+            done = False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(act(obs))
+                total += float(reward)
+                done = terminated or truncated
+    finally:
+        env.close()
+    return total / EVAL_EPISODES
+
+
+class Tracker:
+    """Evaluation schedule, the paused training clock and the run's record."""
+
+    def __init__(self, eval_every: int) -> None:
+        self.eval_every = eval_every
+        self.next_eval = eval_every
+        self.clock = Stopwatch()
+        self.curve: list[tuple[int, float]] = []
+        self.solved_at: tuple[int, float] | None = None
+
+    def due(self, steps: int) -> bool:
+        return steps >= self.next_eval
+
+    def evaluate(self, steps: int, act: Callable[[Any], Any]) -> bool:
+        """Pauses the clock, evaluates; True when solved (the clock then stays paused)."""
+        self.clock.pause()
+        mean_return = evaluate(act)
+        self.curve.append((steps, round(mean_return, 1)))
+        while self.next_eval <= steps:
+            self.next_eval += self.eval_every
+        log(f"    {steps:>6} steps {self.clock.elapsed:7.1f}s  eval {mean_return:8.1f}")
+        if mean_return >= SOLVED_AT:
+            self.solved_at = (steps, self.clock.elapsed)
+            return True
+        self.clock.start()
+        return False
+
+    def record(self, steps_run: int) -> dict[str, Any]:
+        self.clock.pause()
+        solved = self.solved_at is not None
+        return {
+            "solved": solved,
+            "steps": self.solved_at[0] if solved else None,
+            "train_s": self.solved_at[1] if solved else None,
+            "steps_run": steps_run,
+            "train_s_run": self.clock.elapsed,
+            "curve": self.curve,
+        }
+
+
+def run_corral(seed: int, budget: int, eval_every: int) -> dict[str, Any]:
+    env_id, config, _ = load_tuned_config(TUNED_YAML)
+    from corral.agents.sac import SACTrainer
+
+    # Iterations as long as the evaluation period, so evaluations fall on schedule.
+    config = {**config, "seed": seed, "log_level": "ERROR", "timesteps_per_iteration": eval_every}
+    trainer = SACTrainer(config=config, env=env_id)
+    tracker = Tracker(eval_every)
+    steps = 0
+    try:
+        tracker.clock.start()
+        while steps < budget:
+            steps = int(trainer.train()["timesteps_total"])
+            if tracker.due(steps) and tracker.evaluate(
+                steps, lambda obs: trainer.compute_single_action(obs, explore=False)
+            ):
+                break
+    finally:
+        trainer.stop()
+    return {**tracker.record(steps), "config_file": TUNED_YAML}
+
+
+def run_sb3(seed: int, budget: int, eval_every: int) -> dict[str, Any]:
+    import stable_baselines3
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    model = SAC(ZOO["policy"], ENV_ID, learning_rate=ZOO["learning_rate"], seed=seed, device="cpu")
+    tracker = Tracker(eval_every)
+
+    class EvalCallback(BaseCallback):
+        solved = False
+
+        def _on_step(self) -> bool:
+            if tracker.due(self.num_timesteps):
+                self.solved = tracker.evaluate(
+                    self.num_timesteps, lambda obs: model.predict(obs, deterministic=True)[0]
+                )
+            return not self.solved
+
+    tracker.clock.start()
+    model.learn(total_timesteps=budget, callback=EvalCallback())
+    return {**tracker.record(model.num_timesteps), "sb3_version": stable_baselines3.__version__}
+
+
+RUNNERS = {"corral": run_corral, "sb3": run_sb3}
+
+
+def run_child(lib: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", lib, "--seed", str(seed)]
+    cmd += ["--budget", str(args.budget), "--eval-every", str(args.eval_every)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit code {proc.returncode}"}
+    return {**json.loads(lines[-1][5:]), "process_wall_s": time.perf_counter() - t0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--budget", type=int, default=20_000, help="env steps per run")
+    parser.add_argument("--eval-every", type=int, default=1000, help="env steps")
+    parser.add_argument("--libs", nargs="+", default=["corral", "sb3"])
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    parser.add_argument("--child", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        import torch
+
+        torch.set_num_threads(1)  # both libraries on one thread, as corral's driver runs
+        out = RUNNERS[args.child](args.seed, args.budget, args.eval_every)
+        print("JSON:" + json.dumps(out), flush=True)
+        return
+
+    emit(
+        {
+            "bench": "sac_pendulum",
+            "machine": machine_info(),
+            "budget": args.budget,
+            "eval_every": args.eval_every,
+            "eval_episodes": EVAL_EPISODES,
+            "solved_at": SOLVED_AT,
+            "seeds": args.seeds,
+            "sb3_hyperparams": ZOO,
+            "corral_config": load_tuned_config(TUNED_YAML)[1],
+        }
+    )
+    runs: dict[str, list[dict[str, Any]]] = {lib: [] for lib in args.libs}
+    for seed in args.seeds:
+        for lib in args.libs:  # alternate the libraries seed by seed
+            log(f"sac_pendulum: {lib} seed {seed}")
+            out = {"bench": "sac_pendulum", "lib": lib, "seed": seed, **run_child(lib, seed, args)}
+            emit(out)
+            if "error" not in out:
+                runs[lib].append(out)
+    summary: dict[str, Any] = {"bench": "sac_pendulum", "summary": True}
+    for lib, lib_runs in runs.items():
+        solved = [r for r in lib_runs if r["solved"]]
+        summary[lib] = {
+            "runs": len(lib_runs),
+            "solved": len(solved),
+            "median_train_s": median(r["train_s"] for r in solved),
+            "median_steps": median(r["steps"] for r in solved),
+            "median_s_per_1k_steps": median(
+                1000 * r["train_s_run"] / r["steps_run"] for r in lib_runs if r["steps_run"]
+            ),
+        }
+    if "corral" in summary and "sb3" in summary:
+        summary["ratio_train_s_corral_over_sb3"] = ratio(
+            summary["corral"]["median_train_s"], summary["sb3"]["median_train_s"]
+        )
+        summary["ratio_s_per_1k_steps_corral_over_sb3"] = ratio(
+            summary["corral"]["median_s_per_1k_steps"], summary["sb3"]["median_s_per_1k_steps"]
+        )
+        summary["target_ratio"] = 0.7
+    emit(summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The multi-agent branch of config validation (RLlib 1.x `_validate_config`'s rules)."""
+
+import gymnasium as gym
+import pytest
+
+from corral.agents.config import COMMON_CONFIG, merge_trainer_configs, validate_config
+from corral.agents.ppo import PPOTrainer
+from corral.policy.policy import PolicySpec
+
+SPACE = gym.spaces.Discrete(2)
+
+
+def validated(**multiagent) -> dict:
+    config = merge_trainer_configs(COMMON_CONFIG, {"multiagent": multiagent})
+    validate_config(config)
+    return config
+
+
+def test_empty_policies_become_the_default_policy():
+    config = validated(policies={})
+    assert config["multiagent"]["policies"] == {"default_policy": PolicySpec(config={})}
+
+
+def test_a_set_of_ids_becomes_default_specs():
+    policies = validated(policies={"a", "b"})["multiagent"]["policies"]
+    assert policies == {"a": PolicySpec(config={}), "b": PolicySpec(config={})}
+
+
+def test_four_tuples_become_policy_specs():
+    policies = validated(policies={"a": (None, SPACE, SPACE, None), "b": [None, None, None, {}]})[
+        "multiagent"
+    ]["policies"]
+    assert policies["a"] == PolicySpec(None, SPACE, SPACE, {})
+    assert policies["b"] == PolicySpec(config={})
+
+
+@pytest.mark.parametrize("policies", [{1: PolicySpec()}, {1, 2}])
+def test_policy_ids_must_be_strings(policies):
+    with pytest.raises(ValueError, match="Policy keys must be strs, got <class 'int'>"):
+        validated(policies=policies)
+
+
+@pytest.mark.parametrize("spec", [(None, None, None), "PPO", 3])
+def test_policy_specs_must_be_four_tuples(spec):
+    with pytest.raises(ValueError, match=r"Policy specs must be tuples/lists of \(cls or None"):
+        validated(policies={"a": spec})
+
+
+def test_policy_config_must_be_a_dict():
+    with pytest.raises(ValueError, match="Multiagent policy config for a must be a dict"):
+        validated(policies={"a": PolicySpec(config=[1])})
+
+
+def test_count_steps_by_must_be_known():
+    with pytest.raises(ValueError, match=r"`count_steps_by` must be one of \[env_steps\|agent_"):
+        validated(count_steps_by="episodes")
+
+
+def test_multi_agent_settings_are_accepted_by_a_trainer():
+    trainer = PPOTrainer(
+        env="CartPole-v1",
+        config={
+            "num_workers": 0,
+            "num_envs_per_worker": 1,
+            "rollout_fragment_length": 8,
+            "train_batch_size": 8,
+            "sgd_minibatch_size": 8,
+            "model": {"fcnet_hiddens": [4]},
+            "multiagent": {
+                "policies": {"default_policy": (None, None, None, {"lr": 0.5})},
+                "policies_to_train": ["default_policy"],
+                "policy_map_capacity": 3,
+                "observation_fn": None,
+                "count_steps_by": "agent_steps",
+            },
+        },
+    )
+    try:
+        assert trainer.get_policy().config["lr"] == 0.5  # per-policy override
+        assert trainer.workers.local_worker().policy_map.capacity == 3
+    finally:
+        trainer.stop()
+
+
+def test_lockstep_replay_is_not_implemented_yet():
+    trainer_config = {"multiagent": {"replay_mode": "lockstep"}}
+    with pytest.raises(NotImplementedError, match="'multiagent/replay_mode' = 'lockstep'"):
+        PPOTrainer(env="CartPole-v1", config=trainer_config)

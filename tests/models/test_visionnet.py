@@ -1,0 +1,77 @@
+"""The conv net: default filter stacks, custom stacks, heads, fast path, catalog choice."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from corral.models import MODEL_DEFAULTS, ModelCatalog
+from corral.models.torch.visionnet import VisionNetwork
+
+
+def make(shape, num_outputs=6, **overrides):
+    space = gym.spaces.Box(0, 255, shape, np.uint8)
+    return VisionNetwork(
+        space, gym.spaces.Discrete(6), num_outputs, {**MODEL_DEFAULTS, **overrides}, "v"
+    )
+
+
+@pytest.mark.parametrize("shape", [(84, 84, 4), (42, 42, 3), (84, 84, 1)])
+def test_default_stacks_end_in_one_by_one(shape):
+    model = make(shape)
+    obs = torch.randint(0, 255, (5, *shape), dtype=torch.uint8)
+    out, state = model({"obs": obs}, [], None)
+    assert out.shape == (5, 6) and state == []
+    assert model.value_function().shape == (5,)
+    # The last conv layer has 256 channels on a 1 x 1 map: 256 features into the logits.
+    assert model._logits.in_features == 256
+
+
+def test_forward_inference_matches_forward():
+    model = make((42, 42, 3), vf_share_layers=False)
+    obs = torch.rand(4, 42, 42, 3) * 255
+    out, _ = model({"obs": obs}, [], None)
+    fast_out, fast_values = model.forward_inference(obs)
+    torch.testing.assert_close(fast_out, out)
+    torch.testing.assert_close(fast_values, model.value_function())
+    torch.testing.assert_close(model.value_only(obs), fast_values)
+    assert model._value_trunk is not None
+
+
+def test_custom_filters_activation_and_post_fcnet_hiddens():
+    model = make(
+        (10, 10, 2),
+        conv_filters=[[4, 3, 2], [8, [3, 3], 1]],
+        conv_activation="tanh",
+        post_fcnet_hiddens=[16],
+    )
+    out, _ = model({"obs": torch.rand(3, 10, 10, 2)}, [], None)
+    assert out.shape == (3, 6)
+    # same padding 10 -> 5, then valid 3x3: 3 x 3 x 8 = 72 features into the 16-unit layer.
+    dense = [m for m in model._trunk if isinstance(m, torch.nn.Linear)]
+    assert dense[0].in_features == 72 and dense[0].out_features == 16
+    assert any(isinstance(m, torch.nn.Tanh) for m in model._trunk)
+
+
+def test_no_num_outputs_exposes_features():
+    model = make((42, 42, 3), num_outputs=None)
+    assert model.num_outputs == 256
+
+
+def test_unknown_image_size_without_filters_names_the_shape():
+    with pytest.raises(ValueError, match=r"\(64, 48, 3\)") as err:
+        make((64, 48, 3))
+    assert "conv_filters" in str(err.value)
+
+
+def test_filters_that_shrink_the_image_to_nothing():
+    with pytest.raises(ValueError, match="shrink"):
+        make((8, 8, 1), conv_filters=[[4, 3, 2], [8, 9, 1]])
+
+
+def test_catalog_picks_vision_net_for_images_only():
+    image = gym.spaces.Box(0, 255, (42, 42, 3), np.uint8)
+    flat = gym.spaces.Box(-1, 1, (2, 3), np.float32)
+    act = gym.spaces.Discrete(2)
+    assert isinstance(ModelCatalog.get_model_v2(image, act, 2, {}), VisionNetwork)
+    assert not isinstance(ModelCatalog.get_model_v2(flat, act, 2, {}), VisionNetwork)
