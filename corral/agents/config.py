@@ -799,11 +799,8 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "custom_resources_per_worker": "custom per-worker resources",
     "eager_tracing": "TensorFlow eager tracing (corral is torch-only)",
     "multiagent/replay_mode": "lockstep replay (replay buffers replay per policy only)",
-    "model/use_lstm": "LSTM models",
     "model/use_attention": "attention (GTrXL) models",
     "model/custom_preprocessor": "custom preprocessors",
-    "model/lstm_use_prev_action": "previous actions as LSTM input",
-    "model/lstm_use_prev_reward": "previous rewards as LSTM input",
 }
 
 

@@ -73,6 +73,9 @@ class SingleAgentSampler:
         self.preprocessor = policy.preprocessor
         self.fast_obs = isinstance(self.preprocessor, NoPreprocessor)
         self.obs_shape = tuple(self.preprocessor.shape)
+        # Recurrent policies: the sampler carries each env's state (reset with
+        # its episode) and feeds back the previous action and reward.
+        self.recurrent = policy.is_recurrent()
         # Filters run after the preprocessor, on the whole row of new observations at once;
         # the default NoFilter costs nothing (the flag skips the call).
         self.obs_filter = worker.filters.get(self.policy_id, NoFilter())
@@ -106,11 +109,28 @@ class SingleAgentSampler:
         self.ep_ret = np.zeros(self.num_envs, np.float64)
         self.eps_ids = np.zeros(self.num_envs, np.int64)
         self.episodes: list[Episode] = [None] * self.num_envs  # type: ignore[list-item]
+        if self.recurrent:
+            self._reset_recurrent_inputs()
         for i in range(self.num_envs):
             obs, _ = self.envs[i].reset(seed=None if seed is None else seed + i)
             self._start_episode(i, obs)
 
-    def _start_episode(self, i: int, raw_obs: Any) -> None:
+    def _reset_recurrent_inputs(self) -> None:
+        n = self.num_envs
+        self.initial_state = self.policy.get_initial_state()
+        self.states = [np.repeat(s[None], n, axis=0) for s in self.initial_state]
+        space = self.policy.action_space
+        dtype = np.int64 if np.issubdtype(space.dtype, np.integer) else np.float32
+        self.prev_actions = np.zeros((n, *space.shape), dtype)
+        self.prev_rewards = np.zeros(n, np.float32)
+
+    def _start_episode(self, i: int, raw_obs: Any, keep_state: bool = False) -> None:
+        # A soft horizon keeps the env running: the RNN state spans the cut.
+        if self.recurrent and not keep_state:
+            for state, initial in zip(self.states, self.initial_state):
+                state[i] = initial
+            self.prev_actions[i] = 0
+            self.prev_rewards[i] = 0.0
         self._write_obs(i, raw_obs)
         self.ep_len[i] = 0
         self.ep_ret[i] = 0.0
@@ -153,6 +173,11 @@ class SingleAgentSampler:
         }
         for k, v in extra.items():
             buf[k] = np.zeros((T, *v.shape), v.dtype)
+        if self.recurrent:
+            for i, state in enumerate(self.states):
+                buf[f"state_in_{i}"] = np.zeros((T, *state.shape), np.float32)
+            buf[SampleBatch.PREV_ACTIONS] = np.zeros((T, *self.prev_actions.shape), actions.dtype)
+            buf[SampleBatch.PREV_REWARDS] = np.zeros((T, N), np.float32)
         self._buffers = buf
 
     # -- sampling -----------------------------------------------------------
@@ -175,11 +200,18 @@ class SingleAgentSampler:
         T = self.fragment_length
         for t in range(T):
             t0 = time.perf_counter()
-            actions, extra = policy.compute_actions_from_obs(self.obs, explore)
+            if self.recurrent:
+                actions, extra = policy.compute_actions_from_obs(
+                    self.obs, explore, self.states, self.prev_actions, self.prev_rewards
+                )
+            else:
+                actions, extra = policy.compute_actions_from_obs(self.obs, explore)
             t1 = time.perf_counter()
             if self._buffers is None:
                 self._allocate(actions, extra)
             buf = self._buffers
+            if self.recurrent:
+                self._record_recurrent_inputs(t, actions, extra)
             buf[SampleBatch.OBS][t] = self.obs
             buf[SampleBatch.ACTIONS][t] = actions
             for k, v in extra.items():
@@ -196,6 +228,16 @@ class SingleAgentSampler:
             timers.processing += (t2 - t1) + (time.perf_counter() - t3)
         timers.steps += T
         return self._build_batch()
+
+    def _record_recurrent_inputs(self, t: int, actions: np.ndarray, extra: dict) -> None:
+        """Stores this step's RNN inputs, then advances them to the next step."""
+        buf = self._buffers
+        for i, state in enumerate(self.states):
+            buf[f"state_in_{i}"][t] = state
+        buf[SampleBatch.PREV_ACTIONS][t] = self.prev_actions
+        buf[SampleBatch.PREV_REWARDS][t] = self.prev_rewards
+        self.states = [np.array(extra[f"state_out_{i}"]) for i in range(len(self.states))]
+        self.prev_actions = np.array(actions)
 
     def _record_step(self, t: int, results: list, actions: np.ndarray) -> None:
         buf = self._buffers
@@ -220,6 +262,8 @@ class SingleAgentSampler:
         trunc[:] = truncateds
         self.ep_len += 1
         self.ep_ret += rew
+        if self.recurrent:
+            self.prev_rewards = rew.copy()
         hit_horizon = None
         if self.horizon is not None:
             hit_horizon = (self.ep_len >= self.horizon) & ~term
@@ -287,7 +331,7 @@ class SingleAgentSampler:
             obs, _ = self.envs[i].reset()
         else:
             obs = last_obs
-        self._start_episode(i, obs)
+        self._start_episode(i, obs, keep_state=not reset)
 
     def _build_batch(self) -> SampleBatch:
         buf = self._buffers

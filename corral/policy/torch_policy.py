@@ -37,6 +37,9 @@ class TorchPolicy(Policy):
             action_space, config["model"], framework="torch"
         )
         self.model = self.make_model(num_outputs)
+        self._initial_state = [
+            np.asarray(s, np.float32) for s in self.model.get_initial_state() or []
+        ]
         self.exploration = self.make_exploration()
         self._init_action_bounds(action_space)
         # Bumped by the learner after each update; lets the worker set skip
@@ -100,18 +103,35 @@ class TorchPolicy(Policy):
     # -- acting -------------------------------------------------------------
 
     def compute_actions_from_obs(
-        self, obs: np.ndarray, explore: bool | None = None
+        self,
+        obs: np.ndarray,
+        explore: bool | None = None,
+        state: list[np.ndarray] | None = None,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
     ) -> tuple[np.ndarray, TensorDict]:
         """Actions and extra fetches for a batch of preprocessed float32 obs.
 
         Returns (actions, {action_logp, action_dist_inputs, vf_preds}) as
         numpy arrays; the actions are in the policy's (normalised) space.
+        Recurrent policies take the batch's `state` (one array per state
+        tensor, [B, ...]) and previous actions/rewards, and add
+        `state_out_<i>` to the fetches.
         """
         if explore is None:
             explore = self.config.get("explore", True)
+        state_out: list[torch.Tensor] = []
         with torch.inference_mode():
             obs_t = torch.from_numpy(obs)
-            dist_inputs, values = self._forward_inference(obs_t)
+            if state is not None and self._initial_state:
+                dist_inputs, values, state_out = self.model.forward_inference_rnn(
+                    obs_t,
+                    [torch.from_numpy(np.asarray(s)) for s in state],
+                    prev_actions,
+                    prev_rewards,
+                )
+            else:
+                dist_inputs, values = self._forward_inference(obs_t)
             dist = self.dist_class(dist_inputs, self.model)
             if not self._inline_sampling:
                 actions, logp = self.exploration.get_exploration_action(
@@ -128,6 +148,8 @@ class TorchPolicy(Policy):
             SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
             SampleBatch.VF_PREDS: values.numpy(),
         }
+        for i, s in enumerate(state_out):
+            extra[f"state_out_{i}"] = s.numpy()
         return actions.numpy(), extra
 
     def _forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,8 +172,24 @@ class TorchPolicy(Policy):
         **kwargs: Any,
     ) -> tuple[np.ndarray, list, dict]:
         obs = self.preprocessor.transform_batch(obs_batch)
-        actions, extra = self.compute_actions_from_obs(obs, explore)
-        return actions, [], extra
+        state = self._state_batches(state_batches, len(obs))
+        actions, extra = self.compute_actions_from_obs(
+            obs, explore, state, _as_array(prev_action_batch), _as_array(prev_reward_batch)
+        )
+        return actions, self._pop_state_out(extra), extra
+
+    def _state_batches(self, state_batches: list | None, n: int) -> list[np.ndarray] | None:
+        """The given RNN states, or the initial state for every row."""
+        if not self._initial_state:
+            return None
+        if state_batches:
+            return [np.asarray(s, np.float32) for s in state_batches]
+        return [np.repeat(s[None], n, axis=0) for s in self._initial_state]
+
+    @staticmethod
+    def _pop_state_out(extra: dict) -> list[np.ndarray]:
+        keys = sorted((k for k in extra if k.startswith("state_out_")), key=lambda k: int(k[10:]))
+        return [extra.pop(k) for k in keys]
 
     def compute_actions_from_input_dict(
         self,
@@ -162,8 +200,15 @@ class TorchPolicy(Policy):
         **kwargs: Any,
     ) -> tuple[np.ndarray, list, dict]:
         obs = np.asarray(input_dict[SampleBatch.OBS], dtype=np.float32)
-        actions, extra = self.compute_actions_from_obs(obs, explore)
-        return actions, [], extra
+        states = [v for k, v in sorted(input_dict.items()) if k.startswith("state_in_")]
+        actions, extra = self.compute_actions_from_obs(
+            obs,
+            explore,
+            self._state_batches(states, len(obs)),
+            _as_array(input_dict.get(SampleBatch.PREV_ACTIONS)),
+            _as_array(input_dict.get(SampleBatch.PREV_REWARDS)),
+        )
+        return actions, self._pop_state_out(extra), extra
 
     def compute_single_action(self, obs: Any = None, state: list | None = None, **kwargs: Any):
         unsquash = kwargs.pop("unsquash_action", None)
@@ -180,6 +225,43 @@ class TorchPolicy(Policy):
         with torch.inference_mode():
             _, values = self._forward_inference(torch.from_numpy(obs))
         return values.numpy()
+
+    def bootstrap_values(self, batch: SampleBatch, rows: np.ndarray) -> np.ndarray:
+        """V(new_obs) at `rows` of a sampled batch (where returns are cut).
+
+        A recurrent policy continues from the state after that step, with
+        that step's action and reward as the previous ones.
+        """
+        new_obs = batch[SampleBatch.NEXT_OBS][rows]
+        if not self._initial_state:
+            return self.value(new_obs)
+        state = [batch[f"state_out_{i}"][rows] for i in range(len(self._initial_state))]
+        with torch.inference_mode():
+            _, values, _ = self.model.forward_inference_rnn(
+                torch.from_numpy(new_obs),
+                [torch.from_numpy(s) for s in state],
+                batch[SampleBatch.ACTIONS][rows],
+                batch[SampleBatch.REWARDS][rows],
+            )
+        return values.numpy()
+
+    def forward_train(self, train_batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+        """(dist_inputs, values) for a training minibatch (with gradients).
+
+        Recurrent models get sequences: rows padded to `max_seq_len`, with
+        `seq_lens` and each sequence's `state_in_<i>` (see `Learner`).
+        """
+        if not self._initial_state:
+            return self._forward_inference(train_batch[SampleBatch.OBS])
+        state = [train_batch[f"state_in_{i}"] for i in range(len(self._initial_state))]
+        out, _ = self.model(train_batch, state, train_batch[SampleBatch.SEQ_LENS])
+        return out, self.model.value_function()
+
+    def is_recurrent(self) -> bool:
+        return bool(self._initial_state)
+
+    def get_initial_state(self) -> list[np.ndarray]:
+        return [s.copy() for s in self._initial_state]
 
     def to_env_actions(self, actions: np.ndarray, unsquash: bool, clip: bool) -> np.ndarray:
         """Maps policy-space actions to the env's Box bounds.
@@ -288,3 +370,7 @@ class TorchPolicy(Policy):
         layers = model_io.read_h5_layers(import_file)
         self.set_weights(model_io.h5_layers_to_state(layers, self.get_weights(), import_file))
         self.weights_seq += 1
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    return None if value is None else np.asarray(value)

@@ -698,11 +698,8 @@ NON_DEFAULT_SAMPLES = {
     "custom_resources_per_worker": {"accel": 1},
     "eager_tracing": True,
     "multiagent/replay_mode": "lockstep",
-    "model/use_lstm": True,
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",
-    "model/lstm_use_prev_action": True,
-    "model/lstm_use_prev_reward": True,
 }
 
 
@@ -736,11 +733,11 @@ def test_non_default_value_raises(path):
 
 
 def test_several_problems_reported_together():
-    config = full_config(sample_async=True, model={"use_lstm": True})
+    config = full_config(sample_async=True, model={"use_attention": True})
     with pytest.raises(NotImplementedError) as err:
         check_not_implemented(config)
     assert "'sample_async' = True" in str(err.value)
-    assert "'model/use_lstm' = True" in str(err.value)
+    assert "'model/use_attention' = True" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -784,7 +781,7 @@ def test_evaluation_config_is_checked_too():
     config = full_config(evaluation_config={"render_env": True, "explore": False})
     with pytest.raises(NotImplementedError, match="'evaluation_config/render_env' = True"):
         check_not_implemented(config)
-    config = full_config(evaluation_config={"model": {"use_lstm": True}})
-    with pytest.raises(NotImplementedError, match="'evaluation_config/model/use_lstm'"):
+    config = full_config(evaluation_config={"model": {"use_attention": True}})
+    with pytest.raises(NotImplementedError, match="'evaluation_config/model/use_attention'"):
         check_not_implemented(config)
     check_not_implemented(full_config(evaluation_config={"explore": False, "render_env": False}))

@@ -106,3 +106,16 @@ def test_learner_optimizer_state_survives_a_spill(tmp_path):
     assert params == {id(p) for p in restored.model.parameters()}
     learner.update(batch=MultiAgentBatch({"learner": _train_batch()}, 32))
     assert not weights_equal(pmap["learner"].get_weights(), weights)
+
+
+def test_learner_state_includes_spilled_policies(tmp_path):
+    pmap = PolicyMap(capacity=1, cache_dir=str(tmp_path))
+    pmap["a"] = make_policy()
+    pmap["b"] = make_policy()
+    learner = Learner(pmap, make_policy().config, policy_ids=["a", "b"])
+    learner.update(batch=MultiAgentBatch({"a": _train_batch(), "b": _train_batch()}, 32))
+    state = learner.get_state()  # "a" or "b" is on disk at any time
+    assert set(state["optimizers"]) == {"a", "b"}
+    for pid in ("a", "b"):
+        assert state["optimizers"][pid]["state"], pid  # Adam moments, not a fresh optimiser
+    learner.set_state(state)

@@ -141,7 +141,12 @@ class DQNTorchModel(TorchModelV2):
             return logits
         return (torch.softmax(logits, dim=-1) * self.support).sum(-1)
 
-    def forward(self, input_dict, state, seq_lens):  # type: ignore[override]
+    def forward(
+        self,
+        input_dict: dict[str, torch.Tensor],
+        state: list[torch.Tensor],
+        seq_lens: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         q = self.q_values(self.q_logits(input_dict["obs"]))
         self._last_batch = q.shape[0]
         return q, state

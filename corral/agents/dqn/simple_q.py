@@ -96,6 +96,12 @@ class SimpleQTrainer(OffPolicyTrainer):
             config["replay_buffer_config"]["capacity"] = int(config["buffer_size"])
             config["buffer_size"] = DEPRECATED_VALUE
         super().validate_config(config)
+        kind = config["replay_buffer_config"].get("type", "MultiAgentReplayBuffer")
+        if kind not in ("MultiAgentReplayBuffer", "MultiAgentPrioritizedReplayBuffer"):
+            raise NotImplementedError(
+                f"replay_buffer_config type {kind!r} is not built; corral uses a "
+                "MultiAgentReplayBuffer (prioritized when `prioritized_replay` is True)."
+            )
         if config["worker_side_prioritization"]:
             raise NotImplementedError(
                 "worker_side_prioritization=True is not implemented yet: the driver computes "

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from corral.core.learner.learner import SEQ_MASK
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.schedules import make_schedule
@@ -71,7 +72,10 @@ class PPOTorchPolicy(TorchPolicy):
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         cfg = self.config
-        dist_inputs, values = self._forward_inference(train_batch[SampleBatch.OBS])
+        dist_inputs, values = self.forward_train(train_batch)
+        # Recurrent minibatches are padded sequences: average over real steps only.
+        mask = train_batch.get(SEQ_MASK)
+        mean = torch.mean if mask is None else (lambda t: t[mask].mean())
         curr = dist_class(dist_inputs, model)
         prev = dist_class(train_batch[SampleBatch.ACTION_DIST_INPUTS], model)
         actions = train_batch[SampleBatch.ACTIONS]
@@ -97,15 +101,18 @@ class PPOTorchPolicy(TorchPolicy):
             total = total + cfg["vf_loss_coeff"] * vf_loss
         else:
             vf_loss = torch.zeros_like(total)
-        total_loss = total.mean()
+        total_loss = mean(total)
         with torch.no_grad():
+            valid_targets, valid_values = (
+                (targets, values) if mask is None else (targets[mask], values[mask])
+            )
             stats = {
                 "total_loss": total_loss,
-                "policy_loss": -surrogate.mean(),
-                "vf_loss": vf_loss.mean(),
-                "vf_explained_var": explained_variance(targets, values),
-                "kl": kl.mean(),
-                "entropy": entropy.mean(),
+                "policy_loss": -mean(surrogate),
+                "vf_loss": mean(vf_loss),
+                "vf_explained_var": explained_variance(valid_targets, valid_values),
+                "kl": mean(kl),
+                "entropy": mean(entropy),
                 "entropy_coeff": torch.tensor(self.entropy_coeff),
                 "cur_kl_coeff": torch.tensor(self.kl_coeff),
                 "cur_lr": torch.tensor(self.cur_lr),
@@ -166,7 +173,7 @@ def compute_advantages(
         vf = batch[SampleBatch.VF_PREDS].astype(np.float64)
         next_values[:-1] = np.where(cont[:-1], vf[1:], 0.0)
         if len(ends):
-            next_values[ends] = policy.value(batch[SampleBatch.NEXT_OBS][ends])
+            next_values[ends] = policy.bootstrap_values(batch, ends)
     else:
         vf = np.zeros(n, np.float64)
 

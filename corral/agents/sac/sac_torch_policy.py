@@ -117,8 +117,14 @@ class SACTorchPolicy(TorchPolicy):
     # -- acting -------------------------------------------------------------
 
     def compute_actions_from_obs(
-        self, obs: np.ndarray, explore: bool | None = None
+        self,
+        obs: np.ndarray,
+        explore: bool | None = None,
+        state: list[np.ndarray] | None = None,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Feed-forward only: `state` and previous actions/rewards are not used."""
         if explore is None:
             explore = self.config.get("explore", True)
         with torch.inference_mode():

@@ -26,6 +26,9 @@ from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.metrics import MetricsLogger
 
+# Column of recurrent training minibatches: True on real steps, False on padding.
+SEQ_MASK = "seq_mask"
+
 # Key under which per-update counters that concern all policies are logged.
 ALL_MODULES = "__all_modules__"
 NUM_ENV_STEPS_SAMPLED_LIFETIME = "num_env_steps_sampled_lifetime"
@@ -78,12 +81,15 @@ class Learner:
         # A worker's `PolicyMap` is used as it is (a live view: policies it
         # spills and reloads are looked up again); any other mapping is copied.
         self.policies = policies if isinstance(policies, PolicyMap) else dict(policies)
-        if isinstance(policies, PolicyMap):
-            policies.add_spill_listener(self)
         self.policy_ids = set(self.policies if policy_ids is None else policy_ids)
         self.config = config
         self.callbacks = callbacks
-        self.optimizers = {pid: self.policies[pid].make_optimizer() for pid in self.policy_ids}
+        self.optimizers: dict[str, Any] = {}
+        if isinstance(policies, PolicyMap):
+            policies.add_spill_listener(self)
+        for pid in sorted(self.policy_ids):
+            policy = self.policies[pid]  # may reload a spilled policy (and spill another)
+            self.optimizers[pid] = policy.make_optimizer()
         self.metrics = MetricsLogger()
         self._generator = torch.Generator()
         seed = config.get("seed")
@@ -108,6 +114,13 @@ class Learner:
         self.policy_ids = set(policy_ids)
         for pid in self.policy_ids - set(self.optimizers):
             self.optimizers[pid] = self.policies[pid].make_optimizer()
+
+    def _optimizer_reloading(self, policy_id: str) -> Any:
+        """The policy's optimiser, reloading the policy first if it was spilled."""
+        spilled = policy_id not in self.optimizers and policy_id in self.policy_ids
+        if spilled and policy_id in self.policies:
+            self.policies[policy_id]  # a spilled policy comes back with its optimiser
+        return self.optimizers.get(policy_id)
 
     # PolicyMap spill listener: a spilled policy's optimiser goes to disk with it
     # (and releases the old model's parameters); a reloaded policy gets a new
@@ -206,12 +219,10 @@ class Learner:
             for group in optimizer.param_groups:
                 group["lr"] = getattr(policy, "cur_lr", group["lr"])
             params = [p for g in optimizer.param_groups for p in g["params"]]
-        tensors = _to_tensors(batch, getattr(policy, "train_columns", None))
         grad_clip = policy.config.get("grad_clip")
-        for idx in self._minibatch_indices(
-            batch.count, num_epochs, minibatch_size, shuffle, num_total_minibatches
+        for mb in self._minibatches(
+            policy, batch, num_epochs, minibatch_size, shuffle, num_total_minibatches
         ):
-            mb = tensors if idx is None else {k: v[idx] for k, v in tensors.items()}
             if learn_step is not None:
                 stats = learn_step(mb, optimizer)
             else:
@@ -235,6 +246,51 @@ class Learner:
         self.metrics.log_value(
             (pid, "num_module_steps_trained"), batch.count, reduce="sum", clear_on_reduce=True
         )
+
+    def _minibatches(
+        self,
+        policy: Any,
+        batch: SampleBatch,
+        num_epochs: int,
+        minibatch_size: int | None,
+        shuffle: bool,
+        num_total_minibatches: int,
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Minibatch tensors; for recurrent policies whole padded sequences.
+
+        A recurrent policy's batch is cut into sequences of at most
+        `max_seq_len` steps along its trajectories; minibatches then hold
+        `minibatch_size // max_seq_len` whole sequences (never a split one),
+        with `seq_lens`, each sequence's `state_in_<i>` and a `seq_mask`.
+        """
+        columns = getattr(policy, "train_columns", None)
+        is_recurrent = getattr(policy, "is_recurrent", None)
+        if not (is_recurrent and is_recurrent()):
+            tensors = _to_tensors(batch, columns)
+            for idx in self._minibatch_indices(
+                batch.count, num_epochs, minibatch_size, shuffle, num_total_minibatches
+            ):
+                yield tensors if idx is None else {k: v[idx] for k, v in tensors.items()}
+            return
+        max_len = int(policy.config["model"]["max_seq_len"])
+        num_states = len(policy.get_initial_state())
+        if columns is not None:
+            columns = [*columns, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
+        rows, per_seq = _pad_sequences(batch, columns, num_states, max_len)
+        num_seqs = len(per_seq[SampleBatch.SEQ_LENS])
+        seqs_per_mb = None if minibatch_size is None else max(1, minibatch_size // max_len)
+        offsets = torch.arange(max_len)
+        for idx in self._minibatch_indices(
+            num_seqs, num_epochs, seqs_per_mb, shuffle, num_total_minibatches
+        ):
+            if idx is None:
+                yield {**rows, **per_seq}
+                continue
+            row_idx = (idx[:, None] * max_len + offsets).reshape(-1)
+            yield {
+                **{k: v[row_idx] for k, v in rows.items()},
+                **{k: v[idx] for k, v in per_seq.items()},
+            }
 
     def _minibatch_indices(
         self,
@@ -263,15 +319,21 @@ class Learner:
     # -- state --------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
-        """Optimiser states (tensors and numbers: loadable with weights_only)."""
-        return {
-            "optimizers": {pid: _optimizer_state(opt) for pid, opt in self.optimizers.items()},
-            "generator": self._generator.get_state(),
-        }
+        """Optimiser states (tensors and numbers: loadable with weights_only).
+
+        Policies spilled by a `PolicyMap` are reloaded one by one, since their
+        optimiser state went to disk with them.
+        """
+        states = {}
+        for pid in sorted(self.policy_ids | set(self.optimizers)):
+            optimizer = self._optimizer_reloading(pid)
+            if optimizer is not None:
+                states[pid] = _optimizer_state(optimizer)
+        return {"optimizers": states, "generator": self._generator.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
         for pid, opt_state in state.get("optimizers", {}).items():
-            optimizer = self.optimizers.get(pid)
+            optimizer = self._optimizer_reloading(pid)
             if optimizer is not None:
                 _load_optimizer_state(optimizer, opt_state)
         if "generator" in state:
@@ -290,6 +352,36 @@ def _optimizer_state(optimizer: torch.optim.Optimizer | dict[str, Any]) -> dict[
     if isinstance(optimizer, dict):
         return {name: opt.state_dict() for name, opt in optimizer.items()}
     return optimizer.state_dict()
+
+
+def _pad_sequences(
+    batch: SampleBatch, columns: Sequence[str] | None, num_states: int, max_len: int
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Cuts trajectories (runs of one eps_id) into sequences of <= `max_len`
+    steps, each padded to `max_len` rows.
+
+    Returns (row tensors [num_seqs * max_len, ...] incl. `seq_mask`,
+    per-sequence tensors: `seq_lens` and the `state_in_<i>` at each start).
+    """
+    eps = batch[SampleBatch.EPS_ID]
+    n = len(eps)
+    index = np.arange(n)
+    new_trajectory = np.ones(n, bool)
+    new_trajectory[1:] = eps[1:] != eps[:-1]
+    trajectory_start = np.maximum.accumulate(np.where(new_trajectory, index, 0))
+    starts = np.flatnonzero(new_trajectory | ((index - trajectory_start) % max_len == 0))
+    seq_lens = np.diff(np.append(starts, n))
+    slot = np.arange(len(starts) * max_len)
+    seq, offset = slot // max_len, slot % max_len
+    valid = offset < seq_lens[seq]
+    source = np.where(valid, starts[seq] + offset, 0)
+    rows = {k: v[source] for k, v in _to_tensors(batch, columns).items()}
+    rows[SEQ_MASK] = torch.from_numpy(valid)
+    per_seq = {
+        f"state_in_{i}": torch.from_numpy(batch[f"state_in_{i}"][starts]) for i in range(num_states)
+    }
+    per_seq[SampleBatch.SEQ_LENS] = torch.from_numpy(seq_lens.astype(np.int32))
+    return rows, per_seq
 
 
 def _to_tensors(batch: SampleBatch, columns: Sequence[str] | None) -> dict[str, torch.Tensor]:
