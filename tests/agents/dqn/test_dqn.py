@@ -176,7 +176,9 @@ def test_apex_runs_with_per_worker_epsilons():
     try:
         result = trainer.train()
         assert result["timesteps_total"] >= 64 and result["num_healthy_workers"] == 2
-        assert trainer.get_policy().exploration.epsilon() == 0.0  # the driver's worker
+        epsilons = trainer.workers.foreach_worker(lambda w: w.get_policy().exploration.epsilon())
+        # The driver's worker (greedy), then workers 1 and 2 of 2: 0.4 and 0.4 ** 8.
+        assert epsilons == pytest.approx([0.0, 0.4, 0.4**8])
         assert APEX_DEFAULT_CONFIG["exploration_config"]["type"] == "PerWorkerEpsilonGreedy"
     finally:
         trainer.stop()
