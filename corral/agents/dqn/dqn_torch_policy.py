@@ -26,6 +26,7 @@ from corral.agents.off_policy import bootstrap_discount, polyak_update
 from corral.models import ModelCatalog
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.error import UnsupportedSpaceException
 from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
 from corral.utils.schedules import make_schedule
 
@@ -63,7 +64,7 @@ class DQNTorchPolicy(TorchPolicy):
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(
+            raise UnsupportedSpaceException(
                 f"DQN needs a Discrete action space, got {action_space}; use SAC, DDPG or TD3 "
                 "for continuous actions."
             )
