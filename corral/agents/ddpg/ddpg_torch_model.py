@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.agents.sac.sac_torch_model import MLP, EnsembleMLP
+from corral.agents.sac.sac_torch_model import MLP, EnsembleMLP, flatten_obs
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.error import UnsupportedSpaceException
 
@@ -77,18 +77,19 @@ class DDPGTorchModel(TorchModelV2):
     ) -> tuple[TensorType, list[TensorType]]:
         """Passes the (flattened) observations through: they are the heads' input."""
         obs = input_dict["obs"]
-        return obs.reshape(obs.shape[0], -1).float(), state
+        return flatten_obs(obs), state
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:
         """mu(s): tanh of the actor's output, stretched onto [action_low, action_high]."""
-        squashed = torch.tanh(self.actor(model_out))
+        squashed = torch.tanh(self.actor(flatten_obs(model_out)))
         return self.action_low + (squashed + 1.0) * 0.5 * (self.action_high - self.action_low)
 
     def q_ensemble(
         self, model_out: TensorType, actions: TensorType, detach_params: bool = False
     ) -> TensorType:
         """All critics at once: `[E, B]`."""
-        return self.q_net(torch.cat([model_out, actions], dim=-1), detach_params).squeeze(-1)
+        q_input = torch.cat([flatten_obs(model_out), actions], dim=-1)
+        return self.q_net(q_input, detach_params).squeeze(-1)
 
     def get_q_values(self, model_out: TensorType, actions: TensorType) -> TensorType:
         return self.q_ensemble(model_out, actions)[0]

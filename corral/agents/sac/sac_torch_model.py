@@ -164,12 +164,11 @@ class SACTorchModel(TorchModelV2):
         seq_lens: TensorType | None,
     ) -> tuple[TensorType, list[TensorType]]:
         """Passes the (flattened) observations through: they are the heads' input."""
-        obs = input_dict["obs"]
-        return obs.reshape(obs.shape[0], -1).float(), state
+        return flatten_obs(input_dict["obs"]), state
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:
         """Action-distribution inputs: `concat(mean, log_std)` (Box) or logits (Discrete)."""
-        out = self.action_model(model_out)
+        out = self.action_model(flatten_obs(model_out))
         if self.discrete:
             return out
         mean, log_std = out.chunk(2, dim=-1)
@@ -182,6 +181,7 @@ class SACTorchModel(TorchModelV2):
         detach_params: bool = False,
     ) -> TensorType:
         """All Q-nets at once: `[E, B]` for Box actions, `[E, B, |A|]` for Discrete."""
+        model_out = flatten_obs(model_out)
         if self.discrete:
             return self.q_net(model_out, detach_params)
         return self.q_net(torch.cat([model_out, actions], dim=-1), detach_params).squeeze(-1)
@@ -216,3 +216,8 @@ def resolve_target_entropy(target_entropy: float | str | None, action_space: gym
     if isinstance(action_space, gym.spaces.Discrete):
         return 0.98 * -float(np.log(1.0 / action_space.n))
     return -float(np.prod(action_space.shape))
+
+
+def flatten_obs(obs: TensorType) -> TensorType:
+    """Observations as float rows: the heads take flat inputs (images, 2-D boxes)."""
+    return obs.reshape(obs.shape[0], -1).float()

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.off_policy import PRIO_WEIGHTS, bootstrap_discount, polyak_update
-from corral.agents.sac.sac_torch_model import SACTorchModel
+from corral.agents.sac.sac_torch_model import SACTorchModel, flatten_obs
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.replay_buffers import N_STEP, adjust_nstep
@@ -188,7 +188,10 @@ class SACTorchPolicy(TorchPolicy):
 
     def _losses_continuous(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
-        obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
+        obs, next_obs = (
+            flatten_obs(batch[SampleBatch.OBS]),
+            flatten_obs(batch[SampleBatch.NEXT_OBS]),
+        )
         not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
         alpha = m.log_alpha.detach().exp()
 
@@ -231,7 +234,10 @@ class SACTorchPolicy(TorchPolicy):
 
     def _losses_discrete(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
-        obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
+        obs, next_obs = (
+            flatten_obs(batch[SampleBatch.OBS]),
+            flatten_obs(batch[SampleBatch.NEXT_OBS]),
+        )
         not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
         alpha = m.log_alpha.detach().exp()
 
@@ -291,18 +297,19 @@ class SACTorchPolicy(TorchPolicy):
         with torch.no_grad():
             alpha = m.log_alpha.exp()
             not_done = 1.0 - t[SampleBatch.TERMINATEDS].float()
-            next_inputs = m.get_policy_output(t[SampleBatch.NEXT_OBS])
+            obs, next_obs = flatten_obs(t[SampleBatch.OBS]), flatten_obs(t[SampleBatch.NEXT_OBS])
+            next_inputs = m.get_policy_output(next_obs)
             if self.discrete:
                 next_log_pi = torch.log_softmax(next_inputs, dim=-1)
-                next_q = self.target_q(t[SampleBatch.NEXT_OBS]).amin(0)
+                next_q = self.target_q(next_obs).amin(0)
                 next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)
-                q = m.q_ensemble(t[SampleBatch.OBS])[0]
+                q = m.q_ensemble(obs)[0]
                 q = q.gather(-1, t[SampleBatch.ACTIONS].long().unsqueeze(-1)).squeeze(-1)
             else:
                 next_actions, next_logp = squashed_gaussian_sample(next_inputs)
-                q_in = torch.cat([t[SampleBatch.NEXT_OBS], next_actions], -1)
+                q_in = torch.cat([next_obs, next_actions], -1)
                 next_v = self.target_q(q_in).squeeze(-1).amin(0) - alpha * next_logp
-                q = m.q_ensemble(t[SampleBatch.OBS], t[SampleBatch.ACTIONS])[0]
+                q = m.q_ensemble(obs, t[SampleBatch.ACTIONS])[0]
             discount = bootstrap_discount(t, self.gamma)
             target = t[SampleBatch.REWARDS] + discount * not_done * next_v
         return (q - target).abs().numpy()
