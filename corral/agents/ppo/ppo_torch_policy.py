@@ -113,9 +113,9 @@ class PPOTorchPolicy(TorchPolicy):
                 "vf_explained_var": explained_variance(valid_targets, valid_values),
                 "kl": mean(kl),
                 "entropy": mean(entropy),
-                "entropy_coeff": torch.tensor(self.entropy_coeff),
-                "cur_kl_coeff": torch.tensor(self.kl_coeff),
-                "cur_lr": torch.tensor(self.cur_lr),
+                "entropy_coeff": self.entropy_coeff,
+                "cur_kl_coeff": self.kl_coeff,
+                "cur_lr": self.cur_lr,
             }
         return total_loss, stats
 
@@ -142,7 +142,9 @@ def explained_variance(targets: torch.Tensor, predictions: torch.Tensor) -> torc
     """1 - Var[y - y_hat] / Var[y], floored at -1 (RLlib's convention)."""
     var_y = torch.var(targets)
     diff_var = torch.var(targets - predictions)
-    return torch.clamp(1.0 - diff_var / var_y, min=-1.0) if var_y > 0 else torch.tensor(0.0)
+    # No Python branch on a tensor: it would force a sync per minibatch.
+    ev = torch.clamp(1.0 - diff_var / var_y, min=-1.0)
+    return torch.where(var_y > 0, ev, torch.zeros_like(ev))
 
 
 def compute_advantages(

@@ -227,7 +227,8 @@ class Learner:
                 stats = learn_step(mb, optimizer)
             else:
                 loss, stats = policy.loss(policy.model, policy.dist_class, mb)
-                optimizer.zero_grad(set_to_none=True)
+                for param in params:  # cheaper than zero_grad(set_to_none=True)
+                    param.grad = None
                 loss.backward()
                 if grad_clip:
                     stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
