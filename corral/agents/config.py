@@ -125,10 +125,16 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Render the env on the local worker (or worker 1 when there are remote
     # workers); only the first copy of a vectorised env renders. The env's
     # `render()` either draws a window itself or returns an RGB uint8 image.
+    # Gymnasium ids are created with render_mode="human" when they support it
+    # (else "rgb_array"); custom envs must set their own `render_mode`. An env that
+    # cannot render is skipped with a warning.
     "render_env": False,
     # Record videos of the env: True uses a folder in the trial's logdir, a
     # relative path a folder below it, an absolute path that very folder; False
-    # records nothing. Supersedes the deprecated `monitor`.
+    # records nothing. Supersedes the deprecated `monitor`. Records every episode
+    # of the first sub-env of the local worker (worker 1 when there are remote
+    # workers) with Gymnasium's RecordVideo: needs moviepy (the `video` extra) and
+    # render_mode="rgb_array" (set for Gymnasium ids; custom envs must set it).
     "record_env": False,
     # Reward clipping in postprocessing: None clips Atari envs only (to the sign);
     # True clips to the sign (-1, 0, 1); False never clips; a float c clips to
@@ -223,18 +229,24 @@ COMMON_CONFIG: TrainerConfigDict = {
         "intra_op_parallelism_threads": 8,
         "inter_op_parallelism_threads": 8,
     },
-    # LZ4-compress each observation in sample batches.
+    # LZ4-compress each observation in sample batches (the `obs`/`new_obs` columns,
+    # row by row): replay buffers keep them compressed and unpack sampled rows;
+    # learners unpack before training. Saves memory for image observations.
     "compress_observations": False,
     # Seconds to wait for the workers' episode metrics; later ones count in the
     # next iteration.
     "collect_metrics_timeout": 180,
     # Window (in episodes) over which episode metrics are averaged.
     "metrics_smoothing_episodes": 100,
-    # Run each of a worker's `num_envs_per_worker` envs in its own process, for
-    # envs whose steps are slow; costs noticeable overhead otherwise.
+    # Run each of a worker's `num_envs_per_worker` envs (must be > 1) in its own
+    # process (forked, created by the env creator with `EnvContext.remote=True`),
+    # stepped in parallel; for envs whose steps are slow, costs noticeable
+    # overhead otherwise. Single-agent envs only.
     "remote_worker_envs": False,
     # With `remote_worker_envs`: milliseconds to wait for env results when
-    # polling (0: go on as soon as one env is ready).
+    # polling (0: go on as soon as one env is ready). corral's sampler steps all
+    # sub-envs in lockstep and always waits for every one of them, so any value is
+    # accepted and has no effect.
     "remote_env_batch_wait_ms": 0,
     # Each `train()` call lasts at least this many seconds.
     "min_iter_time_s": 0,
@@ -769,6 +781,11 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
         raise ValueError(
             f"`count_steps_by` must be one of [env_steps|agent_steps]! Got {count_steps_by}"
         )
+    replay_mode = multiagent.get("replay_mode", "independent")
+    if replay_mode not in ("independent", "lockstep"):
+        raise ValueError(
+            f"`multiagent.replay_mode` must be one of [independent|lockstep]! Got {replay_mode}"
+        )
 
     _validate_evaluation(config)
 
@@ -782,11 +799,6 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
 # feature lands.
 NOT_YET_IMPLEMENTED: dict[str, str] = {
     "sample_async": "sampling in a background thread",
-    "remote_worker_envs": "one process per sub-environment",
-    "remote_env_batch_wait_ms": "polling of remote sub-environments",
-    "render_env": "env rendering during sampling",
-    "record_env": "video recording of the env",
-    "compress_observations": "LZ4 compression of observations",
     "input": "offline input (only 'sampler')",
     "output": "writing experiences to disk",
     "postprocess_inputs": "postprocessing of offline input",
@@ -798,7 +810,6 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "_fake_gpus": "simulated GPUs",
     "custom_resources_per_worker": "custom per-worker resources",
     "eager_tracing": "TensorFlow eager tracing (corral is torch-only)",
-    "multiagent/replay_mode": "lockstep replay (replay buffers replay per policy only)",
     "model/use_attention": "attention (GTrXL) models",
     "model/custom_preprocessor": "custom preprocessors",
 }

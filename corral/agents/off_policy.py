@@ -41,6 +41,8 @@ REPLAY_COLUMNS = (
     SampleBatch.TERMINATEDS,
     N_STEP,
 )
+# Kept as well in lockstep replay mode: they group the rows into env steps.
+LOCKSTEP_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.T)
 LAST_TARGET_UPDATE_TS = "last_target_update_ts"
 NUM_TARGET_UPDATES = "num_target_updates"
 
@@ -51,7 +53,8 @@ class OffPolicyTrainer(Trainer):
     Config keys read (RLlib 1.x's names): `replay_buffer_config` (`capacity`),
     `buffer_size` (deprecated alias of the capacity), `prioritized_replay`
     (+ `_alpha`, `_beta`, `_eps`), `learning_starts`, `train_batch_size`,
-    `training_intensity`, `target_network_update_freq`, `tau`.
+    `training_intensity`, `target_network_update_freq`, `tau`,
+    `multiagent.replay_mode` ("independent" or "lockstep").
     """
 
     def setup(self, config: dict) -> None:
@@ -100,7 +103,8 @@ class OffPolicyTrainer(Trainer):
         batch = synchronous_parallel_sample(self.workers)
         self._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
         self._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
-        self.local_replay_buffer.add(_transitions(batch))
+        lockstep = self.local_replay_buffer.replay_mode == "lockstep"
+        self.local_replay_buffer.add(_transitions(batch, LOCKSTEP_COLUMNS if lockstep else ()))
         if self._counters[NUM_ENV_STEPS_SAMPLED] < cfg["learning_starts"]:
             return self._last_learner_info
 
@@ -161,7 +165,11 @@ class OffPolicyTrainer(Trainer):
 
 def make_replay_buffer(config: dict) -> Any:
     """The `MultiAgentReplayBuffer` described by `replay_buffer_config` (and the
-    top-level `prioritized_replay*` keys)."""
+    top-level `prioritized_replay*` keys) and `multiagent.replay_mode`.
+
+    Raises:
+        ValueError: lockstep replay with prioritized replay (as in RLlib).
+    """
     buffer_config = dict(config.get("replay_buffer_config") or {})
     capacity = buffer_config.get("capacity") or config.get("buffer_size")
     return MultiAgentReplayBuffer(
@@ -171,16 +179,20 @@ def make_replay_buffer(config: dict) -> Any:
         beta=config["prioritized_replay_beta"],
         eps=config["prioritized_replay_eps"],
         seed=config.get("seed"),
+        replay_mode=(config.get("multiagent") or {}).get("replay_mode") or "independent",
     )
 
 
-def _transitions(batch: SampleBatch | MultiAgentBatch) -> SampleBatch | MultiAgentBatch:
-    """Only the columns a Q-learner needs: (s, a, r, s', terminated)."""
+def _transitions(
+    batch: SampleBatch | MultiAgentBatch, extra_columns: tuple[str, ...] = ()
+) -> SampleBatch | MultiAgentBatch:
+    """Only the columns a Q-learner needs: (s, a, r, s', terminated), plus `extra_columns`."""
     if isinstance(batch, MultiAgentBatch):
         return MultiAgentBatch(
-            {pid: _transitions(b) for pid, b in batch.policy_batches.items()}, batch.env_steps()
+            {pid: _transitions(b, extra_columns) for pid, b in batch.policy_batches.items()},
+            batch.env_steps(),
         )
-    return SampleBatch({k: batch[k] for k in REPLAY_COLUMNS if k in batch})
+    return SampleBatch({k: batch[k] for k in (*REPLAY_COLUMNS, *extra_columns) if k in batch})
 
 
 def bootstrap_discount(batch: dict[str, torch.Tensor], gamma: float) -> torch.Tensor | float:

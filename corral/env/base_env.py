@@ -18,6 +18,10 @@ class BaseEnv:
         """The individual sub-environments (e.g. `gymnasium.Env` objects)."""
         raise NotImplementedError
 
+    def step_all(self, actions: list[Any]) -> list[tuple]:
+        """Steps each sub-env with its action; returns their 5-tuples in order."""
+        return [env.step(a) for env, a in zip(self.get_sub_environments(), actions)]
+
     def try_render(self, env_id: int | None = None) -> Any:
         """Renders one sub-env if it supports rendering (else returns None)."""
         envs = self.get_sub_environments()

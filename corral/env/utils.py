@@ -97,7 +97,32 @@ def _make_gym_env(env_id: str, ctx: EnvContext, **overrides: Any) -> Any:
     import gymnasium as gym
 
     # RLlib passed the env_config to gym.make as keyword arguments.
-    return gym.make(env_id, **{**overrides, **dict(ctx)})
+    kwargs = {**overrides, **dict(ctx)}
+    wanted = getattr(ctx, "_render_mode", None)  # set for `render_env` / `record_env`
+    if wanted and "render_mode" not in kwargs:
+        mode = _supported_render_mode(env_id, wanted)
+        if mode is not None:
+            kwargs["render_mode"] = mode
+    return gym.make(env_id, **kwargs)
+
+
+def _supported_render_mode(env_id: str, wanted: str) -> str | None:
+    """`wanted` if the env lists it in `metadata["render_modes"]`; for "human", else
+    "rgb_array" (render() then returns frames instead of opening a window); else None."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        entry_point = gym.spec(env_id).entry_point
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        modes = list((getattr(creator, "metadata", None) or {}).get("render_modes", []))
+    except Exception:  # noqa: BLE001 - unknown modes: let the env decide without one
+        return None
+    if wanted in modes:
+        return wanted
+    if wanted == "human" and "rgb_array" in modes:
+        return "rgb_array"
+    return None
 
 
 def _register_ale(env_id: str) -> None:

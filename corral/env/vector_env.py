@@ -62,5 +62,11 @@ class VectorEnv(BaseEnv):
             infos.append(i)
         return obs, rewards, terminateds, truncateds, infos
 
+    def step_all(self, actions: Sequence[Any]) -> list[tuple]:
+        """One `env.step` per sub-env: a list of `(obs, reward, terminated, truncated,
+        info)`. In-process sub-envs step one after the other (the sampler's fast path);
+        `RemoteVectorEnv` steps its processes in parallel."""
+        return [env.step(a) for env, a in zip(self.envs, actions)]
+
     def get_sub_environments(self) -> list[gym.Env]:
         return self.envs

@@ -32,6 +32,7 @@ from corral.policy.sample_batch import (
     SampleBatch,
     concat_samples,
 )
+from corral.utils.compression import compress_batch
 from corral.utils.filter import Filter, NoFilter, get_filter
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,11 @@ class RolloutWorker:
         )
         self.env_creator = env_creator
         self.validate_env = validate_env
+        # One worker shows the env (`render_env`) and records it (`record_env`): the
+        # local one when it is the only one, else worker 1 (RLlib's choice).
+        shows_env = worker_index == (0 if num_workers == 0 else 1)
+        self.render_env = shows_env and bool(config.get("render_env"))
+        self.record_env = config.get("record_env") if shows_env else False
         self.env = None
         self.async_env: BaseEnv | None = None
         if self._needs_env():
@@ -136,7 +142,23 @@ class RolloutWorker:
         )
 
     def _make_env(self, vector_index: int) -> Any:
+        env = self._build_env(vector_index)
+        if env is not None:
+            ctx = self.env_context.copy_with_overrides(vector_index=vector_index)
+            self.callbacks.on_sub_environment_created(
+                worker=self, sub_environment=env, env_context=ctx
+            )
+        return env
+
+    def _build_env(self, vector_index: int) -> Any:
+        """Creates, validates and (for `record_env`) wraps one sub-env; runs in the
+        sub-env's own process with `remote_worker_envs`."""
         ctx = self.env_context.copy_with_overrides(vector_index=vector_index)
+        shown = vector_index == 0 and (self.render_env or self.record_env)
+        if shown:
+            # Read by the creator of Gymnasium ids (`corral.env.utils`): a video needs
+            # frames, a window needs "human".
+            ctx._render_mode = "rgb_array" if self.record_env else "human"
         env = self.env_creator(ctx)
         if env is None:
             return None
@@ -147,19 +169,49 @@ class RolloutWorker:
                 f"The env creator returned {type(env).__name__}, expected a gymnasium.Env "
                 "(reset() -> (obs, info), step() -> (obs, reward, terminated, truncated, info))."
             )
-        self.callbacks.on_sub_environment_created(worker=self, sub_environment=env, env_context=ctx)
+        if vector_index == 0 and self.record_env:
+            env = wrap_record_video(env, self.record_env, self.log_dir, self._video_prefix())
         return env
 
+    def _video_prefix(self) -> str:
+        kind = "evaluation" if self.config.get("in_evaluation") else "rl-video"
+        return f"{kind}-worker{self.worker_index}"
+
     def _make_vector_env(self) -> BaseEnv | None:
-        first = self._make_env(0)
-        if first is None:
-            return None
         n = int(self.config.get("num_envs_per_worker", 1))
         if n < 1:
             raise ValueError(f"num_envs_per_worker must be >= 1, got {n}.")
+        if self.config.get("remote_worker_envs"):
+            return self._make_remote_vector_env(n)
+        first = self._make_env(0)
+        if first is None:
+            return None
         if isinstance(first, MultiAgentEnv):
             return MultiAgentEnvWrapper([first, *(self._make_env(i) for i in range(1, n))])
         return VectorEnv.vectorize_gym_envs(self._make_env, n, existing_envs=[first])
+
+    def _make_remote_vector_env(self, n: int) -> BaseEnv:
+        """`remote_worker_envs`: every sub-env in a process of its own."""
+        if n < 2:
+            raise ValueError(
+                "remote_worker_envs=True needs num_envs_per_worker > 1 (remote envs only pay "
+                "off when several sub-envs step in parallel)."
+            )
+        from corral.env.remote_vector_env import RemoteVectorEnv
+
+        vector = RemoteVectorEnv(self._build_env, n, worker_index=self.worker_index)
+        if any(env.is_multi_agent for env in vector.envs):
+            vector.stop()
+            raise NotImplementedError(
+                "remote_worker_envs=True supports single-agent envs only; run this "
+                "MultiAgentEnv in-process (remote_worker_envs=False)."
+            )
+        for i, env in enumerate(vector.envs):
+            ctx = self.env_context.copy_with_overrides(vector_index=i)
+            self.callbacks.on_sub_environment_created(
+                worker=self, sub_environment=env, env_context=ctx
+            )
+        return vector
 
     def _build_policies(
         self,
@@ -300,6 +352,10 @@ class RolloutWorker:
         # The multi-agent sampler postprocesses per agent trajectory itself.
         batch = raw if isinstance(raw, MultiAgentBatch) else self._postprocess(raw)
         self.callbacks.on_sample_end(worker=self, samples=batch)
+        if self.config.get("compress_observations"):
+            # After postprocessing and the callbacks (RLlib's order): they see plain
+            # observations; replay buffers and learners unpack the rows they use.
+            compress_batch(batch)
         return batch
 
     def _postprocess(self, raw: SampleBatch) -> SampleBatch:
@@ -464,6 +520,38 @@ class RolloutWorker:
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"
+
+
+def wrap_record_video(env: gym.Env, record_env: Any, log_dir: str | None, prefix: str) -> Any:
+    """`record_env`: wraps `env` in Gymnasium's `RecordVideo`, one video per episode
+    (as RLlib's Monitor did), into `<logdir>/videos` (True), `<logdir>/<dir>` (a
+    relative path) or an absolute path."""
+    try:
+        import moviepy  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            "record_env needs moviepy (Gymnasium's RecordVideo writes videos with it): "
+            "pip install 'corral[video]'."
+        ) from err
+    from gymnasium.wrappers import RecordVideo
+
+    folder = "videos" if record_env is True else str(record_env)
+    if not os.path.isabs(folder):
+        if log_dir is None:
+            raise ValueError(
+                f"record_env={record_env!r} is relative to the trainer's logdir, but this "
+                "worker has none; give an absolute path."
+            )
+        folder = os.path.join(log_dir, folder)
+    if not str(getattr(env, "render_mode", None)).startswith("rgb_array"):
+        raise ValueError(
+            f"record_env needs an env created with render_mode='rgb_array' (frames to "
+            f"record), got render_mode={getattr(env, 'render_mode', None)!r}. Gymnasium ids "
+            "get it automatically; custom envs must accept and set it."
+        )
+    return RecordVideo(
+        env, folder, episode_trigger=lambda _: True, name_prefix=prefix, disable_logger=True
+    )
 
 
 def _default_policy_mapping_fn(agent_id: Any, episode: Any, worker: Any, **kwargs: Any) -> str:

@@ -10,6 +10,7 @@ and the per-step callback only when the callbacks class overrides it.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -22,14 +23,16 @@ from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_sa
 from corral.utils.error import EnvError
 from corral.utils.filter import NoFilter
 
+logger = logging.getLogger(__name__)
+
 
 class _Timers:
     """Mean milliseconds per step of each part of the loop (RLlib's sampler_perf)."""
 
-    __slots__ = ("env_wait", "inference", "processing", "steps")
+    __slots__ = ("env_wait", "inference", "processing", "render", "steps")
 
     def __init__(self) -> None:
-        self.env_wait = self.inference = self.processing = 0.0
+        self.env_wait = self.inference = self.processing = self.render = 0.0
         self.steps = 0
 
     def as_dict(self) -> dict[str, float]:
@@ -39,7 +42,7 @@ class _Timers:
             "mean_inference_ms": 1000 * self.inference / n,
             "mean_action_processing_ms": 1000 * self.processing / n,
             "mean_raw_obs_processing_ms": 0.0,
-            "mean_env_render_ms": 0.0,
+            "mean_env_render_ms": 1000 * self.render / n,
         }
 
 
@@ -84,6 +87,8 @@ class SingleAgentSampler:
         self.call_step_hook = self.callbacks.overrides("on_episode_step")
         self.call_postprocess_hook = self.callbacks.overrides("on_postprocess_trajectory")
         self.timers = _Timers()
+        # `render_env`: the worker that shows the env renders its first sub-env each step.
+        self.render_env = bool(getattr(worker, "render_env", False)) and _can_render(self.envs[0])
         self._episode_counter = 0
         self._finished: list[RolloutMetrics] = []
         self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
@@ -195,7 +200,8 @@ class SingleAgentSampler:
         return concat_samples(out)
 
     def _run_fragment(self) -> SampleBatch:
-        policy, envs, timers = self.policy, self.envs, self.timers
+        policy, timers = self.policy, self.timers
+        step_all = self.env.step_all
         explore = self.worker.explore
         T = self.fragment_length
         for t in range(T):
@@ -220,8 +226,12 @@ class SingleAgentSampler:
             buf[SampleBatch.T][t] = self.ep_len
             env_actions = policy.to_env_actions(actions, self.unsquash, self.clip)
             t2 = time.perf_counter()
-            results = [env.step(a) for env, a in zip(envs, env_actions)]
+            results = step_all(env_actions)
             t3 = time.perf_counter()
+            if self.render_env:
+                self.envs[0].render()
+                timers.render += time.perf_counter() - t3
+                t3 = time.perf_counter()
             self._record_step(t, results, actions)
             timers.inference += t1 - t0
             timers.env_wait += t3 - t2
@@ -379,6 +389,18 @@ class SingleAgentSampler:
     def get_metrics(self) -> list[RolloutMetrics]:
         out, self._finished = self._finished, []
         return out
+
+
+def _can_render(env: Any) -> bool:
+    from corral.env.remote_vector_env import can_render
+
+    if can_render(env):
+        return True
+    logger.warning(
+        "render_env=True, but the env cannot render (no render_mode and no render() of "
+        "its own); create it with render_mode='human' or 'rgb_array'. Not rendering."
+    )
+    return False
 
 
 def reward_clip_bounds(clip_rewards: Any, env: Any) -> tuple[float | None, float] | None:

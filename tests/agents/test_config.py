@@ -697,7 +697,6 @@ NON_DEFAULT_SAMPLES = {
     "_fake_gpus": True,
     "custom_resources_per_worker": {"accel": 1},
     "eager_tracing": True,
-    "multiagent/replay_mode": "lockstep",
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",
 }
@@ -762,11 +761,11 @@ def test_values_equal_to_default_in_other_form_pass():
 
 
 def test_algorithm_defaults_are_the_baseline():
-    defaults = with_common_config({"multiagent": {"replay_mode": "lockstep"}})
+    defaults = with_common_config({"model": {"use_attention": True}})
     check_not_implemented(merge_trainer_configs(defaults, {}), defaults)
-    with pytest.raises(NotImplementedError, match="'multiagent/replay_mode' = 'independent'"):
+    with pytest.raises(NotImplementedError, match="'model/use_attention' = False"):
         check_not_implemented(
-            merge_trainer_configs(defaults, {"multiagent": {"replay_mode": "independent"}}),
+            merge_trainer_configs(defaults, {"model": {"use_attention": False}}),
             defaults,
         )
 

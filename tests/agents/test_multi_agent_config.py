@@ -82,7 +82,7 @@ def test_multi_agent_settings_are_accepted_by_a_trainer():
         trainer.stop()
 
 
-def test_lockstep_replay_is_not_implemented_yet():
-    trainer_config = {"multiagent": {"replay_mode": "lockstep"}}
-    with pytest.raises(NotImplementedError, match="'multiagent/replay_mode' = 'lockstep'"):
+def test_replay_mode_must_be_independent_or_lockstep():
+    trainer_config = {"multiagent": {"replay_mode": "sideways"}}
+    with pytest.raises(ValueError, match="replay_mode.*sideways"):
         PPOTrainer(env="CartPole-v1", config=trainer_config)

@@ -277,6 +277,53 @@ def test_compute_actions_maps_agents_to_their_policies():
         trainer.stop()
 
 
+def test_dqn_lockstep_replay_trains_on_whole_env_steps():
+    from collections import Counter
+
+    from corral.agents.dqn import DQNTrainer
+
+    config = {
+        "env_config": {"num_agents": 2},
+        "multiagent": two_policy_multiagent(replay_mode="lockstep"),
+        "prioritized_replay": False,
+        "min_iter_time_s": 0,
+        "timesteps_per_iteration": 64,
+        "learning_starts": 32,
+        "rollout_fragment_length": 8,
+        "train_batch_size": 16,
+        "model": {"fcnet_hiddens": [8]},
+        "hiddens": [8],
+        "seed": 0,
+    }
+    with pytest.raises(ValueError, match="Lockstep replay mode is not supported with prio"):
+        DQNTrainer(env=TwoCartPoles, config={**config, "prioritized_replay": True})
+    trainer = DQNTrainer(env=TwoCartPoles, config=config)
+    train_batches = []
+    update = trainer.learner_group.update
+
+    def recording_update(*args, **kwargs):
+        train_batches.append(kwargs["batch"])
+        return update(*args, **kwargs)
+
+    trainer.learner_group.update = recording_update
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    assert set(result["info"]["learner"]) == {"p0", "p1"}
+    assert train_batches
+    for batch in train_batches:
+        p0, p1 = (
+            Counter(zip(batch.policy_batches[p]["eps_id"], batch.policy_batches[p]["t"]))
+            for p in ("p0", "p1")
+        )
+        shared = p0.keys() & p1.keys()
+        # Both agents' rows of every env step at which both acted, as often as drawn.
+        assert shared and all(p0[k] == p1[k] for k in shared)
+        # One row per policy per drawn env step (each agent maps to its own policy).
+        assert sum(max(p0[k], p1[k]) for k in p0.keys() | p1.keys()) == batch.env_steps()
+
+
 def test_observation_fn_rewrites_observations():
     def add_other_agents_count(agent_obs, worker, base_env, policies, episode, **kwargs):
         return {a: np.append(o, len(agent_obs)).astype(np.float32) for a, o in agent_obs.items()}

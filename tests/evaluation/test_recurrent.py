@@ -95,3 +95,20 @@ def test_one_training_iteration(trainer):
     result = trainer.train()
     stats = result["info"]["learner"]["default_policy"]["learner_stats"]
     assert np.isfinite(stats["total_loss"])
+
+
+def test_bootstrap_value_at_a_fragment_cut_is_the_next_fragments_first_value(trainer):
+    # GAE bootstraps a cut trajectory with V(new_obs) from the stored state_out and the
+    # last action/reward: exactly what the sampler computes at the next fragment's first step.
+    policy = trainer.get_policy()
+    worker = trainer.workers.local_worker()
+    first, second = worker.sample(), worker.sample()
+    T = CONFIG["rollout_fragment_length"]
+    last_rows = np.arange(1, CONFIG["num_envs_per_worker"] + 1) * T - 1
+    first_rows = last_rows - T + 1
+    continued = first[SampleBatch.EPS_ID][last_rows] == second[SampleBatch.EPS_ID][first_rows]
+    assert continued.any()
+    cut, nxt = last_rows[continued], first_rows[continued]
+    np.testing.assert_allclose(
+        policy.bootstrap_values(first, cut), second[SampleBatch.VF_PREDS][nxt], rtol=1e-5, atol=1e-6
+    )

@@ -1,48 +1,22 @@
 """PPO solves CartPole-v1 with the shipped tuned example (a learning regression test)."""
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from corral.agents.ppo import PPOTrainer
 
-TUNED = Path(__file__).parents[2] / "tuned_examples" / "ppo" / "cartpole-ppo.yaml"
-MAX_ENV_STEPS = 100_000
 THRESHOLD = 475.0
-
-
-def tuned_config() -> dict:
-    (experiment,) = yaml.safe_load(TUNED.read_text()).values()
-    return experiment["config"]
 
 
 @pytest.mark.learning
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ppo_solves_cartpole(seed):
+def test_ppo_solves_cartpole(seed, learning):
     config = {
-        **tuned_config(),
+        **learning.tuned_config("ppo/cartpole-ppo.yaml"),
         "seed": seed,
         # 20 deterministic evaluation episodes every 8 iterations (2,048 env steps).
         "evaluation_interval": 8,
         "evaluation_num_episodes": 20,
         "evaluation_config": {"explore": False},
     }
-    trainer = PPOTrainer(config=config, env="CartPole-v1")
-    curve = []
-    try:
-        while True:
-            result = trainer.train()
-            if "evaluation" in result:
-                curve.append(
-                    (result["timesteps_total"], result["evaluation"]["episode_reward_mean"])
-                )
-                if curve[-1][1] >= THRESHOLD:
-                    break
-            if result["timesteps_total"] >= MAX_ENV_STEPS:
-                break
-    finally:
-        trainer.stop()
-    steps, reward = curve[-1]
-    print(f"seed {seed}: evaluation return {reward:.1f} after {steps} env steps; curve {curve}")
-    assert reward >= THRESHOLD, f"seed {seed}: only {reward:.1f} after {steps} steps: {curve}"
+    curve = learning.train_until(PPOTrainer(config=config, env="CartPole-v1"), THRESHOLD, 100_000)
+    learning.assert_solved(f"seed {seed}", curve, THRESHOLD)

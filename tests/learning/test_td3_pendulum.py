@@ -1,42 +1,21 @@
 """TD3 solves Pendulum-v1 with the shipped tuned example (a learning regression test)."""
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from corral.agents.ddpg import TD3Trainer
 
-TUNED = Path(__file__).parents[2] / "tuned_examples" / "ddpg" / "pendulum-td3.yaml"
-MAX_ENV_STEPS = 30_000
 THRESHOLD = -200.0
-
-
-def tuned_config() -> dict:
-    (experiment,) = yaml.safe_load(TUNED.read_text()).values()
-    return experiment["config"]
 
 
 @pytest.mark.learning
 @pytest.mark.parametrize("seed", [0, 1])
-def test_td3_solves_pendulum(seed):
-    # 10 deterministic evaluation episodes after every 1,000 env steps.
+def test_td3_solves_pendulum(seed, learning):
+    # 10 deterministic evaluation episodes after every iteration.
     config = {
-        **tuned_config(),
+        **learning.tuned_config("ddpg/pendulum-td3.yaml"),
         "seed": seed,
         "evaluation_interval": 1,
         "evaluation_num_episodes": 10,
     }
-    trainer = TD3Trainer(config=config, env="Pendulum-v1")
-    curve = []
-    try:
-        while True:
-            result = trainer.train()
-            curve.append((result["timesteps_total"], result["evaluation"]["episode_reward_mean"]))
-            if curve[-1][1] >= THRESHOLD or result["timesteps_total"] >= MAX_ENV_STEPS:
-                break
-    finally:
-        trainer.stop()
-    steps, reward = curve[-1]
-    print(f"seed {seed}: evaluation return {reward:.1f} after {steps} env steps; curve {curve}")
-    assert reward >= THRESHOLD, f"seed {seed}: only {reward:.1f} after {steps} steps: {curve}"
+    curve = learning.train_until(TD3Trainer(config=config, env="Pendulum-v1"), THRESHOLD, 30_000)
+    learning.assert_solved(f"seed {seed}", curve, THRESHOLD)

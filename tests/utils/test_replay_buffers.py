@@ -204,3 +204,80 @@ def test_sequences_are_stored_and_sampled_as_units():
         # Sequences [0, 1], [2, pad], [3, 4]: contiguous within an episode.
         assert (first, second) in {(0.0, 1.0), (2.0, 0.0), (3.0, 4.0)}
         assert n == (1 if first == 2.0 else 2)
+
+
+# -- lockstep replay ------------------------------------------------------------------
+
+
+def agent_rows(eps_id, steps, agent_index=0):
+    """One agent's rows at env steps `steps` of episode `eps_id`; reward = 100 * eps + t."""
+    t = np.asarray(steps)
+    return SampleBatch(
+        {
+            "obs": np.stack([t, np.full(len(t), agent_index)], axis=1).astype(np.float32),
+            "rewards": (100 * eps_id + t).astype(np.float32),
+            "eps_id": np.full(len(t), eps_id),
+            "t": t,
+            "infos": [{}] * len(t),
+        }
+    )
+
+
+def episode(eps_id):
+    """Policy "a": one agent at steps 0-5; policy "b": two agents at steps 0-3, stored
+    agent after agent (not in time order), as the sampler hands them out."""
+    b = SampleBatch.concat_samples(
+        [agent_rows(eps_id, range(4), 0), agent_rows(eps_id, range(4), 1)]
+    )
+    return MultiAgentBatch({"a": agent_rows(eps_id, range(6)), "b": b}, 6)
+
+
+def step_keys(batch):
+    return list(zip(batch["eps_id"].tolist(), batch["t"].tolist()))
+
+
+def test_lockstep_samples_the_same_env_steps_for_every_policy(tmp_path):
+    buf = MultiAgentReplayBuffer(8, replay_mode="lockstep", seed=0)
+    buf.add(episode(1))
+    assert len(buf) == 6 + 8
+    sample = buf.sample(100)
+    assert sample.env_steps() == 100
+    a, b = sample.policy_batches["a"], sample.policy_batches["b"]
+    assert "infos" not in a
+    drawn = step_keys(a)  # "a" acts at every step: one row per drawn env step
+    assert len(drawn) == 100 and len(set(drawn)) == 6
+    # "b" has both agents' rows of exactly the drawn steps at which it acted, in order.
+    assert step_keys(b) == [k for k in drawn if k[1] <= 3 for _ in range(2)]
+    assert b["obs"][:, 1].tolist() == [0.0, 1.0] * (b.count // 2)
+    np.testing.assert_array_equal(b["rewards"], 100 + b["obs"][:, 0])
+
+    # 12 env steps in a ring of 8: the oldest 4 (all of episode 1's "b" rows) go.
+    buf.add(episode(2))
+    assert len(buf._lockstep) == 8 and len(buf) == 8 + 8
+    sample = buf.sample(200)
+    assert set(step_keys(sample.policy_batches["a"])) == {(1, 4), (1, 5)} | {
+        (2, t) for t in range(6)
+    }
+    assert {k[0] for k in step_keys(sample.policy_batches["b"])} == {2}
+
+    checkpoints.write_array_state(str(tmp_path), "lockstep", buf.get_state())
+    restored = MultiAgentReplayBuffer(8, replay_mode="lockstep", seed=5)
+    restored.set_state(checkpoints.read_array_state(str(tmp_path), "lockstep"))
+    for pid in ("a", "b"):
+        expected, got = buf.sample(50), restored.sample(50)
+        for k in ("obs", "rewards", "eps_id", "t"):
+            np.testing.assert_array_equal(
+                expected.policy_batches[pid][k], got.policy_batches[pid][k]
+            )
+
+
+def test_lockstep_rejects_prioritized_replay_and_rows_without_steps():
+    with pytest.raises(ValueError, match="Lockstep replay mode is not supported with prio"):
+        MultiAgentReplayBuffer(8, prioritized=True, replay_mode="lockstep")
+    with pytest.raises(ValueError, match="replay_mode"):
+        MultiAgentReplayBuffer(8, replay_mode="sideways")
+    buf = MultiAgentReplayBuffer(8, replay_mode="lockstep")
+    with pytest.raises(ValueError, match="'t'"):
+        buf.add(rows(0, 3))
+    with pytest.raises(ValueError, match="independent"):
+        buf.set_state(MultiAgentReplayBuffer(8).get_state())

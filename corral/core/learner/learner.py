@@ -24,6 +24,7 @@ import torch
 
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from corral.utils.compression import is_compressed, unpack_column
 from corral.utils.metrics import MetricsLogger
 
 # Column of recurrent training minibatches: True on real steps, False on padding.
@@ -390,6 +391,8 @@ def _to_tensors(batch: SampleBatch, columns: Sequence[str] | None) -> dict[str, 
     out = {}
     for k in keys:
         v = batch[k]
+        if is_compressed(v):  # a batch sampled with `compress_observations`
+            v = unpack_column(v)
         if isinstance(v, np.ndarray) and v.dtype != object:
             out[k] = torch.from_numpy(np.ascontiguousarray(v))
     return out

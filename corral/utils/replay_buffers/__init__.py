@@ -1,6 +1,9 @@
 """Replay buffers for off-policy algorithms (DQN, SAC, TD3, ...)."""
 
-from corral.utils.replay_buffers.multi_agent_replay_buffer import MultiAgentReplayBuffer
+from corral.utils.replay_buffers.multi_agent_replay_buffer import (
+    LockstepReplayBuffer,
+    MultiAgentReplayBuffer,
+)
 from corral.utils.replay_buffers.n_step import N_STEP, adjust_nstep
 from corral.utils.replay_buffers.prioritized_replay_buffer import (
     BATCH_INDEXES,
@@ -12,6 +15,7 @@ from corral.utils.replay_buffers.segment_tree import MinSegmentTree, SegmentTree
 
 __all__ = [
     "BATCH_INDEXES",
+    "LockstepReplayBuffer",
     "N_STEP",
     "WEIGHTS",
     "MinSegmentTree",

@@ -6,6 +6,14 @@ the last sequence of a trajectory is zero-padded) and a sequence is the unit
 that is stored, prioritised and sampled; a sample of `num_items` sequences
 comes back flattened (`num_items * replay_sequence_length` rows) with a
 `seq_lens` column giving each sequence's unpadded length.
+
+`replay_mode="lockstep"` (RLlib's `multiagent.replay_mode`) replays all agent
+transitions of one env step together: the rows of every policy are grouped
+into env steps by (`eps_id`, `t`), as RLlib's `MultiAgentBatch.timeslices`
+did, the capacity counts env steps, and a sample of `num_items` env steps
+holds, for every policy, the rows of exactly those env steps. `t` is each
+agent's own step counter, so agents that act at every step of the episode
+(the usual case for lockstep envs) share one env step per `t`.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from corral.utils.replay_buffers.replay_buffer import ReplayBuffer
 
 _SEQ_LEN = "_seq_len"  # stored per sequence; returned as `seq_lens`
 
+REPLAY_MODES = ("independent", "lockstep")
+
 
 class MultiAgentReplayBuffer:
     """Replay buffers keyed by policy id, created on the first add for that policy.
@@ -37,6 +47,13 @@ class MultiAgentReplayBuffer:
         eps: added to |td_error| to get a priority (`prioritized_replay_eps`).
         replay_sequence_length: 1 for transitions; > 1 stores sequences (RNNs).
         seed: seed of the buffers' random generators (each policy gets its own stream).
+        replay_mode: "independent" (one buffer per policy, sampled independently) or
+            "lockstep" (whole env steps stored and sampled together; capacity in env
+            steps; rows need `eps_id` and `t` columns).
+
+    Raises:
+        ValueError: an unknown `replay_mode`, or "lockstep" with prioritized replay
+            or with `replay_sequence_length > 1`.
     """
 
     def __init__(
@@ -48,9 +65,21 @@ class MultiAgentReplayBuffer:
         eps: float = 1e-6,
         replay_sequence_length: int = 1,
         seed: int | None = None,
+        replay_mode: str = "independent",
     ) -> None:
         if replay_sequence_length < 1:
             raise ValueError(f"replay_sequence_length must be >= 1, got {replay_sequence_length}.")
+        if replay_mode not in REPLAY_MODES:
+            raise ValueError(
+                f"multiagent.replay_mode must be one of {list(REPLAY_MODES)}, got {replay_mode!r}."
+            )
+        if replay_mode == "lockstep" and prioritized:
+            raise ValueError("Lockstep replay mode is not supported with prioritized replay.")
+        if replay_mode == "lockstep" and replay_sequence_length > 1:
+            raise ValueError(
+                "Lockstep replay mode is not supported with replay_sequence_length > 1."
+            )
+        self.replay_mode = replay_mode
         self.capacity = int(capacity)
         self.prioritized = bool(prioritized)
         self.alpha = float(alpha)
@@ -59,9 +88,13 @@ class MultiAgentReplayBuffer:
         self.replay_sequence_length = int(replay_sequence_length)
         self.seed = seed
         self.replay_buffers: dict[str, ReplayBuffer] = {}
+        self._lockstep = LockstepReplayBuffer(capacity, seed) if replay_mode == "lockstep" else None
         self._num_added = 0
 
     def __len__(self) -> int:
+        """Rows (or sequences) held, summed over the policies."""
+        if self._lockstep is not None:
+            return self._lockstep.num_rows()
         return sum(len(b) for b in self.replay_buffers.values())
 
     def _buffer(self, policy_id: str) -> ReplayBuffer:
@@ -79,6 +112,9 @@ class MultiAgentReplayBuffer:
         """Adds each policy's rows to that policy's buffer."""
         ma_batch = batch.as_multi_agent()
         self._num_added += ma_batch.env_steps()
+        if self._lockstep is not None:
+            self._lockstep.add(ma_batch)
+            return
         for pid, policy_batch in ma_batch.policy_batches.items():
             if policy_batch.count == 0:
                 continue
@@ -87,7 +123,10 @@ class MultiAgentReplayBuffer:
             self._buffer(pid).add(policy_batch)
 
     def sample(self, num_items: int, policy_ids: list[str] | None = None) -> MultiAgentBatch:
-        """`num_items` rows (or sequences) from each policy's buffer."""
+        """`num_items` rows (or sequences) from each policy's buffer; in lockstep
+        mode, `num_items` env steps with the rows of every policy at those steps."""
+        if self._lockstep is not None:
+            return self._lockstep.sample(num_items, policy_ids)
         out = {}
         for pid in policy_ids or list(self.replay_buffers):
             buf = self.replay_buffers.get(pid)
@@ -120,12 +159,20 @@ class MultiAgentReplayBuffer:
             buf.update_priorities(idxes, priorities + self.eps)
 
     def stats(self) -> dict[str, Any]:
+        if self._lockstep is not None:
+            return {"num_added": self._num_added, "lockstep": self._lockstep.stats()}
         return {
             "num_added": self._num_added,
             "policies": {pid: b.stats() for pid, b in self.replay_buffers.items()},
         }
 
     def get_state(self) -> dict[str, Any]:
+        if self._lockstep is not None:
+            return {
+                "num_added": self._num_added,
+                "beta": self.beta,
+                "lockstep": self._lockstep.get_state(),
+            }
         return {
             "num_added": self._num_added,
             "beta": self.beta,
@@ -133,11 +180,263 @@ class MultiAgentReplayBuffer:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        if ("lockstep" in state) != (self._lockstep is not None):
+            saved = "lockstep" if "lockstep" in state else "independent"
+            raise ValueError(
+                f"Replay buffer state was saved in {saved!r} replay mode, but this buffer "
+                f"uses {self.replay_mode!r}."
+            )
+        if self._lockstep is not None:
+            self._lockstep.set_state(state["lockstep"])
+            self._num_added = int(state.get("num_added", 0))
+            self.beta = float(state.get("beta", self.beta))
+            return
         self.replay_buffers = {}
         for pid, buf_state in state["buffers"].items():
             self._buffer(pid).set_state(buf_state)
         self._num_added = int(state.get("num_added", 0))
         self.beta = float(state.get("beta", self.beta))
+
+
+class _RowRing:
+    """The rows of one policy in lockstep mode, addressed by absolute row number.
+
+    Row `r` (the r-th row ever added) sits at position `r % capacity`; rows
+    before `first_live` belong to evicted env steps. When more rows are live
+    than fit (several agents map to the policy), the storage doubles.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, int(capacity))
+        self.columns: dict[str, np.ndarray] = {}
+        self.added = 0
+        self.first_live = 0
+
+    def add(self, columns: dict[str, np.ndarray], n: int) -> None:
+        if n == 0:
+            return
+        if not self.columns:
+            self.columns = {
+                k: np.zeros((self.capacity, *v.shape[1:]), v.dtype) for k, v in columns.items()
+            }
+        elif columns.keys() != self.columns.keys():
+            raise ValueError(
+                f"MultiAgentReplayBuffer.add got columns {sorted(columns)}, but the buffer "
+                f"stores {sorted(self.columns)} for this policy."
+            )
+        live = self.added + n - self.first_live
+        if live > self.capacity:
+            self._grow(max(2 * self.capacity, live))
+        positions = (self.added + np.arange(n)) % self.capacity
+        for k, v in columns.items():
+            self.columns[k][positions] = v
+        self.added += n
+
+    def _grow(self, capacity: int) -> None:
+        live = np.arange(self.first_live, self.added)
+        grown = {}
+        for k, v in self.columns.items():
+            column = np.zeros((capacity, *v.shape[1:]), v.dtype)
+            column[live % capacity] = v[live % self.capacity]
+            grown[k] = column
+        self.columns, self.capacity = grown, capacity
+
+    def take(self, rows: np.ndarray) -> SampleBatch:
+        positions = rows % self.capacity
+        return SampleBatch({k: v[positions] for k, v in self.columns.items()})
+
+    def live_columns(self) -> dict[str, np.ndarray]:
+        """The live rows, oldest first."""
+        positions = np.arange(self.first_live, self.added) % self.capacity
+        return {k: np.ascontiguousarray(v[positions]) for k, v in self.columns.items()}
+
+
+class LockstepReplayBuffer:
+    """Whole env steps of all policies in a ring of `capacity` env steps (uniform replay).
+
+    Each stored env step records, per policy, where its rows start (an absolute
+    row number of that policy's `_RowRing`) and how many there are (0 when no
+    agent of the policy acted). Sampling draws env steps and gathers, for each
+    policy, the rows of exactly those steps, in the order drawn.
+    """
+
+    def __init__(self, capacity: int, seed: int | None = None) -> None:
+        if int(capacity) < 1:
+            raise ValueError(f"Replay buffer capacity must be >= 1, got {capacity}.")
+        self.capacity = int(capacity)
+        self._rng = np.random.default_rng(seed)
+        self._rings: dict[str, _RowRing] = {}
+        self._starts: dict[str, np.ndarray] = {}
+        self._counts: dict[str, np.ndarray] = {}
+        self._next = 0  # slot written by the next env step
+        self._size = 0
+        self._num_added = 0
+        self._num_sampled = 0
+
+    def __len__(self) -> int:
+        """Env steps held."""
+        return self._size
+
+    def num_rows(self) -> int:
+        return sum(ring.added - ring.first_live for ring in self._rings.values())
+
+    def _policy(self, policy_id: str) -> _RowRing:
+        ring = self._rings.get(policy_id)
+        if ring is None:
+            ring = self._rings[policy_id] = _RowRing(self.capacity)
+            self._starts[policy_id] = np.zeros(self.capacity, np.int64)
+            self._counts[policy_id] = np.zeros(self.capacity, np.int64)
+        return ring
+
+    def add(self, batch: MultiAgentBatch) -> None:
+        """Groups the rows of every policy into env steps and stores those steps."""
+        per_policy = {
+            pid: {k: np.asarray(v) for k, v in b.items() if k not in _LOCKSTEP_SKIPPED}
+            for pid, b in batch.policy_batches.items()
+            if b.count > 0
+        }
+        if not per_policy:
+            return
+        step_of_row, num_steps = _env_steps(per_policy)
+        first_step = max(0, num_steps - self.capacity)  # more steps than fit: keep the last
+        num_new = num_steps - first_step
+        new_starts: dict[str, np.ndarray] = {}
+        new_counts: dict[str, np.ndarray] = {}
+        new_rows: dict[str, dict[str, np.ndarray]] = {}
+        for pid in per_policy:
+            self._policy(pid)
+        for pid, ring in self._rings.items():
+            counts = np.zeros(num_new, np.int64)
+            if pid in per_policy:
+                steps = step_of_row[pid]
+                keep = steps >= first_step
+                order = np.argsort(steps[keep], kind="stable")
+                new_rows[pid] = {k: v[keep][order] for k, v in per_policy[pid].items()}
+                counts = np.bincount(steps[keep] - first_step, minlength=num_new)
+            new_counts[pid] = counts
+            new_starts[pid] = ring.added + np.cumsum(counts) - counts
+        slots = (self._next + np.arange(num_new)) % self.capacity
+        size = min(self._size + num_new, self.capacity)
+        next_slot = (self._next + num_new) % self.capacity
+        oldest = (next_slot - size) % self.capacity
+        # Where the oldest env step kept after this add is: an old slot or a new step.
+        oldest_new = int(np.flatnonzero(slots == oldest)[0]) if oldest in slots else None
+        for pid, ring in self._rings.items():
+            if oldest_new is None:
+                ring.first_live = int(self._starts[pid][oldest])
+            else:
+                ring.first_live = int(new_starts[pid][oldest_new])
+            if pid in new_rows:
+                ring.add(new_rows[pid], int(new_counts[pid].sum()))
+            self._starts[pid][slots] = new_starts[pid]
+            self._counts[pid][slots] = new_counts[pid]
+        self._next, self._size = next_slot, size
+        self._num_added += num_steps
+
+    def sample(self, num_items: int, policy_ids: list[str] | None = None) -> MultiAgentBatch:
+        """`num_items` env steps drawn uniformly with replacement (the same draws for
+        every policy); a policy none of whose agents acted at them is left out."""
+        if self._size == 0:
+            raise ValueError("Cannot sample from an empty replay buffer; add() rows first.")
+        oldest = (self._next - self._size) % self.capacity
+        slots = (oldest + self._rng.integers(0, self._size, size=num_items)) % self.capacity
+        self._num_sampled += num_items
+        out = {}
+        for pid in policy_ids or list(self._rings):
+            if pid not in self._rings:
+                continue
+            counts = self._counts[pid][slots]
+            total = int(counts.sum())
+            if total == 0:
+                continue
+            offsets = np.cumsum(counts) - counts
+            rows = np.repeat(self._starts[pid][slots] - offsets, counts) + np.arange(total)
+            out[pid] = self._rings[pid].take(rows)
+        return MultiAgentBatch(out, num_items)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "capacity": self.capacity,
+            "size": self._size,
+            "num_added": self._num_added,
+            "num_sampled": self._num_sampled,
+            "rows": {pid: ring.added - ring.first_live for pid, ring in self._rings.items()},
+        }
+
+    def get_state(self) -> dict[str, Any]:
+        """numpy arrays (live rows and per-step row counts, oldest first) and numbers."""
+        slots = (self._next - self._size + np.arange(self._size)) % self.capacity
+        return {
+            "capacity": self.capacity,
+            "num_added": self._num_added,
+            "num_sampled": self._num_sampled,
+            "rng": self._rng.bit_generator.state,
+            "policies": {
+                pid: {
+                    "counts": np.ascontiguousarray(self._counts[pid][slots]),
+                    "columns": ring.live_columns(),
+                }
+                for pid, ring in self._rings.items()
+            },
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._rings, self._starts, self._counts = {}, {}, {}
+        policies = state.get("policies") or {}
+        sizes = {len(np.asarray(p["counts"])) for p in policies.values()}
+        size = sizes.pop() if sizes else 0
+        if sizes or size > self.capacity:
+            raise ValueError(
+                f"Lockstep replay state holds {sorted({size, *sizes})} env steps per policy; "
+                f"expected one count for at most {self.capacity} (the capacity)."
+            )
+        for pid, policy_state in policies.items():
+            counts = np.asarray(policy_state["counts"], np.int64)
+            columns = {k: np.asarray(v) for k, v in (policy_state.get("columns") or {}).items()}
+            num_rows = int(counts.sum())
+            ring = self._policy(pid)
+            ring.capacity = max(ring.capacity, num_rows)
+            ring.add(columns, num_rows)
+            self._counts[pid][:size] = counts
+            self._starts[pid][:size] = np.cumsum(counts) - counts
+        self._next, self._size = size % self.capacity, size
+        self._num_added = int(state.get("num_added", size))
+        self._num_sampled = int(state.get("num_sampled", 0))
+        if state.get("rng"):
+            self._rng.bit_generator.state = state["rng"]
+
+
+# Columns never stored in lockstep mode (as in `ReplayBuffer`).
+_LOCKSTEP_SKIPPED = (SampleBatch.INFOS, SampleBatch.SEQ_LENS)
+
+
+def _env_steps(per_policy: dict[str, dict[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], int]:
+    """Each row's env-step number (steps sorted by (eps_id, t)), per policy; and the
+    number of distinct env steps."""
+    keys = []
+    for pid, columns in per_policy.items():
+        missing = [c for c in (SampleBatch.EPS_ID, SampleBatch.T) if c not in columns]
+        if missing:
+            raise ValueError(
+                f"Lockstep replay groups rows into env steps by 'eps_id' and 't', but the "
+                f"batch of policy {pid!r} has no {missing} column."
+            )
+        keys.append(
+            np.stack(
+                [
+                    np.asarray(columns[SampleBatch.EPS_ID], np.int64).reshape(-1),
+                    np.asarray(columns[SampleBatch.T], np.int64).reshape(-1),
+                ],
+                axis=1,
+            )
+        )
+    unique, inverse = np.unique(np.concatenate(keys), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    out, start = {}, 0
+    for pid, k in zip(per_policy, keys):
+        out[pid] = inverse[start : start + len(k)]
+        start += len(k)
+    return out, len(unique)
 
 
 def _to_sequences(batch: SampleBatch, length: int) -> SampleBatch:

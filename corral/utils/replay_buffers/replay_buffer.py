@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from corral.policy.sample_batch import SampleBatch
+from corral.utils.compression import is_compressed, pack_column, unpack_column
 
 # Columns never stored: infos are arbitrary Python objects, seq_lens is not per-row.
 _SKIPPED_COLUMNS = (SampleBatch.INFOS, SampleBatch.SEQ_LENS)
@@ -84,7 +85,8 @@ class ReplayBuffer:
 
     def _take(self, idx: np.ndarray) -> SampleBatch:
         self._num_sampled += len(idx)
-        return SampleBatch({k: v[idx] for k, v in self._storage.items()})
+        # Columns stored LZ4-packed (`compress_observations`) are unpacked for the learner.
+        return SampleBatch({k: unpack_column(v[idx]) for k, v in self._storage.items()})
 
     def _check_not_empty(self) -> None:
         if self._size == 0:
@@ -108,7 +110,11 @@ class ReplayBuffer:
             "capacity": self.capacity,
             "num_added": self._num_added,
             "num_sampled": self._num_sampled,
-            "columns": {k: np.ascontiguousarray(v[order]) for k, v in self._storage.items()},
+            # Packed columns are saved unpacked: checkpoints hold plain numeric arrays only.
+            "columns": {
+                k: np.ascontiguousarray(unpack_column(v[order])) for k, v in self._storage.items()
+            },
+            "compressed_columns": [k for k, v in self._storage.items() if is_compressed(v)],
             "rng": self._rng.bit_generator.state,
         }
 
@@ -118,7 +124,15 @@ class ReplayBuffer:
         if columns:
             n = len(next(iter(columns.values())))
             if n:
-                self.add(SampleBatch({k: np.asarray(v) for k, v in columns.items()}))
+                packed = set(state.get("compressed_columns", ()))
+                self.add(
+                    SampleBatch(
+                        {
+                            k: pack_column(v) if k in packed else np.asarray(v)
+                            for k, v in columns.items()
+                        }
+                    )
+                )
         self._num_added = int(state.get("num_added", self._size))
         self._num_sampled = int(state.get("num_sampled", 0))
         if state.get("rng"):

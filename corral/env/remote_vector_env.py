@@ -1,0 +1,285 @@
+"""`RemoteVectorEnv`: each sub-env in a process of its own (`remote_worker_envs`).
+
+For envs whose `step`/`reset` take long (simulators, games), n sub-envs in n
+processes step in parallel: the sampler sends every sub-env its action first
+and only then collects the results (`step_all`), so one step of the vector
+costs about one step of the slowest sub-env instead of the sum.
+
+Processes are forked on Linux (like the rollout workers of
+`corral.evaluation.backend`): env creators that are lambdas or closures need no
+pickling, and a process starts in milliseconds. Each sub-env talks to its
+owner over one pipe, one request and one reply at a time, so there is no reader
+thread: the owner (a rollout worker) is single-threaded while it samples.
+
+RLlib polls remote envs and continues with those that are ready
+(`remote_env_batch_wait_ms`); corral's sampler steps all sub-envs in lockstep,
+so it always waits for every sub-env (any `remote_env_batch_wait_ms` is
+accepted and changes nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from corral.env.vector_env import VectorEnv
+from corral.utils.error import EnvError
+
+# Seconds `close()` waits for a sub-env to close itself before it is killed.
+_CLOSE_TIMEOUT_S = 5.0
+
+
+class RemoteSubEnv:
+    """The owner's handle on one sub-env living in a child process.
+
+    It quacks like the `gymnasium.Env` it stands for where the sampler and
+    callbacks need it (`reset`, `step`, `render`, `close`, the spaces, `spec`,
+    `render_mode`); anything else runs in the child through
+    `call(method, *args, **kwargs)`.
+    """
+
+    def __init__(
+        self,
+        make_env: Callable[[int], gym.Env],
+        vector_index: int,
+        worker_index: int,
+        inherited: Sequence[Any] = (),
+    ) -> None:
+        self.vector_index = vector_index
+        self.worker_index = worker_index
+        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        self._conn = parent_conn
+        self._process = ctx.Process(
+            target=_env_main,
+            args=(child_conn, make_env, vector_index, list(inherited)),
+            name=f"corral-env-{worker_index}-{vector_index}",
+            daemon=True,
+        )
+        self._process.start()
+        child_conn.close()
+        self._closed = False
+        self._dead = False
+        info = self._receive()
+        self.observation_space: gym.Space = info["observation_space"]
+        self.action_space: gym.Space = info["action_space"]
+        self.spec = info["spec"]
+        self.render_mode: str | None = info["render_mode"]
+        self.metadata: dict = info["metadata"]
+        self.can_render: bool = info["can_render"]
+        self.is_multi_agent: bool = info["is_multi_agent"]
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    @property
+    def unwrapped(self) -> RemoteSubEnv:
+        return self
+
+    # -- the env API, forwarded -----------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        self._send(("reset", {"seed": seed, "options": options}))
+        return self._receive()
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self._send(("step", action))
+        return self._receive()
+
+    def render(self) -> Any:
+        return self.call("render")
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Runs `env.<method>(*args, **kwargs)` in the child and returns its result;
+        for an attribute that is not callable, returns its value."""
+        self._send(("call", (method, args, kwargs)))
+        return self._receive()
+
+    def close(self) -> None:
+        """Closes the env in the child, then ends the process (killed if it hangs)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._process.is_alive():
+            with contextlib.suppress(OSError, EOFError, BrokenPipeError):
+                self._conn.send(("close", None))
+                if self._conn.poll(_CLOSE_TIMEOUT_S):
+                    self._conn.recv()
+            self._process.join(_CLOSE_TIMEOUT_S)
+        if self._process.is_alive():
+            os.kill(self._process.pid, signal.SIGKILL)
+            self._process.join(_CLOSE_TIMEOUT_S)
+        self._conn.close()
+
+    # -- the pipe -------------------------------------------------------------
+
+    def _send(self, message: tuple) -> None:
+        if self._closed or self._dead:
+            raise EnvError(f"{self._name()} was closed or has died.")
+        try:
+            self._conn.send(message)
+        except (OSError, EOFError, BrokenPipeError):
+            # The reply read will report how the process died.
+            pass
+
+    def _receive(self) -> Any:
+        try:
+            status, payload = self._conn.recv()
+        except (OSError, EOFError):
+            raise self._died() from None
+        if status == "ok":
+            return payload
+        kind, message, tb = payload
+        raise EnvError(
+            f"{self._name()} raised {kind}: {message}\n--- traceback in the sub-env ---\n{tb}"
+        )
+
+    def _died(self) -> EnvError:
+        self._process.join(timeout=1.0)
+        code = self._process.exitcode
+        how = f"killed by signal {-code}" if code and code < 0 else f"exit code {code}"
+        self._dead = True
+        return EnvError(f"{self._name()} died ({how}).")
+
+    def _name(self) -> str:
+        return (
+            f"Remote sub-env {self.vector_index} of worker {self.worker_index} (pid {self.pid})"
+        )
+
+    def __repr__(self) -> str:
+        return f"RemoteSubEnv(worker={self.worker_index}, index={self.vector_index})"
+
+
+class RemoteVectorEnv(VectorEnv):
+    """`num_envs` sub-envs, each built by `make_env(vector_index)` in its own process.
+
+    `get_sub_environments()` returns the `RemoteSubEnv` handles.
+    """
+
+    def __init__(
+        self, make_env: Callable[[int], gym.Env], num_envs: int, worker_index: int = 0
+    ) -> None:
+        handles: list[RemoteSubEnv] = []
+        try:
+            for i in range(num_envs):
+                # A child closes its copies of its elder siblings' pipes, so each
+                # pipe's ends live in exactly two processes (EOF means death).
+                conns = [h._conn for h in handles]
+                handles.append(RemoteSubEnv(make_env, i, worker_index, conns))
+        except BaseException:
+            for h in handles:
+                h.close()
+            raise
+        super().__init__(handles)
+
+    def step_all(self, actions: Sequence[Any]) -> list[tuple]:
+        """Sends every sub-env its action, then collects the results in order.
+
+        All replies are read even when one fails, so the pipes stay in step;
+        the first failure is raised afterwards.
+        """
+        envs = self.envs
+        for env, action in zip(envs, actions):
+            env._send(("step", action))
+        results: list[tuple] = []
+        error: EnvError | None = None
+        for env in envs:
+            try:
+                results.append(env._receive())
+            except EnvError as e:
+                error = error or e
+        if error is not None:
+            raise error
+        return results
+
+    def stop(self) -> None:
+        """Closes every sub-env and ends its process."""
+        for env in self.envs:
+            env.close()
+
+
+def can_render(env: Any) -> bool:
+    """Whether `render()` on `env` draws or returns something.
+
+    A Gymnasium env renders only when created with a `render_mode`; a custom
+    env without one renders when its class defines `render` (RLlib 1.x envs).
+    """
+    if isinstance(env, RemoteSubEnv):
+        return env.can_render
+    if getattr(env, "render_mode", None) is not None:
+        return True
+    unwrapped = getattr(env, "unwrapped", env)
+    render = getattr(type(unwrapped), "render", None)
+    return getattr(env, "spec", None) is None and render is not None and render is not (
+        gym.Env.render
+    )
+
+
+def _env_main(
+    conn: Any, make_env: Callable[[int], gym.Env], vector_index: int, inherited: list[Any]
+) -> None:
+    for other in inherited:
+        with contextlib.suppress(OSError):
+            other.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        env = make_env(vector_index)
+        from corral.env.multi_agent_env import MultiAgentEnv
+
+        spec = getattr(env, "spec", None)
+        try:
+            pickle.dumps(spec)
+        except Exception:  # noqa: BLE001 - a spec with unpicklable kwargs is just left out
+            spec = None
+        info = {
+            "observation_space": env.observation_space,
+            "action_space": env.action_space,
+            "spec": spec,
+            "render_mode": getattr(env, "render_mode", None),
+            "metadata": dict(getattr(env, "metadata", {}) or {}),
+            "can_render": can_render(env),
+            "is_multi_agent": isinstance(env, MultiAgentEnv),
+        }
+    except BaseException as e:  # noqa: BLE001 - reported to the owner
+        conn.send(("err", _describe(e)))
+        return
+    conn.send(("ok", info))
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if kind == "step":
+                reply = ("ok", env.step(payload))
+            elif kind == "reset":
+                reply = ("ok", env.reset(**payload))
+            elif kind == "call":
+                method, args, kwargs = payload
+                attr = getattr(env, method)
+                reply = ("ok", attr(*args, **kwargs) if callable(attr) else attr)
+            else:  # "close"
+                with contextlib.suppress(Exception):
+                    env.close()
+                conn.send(("ok", None))
+                return
+        except BaseException as e:  # noqa: BLE001 - reported to the owner
+            reply = ("err", _describe(e))
+        try:
+            conn.send(reply)
+        except Exception as e:  # noqa: BLE001 - the result could not be pickled
+            conn.send(("err", _describe(e)))
+
+
+def _describe(e: BaseException) -> tuple[str, str, str]:
+    return type(e).__name__, str(e), traceback.format_exc()
