@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import importlib
+import json
 import logging
 import os
 import random
@@ -21,7 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -41,7 +43,7 @@ from corral.env.utils import env_id_of, make_env_creator
 from corral.evaluation.backend import WorkerFailure, wait_all
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics, collect_metrics, summarize_episodes
-from corral.evaluation.worker_set import WorkerSet
+from corral.evaluation.worker_set import WORKER_START_TIMEOUT_S, WorkerSet
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.tune.logger import UnifiedLogger
@@ -51,6 +53,7 @@ from corral.utils import checkpoints
 from corral.utils.deprecation import deprecation_warning
 from corral.utils.filter import FilterManager
 from corral.utils.metrics import stats_to_values
+from corral.utils.spaces_json import space_from_json, space_to_json
 
 __all__ = [
     "COMMON_CONFIG",
@@ -73,6 +76,17 @@ NUM_AGENT_STEPS_TRAINED = "num_agent_steps_trained"
 CHECKPOINT_FORMAT_VERSION = 1
 # File stem of `_extra_checkpoint_state` in a checkpoint directory.
 EXTRA_CHECKPOINT_STATE = "extra_state"
+
+
+class AddedPolicy(NamedTuple):
+    """A policy added with `Trainer.add_policy`, as needed to add it again (to a
+    recreated worker, or to a fresh trainer restoring a checkpoint)."""
+
+    policy_cls: type[Policy]
+    observation_space: Any
+    action_space: Any
+    config: dict
+    evaluation_workers: bool
 
 
 class Trainer(Trainable):
@@ -206,6 +220,9 @@ class Trainer(Trainable):
                 config=self._evaluation_config(),
                 num_workers=self.config["evaluation_num_workers"],
             )
+        # Policy-map changes since setup, replayed on recreated workers and restores.
+        self._added_policies: dict[str, AddedPolicy] = {}
+        self._removed_policies: list[str] = []
         self.callbacks.on_trainer_init(trainer=self)
 
     def _evaluation_config(self) -> dict:
@@ -647,7 +664,8 @@ class Trainer(Trainable):
         episodes: list | None,
         **kwargs: Any,
     ) -> Any:
-        """`compute_actions(policy_id=None)`: agents grouped by their mapped policy.
+        """`compute_actions(policy_id=None)`: agents grouped by their mapped policy,
+        one batched forward pass per policy; results keyed in `observations` order.
 
         The mapping sees `episodes[0]` when given (so it stays fixed over an
         episode, as while sampling), else a fresh stand-in episode.
@@ -659,8 +677,9 @@ class Trainer(Trainable):
             else Episode(-1, 0, local.policy_map, local.policy_mapping_fn, worker=local)
         )
         groups: dict[str, list] = defaultdict(list)
-        for agent in observations:
-            groups[episode.policy_for(agent)].append(agent)
+        policy_of = {agent: episode.policy_for(agent) for agent in observations}
+        for agent, pid in policy_of.items():
+            groups[pid].append(agent)
         actions, states, extras = {}, {}, {}
         for pid, agents in groups.items():
             actions[pid], states[pid], extras[pid] = self.compute_actions(
@@ -674,11 +693,10 @@ class Trainer(Trainable):
                 episodes=episodes,
                 **kwargs,
             )
-        by_agent = {a: actions[pid][a] for pid, agents in groups.items() for a in agents}
+        # In the order of `observations`, as with a single policy.
+        by_agent = {a: actions[pid][a] for a, pid in policy_of.items()}
         if state is not None or full_fetch:
-            states_by_agent = {
-                a: s for per_policy in states.values() for a, s in per_policy.items()
-            }
+            states_by_agent = {a: states[pid][a] for a, pid in policy_of.items()}
             return by_agent, states_by_agent, extras
         return by_agent
 
@@ -746,6 +764,11 @@ class Trainer(Trainable):
         maps to the policy). A new `policy_mapping_fn` applies to episodes
         started afterwards; `policies_to_train` None keeps the current list
         (plus the new policy). Returns the local worker's copy.
+
+        The trainer remembers the policy: workers recreated after a failure
+        (`recreate_failed_workers`) get it too, and checkpoints record its id,
+        class, spaces and config so that `restore()` on a fresh trainer adds it
+        again before loading its weights.
         """
 
         def add(worker: Any) -> None:
@@ -763,6 +786,12 @@ class Trainer(Trainable):
         if evaluation_workers and self.evaluation_workers is not None:
             self.evaluation_workers.foreach_worker(add)
         self._sync_learner_policies()
+        obs_space, act_space = self.workers.local_worker().policy_map.spaces(policy_id)
+        self._added_policies[policy_id] = AddedPolicy(
+            policy_cls, obs_space, act_space, dict(config or {}), evaluation_workers
+        )
+        if policy_id in self._removed_policies:
+            self._removed_policies.remove(policy_id)
         return self.get_policy(policy_id)
 
     def remove_policy(
@@ -787,6 +816,53 @@ class Trainer(Trainable):
             self.evaluation_workers.foreach_worker(remove)
         self.learner_group.remove_policy(policy_id)
         self._sync_learner_policies()
+        if self._added_policies.pop(policy_id, None) is None:
+            self._removed_policies.append(policy_id)
+
+    def set_policy_mapping_fn(
+        self, policy_mapping_fn: Callable, *, evaluation_workers: bool = True
+    ) -> None:
+        """Sets the `policy_mapping_fn` of every rollout (and evaluation) worker; it
+        applies to episodes started afterwards. A function cannot be stored in a
+        checkpoint: after `restore()`, call this again if the config's mapping
+        is not the one wanted."""
+
+        def set_fn(worker: Any) -> None:
+            worker.set_policy_mapping_fn(policy_mapping_fn)
+
+        self.workers.foreach_worker(set_fn)
+        if evaluation_workers and self.evaluation_workers is not None:
+            self.evaluation_workers.foreach_worker(set_fn)
+
+    def _replay_policy_changes(self, handle: Any) -> None:
+        """Gives a freshly built remote worker the policy map of the local worker:
+        the added policies (not in the config it was built from) without the
+        removed ones, and the current mapping fn and policies to train."""
+        local = self.workers.local_worker()
+        added = dict(self._added_policies)
+        removed = list(self._removed_policies)
+        mapping_fn = local.policy_mapping_fn
+        to_train = local.policies_to_train
+
+        def replay(worker: Any) -> None:
+            for pid in removed:
+                if pid in worker.policy_map:
+                    worker.remove_policy(pid)
+            for pid, spec in added.items():
+                if pid not in worker.policy_map:
+                    worker.add_policy(
+                        pid,
+                        spec.policy_cls,
+                        observation_space=spec.observation_space,
+                        action_space=spec.action_space,
+                        config=spec.config,
+                    )
+            worker.set_policy_mapping_fn(mapping_fn)
+            worker.set_policies_to_train(to_train)
+            # Its first episodes started with the config's mapping: start them again.
+            worker.reset_sampler()
+
+        handle.apply(replay).result(WORKER_START_TIMEOUT_S)
 
     def _sync_learner_policies(self) -> None:
         """The learners train exactly the local worker's policies to train."""
@@ -860,7 +936,9 @@ class Trainer(Trainable):
                 continue
             if self.config.get("recreate_failed_workers"):
                 logger.warning("Recreating failed worker %d.", w.worker_index)
-                healthy.append(workers.recreate_worker(w.worker_index))
+                healthy.append(
+                    workers.recreate_worker(w.worker_index, prepare=self._replay_policy_changes)
+                )
             else:
                 logger.warning("Removing unhealthy worker %d.", w.worker_index)
                 w.kill()
@@ -871,7 +949,12 @@ class Trainer(Trainable):
     # -- checkpoints --------------------------------------------------------
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
-        """Writes weights (safetensors), optimiser state (tensors) and JSON state."""
+        """Writes weights (safetensors), optimiser state (tensors) and JSON state.
+
+        Policies added with `add_policy` are recorded by id, class (dotted import
+        path), spaces and config, removed ones by id, and the policies to train
+        when they are a list (see `load_checkpoint`).
+        """
         local = self.workers.local_worker()
         checkpoints.write_trainer_state(
             checkpoint_dir,
@@ -882,6 +965,7 @@ class Trainer(Trainable):
                 "counters": dict(self._counters),
                 "episodes_total": self._episodes_total,
                 "episode_history": [m.to_json() for m in self._episode_history],
+                "policy_changes": self._policy_changes_state(),
             },
             worker_state=local.get_state(),
             learner_state=self.learner_group.get_state(),
@@ -892,6 +976,19 @@ class Trainer(Trainable):
         return None
 
     def load_checkpoint(self, checkpoint_path: str) -> None:
+        """Restores a checkpoint written by `save_checkpoint`.
+
+        Policies the checkpoint's trainer had added at runtime are added first
+        (those this trainer already has are kept as they are: add a policy
+        yourself before restoring when its class or config could not be
+        stored), removed ones are removed, and a stored list of policies to
+        train is set. The `policy_mapping_fn` cannot be stored: the config's
+        one stays in force; set another with `set_policy_mapping_fn`.
+        """
+        self._apply_policy_changes(
+            checkpoints.read_trainer_meta(checkpoint_path).get("policy_changes") or {},
+            checkpoint_path,
+        )
         state, worker_state, learner_state = checkpoints.read_trainer_state(
             checkpoint_path, self.workers.local_worker().get_state()
         )
@@ -913,6 +1010,45 @@ class Trainer(Trainable):
             self._set_extra_checkpoint_state(
                 checkpoints.read_array_state(checkpoint_path, EXTRA_CHECKPOINT_STATE)
             )
+
+    def _policy_changes_state(self) -> dict:
+        """The JSON record of `add_policy`/`remove_policy` calls for checkpoints."""
+        to_train = self.workers.local_worker().policies_to_train
+        return {
+            "added": {
+                pid: _added_policy_to_json(pid, spec) for pid, spec in self._added_policies.items()
+            },
+            "removed": list(self._removed_policies),
+            "policies_to_train": None if callable(to_train) else list(to_train),
+        }
+
+    def _apply_policy_changes(self, changes: dict, checkpoint_path: str) -> None:
+        """Makes this trainer's policy map the one a checkpoint was saved with."""
+        local = self.workers.local_worker()
+        for pid in changes.get("removed", []):
+            if pid in local.policy_map:
+                self.remove_policy(pid)
+        for pid, entry in (changes.get("added") or {}).items():
+            if pid in local.policy_map:
+                continue
+            spec = _added_policy_from_json(pid, entry, checkpoint_path)
+            self.add_policy(
+                pid,
+                spec.policy_cls,
+                observation_space=spec.observation_space,
+                action_space=spec.action_space,
+                config=spec.config,
+                evaluation_workers=spec.evaluation_workers,
+            )
+        to_train = changes.get("policies_to_train")
+        if to_train is not None:
+            to_train = [pid for pid in to_train if pid in local.policy_map]
+
+            def set_to_train(worker: Any) -> None:
+                worker.set_policies_to_train(to_train)
+
+            self.workers.foreach_worker(set_to_train)
+            self._sync_learner_policies()
 
     def _extra_checkpoint_state(self) -> dict:
         """Algorithm state beyond weights and optimisers (e.g. a replay buffer).
@@ -1077,6 +1213,91 @@ _NO_EVALUATION_ENV = (
 _EITHER_OBS_OR_INPUT_DICT = (
     "Provide either `input_dict` OR [`observation`, ...] as args to Trainer.compute_single_action!"
 )
+
+
+def _added_policy_to_json(policy_id: str, spec: AddedPolicy) -> dict:
+    """An added policy as JSON: its class as a dotted import path, its spaces via
+    `space_to_json`, its config as is. What cannot be stored so is named under
+    "unrestorable" (restore then needs the policy added by hand first)."""
+    cls = spec.policy_cls
+    entry: dict[str, Any] = {
+        "policy_class": f"{cls.__module__}.{cls.__qualname__}",
+        "evaluation_workers": spec.evaluation_workers,
+    }
+    problems = []
+    if "<locals>" in cls.__qualname__:
+        problems.append(f"class {entry['policy_class']} is defined inside a function")
+    try:
+        entry["observation_space"] = space_to_json(spec.observation_space)
+        entry["action_space"] = space_to_json(spec.action_space)
+    except TypeError as e:
+        problems.append(str(e))
+    try:
+        entry["config"] = json.loads(json.dumps(spec.config, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        problems.append(f"its config is not JSON-serialisable ({e})")
+    if problems:
+        logger.warning(
+            "Checkpoint cannot fully record added policy %r (%s); add it with "
+            "`add_policy` before restoring.",
+            policy_id,
+            "; ".join(problems),
+        )
+        entry["unrestorable"] = "; ".join(problems)
+    return entry
+
+
+def _added_policy_from_json(policy_id: str, entry: dict, checkpoint_path: str) -> AddedPolicy:
+    """Inverse of `_added_policy_to_json`; imports the policy class (which must be a
+    `Policy` subclass) by its dotted path."""
+    hint = (
+        f"add policy {policy_id!r} with `trainer.add_policy(...)` before `restore()` "
+        "(policies the trainer already has are not re-added)"
+    )
+    if entry.get("unrestorable"):
+        raise CheckpointError(
+            f"Checkpoint {checkpoint_path} cannot rebuild added policy {policy_id!r}: "
+            f"{entry['unrestorable']}; {hint}."
+        )
+    path = entry.get("policy_class", "")
+    cls = _import_dotted(path)
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise CheckpointError(
+            f"Checkpoint {checkpoint_path}: the class {path!r} of added policy {policy_id!r} "
+            f"cannot be imported as a Policy subclass; {hint}."
+        )
+    try:
+        obs_space = space_from_json(entry["observation_space"])
+        act_space = space_from_json(entry["action_space"])
+    except (KeyError, ValueError, TypeError) as e:
+        raise CheckpointError(
+            f"Checkpoint {checkpoint_path}: the spaces of added policy {policy_id!r} are "
+            f"malformed ({e}); expected space descriptions of corral.utils.spaces_json."
+        ) from e
+    return AddedPolicy(
+        cls,
+        obs_space,
+        act_space,
+        dict(entry.get("config") or {}),
+        bool(entry.get("evaluation_workers", True)),
+    )
+
+
+def _import_dotted(path: str) -> Any:
+    """The object at a dotted path `module.Qual.Name` (None when it cannot be imported)."""
+    parts = path.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[split:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return None
+        return obj
+    return None
 
 
 def _batch_of_one(value: Any) -> Any:

@@ -5,8 +5,8 @@ processes step in parallel: the sampler sends every sub-env its action first
 and only then collects the results (`step_all`), so one step of the vector
 costs about one step of the slowest sub-env instead of the sum.
 
-Processes are forked on Linux (like the rollout workers of
-`corral.evaluation.backend`): env creators that are lambdas or closures need no
+Processes are forked (`os.fork`, POSIX only), like the rollout workers of
+`corral.evaluation.backend`: env creators that are lambdas or closures need no
 pickling, and a process starts in milliseconds. Each sub-env talks to its
 owner over one pipe, one request and one reply at a time, so there is no reader
 thread: the owner (a rollout worker) is single-threaded while it samples.
@@ -24,7 +24,7 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
-import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -56,16 +56,11 @@ class RemoteSubEnv:
     ) -> None:
         self.vector_index = vector_index
         self.worker_index = worker_index
-        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        parent_conn, child_conn = mp.Pipe(duplex=True)
         self._conn = parent_conn
-        self._process = ctx.Process(
-            target=_env_main,
-            args=(child_conn, make_env, vector_index, list(inherited)),
-            name=f"corral-env-{worker_index}-{vector_index}",
-            daemon=True,
+        self._process = _ForkedChild(
+            _env_main, (child_conn, make_env, vector_index, [*inherited, parent_conn])
         )
-        self._process.start()
         child_conn.close()
         self._closed = False
         self._dead = False
@@ -85,6 +80,10 @@ class RemoteSubEnv:
     @property
     def unwrapped(self) -> RemoteSubEnv:
         return self
+
+    def is_alive(self) -> bool:
+        """Whether the sub-env's process is still running."""
+        return self._process.is_alive()
 
     # -- the env API, forwarded -----------------------------------------------
 
@@ -126,11 +125,9 @@ class RemoteSubEnv:
     def _send(self, message: tuple) -> None:
         if self._closed or self._dead:
             raise EnvError(f"{self._name()} was closed or has died.")
-        try:
+        # On a dead pipe the reply read that follows reports how the process died.
+        with contextlib.suppress(OSError, EOFError, BrokenPipeError):
             self._conn.send(message)
-        except (OSError, EOFError, BrokenPipeError):
-            # The reply read will report how the process died.
-            pass
 
     def _receive(self) -> Any:
         try:
@@ -152,9 +149,7 @@ class RemoteSubEnv:
         return EnvError(f"{self._name()} died ({how}).")
 
     def _name(self) -> str:
-        return (
-            f"Remote sub-env {self.vector_index} of worker {self.worker_index} (pid {self.pid})"
-        )
+        return f"Remote sub-env {self.vector_index} of worker {self.worker_index} (pid {self.pid})"
 
     def __repr__(self) -> str:
         return f"RemoteSubEnv(worker={self.worker_index}, index={self.vector_index})"
@@ -220,9 +215,49 @@ def can_render(env: Any) -> bool:
         return True
     unwrapped = getattr(env, "unwrapped", env)
     render = getattr(type(unwrapped), "render", None)
-    return getattr(env, "spec", None) is None and render is not None and render is not (
-        gym.Env.render
-    )
+    own_render = render is not None and render is not gym.Env.render
+    return own_render and getattr(env, "spec", None) is None
+
+
+class _ForkedChild:
+    """A child process made with a bare `os.fork` (POSIX only).
+
+    Not `multiprocessing.Process`: rollout workers are daemonic processes, and
+    multiprocessing refuses to start children from those; a bare fork also
+    starts faster and needs nothing pickled.
+    """
+
+    def __init__(self, target: Callable[..., None], args: tuple) -> None:
+        self.exitcode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: run, then leave without the parent's atexit hooks
+            code = 1
+            try:
+                target(*args)
+                code = 0
+            finally:
+                os._exit(code)
+
+    def _reap(self, block: bool = False) -> bool:
+        if self.exitcode is not None:
+            return True
+        try:
+            pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:  # already reaped elsewhere
+            self.exitcode = -1
+            return True
+        if pid == 0:
+            return False
+        self.exitcode = os.waitstatus_to_exitcode(status)
+        return True
+
+    def is_alive(self) -> bool:
+        return not self._reap()
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._reap() and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 def _env_main(

@@ -91,9 +91,16 @@ class WorkerSet:
             raise
         self._remote_workers.extend(new)
 
-    def recreate_worker(self, index: int) -> ProcessWorker:
+    def recreate_worker(
+        self, index: int, prepare: Callable[[ProcessWorker], None] | None = None
+    ) -> ProcessWorker:
         """Replaces remote worker `index` (its `worker_index`, not its position)
-        by a fresh one with the local worker's weights and filters."""
+        by a fresh one with the local worker's weights and filters.
+
+        `prepare(handle)` runs on the new worker before the state is set, e.g.
+        to re-add the policies added at runtime (the new worker is built from
+        the config, which lacks them).
+        """
         position = next(
             (i for i, w in enumerate(self._remote_workers) if w.worker_index == index), None
         )
@@ -104,8 +111,14 @@ class WorkerSet:
             )
         self._remote_workers[position].kill()
         new = self._make_remote(index)
-        new.wait_ready(WORKER_START_TIMEOUT_S)
-        new.call("set_state", self.local_worker().get_state()).result()
+        try:
+            new.wait_ready(WORKER_START_TIMEOUT_S)
+            if prepare is not None:
+                prepare(new)
+            new.call("set_state", self.local_worker().get_state()).result()
+        except BaseException:
+            new.kill()
+            raise
         self._remote_workers[position] = new
         self._synced_seq.pop(index, None)
         return new

@@ -2,7 +2,8 @@
 
 Layout of a checkpoint directory (written by `Trainer.save_checkpoint`):
 
-    trainer_state.json          counters, metrics history, policy directory names
+    trainer_state.json          counters, metrics history, policy directory names,
+                                policies added/removed at runtime (ids, classes, spaces)
     policies/<n>/weights.safetensors
     policies/<n>/policy_state.json
     worker_state.json           filters and global vars of the local worker
@@ -55,6 +56,14 @@ def write_trainer_state(
     _write_json(
         os.path.join(checkpoint_dir, TRAINER_STATE), {**trainer_state, "policies": policy_dirs}
     )
+
+
+def read_trainer_meta(checkpoint_dir: str) -> dict:
+    """`trainer_state.json` alone (counters, policy directories, added policies), e.g.
+    to rebuild the policy map before `read_trainer_state` checks it."""
+    if os.path.isfile(checkpoint_dir):
+        checkpoint_dir = os.path.dirname(checkpoint_dir)
+    return _read_json(os.path.join(checkpoint_dir, TRAINER_STATE), "the trainer state")
 
 
 def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tuple[dict, dict, dict]:

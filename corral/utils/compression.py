@@ -42,13 +42,13 @@ def _require_lz4() -> Any:
 def pack(array: Any) -> bytes:
     """One array (e.g. one observation) as LZ4-compressed bytes with its dtype and shape."""
     lz4_block = _require_lz4()
-    arr = np.ascontiguousarray(array)
+    arr = np.asarray(array)  # not ascontiguousarray: it turns 0-d arrays into 1-d ones
     if arr.dtype == object:
         raise TypeError("pack() compresses numeric arrays only, got an array of dtype object.")
     dtype = arr.dtype.str.encode("ascii")
     header = _HEADER.pack(_MAGIC, len(dtype)) + dtype + bytes([arr.ndim])
     header += b"".join(_DIM.pack(d) for d in arr.shape)
-    return header + lz4_block.compress(arr.tobytes(), store_size=True)
+    return header + lz4_block.compress(arr.tobytes(order="C"), store_size=True)
 
 
 def unpack(data: bytes) -> np.ndarray:

@@ -681,11 +681,6 @@ def test_evaluation_config_checked():
 # One non-default value per unbuilt key.
 NON_DEFAULT_SAMPLES = {
     "sample_async": True,
-    "remote_worker_envs": True,
-    "remote_env_batch_wait_ms": 10,
-    "render_env": True,
-    "record_env": "videos",
-    "compress_observations": True,
     "input": "/tmp/data/*.json",
     "output": "logdir",
     "postprocess_inputs": True,
@@ -777,10 +772,10 @@ def test_fixed_off_values_ignore_algorithm_defaults():
 
 
 def test_evaluation_config_is_checked_too():
-    config = full_config(evaluation_config={"render_env": True, "explore": False})
-    with pytest.raises(NotImplementedError, match="'evaluation_config/render_env' = True"):
+    config = full_config(evaluation_config={"eager_tracing": True, "explore": False})
+    with pytest.raises(NotImplementedError, match="'evaluation_config/eager_tracing' = True"):
         check_not_implemented(config)
     config = full_config(evaluation_config={"model": {"use_attention": True}})
     with pytest.raises(NotImplementedError, match="'evaluation_config/model/use_attention'"):
         check_not_implemented(config)
-    check_not_implemented(full_config(evaluation_config={"explore": False, "render_env": False}))
+    check_not_implemented(full_config(evaluation_config={"explore": False, "eager_tracing": False}))

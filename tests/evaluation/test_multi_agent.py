@@ -259,6 +259,119 @@ def test_add_and_remove_policy_with_a_remote_worker():
         trainer.stop()
 
 
+def map_agent_1_to_p2(agent_id, episode, worker, **kwargs):
+    return "p2" if agent_id == 1 else "p0"
+
+
+def test_recreated_worker_gets_the_policies_added_at_runtime():
+    import os
+    import signal
+
+    trainer = PPOTrainer(
+        env=TwoCartPoles,
+        config=small_config(
+            num_workers=1,
+            recreate_failed_workers=True,
+            env_config={"num_agents": 2},
+            multiagent=two_policy_multiagent(),
+        ),
+    )
+    try:
+        trainer.add_policy(
+            "p2",
+            type(trainer.get_policy("p0")),
+            policy_mapping_fn=map_agent_1_to_p2,
+            policies_to_train=["p0", "p2"],
+        )
+        trainer.remove_policy("p1")
+        old = trainer.workers.remote_workers()[0]
+        os.kill(old.pid, signal.SIGKILL)
+        result = trainer.train()
+        new = trainer.workers.remote_workers()[0]
+        assert new.pid != old.pid and result["num_healthy_workers"] == 1
+
+        def describe(worker):
+            return (
+                sorted(worker.policy_map),
+                worker.policy_mapping_fn(1, None, worker),
+                [p for p in worker.policy_map if worker.is_policy_to_train(p)],
+                worker.get_weights(["p2"]),
+            )
+
+        local, remote = trainer.workers.foreach_worker(describe)
+        assert remote[:3] == (["p0", "p2"], "p2", ["p0", "p2"]) == local[:3]
+        for k, v in local[3]["p2"].items():
+            np.testing.assert_array_equal(remote[3]["p2"][k], v)
+        assert "p2" in trainer.train()["policy_reward_mean"]
+    finally:
+        trainer.stop()
+
+
+def test_restore_into_a_fresh_trainer_adds_the_policies_added_at_runtime(tmp_path):
+    config = small_config(env_config={"num_agents": 2}, multiagent=two_policy_multiagent())
+    trainer = PPOTrainer(env=TwoCartPoles, config=config)
+    try:
+        policy_cls = type(trainer.get_policy("p0"))
+        trainer.add_policy(
+            "p2",
+            policy_cls,
+            config={"lr": 1e-3},
+            policy_mapping_fn=map_agent_1_to_p2,
+            policies_to_train=["p2"],
+        )
+        trainer.train()
+        path = trainer.save(str(tmp_path))
+        saved = trainer.get_weights(["p2"])["p2"]
+    finally:
+        trainer.stop()
+    fresh = PPOTrainer(env=TwoCartPoles, config=config)
+    try:
+        fresh.restore(path)
+        p2 = fresh.get_policy("p2")
+        assert type(p2) is policy_cls and p2.config["lr"] == 1e-3
+        assert p2.observation_space == TwoCartPoles({}).observation_space
+        restored = fresh.get_weights(["p2"])["p2"]
+        assert restored.keys() == saved.keys()
+        for k, v in saved.items():
+            np.testing.assert_array_equal(restored[k], v)
+        assert set(fresh.learner_group.local_learner.policy_ids) == {"p2"}
+        # The mapping fn is not stored: the config's stays until it is set again.
+        local = fresh.workers.local_worker()
+        assert local.policy_mapping_fn(1, None, local) == "p1"
+        fresh.set_policy_mapping_fn(map_agent_1_to_p2)
+        # Running episodes finish with the old mapping first.
+        assert any("p2" in fresh.train()["info"]["learner"] for _ in range(4))
+    finally:
+        fresh.stop()
+
+
+def test_restore_asks_to_add_a_policy_whose_class_cannot_be_imported(tmp_path):
+    from corral.tune.trainable import CheckpointError
+
+    config = small_config(env_config={"num_agents": 2}, multiagent=two_policy_multiagent())
+    trainer = PPOTrainer(env=TwoCartPoles, config=config)
+    try:
+
+        class LocalPolicy(type(trainer.get_policy("p0"))):
+            pass
+
+        trainer.add_policy("p2", LocalPolicy)
+        path = trainer.save(str(tmp_path))
+        saved = trainer.get_weights(["p2"])["p2"]
+    finally:
+        trainer.stop()
+    fresh = PPOTrainer(env=TwoCartPoles, config=config)
+    try:
+        with pytest.raises(CheckpointError, match="inside a function.*add_policy"):
+            fresh.restore(path)
+        fresh.add_policy("p2", LocalPolicy)  # added by hand: restore loads its weights
+        fresh.restore(path)
+        for k, v in saved.items():
+            np.testing.assert_array_equal(fresh.get_weights(["p2"])["p2"][k], v)
+    finally:
+        fresh.stop()
+
+
 def test_compute_actions_maps_agents_to_their_policies():
     trainer = PPOTrainer(
         env=TwoCartPoles,
@@ -322,6 +435,39 @@ def test_dqn_lockstep_replay_trains_on_whole_env_steps():
         assert shared and all(p0[k] == p1[k] for k in shared)
         # One row per policy per drawn env step (each agent maps to its own policy).
         assert sum(max(p0[k], p1[k]) for k in p0.keys() | p1.keys()) == batch.env_steps()
+
+
+def test_compute_actions_runs_one_batched_call_per_policy():
+    trainer = PPOTrainer(
+        env=TwoCartPoles,
+        config=small_config(
+            env_config={"num_agents": 5},
+            multiagent=two_policy_multiagent(
+                policy_mapping_fn=lambda agent_id, episode, worker, **kw: f"p{agent_id % 2}"
+            ),
+        ),
+    )
+    try:
+        batch_sizes = {"p0": [], "p1": []}
+        for pid, sizes in batch_sizes.items():
+            policy = trainer.get_policy(pid)
+            compute = policy.compute_actions_from_input_dict
+
+            def counting(input_dict, *args, _compute=compute, _sizes=sizes, **kwargs):
+                _sizes.append(len(input_dict["obs"]))
+                return _compute(input_dict, *args, **kwargs)
+
+            policy.compute_actions_from_input_dict = counting
+        rng = np.random.default_rng(0)
+        obs = {a: rng.normal(size=4).astype(np.float32) for a in range(5)}
+        actions = trainer.compute_actions(obs, policy_id=None, explore=False)
+        assert batch_sizes == {"p0": [3], "p1": [2]}
+        assert list(actions) == list(obs)
+        for agent, o in obs.items():
+            expected = trainer.compute_single_action(o, policy_id=f"p{agent % 2}", explore=False)
+            assert actions[agent] == expected
+    finally:
+        trainer.stop()
 
 
 def test_observation_fn_rewrites_observations():

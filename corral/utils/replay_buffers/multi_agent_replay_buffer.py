@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.utils.compression import is_compressed, pack_column, unpack_column
 from corral.utils.replay_buffers.prioritized_replay_buffer import (
     BATCH_INDEXES,
     WEIGHTS,
@@ -243,12 +244,18 @@ class _RowRing:
 
     def take(self, rows: np.ndarray) -> SampleBatch:
         positions = rows % self.capacity
-        return SampleBatch({k: v[positions] for k, v in self.columns.items()})
+        # Columns stored LZ4-packed (`compress_observations`) are unpacked for the learner.
+        return SampleBatch({k: unpack_column(v[positions]) for k, v in self.columns.items()})
 
     def live_columns(self) -> dict[str, np.ndarray]:
-        """The live rows, oldest first."""
+        """The live rows, oldest first (packed columns unpacked)."""
         positions = np.arange(self.first_live, self.added) % self.capacity
-        return {k: np.ascontiguousarray(v[positions]) for k, v in self.columns.items()}
+        return {
+            k: np.ascontiguousarray(unpack_column(v[positions])) for k, v in self.columns.items()
+        }
+
+    def compressed_columns(self) -> list[str]:
+        return [k for k, v in self.columns.items() if is_compressed(v)]
 
 
 class LockstepReplayBuffer:
@@ -375,6 +382,7 @@ class LockstepReplayBuffer:
                 pid: {
                     "counts": np.ascontiguousarray(self._counts[pid][slots]),
                     "columns": ring.live_columns(),
+                    "compressed_columns": ring.compressed_columns(),
                 }
                 for pid, ring in self._rings.items()
             },
@@ -392,7 +400,11 @@ class LockstepReplayBuffer:
             )
         for pid, policy_state in policies.items():
             counts = np.asarray(policy_state["counts"], np.int64)
-            columns = {k: np.asarray(v) for k, v in (policy_state.get("columns") or {}).items()}
+            packed = set(policy_state.get("compressed_columns") or ())
+            columns = {
+                k: pack_column(v) if k in packed else np.asarray(v)
+                for k, v in (policy_state.get("columns") or {}).items()
+            }
             num_rows = int(counts.sum())
             ring = self._policy(pid)
             ring.capacity = max(ring.capacity, num_rows)
