@@ -20,6 +20,19 @@ class RolloutMetrics(NamedTuple):
     hist_data: dict
     media: dict
 
+    @classmethod
+    def from_episode(cls, episode: Any, perf_stats: dict) -> RolloutMetrics:
+        """The metrics of a finished `Episode` (copies: the episode object lives on)."""
+        return cls(
+            episode.length,
+            episode.total_reward,
+            dict(episode.agent_rewards),
+            dict(episode.custom_metrics),
+            perf_stats,
+            dict(episode.hist_data),
+            dict(episode.media),
+        )
+
     def to_json(self) -> dict:
         """A JSON-able dict (agent reward keys become [agent, policy, reward] rows)."""
         d = self._asdict()

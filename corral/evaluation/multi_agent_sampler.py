@@ -375,17 +375,7 @@ class MultiAgentSampler:
             episode=episode,
             env_index=i,
         )
-        self._finished.append(
-            RolloutMetrics(
-                episode.length,
-                episode.total_reward,
-                dict(episode.agent_rewards),
-                dict(episode.custom_metrics),
-                self.timers.as_dict(),
-                dict(episode.hist_data),
-                dict(episode.media),
-            )
-        )
+        self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict()))
         self._flush(slot)
         if reset:
             obs, infos = self.envs[i].reset()
