@@ -253,6 +253,72 @@ class CorralSampler:
         self.trainer.stop()
 
 
+# -- Atari (Pong) -------------------------------------------------------------
+
+PONG = "ALE/Pong-v5"
+
+
+def bench_pong(envs: int, steps: int) -> dict[str, Any]:
+    """corral's sampling on Pong with DeepMind preprocessing (conv net policy),
+    next to the env alone: the same wrapped envs stepped with random actions.
+
+    There is no "same network" raw loop here: the reference is what the
+    emulator and the frame processing cost by themselves.
+    """
+    import numpy as np
+
+    from corral.agents.ppo import PPOTrainer
+    from corral.env import EnvContext
+    from corral.env.utils import make_env_creator
+
+    config = {
+        "num_workers": 0,
+        "num_envs_per_worker": envs,
+        "rollout_fragment_length": 50,
+        "train_batch_size": 50 * envs,
+        "sgd_minibatch_size": 50 * envs,
+        "preprocessor_pref": "deepmind",
+        "seed": 0,
+        "log_level": "ERROR",
+    }
+    trainer = PPOTrainer(config=config, env=PONG)
+    try:
+        worker = trainer.workers.local_worker()
+        worker.sample()
+        done, t0 = 0, time.perf_counter()
+        while done < steps:
+            done += worker.sample().count
+        corral_rate = done / (time.perf_counter() - t0)
+    finally:
+        trainer.stop()
+    # The same env construction as corral's (frame skip inside the wrapper).
+    make = make_env_creator(PONG, preprocessor_pref="deepmind")
+    env_list = [make(EnvContext()) for _ in range(envs)]
+    rng = np.random.default_rng(0)
+    for e in env_list:
+        e.reset(seed=0)
+    done, t0 = 0, time.perf_counter()
+    while done < steps:
+        for e in env_list:
+            _, _, term, trunc, _ = e.step(int(rng.integers(e.action_space.n)))
+            if term or trunc:
+                e.reset()
+        done += envs
+    env_rate = done / (time.perf_counter() - t0)
+    for e in env_list:
+        e.close()
+    return {
+        "bench": "sampling",
+        "env": PONG,
+        "preprocessing": "deepmind (84x84 grey, 4 frames)",
+        "workers": 1,
+        "envs_per_worker": envs,
+        "corral_steps_per_s": corral_rate,
+        "env_only_steps_per_s": env_rate,
+        "ratio_to_env_only": ratio(corral_rate, env_rate),
+    }
+
+
 # -- driver -------------------------------------------------------------------
 
 
@@ -347,6 +413,11 @@ def main() -> None:
     )
     parser.add_argument("--envs-per-worker", nargs="+", type=int, default=[8])
     parser.add_argument("--full", action="store_true", help="workers 1 2 x envs 1 8 32")
+    parser.add_argument(
+        "--pong",
+        action="store_true",
+        help=f"also sample {PONG} with DeepMind preprocessing (needs the `atari` extra)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test (a few seconds)")
     parser.add_argument(
         "--steps", type=int, default=20_000, help="env steps per timed run and process"
@@ -384,6 +455,9 @@ def main() -> None:
                 row = bench_config(env_id, workers, envs, args)
                 emit(row)
                 rows.append(row)
+    if args.pong:
+        log(f"sampling: {PONG}, 1 process x 4 envs")
+        emit(bench_pong(4, 800 if args.quick else 4_000))
     emit(
         {
             "bench": "sampling",
