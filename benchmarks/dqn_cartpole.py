@@ -21,7 +21,10 @@ The evaluation schedule, clock and episode loop are `ppo_cartpole.py`'s.
   `model.predict(obs, deterministic=True)`.
 
 Each run is a fresh subprocess; runs alternate between the libraries seed by
-seed; every library trains with `--threads` torch threads (default 1).
+seed; every library trains with `--threads` torch threads (default 1; corral's
+driver gets them through `num_cpus_for_driver`). Each run records its hidden
+layer sizes (`net`: corral's `fcnet_hiddens` plus any Q-head `hiddens`, SB3's
+`net_arch`), so the difference in network size is visible next to the times.
 
 Usage:
     python benchmarks/dqn_cartpole.py                # seeds 0 1 2
@@ -62,6 +65,12 @@ ZOO = {
 }
 
 
+def corral_net(config: dict[str, Any]) -> list[int]:
+    """Hidden layer sizes of corral's Q-network: the model trunk, then the Q-head."""
+    trunk = (config.get("model") or {}).get("fcnet_hiddens", [256, 256])
+    return [*trunk, *config.get("hiddens", [256])]
+
+
 def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
     env_id, config, _ = load_tuned_config(TUNED_YAML)
     config = {**config, "seed": seed, "log_level": "ERROR"}
@@ -89,7 +98,9 @@ def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[st
     finally:
         trainer.stop()
     out = tracker.record(steps)
-    out.update(setup_s=setup_s, iterations=iterations, config_file=TUNED_YAML)
+    out.update(
+        setup_s=setup_s, iterations=iterations, net=corral_net(config), config_file=TUNED_YAML
+    )
     return out
 
 
@@ -143,7 +154,12 @@ def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, 
         tracker.evaluate(model.num_timesteps, act)
     env.close()
     out = tracker.record(model.num_timesteps)
-    out.update(setup_s=setup_s, sb3_version=stable_baselines3.__version__, hyperparams=ZOO)
+    out.update(
+        setup_s=setup_s,
+        net=list(model.policy.net_arch),
+        sb3_version=stable_baselines3.__version__,
+        hyperparams=ZOO,
+    )
     return out
 
 
@@ -189,6 +205,7 @@ def run_child(lib: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     solved = [r for r in runs if r.get("solved")]
     return {
+        "net": runs[0].get("net") if runs else None,
         "runs": len(runs),
         "solved": len(solved),
         "median_train_s": median(r["train_s"] for r in solved),
@@ -219,6 +236,7 @@ def main() -> None:
         args.budget, args.seeds = 4096, args.seeds[:1]
     info = machine_info()
     info["threads_arg"] = args.threads
+    corral_config = load_tuned_config(TUNED_YAML)[1]
     emit(
         {
             "bench": BENCH,
@@ -228,8 +246,10 @@ def main() -> None:
             "eval_episodes": EVAL_EPISODES,
             "solved_at": SOLVED_AT,
             "seeds": args.seeds,
-            "corral_config": load_tuned_config(TUNED_YAML)[1],
+            "corral_config": corral_config,
+            "corral_net": corral_net(corral_config),
             "sb3_hyperparams": ZOO,
+            "sb3_net": ZOO["net_arch"],
         }
     )
     runs: dict[str, list[dict[str, Any]]] = {lib: [] for lib in args.libs}
@@ -250,6 +270,7 @@ def main() -> None:
             "steps": ratio(c["median_steps"], s["median_steps"]),
             "s_per_1k_steps": ratio(c["median_s_per_1k_steps"], s["median_s_per_1k_steps"]),
         }
+        summary["target_ratio_train_s"] = 0.7
     emit(summary)
 
 
