@@ -204,13 +204,7 @@ class Trainer(Trainable):
             config=self.config,
             num_workers=self.config["num_workers"],
         )
-        local = self.workers.local_worker()
-        self.learner_group = LearnerGroup(
-            self.config,
-            local.policy_map,
-            self.callbacks,
-            policy_ids=[pid for pid in local.policy_map if local.is_policy_to_train(pid)],
-        )
+        self._learner_group: LearnerGroup | None = None
         self.evaluation_workers: WorkerSet | None = None
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
             self.evaluation_workers = self._make_workers(
@@ -224,6 +218,24 @@ class Trainer(Trainable):
         self._added_policies: dict[str, AddedPolicy] = {}
         self._removed_policies: list[str] = []
         self.callbacks.on_trainer_init(trainer=self)
+
+    @property
+    def learner_group(self) -> LearnerGroup:
+        """The learners that train the local worker's policies in place.
+
+        Built on first use: an optimiser's first construction imports torch's
+        compiler stack (seconds), which acting and sampling never need, so a
+        trainer samples (and a restored one acts) without paying for it.
+        """
+        if self._learner_group is None:
+            local = self.workers.local_worker()
+            self._learner_group = LearnerGroup(
+                self.config,
+                local.policy_map,
+                self.callbacks,
+                policy_ids=[pid for pid in local.policy_map if local.is_policy_to_train(pid)],
+            )
+        return self._learner_group
 
     def _evaluation_config(self) -> dict:
         overrides = self.config["evaluation_config"] or {}
