@@ -17,6 +17,9 @@ class Preprocessor:
         self.original_space = original_space
         self.shape = (int(gym.spaces.flatdim(original_space)),)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.shape, np.float32)
+        # As in RLlib: models can restore the structure of flattened Dict/Tuple
+        # observations (`restore_original_dimensions`).
+        self.observation_space.original_space = original_space
 
     def transform(self, observation: Any) -> np.ndarray:
         return np.asarray(gym.spaces.flatten(self.original_space, observation), dtype=np.float32)
@@ -69,3 +72,36 @@ def get_preprocessor(space: gym.Space) -> Preprocessor:
         f"Observation space {space} is not supported: expected Box, Discrete, "
         "MultiDiscrete, MultiBinary, Dict or Tuple."
     )
+
+
+def restore_original_dimensions(obs: Any, obs_space: gym.Space) -> Any:
+    """Flat observation rows [B, n] -> the structure of `obs_space.original_space`.
+
+    Dict and Tuple observations travel flattened (gymnasium's order, discrete
+    parts one-hot); a model gets them back as dicts/tuples of [B, ...]
+    tensors. Other spaces pass through unchanged.
+    """
+    original = getattr(obs_space, "original_space", None)
+    if not isinstance(original, (gym.spaces.Dict, gym.spaces.Tuple)):
+        return obs
+    restored, _ = _unflatten(obs, original, 0)
+    return restored
+
+
+def _unflatten(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
+    if isinstance(space, gym.spaces.Dict):
+        out = {}
+        for key, sub in space.spaces.items():
+            out[key], start = _unflatten(obs, sub, start)
+        return out, start
+    if isinstance(space, gym.spaces.Tuple):
+        parts = []
+        for sub in space.spaces:
+            part, start = _unflatten(obs, sub, start)
+            parts.append(part)
+        return tuple(parts), start
+    size = int(gym.spaces.flatdim(space))
+    leaf = obs[:, start : start + size]
+    if isinstance(space, gym.spaces.Box):
+        leaf = leaf.reshape(obs.shape[0], *space.shape)
+    return leaf, start + size

@@ -76,7 +76,7 @@ class DDPGTorchModel(TorchModelV2):
         seq_lens: TensorType | None,
     ) -> tuple[TensorType, list[TensorType]]:
         """Passes the (flattened) observations through: they are the heads' input."""
-        obs = input_dict["obs"]
+        obs = input_dict.get("obs_flat", input_dict["obs"])
         return flatten_obs(obs), state
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:

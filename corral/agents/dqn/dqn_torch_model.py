@@ -147,7 +147,7 @@ class DQNTorchModel(TorchModelV2):
         state: list[torch.Tensor],
         seq_lens: torch.Tensor | None,
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        q = self.q_values(self.q_logits(input_dict["obs"]))
+        q = self.q_values(self.q_logits(input_dict.get("obs_flat", input_dict["obs"])))
         self._last_batch = q.shape[0]
         return q, state
 

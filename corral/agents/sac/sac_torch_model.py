@@ -164,7 +164,7 @@ class SACTorchModel(TorchModelV2):
         seq_lens: TensorType | None,
     ) -> tuple[TensorType, list[TensorType]]:
         """Passes the (flattened) observations through: they are the heads' input."""
-        return flatten_obs(input_dict["obs"]), state
+        return flatten_obs(input_dict.get("obs_flat", input_dict["obs"])), state
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:
         """Action-distribution inputs: `concat(mean, log_std)` (Box) or logits (Discrete)."""

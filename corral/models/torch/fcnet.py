@@ -173,7 +173,7 @@ class FullyConnectedNetwork(TorchModelV2):
         seq_lens: TensorType | None,
     ) -> tuple[TensorType, list[TensorType]]:
         """RLlib-style forward; remembers what :meth:`value_function` needs."""
-        obs = self._flat(input_dict["obs"])
+        obs = self._flat(input_dict.get("obs_flat", input_dict["obs"]))
         self._features = self._hidden_layers(obs)
         self._last_obs = obs
         return self._head(self._features), state

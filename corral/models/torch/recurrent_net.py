@@ -78,7 +78,7 @@ class RecurrentNetwork(TorchModelV2):
 
     def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
         """The per-row inputs ``[B * T, F]`` fed to the RNN (default: the observations)."""
-        obs = input_dict[SampleBatch.OBS].float()
+        obs = input_dict.get("obs_flat", input_dict[SampleBatch.OBS]).float()
         return obs.reshape(obs.shape[0], -1)
 
     def forward_rnn(
@@ -165,7 +165,7 @@ class LSTMWrapper(RecurrentNetwork):
 
     def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
         return self._lstm_inputs(
-            input_dict[SampleBatch.OBS],
+            input_dict.get("obs_flat", input_dict[SampleBatch.OBS]),
             input_dict.get(SampleBatch.PREV_ACTIONS),
             input_dict.get(SampleBatch.PREV_REWARDS),
         )

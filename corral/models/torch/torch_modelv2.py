@@ -8,6 +8,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from corral.models.preprocessors import restore_original_dimensions
+
 TensorType = torch.Tensor
 ModelConfigDict = dict[str, Any]
 
@@ -55,6 +57,25 @@ class TorchModelV2(nn.Module):
         self.name = name or "default_model"
         self.framework = "torch"
         self.time_major = bool(model_config.get("_time_major", False))
+
+    def __call__(
+        self,
+        input_dict: dict[str, TensorType],
+        state: list[TensorType] | None = None,
+        seq_lens: TensorType | None = None,
+    ) -> tuple[TensorType, list[TensorType]]:
+        """Runs :meth:`forward`; Dict/Tuple observations arrive restored.
+
+        As in RLlib 1.x, ``input_dict["obs"]`` holds the observation's original
+        structure (dicts/tuples of tensors) and ``input_dict["obs_flat"]`` the
+        flat rows the sampler stored.
+        """
+        obs = input_dict.get("obs")
+        if "obs_flat" not in input_dict and torch.is_tensor(obs):
+            restored = restore_original_dimensions(obs, self.obs_space)
+            if restored is not obs:
+                input_dict = {**input_dict, "obs": restored, "obs_flat": obs}
+        return super().__call__(input_dict, [] if state is None else state, seq_lens)
 
     def forward(
         self,
