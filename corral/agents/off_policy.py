@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from corral.agents.trainer import (
@@ -217,3 +218,43 @@ __all__ = [
     "make_replay_buffer",
     "polyak_update",
 ]
+
+
+TARGET_PREFIX = "_target."
+
+
+class TargetNetworkStateMixin:
+    """Puts `self.target_model`'s weights into the policy state, prefixed with
+    `TARGET_PREFIX`, so that a restored (or recreated) policy resumes with the
+    same target network; a state without them re-syncs the target instead.
+
+    Mix in before `TorchPolicy`; the policy defines `update_target()` and a
+    `target_model` (or overrides `target_network()`).
+    """
+
+    def target_network(self) -> torch.nn.Module:
+        return self.target_model  # type: ignore[attr-defined]
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()  # type: ignore[misc]
+        target = {
+            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
+            for k, v in self.target_network().state_dict().items()
+        }
+        state["weights"] = {**state["weights"], **target}
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        weights = state["weights"]
+        n = len(TARGET_PREFIX)
+        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
+        target = {
+            k[n:]: torch.as_tensor(np.asarray(v))
+            for k, v in weights.items()
+            if k.startswith(TARGET_PREFIX)
+        }
+        super().set_state({**state, "weights": own})  # type: ignore[misc]
+        if target:
+            self.target_network().load_state_dict(target)
+        else:
+            self.update_target(1.0)  # type: ignore[attr-defined]

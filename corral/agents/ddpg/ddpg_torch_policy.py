@@ -20,16 +20,19 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.ddpg.ddpg_torch_model import DDPGTorchModel
-from corral.agents.off_policy import PRIO_WEIGHTS, bootstrap_discount, polyak_update
+from corral.agents.off_policy import (
+    PRIO_WEIGHTS,
+    TargetNetworkStateMixin,
+    bootstrap_discount,
+    polyak_update,
+)
 from corral.models.torch.torch_action_dist import TorchDeterministic
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.replay_buffers import N_STEP, adjust_nstep
 
-TARGET_PREFIX = "_target_model."
 
-
-class DDPGTorchPolicy(TorchPolicy):
+class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
     """Deterministic policy gradient with target networks (DDPG; TD3 by config)."""
 
     postprocess_batched = True
@@ -214,24 +217,3 @@ class DDPGTorchPolicy(TorchPolicy):
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.num_critic_updates = int(state.get("num_critic_updates", self.num_critic_updates))
-
-    def get_state(self) -> dict[str, Any]:
-        """Weights include the target networks (prefixed), so training resumes exactly."""
-        state = super().get_state()
-        target = {
-            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
-            for k, v in self.target_model.state_dict().items()
-        }
-        state["weights"] = {**state["weights"], **target}
-        return state
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        weights = state["weights"]
-        n = len(TARGET_PREFIX)
-        target = {k[n:]: v for k, v in weights.items() if k.startswith(TARGET_PREFIX)}
-        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
-        super().set_state({**state, "weights": own})
-        if target:
-            self.target_model.load_state_dict(
-                {k: torch.as_tensor(np.asarray(v)) for k, v in target.items()}
-            )

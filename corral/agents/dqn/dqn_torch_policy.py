@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from corral.agents.dqn.dqn_torch_model import DQNTorchModel
-from corral.agents.off_policy import bootstrap_discount, polyak_update
+from corral.agents.off_policy import TargetNetworkStateMixin, bootstrap_discount, polyak_update
 from corral.models import ModelCatalog
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
@@ -31,7 +31,6 @@ from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
 from corral.utils.schedules import make_schedule
 
 # Prefix of the target network's entries in the policy state's weights.
-TARGET_PREFIX = "_target."
 
 # Q-learning settings a config may lack (SimpleQ has none of them): plain DQN.
 PLAIN_Q_SETTINGS: dict[str, Any] = {
@@ -47,7 +46,7 @@ PLAIN_Q_SETTINGS: dict[str, Any] = {
 }
 
 
-class DQNTorchPolicy(TorchPolicy):
+class DQNTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
     """Q-learning with a target network (+ double Q, dueling, n-step, C51, noisy nets)."""
 
     # `adjust_nstep` handles several trajectories per batch (by eps_id).
@@ -202,30 +201,6 @@ class DQNTorchPolicy(TorchPolicy):
             polyak_update(self.model, self.target_model, tau)
 
     # -- state --------------------------------------------------------------
-
-    def get_state(self) -> dict[str, Any]:
-        """Weights include the target network's (prefixed) so training resumes exactly."""
-        state = super().get_state()
-        target = {
-            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
-            for k, v in self.target_model.state_dict().items()
-        }
-        state["weights"] = {**state["weights"], **target}
-        return state
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        weights = state["weights"]
-        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
-        target = {
-            k[len(TARGET_PREFIX) :]: torch.as_tensor(np.asarray(v))
-            for k, v in weights.items()
-            if k.startswith(TARGET_PREFIX)
-        }
-        super().set_state({**state, "weights": own})
-        if target:
-            self.target_model.load_state_dict(target)
-        else:
-            self.update_target()
 
 
 def huber_loss(x: torch.Tensor, delta: float = 1.0) -> torch.Tensor:

@@ -26,13 +26,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corral.agents.off_policy import PRIO_WEIGHTS, bootstrap_discount, polyak_update
+from corral.agents.off_policy import (
+    PRIO_WEIGHTS,
+    TargetNetworkStateMixin,
+    bootstrap_discount,
+    polyak_update,
+)
 from corral.agents.sac.sac_torch_model import SACTorchModel, flatten_obs
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.replay_buffers import N_STEP, adjust_nstep
 
-TARGET_PREFIX = "_target_q."
 _LOG2 = math.log(2.0)
 
 
@@ -59,7 +63,7 @@ def squashed_gaussian_sample(
     return torch.tanh(u), (gaussian_logp - log_jacobian).sum(-1)
 
 
-class SACTorchPolicy(TorchPolicy):
+class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
     """SAC for 1-D Box actions (acting in [-1, 1]) and for Discrete actions."""
 
     postprocess_batched = True
@@ -316,24 +320,5 @@ class SACTorchPolicy(TorchPolicy):
 
     # -- state --------------------------------------------------------------
 
-    def get_state(self) -> dict[str, Any]:
-        """Weights include the target critics (prefixed), so training resumes exactly."""
-        state = super().get_state()
-        target = {
-            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
-            for k, v in self.target_q.state_dict().items()
-        }
-        state["weights"] = {**state["weights"], **target}
-        return state
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        weights = state["weights"]
-        target = {
-            k[len(TARGET_PREFIX) :]: v for k, v in weights.items() if k.startswith(TARGET_PREFIX)
-        }
-        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
-        super().set_state({**state, "weights": own})
-        if target:
-            self.target_q.load_state_dict(
-                {k: torch.as_tensor(np.asarray(v)) for k, v in target.items()}
-            )
+    def target_network(self) -> torch.nn.Module:
+        return self.target_q
