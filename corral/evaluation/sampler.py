@@ -143,6 +143,9 @@ class SingleAgentSampler:
         eps_id = (self.worker.worker_index << 40) + self._episode_counter
         self.eps_ids[i] = eps_id
         episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
+        exploration = getattr(self.policy, "exploration", None)
+        if exploration is not None:  # e.g. Ornstein-Uhlenbeck noise restarts per episode
+            exploration.on_episode_start(policy=self.policy, environment=self.env, episode=episode)
         episode._set_last(SINGLE_AGENT_ID, obs=self.obs[i], raw_obs=raw_obs)
         self.episodes[i] = episode
         self.callbacks.on_episode_start(

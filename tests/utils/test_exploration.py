@@ -146,3 +146,34 @@ def test_policy_checkpoints_exploration_state():
     fresh.set_state(state)
     assert fresh.exploration.last_timestep == 5000
     assert fresh.exploration.epsilon() == pytest.approx(policy.exploration.epsilon())
+
+
+def test_sampler_restarts_ou_noise_at_each_episode_start():
+    from corral.agents.ddpg import DDPGTrainer
+
+    config = {
+        "num_workers": 0,
+        "rollout_fragment_length": 10,
+        "learning_starts": 10_000,
+        "horizon": 5,
+        "actor_hiddens": [8],
+        "critic_hiddens": [8],
+    }
+    trainer = DDPGTrainer(config=config, env="Pendulum-v1")
+    try:
+        exploration = trainer.get_policy().exploration
+        starts = []
+        original = exploration.on_episode_start
+
+        def spy(**kwargs):
+            starts.append(kwargs["episode"].episode_id)
+            original(**kwargs)
+
+        exploration.on_episode_start = spy
+        trainer.workers.local_worker().sample()
+        assert len(starts) == 2  # 10 steps with a horizon of 5: two new episodes
+        exploration.ou_state = exploration.ou_state + 1.0
+        original(policy=trainer.get_policy())
+        assert bool((exploration.ou_state == 0).all())
+    finally:
+        trainer.stop()
