@@ -163,3 +163,27 @@ def load_tuned_config(relative_path: str) -> tuple[str, dict[str, Any], dict[str
     config = dict(spec.get("config") or {})
     env = spec.get("env") or config.pop("env", None)
     return env, config, dict(spec.get("stop") or {})
+
+
+def run_child(script: str, lib: str, seed: int, args: Any) -> dict[str, Any]:
+    """Runs one library's training in a fresh interpreter (`script --child lib`).
+
+    Each run gets its own process so that one library's one-off costs (torch's
+    first optimiser import, thread pools) never land on the other's clock. The
+    child prints its result as a final `JSON:` line.
+    """
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, os.path.abspath(script), "--child", lib, "--seed", str(seed)]
+    cmd += ["--budget", str(args.budget), "--eval-every", str(args.eval_every)]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
+    wall = time.perf_counter() - t0
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit code {proc.returncode}", "process_wall_s": wall}
+    return {**json.loads(lines[-1][5:]), "process_wall_s": wall}

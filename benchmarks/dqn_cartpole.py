@@ -36,13 +36,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from typing import Any
 
-from _common import emit, load_tuned_config, log, machine_info, median, ratio
+from _common import emit, load_tuned_config, log, machine_info, median, ratio, run_child
 from ppo_cartpole import EVAL_EPISODES, SOLVED_AT, Tracker
 
 TUNED_YAML = "dqn/cartpole-dqn.yaml"
@@ -176,32 +173,6 @@ def child_main(args: argparse.Namespace) -> None:
     print("JSON:" + json.dumps(out), flush=True)
 
 
-def run_child(lib: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--child",
-        lib,
-        "--seed",
-        str(seed),
-        "--budget",
-        str(args.budget),
-        "--eval-every",
-        str(args.eval_every),
-    ]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
-    wall = time.perf_counter() - t0
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
-    if proc.returncode != 0 or not lines:
-        return {"error": f"exit code {proc.returncode}", "process_wall_s": wall}
-    out = json.loads(lines[-1][5:])
-    out["process_wall_s"] = wall
-    return out
-
-
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     solved = [r for r in runs if r.get("solved")]
     return {
@@ -256,7 +227,7 @@ def main() -> None:
     for seed in args.seeds:
         for lib in args.libs:
             log(f"{BENCH}: {lib} seed {seed}")
-            out = {"bench": BENCH, "lib": lib, "seed": seed, **run_child(lib, seed, args)}
+            out = {"bench": BENCH, "lib": lib, "seed": seed, **run_child(__file__, lib, seed, args)}
             emit(out)
             if "error" not in out:
                 runs[lib].append(out)

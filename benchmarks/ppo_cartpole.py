@@ -40,13 +40,11 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio
+from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio, run_child
 
 TUNED_YAML = "ppo/cartpole-ppo.yaml"
 ENV_ID = "CartPole-v1"
@@ -343,32 +341,6 @@ def child_main(args: argparse.Namespace) -> None:
     print("JSON:" + json.dumps(out), flush=True)
 
 
-def run_child(lib: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--child",
-        lib,
-        "--seed",
-        str(seed),
-        "--budget",
-        str(args.budget),
-        "--eval-every",
-        str(args.eval_every),
-    ]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
-    wall = time.perf_counter() - t0
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
-    if proc.returncode != 0 or not lines:
-        return {"error": f"exit code {proc.returncode}", "process_wall_s": wall}
-    out = json.loads(lines[-1][5:])
-    out["process_wall_s"] = wall
-    return out
-
-
 def summarize(lib: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     solved = [r for r in runs if r.get("solved")]
     return {
@@ -430,7 +402,7 @@ def main() -> None:
     for seed in args.seeds:
         for lib in libs:  # alternate the libraries seed by seed
             log(f"ppo_cartpole: {lib} seed {seed}")
-            out = run_child(lib, seed, args)
+            out = run_child(__file__, lib, seed, args)
             out = {"bench": "ppo_cartpole", "lib": lib, "seed": seed, **out}
             emit(out)
             if "error" not in out:

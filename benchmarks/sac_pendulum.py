@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio
+from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio, run_child
 
 ENV_ID = "Pendulum-v1"
 TUNED_YAML = "sac/pendulum-sac.yaml"
@@ -173,18 +170,6 @@ def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, 
 RUNNERS = {"corral": run_corral, "sb3": run_sb3}
 
 
-def run_child(lib: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", lib, "--seed", str(seed)]
-    cmd += ["--budget", str(args.budget), "--eval-every", str(args.eval_every)]
-    cmd += ["--threads", str(args.threads)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
-    if proc.returncode != 0 or not lines:
-        return {"error": f"exit code {proc.returncode}"}
-    return {**json.loads(lines[-1][5:]), "process_wall_s": time.perf_counter() - t0}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
@@ -230,7 +215,12 @@ def main() -> None:
     for seed in args.seeds:
         for lib in args.libs:  # alternate the libraries seed by seed
             log(f"sac_pendulum: {lib} seed {seed}")
-            out = {"bench": "sac_pendulum", "lib": lib, "seed": seed, **run_child(lib, seed, args)}
+            out = {
+                "bench": "sac_pendulum",
+                "lib": lib,
+                "seed": seed,
+                **run_child(__file__, lib, seed, args),
+            }
             emit(out)
             if "error" not in out:
                 runs[lib].append(out)
