@@ -165,18 +165,22 @@ def load_tuned_config(relative_path: str) -> tuple[str, dict[str, Any], dict[str
     return env, config, dict(spec.get("stop") or {})
 
 
-def run_child(script: str, lib: str, seed: int, args: Any) -> dict[str, Any]:
+def run_child(
+    script: str, lib: str, seed: int, args: Any, python: str | None = None
+) -> dict[str, Any]:
     """Runs one library's training in a fresh interpreter (`script --child lib`).
 
     Each run gets its own process so that one library's one-off costs (torch's
     first optimiser import, thread pools) never land on the other's clock. The
-    child prints its result as a final `JSON:` line.
+    child prints its result as a final `JSON:` line. `python` is the interpreter
+    (default: this one), e.g. a separate environment holding a library whose
+    pinned dependencies clash with corral's.
     """
     import json
     import subprocess
     import sys
 
-    cmd = [sys.executable, os.path.abspath(script), "--child", lib, "--seed", str(seed)]
+    cmd = [python or sys.executable, os.path.abspath(script), "--child", lib, "--seed", str(seed)]
     cmd += ["--budget", str(args.budget), "--eval-every", str(args.eval_every)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]

@@ -17,8 +17,11 @@ solving evaluation.
   to 0, MlpPolicy), evaluated by a callback at the start of the first rollout
   after each multiple of `--eval-every` env steps (i.e. after the update on
   that batch, like corral), acting with `model.predict(obs, deterministic=True)`.
-- RLlib 2.x PPO with the same settings, only if `ray.rllib` is importable
-  (otherwise the output says `"rllib": "not installed"`).
+- RLlib 2.x PPO (new API stack) with RLlib's own tuned CartPole example
+  (`RLLIB_TUNED` below), only if `ray.rllib` is importable by this interpreter
+  or by the one given with `--rllib-python` (RLlib pins its own gymnasium, so
+  it usually lives in a separate virtual environment); otherwise the output
+  says `"rllib": "not installed"`.
 
 Each run is a fresh subprocess (no shared warm state between the libraries),
 and runs alternate between the libraries seed by seed. Threads: corral's
@@ -32,6 +35,7 @@ Usage:
     python benchmarks/ppo_cartpole.py                # 3 seeds each
     python benchmarks/ppo_cartpole.py --seeds 0 1 2 3 4
     python benchmarks/ppo_cartpole.py --quick        # smoke test: 4096-step budget, 1 seed
+    python benchmarks/ppo_cartpole.py --rllib-python /path/to/rllib-venv/bin/python
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -233,86 +238,55 @@ def _dig(result: dict, *paths: str) -> Any:
     return None
 
 
+# RLlib's own tuned example for PPO on CartPole-v1 (rllib/tuned_examples/ppo/cartpole_ppo.py
+# in Ray 2.x): everything else at RLlib's defaults (train batch 4000, minibatch 128, its
+# default env runners).
+RLLIB_TUNED = {
+    "training": {"lr": 0.0003, "num_epochs": 6, "vf_loss_coeff": 0.01},
+    "model": {"fcnet_hiddens": [32], "fcnet_activation": "linear", "vf_share_layers": True},
+}
+
+
 def run_rllib(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
-    """RLlib 2.x PPO, same settings as the tuned corral example (best effort across versions)."""
+    """RLlib 2.x PPO (new API stack) with RLlib's own tuned CartPole example."""
     t0 = time.perf_counter()
     import numpy as np
     import ray
     import torch
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    _, cfg, _ = load_tuned_config(TUNED_YAML)
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-    config = PPOConfig().environment(ENV_ID)
-    runner_kwargs = {
-        "num_envs_per_env_runner": cfg["num_envs_per_worker"],
-        "rollout_fragment_length": cfg["rollout_fragment_length"],
-    }
-    if hasattr(config, "env_runners"):
-        config = config.env_runners(num_env_runners=cfg["num_workers"], **runner_kwargs)
-    else:
-        config = config.rollouts(
-            num_rollout_workers=cfg["num_workers"],
-            num_envs_per_worker=cfg["num_envs_per_worker"],
-            rollout_fragment_length=cfg["rollout_fragment_length"],
-        )
-    common = {
-        "lr": cfg["lr_schedule"],
-        "gamma": cfg["gamma"],
-        "lambda_": cfg["lambda"],
-        "clip_param": cfg["clip_param"],
-        "kl_coeff": cfg["kl_coeff"],
-        "entropy_coeff": cfg["entropy_coeff"],
-        "vf_loss_coeff": cfg["vf_loss_coeff"],
-        "vf_clip_param": cfg["vf_clip_param"],
-        "grad_clip": cfg["grad_clip"],
-    }
+    model = RLLIB_TUNED["model"]
+    config = PPOConfig().environment(ENV_ID).training(**RLLIB_TUNED["training"])
     try:
-        config = config.training(
-            train_batch_size_per_learner=cfg["train_batch_size"],
-            minibatch_size=cfg["sgd_minibatch_size"],
-            num_epochs=cfg["num_sgd_iter"],
-            **common,
-        )
-    except TypeError:
-        config = config.training(
-            train_batch_size=cfg["train_batch_size"],
-            sgd_minibatch_size=cfg["sgd_minibatch_size"],
-            num_sgd_iter=cfg["num_sgd_iter"],
-            **common,
-        )
-    model = dict(cfg["model"])
-    if hasattr(config, "rl_module"):
-        try:
-            config = config.rl_module(model_config=model)
-        except TypeError:
-            config = config.training(model=model)
-    else:
-        config = config.training(model=model)
+        from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+        config = config.rl_module(model_config=DefaultModelConfig(**model))
+    except ImportError:  # older 2.x releases take a dict
+        config = config.rl_module(model_config_dict=model)
     config = config.debugging(seed=seed)
     algo = config.build_algo() if hasattr(config, "build_algo") else config.build()
     setup_s = time.perf_counter() - t0
     tracker = Tracker(eval_every, budget)
+    module = algo.get_module()
 
     def act(obs: Any) -> Any:
-        get_module = getattr(algo, "get_module", None)
-        module = get_module() if get_module is not None else None
-        if module is not None and hasattr(module, "forward_inference"):
-            with torch.no_grad():
-                out = module.forward_inference({"obs": torch.as_tensor(obs[None])})
-            return int(np.argmax(out["action_dist_inputs"][0].numpy()))
-        return algo.compute_single_action(obs, explore=False)
+        with torch.no_grad():
+            out = module.forward_inference({"obs": torch.as_tensor(obs[None], dtype=torch.float32)})
+        return int(np.argmax(out["action_dist_inputs"][0].numpy()))
 
     steps = 0
+    iterations = 0
     try:
         tracker.clock.start()
         while steps < budget:
             result = algo.train()
+            iterations += 1
             steps = int(
                 _dig(
                     result,
-                    "num_env_steps_sampled_lifetime",
                     "env_runners/num_env_steps_sampled_lifetime",
+                    "num_env_steps_sampled_lifetime",
                     "timesteps_total",
                 )
                 or 0
@@ -323,11 +297,25 @@ def run_rllib(seed: int, budget: int, eval_every: int, threads: int) -> dict[str
         algo.stop()
         ray.shutdown()
     out = tracker.record(steps)
-    out.update(setup_s=setup_s, ray_version=ray.__version__)
+    out.update(
+        setup_s=setup_s,
+        iterations=iterations,
+        ray_version=ray.__version__,
+        config={**RLLIB_TUNED, "num_env_runners": config.num_env_runners},
+    )
     return out
 
 
 RUNNERS = {"corral": run_corral, "sb3": run_sb3, "rllib": run_rllib}
+
+
+def rllib_importable(python: str | None) -> bool:
+    if python is None:
+        return importlib.util.find_spec("ray") is not None and (
+            importlib.util.find_spec("ray.rllib") is not None
+        )
+    probe = subprocess.run([python, "-c", "import ray.rllib"], capture_output=True)
+    return probe.returncode == 0
 
 
 def child_main(args: argparse.Namespace) -> None:
@@ -369,6 +357,11 @@ def main() -> None:
         help="torch threads in every run (0: each library's own default)",
     )
     parser.add_argument("--libs", nargs="+", default=["corral", "sb3", "rllib"])
+    parser.add_argument(
+        "--rllib-python",
+        default=None,
+        help="interpreter of an environment with ray[rllib] (default: this one)",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     parser.add_argument("--quick", action="store_true", help="4096-step budget, one seed")
     parser.add_argument("--child", choices=sorted(RUNNERS), help=argparse.SUPPRESS)
@@ -384,9 +377,7 @@ def main() -> None:
     info["threads_arg"] = args.threads
     libs = list(args.libs)
     header: dict[str, Any] = {"bench": "ppo_cartpole", "machine": info}
-    if "rllib" in libs and (
-        importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.rllib") is None
-    ):
+    if "rllib" in libs and not rllib_importable(args.rllib_python):
         libs.remove("rllib")
         header["rllib"] = "not installed"
     header.update(
@@ -402,7 +393,8 @@ def main() -> None:
     for seed in args.seeds:
         for lib in libs:  # alternate the libraries seed by seed
             log(f"ppo_cartpole: {lib} seed {seed}")
-            out = run_child(__file__, lib, seed, args)
+            python = args.rllib_python if lib == "rllib" else None
+            out = run_child(__file__, lib, seed, args, python=python)
             out = {"bench": "ppo_cartpole", "lib": lib, "seed": seed, **out}
             emit(out)
             if "error" not in out:
@@ -412,15 +404,17 @@ def main() -> None:
         summary[lib] = summarize(lib, lib_runs)
     if "rllib" in header:
         summary["rllib"] = header["rllib"]
-    if "corral" in runs and "sb3" in runs:
-        c, s = summary["corral"], summary["sb3"]
-        summary["ratio_corral_sb3"] = {
-            "train_s": ratio(c["median_train_s"], s["median_train_s"]),
-            "steps": ratio(c["median_steps"], s["median_steps"]),
+    for ref in ("sb3", "rllib"):
+        if "corral" not in runs or ref not in runs:
+            continue
+        c, r = summary["corral"], summary[ref]
+        summary[f"ratio_corral_{ref}"] = {
+            "train_s": ratio(c["median_train_s"], r["median_train_s"]),
+            "steps": ratio(c["median_steps"], r["median_steps"]),
             "train_plus_setup_s": ratio(
-                c["median_train_plus_setup_s"], s["median_train_plus_setup_s"]
+                c["median_train_plus_setup_s"], r["median_train_plus_setup_s"]
             ),
-            "s_per_1k_steps": ratio(c["median_s_per_1k_steps"], s["median_s_per_1k_steps"]),
+            "s_per_1k_steps": ratio(c["median_s_per_1k_steps"], r["median_s_per_1k_steps"]),
         }
     emit(summary)
 

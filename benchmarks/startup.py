@@ -9,9 +9,17 @@ resident memory (RSS, and USS: memory unique to the process, which for forked
 workers leaves out the pages they still share with the driver) of the driver
 and of each worker process (psutil, children of the driver) after the sample.
 
-For scale, the same run times a baseline child that only does
-`import torch, gymnasium` and steps one CartPole env (the floor any PyTorch +
-Gymnasium library pays).
+The child imports torch and gymnasium first and times that apart
+(`deps_import_s`): `corral_own_s` is what corral itself adds, from `import
+corral` (its own modules) to the first sample. For scale, the same run also
+times a baseline child that only does `import torch, gymnasium` and steps one
+CartPole env (the floor any PyTorch + Gymnasium library pays).
+
+Children run with bytecode caching on, as a normal install has it (pip
+compiles `.pyc` files at install time): `PYTHONDONTWRITEBYTECODE` is removed
+from their environment and an unrecorded warm-up child fills the cache first.
+With `--no-bytecode-cache` every import recompiles corral's sources (what an
+editable install under `PYTHONDONTWRITEBYTECODE=1` pays, about 0.3 s here).
 
 Usage:
     python benchmarks/startup.py             # num_workers 0 and 2, 3 repeats
@@ -33,6 +41,8 @@ from _common import emit, log, machine_info, median, ratio
 CHILD = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
+import torch, gymnasium  # timed apart: every PyTorch + Gymnasium library pays this floor
+t_deps = time.perf_counter()
 import corral
 t_import = time.perf_counter()
 from corral.agents.ppo import PPOTrainer
@@ -66,10 +76,12 @@ def mem(p):
 me = psutil.Process()
 workers = [mem(c) for c in me.children(recursive=True)]
 out = {
-    "import_s": t_import - t0,
+    "deps_import_s": t_deps - t0,
+    "import_s": t_import - t_deps,
     "trainer_s": t_trainer - t_import,
     "first_sample_s": t_sample - t_trainer,
     "import_to_first_sample_s": t_sample - t0,
+    "corral_own_s": t_sample - t_deps,
     "sample_count": batch.count,
     "driver": mem(me),
     "workers": workers,
@@ -91,9 +103,15 @@ print("JSON:" + json.dumps({"import_to_first_step_s": time.perf_counter() - t0})
 """
 
 
-def run_child(code: str, *args: str, timeout: float = 600) -> tuple[dict[str, Any], float]:
+def run_child(
+    code: str, *args: str, timeout: float = 600, bytecode_cache: bool = True
+) -> tuple[dict[str, Any], float]:
     """Runs `python -c code args`; returns its JSON line and the parent-side wall time."""
     env = dict(os.environ)
+    if bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", code, *args],
@@ -116,24 +134,33 @@ def main() -> None:
     parser.add_argument("--num-workers", nargs="+", type=int, default=[0, 2])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="num_workers 0, one repeat")
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="recompile corral's sources in every child (no .pyc cache)",
+    )
     args = parser.parse_args()
+    cache = not args.no_bytecode_cache
     if args.quick:
         args.num_workers, args.repeats = args.num_workers[:1], 1
 
-    emit({"bench": "startup", "machine": machine_info()})
+    emit({"bench": "startup", "machine": machine_info(), "bytecode_cache": cache})
+    if cache:
+        run_child(CHILD, "0")  # warm-up: writes the .pyc files the timed children read
     baseline_runs, runs = [], {n: [] for n in args.num_workers}
     # Alternate the configurations within each repeat (machine noise hits all alike).
     for rep in range(args.repeats):
-        result, wall = run_child(BASELINE)
+        result, wall = run_child(BASELINE, bytecode_cache=cache)
         baseline_runs.append(result["import_to_first_step_s"])
         log(f"startup rep {rep}: baseline torch+gymnasium {baseline_runs[-1]:.2f}s")
         for n in args.num_workers:
-            result, wall = run_child(CHILD, str(n))
+            result, wall = run_child(CHILD, str(n), bytecode_cache=cache)
             result["process_wall_s"] = wall
             runs[n].append(result)
             log(
                 f"startup rep {rep}: num_workers={n} import->sample "
-                f"{result['import_to_first_sample_s']:.2f}s (wall {wall:.2f}s)"
+                f"{result['import_to_first_sample_s']:.2f}s, corral's own "
+                f"{result['corral_own_s']:.2f}s (wall {wall:.2f}s)"
             )
     base = median(baseline_runs)
     emit(
@@ -154,6 +181,8 @@ def main() -> None:
             "bench": "startup",
             "num_workers": n,
             "import_to_first_sample_s": t,
+            "corral_own_s": median(r["corral_own_s"] for r in results),
+            "deps_import_s": median(r["deps_import_s"] for r in results),
             "import_s": median(r["import_s"] for r in results),
             "trainer_s": median(r["trainer_s"] for r in results),
             "first_sample_s": median(r["first_sample_s"] for r in results),
@@ -171,6 +200,7 @@ def main() -> None:
         }
         emit(row)
         summary[f"workers_{n}_s"] = t
+        summary[f"workers_{n}_corral_own_s"] = row["corral_own_s"]
         summary[f"workers_{n}_driver_rss_mb"] = row["driver_rss_mb"]
     emit(summary)
 
