@@ -401,6 +401,25 @@ def bench_config(env_id: str, workers: int, envs: int, args: argparse.Namespace)
     }
 
 
+def scaling(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Throughput of 2 worker processes over 1, for corral and for the raw loop.
+
+    The raw loop's own scaling, measured in the same run, shows how much of a
+    second core the machine actually gave.
+    """
+    by_key = {(r["env"], r["workers"], r["envs_per_worker"]): r for r in rows}
+    out = {}
+    for (env, workers, envs), two in by_key.items():
+        one = by_key.get((env, 1, envs))
+        if workers != 2 or one is None:
+            continue
+        out[f"{env}/x{envs}"] = {
+            "corral": ratio(two["corral_steps_per_s"], one["corral_steps_per_s"]),
+            "raw": ratio(two["raw_steps_per_s"], one["raw_steps_per_s"]),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="+", default=list(ENVS), help="gymnasium env ids")
@@ -463,6 +482,7 @@ def main() -> None:
             "bench": "sampling",
             "summary": True,
             "configs": len(rows),
+            "scaling_2_over_1_worker": scaling(rows),
             "median_ratio": median(r["ratio"] for r in rows),
             "min_ratio": min((r["ratio"] for r in rows if r["ratio"] is not None), default=None),
             "ratios": {

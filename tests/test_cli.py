@@ -149,7 +149,7 @@ def test_flags_fill_the_spec(tmp_path):
 # -- experiment files ------------------------------------------------------------------
 
 
-def test_tuned_cartpole_example_loads_with_the_rl_zoo_settings():
+def test_tuned_cartpole_example_loads_with_its_settings():
     experiments = cli.load_experiments(str(CARTPOLE_YAML))
     assert list(experiments) == ["cartpole-ppo"]
     spec = experiments["cartpole-ppo"]
@@ -157,7 +157,7 @@ def test_tuned_cartpole_example_loads_with_the_rl_zoo_settings():
     assert spec["stop"] == {"timesteps_total": 100000, "episode_reward_mean": 475}
     config = spec["config"]
     assert config["optimizer"] == {"eps": 1e-5}  # a float, not the string YAML 1.1 makes of 1e-5
-    assert config["lr_schedule"] == [[0, 0.001], [100000, 0.0]]
+    assert config["lr_schedule"] == [[0, 0.0025], [100000, 0.0]]
     assert config["model"] == {
         "fcnet_hiddens": [64, 64],
         "fcnet_activation": "tanh",
@@ -166,11 +166,11 @@ def test_tuned_cartpole_example_loads_with_the_rl_zoo_settings():
     expected = {
         "num_workers": 0,
         "num_envs_per_worker": 8,
-        "rollout_fragment_length": 32,
-        "train_batch_size": 256,
+        "rollout_fragment_length": 64,
+        "train_batch_size": 512,
         "sgd_minibatch_size": 256,
-        "num_sgd_iter": 20,
-        "lr": 0.001,
+        "num_sgd_iter": 8,
+        "lr": 0.0025,
         "gamma": 0.98,
         "lambda": 0.8,
         "clip_param": 0.2,
@@ -209,7 +209,7 @@ def test_explicit_flags_override_the_file():
     assert (spec.name, spec.run, spec.env) == ("cartpole-ppo", "PPO", "Acrobot-v1")
     assert spec.stop == {"training_iteration": 3}
     assert spec.config["lr"] == 0.0005
-    assert spec.config["num_sgd_iter"] == 20
+    assert spec.config["num_sgd_iter"] == 8  # from the file
     # --config is merged into nested dicts, not replacing them.
     assert spec.config["model"] == {
         "fcnet_hiddens": [32],

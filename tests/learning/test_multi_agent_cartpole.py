@@ -32,6 +32,7 @@ def two_agent_config() -> dict:
         "sgd_minibatch_size": 256,
         "num_sgd_iter": 15,
         # The schedule runs on env steps: two agent steps per env step here.
+        "lr": 0.001,
         "lr_schedule": [[0, 0.001], [MAX_AGENT_STEPS // 2, 0.0]],
         "multiagent": {
             "policies": {"cart_0", "cart_1"},
