@@ -184,6 +184,7 @@ def run_child(
     cmd += ["--budget", str(args.budget), "--eval-every", str(args.eval_every)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    cmd += getattr(args, "child_args", [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=args.timeout)
     wall = time.perf_counter() - t0

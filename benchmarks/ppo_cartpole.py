@@ -17,6 +17,9 @@ solving evaluation.
   to 0, MlpPolicy), evaluated by a callback at the start of the first rollout
   after each multiple of `--eval-every` env steps (i.e. after the update on
   that batch, like corral), acting with `model.predict(obs, deterministic=True)`.
+  With `--sb3-settings corral`, SB3 runs corral's tuned example translated
+  instead (same batch, epochs, minibatches, learning rate, clipping, nets):
+  equal work per env step, so the ratio compares the two engines.
 - RLlib 2.x PPO (new API stack) with RLlib's own tuned CartPole example
   (`RLLIB_TUNED` below), only if `ray.rllib` is importable by this interpreter
   or by the one given with `--rllib-python` (RLlib pins its own gymnasium, so
@@ -36,6 +39,7 @@ Usage:
     python benchmarks/ppo_cartpole.py --seeds 0 1 2 3 4
     python benchmarks/ppo_cartpole.py --quick        # smoke test: 4096-step budget, 1 seed
     python benchmarks/ppo_cartpole.py --rllib-python /path/to/rllib-venv/bin/python
+    python benchmarks/ppo_cartpole.py --libs corral sb3 --sb3-settings corral
 """
 
 from __future__ import annotations
@@ -172,7 +176,34 @@ def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[st
     return out
 
 
-def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
+def corral_settings_for_sb3() -> dict[str, Any]:
+    """corral's tuned example in SB3's terms (`--sb3-settings corral`): equal work per env step.
+
+    SB3 has no constant-clip option through a schedule, so the clip range is a
+    constant function; SB3 does not clip the value loss (corral's 10,000 bound
+    never binds here).
+    """
+    _, cfg, _ = load_tuned_config(TUNED_YAML)
+    return {
+        "n_envs": cfg["num_envs_per_worker"],
+        "n_steps": cfg["rollout_fragment_length"],
+        "batch_size": cfg["sgd_minibatch_size"],
+        "gae_lambda": cfg["lambda"],
+        "gamma": cfg["gamma"],
+        "n_epochs": cfg["num_sgd_iter"],
+        "ent_coef": cfg["entropy_coeff"],
+        "learning_rate": cfg["lr"],  # linear to 0, as corral's lr_schedule
+        "clip_range": cfg["clip_param"],
+        "clip_range_schedule": "constant",
+        "vf_coef": cfg["vf_loss_coeff"],
+        "max_grad_norm": cfg["grad_clip"],
+        "net_arch": cfg["model"]["fcnet_hiddens"],
+    }
+
+
+def run_sb3(
+    seed: int, budget: int, eval_every: int, threads: int, settings: str = "zoo"
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     import stable_baselines3
     from stable_baselines3 import PPO
@@ -182,21 +213,31 @@ def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, 
     def linear(start: float) -> Callable[[float], float]:
         return lambda progress_remaining: progress_remaining * start
 
-    env = make_vec_env(ENV_ID, n_envs=ZOO["n_envs"], seed=seed)
+    hp = dict(ZOO) if settings == "zoo" else corral_settings_for_sb3()
+    extra: dict[str, Any] = {}
+    if settings == "corral":
+        extra = {
+            "vf_coef": hp["vf_coef"],
+            "max_grad_norm": hp["max_grad_norm"],
+            "policy_kwargs": {"net_arch": hp["net_arch"]},
+        }
+    clip = hp["clip_range"]
+    env = make_vec_env(ENV_ID, n_envs=hp["n_envs"], seed=seed)
     model = PPO(
         "MlpPolicy",
         env,
-        n_steps=ZOO["n_steps"],
-        batch_size=ZOO["batch_size"],
-        gae_lambda=ZOO["gae_lambda"],
-        gamma=ZOO["gamma"],
-        n_epochs=ZOO["n_epochs"],
-        ent_coef=ZOO["ent_coef"],
-        learning_rate=linear(ZOO["learning_rate"]),
-        clip_range=linear(ZOO["clip_range"]),
+        n_steps=hp["n_steps"],
+        batch_size=hp["batch_size"],
+        gae_lambda=hp["gae_lambda"],
+        gamma=hp["gamma"],
+        n_epochs=hp["n_epochs"],
+        ent_coef=hp["ent_coef"],
+        learning_rate=linear(hp["learning_rate"]),
+        clip_range=clip if hp.get("clip_range_schedule") == "constant" else linear(clip),
         seed=seed,
         device="cpu",
         verbose=0,
+        **extra,
     )
     setup_s = time.perf_counter() - t0
     tracker = Tracker(eval_every, budget)
@@ -224,7 +265,12 @@ def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, 
         tracker.evaluate(model.num_timesteps, act)
     env.close()
     out = tracker.record(model.num_timesteps)
-    out.update(setup_s=setup_s, sb3_version=stable_baselines3.__version__, hyperparams=ZOO)
+    out.update(
+        setup_s=setup_s,
+        sb3_version=stable_baselines3.__version__,
+        settings=settings,
+        hyperparams=hp,
+    )
     return out
 
 
@@ -323,7 +369,8 @@ def child_main(args: argparse.Namespace) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    out = RUNNERS[args.child](args.seed, args.budget, args.eval_every, args.threads)
+    options = {"settings": args.sb3_settings} if args.child == "sb3" else {}
+    out = RUNNERS[args.child](args.seed, args.budget, args.eval_every, args.threads, **options)
     # Read after training: a library may set its own thread count when it starts.
     out["torch_threads"] = torch.get_num_threads()
     print("JSON:" + json.dumps(out), flush=True)
@@ -358,6 +405,13 @@ def main() -> None:
     )
     parser.add_argument("--libs", nargs="+", default=["corral", "sb3", "rllib"])
     parser.add_argument(
+        "--sb3-settings",
+        choices=["zoo", "corral"],
+        default="zoo",
+        help="SB3's hyper-parameters: RL Zoo's tuned ones (default), or corral's tuned "
+        "example translated (equal work per env step: compares the engines)",
+    )
+    parser.add_argument(
         "--rllib-python",
         default=None,
         help="interpreter of an environment with ray[rllib] (default: this one)",
@@ -388,6 +442,8 @@ def main() -> None:
         seeds=args.seeds,
         corral_config=load_tuned_config(TUNED_YAML)[1],
     )
+    header["sb3_settings"] = args.sb3_settings
+    args.child_args = ["--sb3-settings", args.sb3_settings]
     emit(header)
     runs: dict[str, list[dict[str, Any]]] = {lib: [] for lib in libs}
     for seed in args.seeds:
