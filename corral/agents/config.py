@@ -270,14 +270,16 @@ COMMON_CONFIG: TrainerConfigDict = {
     # GPUs per rollout worker (fractional allowed); only for GPU-heavy envs or
     # unusually expensive inference.
     "num_gpus_per_worker": 0,
-    # Extra custom (Ray) resources to request per worker.
+    # Extra custom Ray resources to request per worker, e.g. {"my_env_slot": 1}
+    # (backend="ray" only).
     "custom_resources_per_worker": {},
     # CPUs reserved for the driver (only matters under Tune).
     "num_cpus_for_driver": 1,
     # Placement strategy of the resource request (`default_resource_request`):
     # one bundle for the driver plus one per worker, placed "PACK" (as few nodes
     # as possible), "SPREAD" (as many as possible), "STRICT_PACK" (one node) or
-    # "STRICT_SPREAD" (a distinct node each).
+    # "STRICT_SPREAD" (a distinct node each). With backend="ray" the rollout
+    # workers' actors are placed in a placement group with this strategy.
     "placement_strategy": "PACK",
     # === Offline data ===
     # Where experiences come from: "sampler" (the env, online), a directory or
@@ -343,7 +345,8 @@ COMMON_CONFIG: TrainerConfigDict = {
     "monitor": DEPRECATED_VALUE,
     # === corral additions ===
     # Where remote workers run: "local" (worker processes on this machine, via
-    # multiprocessing) or "ray" (Ray actors, on a cluster when one is connected).
+    # multiprocessing) or "ray" (Ray actors, on a cluster when one is connected;
+    # needs the `ray` extra; corral calls `ray.init()` if Ray is not initialised).
     "backend": "local",
     # Learners: 0 trains in the driver; n > 0 runs n data-parallel learners whose
     # gradients are averaged.
@@ -553,9 +556,14 @@ def _validate_framework_and_backend(config: TrainerConfigDict) -> None:
     if backend not in _BACKENDS:
         raise ValueError(f"`backend` must be one of {list(_BACKENDS)}, got {backend!r}.")
     if backend == "ray":
-        raise NotImplementedError(
-            "backend='ray' is not implemented yet in corral; use backend='local' "
-            "(worker processes on this machine)."
+        from corral.evaluation.ray_backend import RAY_MISSING, ray_available
+
+        if not ray_available():
+            raise ImportError(RAY_MISSING)
+    elif config.get("custom_resources_per_worker"):
+        raise ValueError(
+            f"custom_resources_per_worker={config['custom_resources_per_worker']!r} are Ray "
+            "resources; they need backend='ray' (the local backend has no resource scheduler)."
         )
 
     _check_int(config, "num_learners", 0)
@@ -808,7 +816,6 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "num_gpus": "GPU training",
     "num_gpus_per_worker": "GPUs in rollout workers",
     "_fake_gpus": "simulated GPUs",
-    "custom_resources_per_worker": "custom per-worker resources",
     "eager_tracing": "TensorFlow eager tracing (corral is torch-only)",
     "model/use_attention": "attention (GTrXL) models",
     "model/custom_preprocessor": "custom preprocessors",

@@ -43,6 +43,7 @@ class WorkerSet:
         self._logdir = logdir
         self._policy_specs = policy_specs_from_config(self._config, policy_class)
         self._remote_workers: list[ProcessWorker] = []
+        self._placement: Any = None  # RayPlacement, with backend="ray"
         self._synced_seq: dict[int, dict[str, int]] = {}
         self._local_worker: RolloutWorker | None = None
         if _setup:
@@ -57,31 +58,78 @@ class WorkerSet:
     def _make_worker(
         self, index: int, num_workers: int, spaces: dict | None = None
     ) -> RolloutWorker:
-        return RolloutWorker(
-            env_creator=self._env_creator,
-            validate_env=self._validate_env,
-            policy_specs=self._policy_specs,
-            config=self._config,
-            worker_index=index,
-            num_workers=num_workers,
-            spaces=spaces,
-            log_dir=self._logdir,
+        return _build_worker(
+            self._env_creator,
+            self._validate_env,
+            self._policy_specs,
+            self._config,
+            self._logdir,
+            index,
+            num_workers,
+            spaces,
         )
 
     def _make_remote(self, index: int) -> ProcessWorker:
-        backend = self._config.get("backend", "local")
-        if backend != "local":
-            raise NotImplementedError(f"backend={backend!r} is not implemented yet.")
-        factory = functools.partial(self._make_worker, index, self._config.get("num_workers", 0))
-        env_vars = self._config.get("extra_python_environs_for_worker") or {}
-        return ProcessWorker(
-            index, factory, env_vars, num_threads=self._config.get("num_cpus_per_worker", 1)
+        """Starts remote worker `index` on the configured backend (does not wait)."""
+        # A module-level function, not a bound method: the Ray backend pickles the
+        # factory, and this WorkerSet (with its live handles) must not go with it.
+        factory = functools.partial(
+            _build_worker,
+            self._env_creator,
+            self._validate_env,
+            self._policy_specs,
+            self._config,
+            self._logdir,
+            index,
+            self._config.get("num_workers", 0),
         )
+        env_vars = self._config.get("extra_python_environs_for_worker") or {}
+        num_threads = max(1, int(self._config.get("num_cpus_per_worker", 1) or 1))
+        if self._config.get("backend", "local") == "ray":
+            from corral.evaluation.ray_backend import RayWorker
+
+            return RayWorker(
+                index,
+                factory,
+                env_vars,
+                num_threads=num_threads,
+                resources=self._ray_resources(),
+                placement=self._placement.of(index) if self._placement else None,
+            )
+        return ProcessWorker(index, factory, env_vars, num_threads=num_threads)
+
+    def _ray_resources(self) -> dict[str, Any]:
+        """Ray actor options of one worker, from the `*_per_worker` keys."""
+        cfg = self._config
+        options: dict[str, Any] = {"num_cpus": cfg.get("num_cpus_per_worker", 1)}
+        if cfg.get("num_gpus_per_worker"):
+            options["num_gpus"] = cfg["num_gpus_per_worker"]
+        if cfg.get("custom_resources_per_worker"):
+            options["resources"] = dict(cfg["custom_resources_per_worker"])
+        return options
+
+    def _reserve_placement(self, indices: list[int]) -> None:
+        """With backend="ray": a placement group bundle for each new worker."""
+        if self._config.get("backend", "local") != "ray" or not indices:
+            return
+        options = self._ray_resources()
+        bundle = {"CPU": options["num_cpus"], "GPU": options.get("num_gpus", 0)}
+        bundle.update(options.get("resources", {}))
+        bundle = {k: v for k, v in bundle.items() if v}
+        if not bundle:  # zero-resource workers: nothing to reserve
+            return
+        if self._placement is None:
+            from corral.evaluation.ray_backend import RayPlacement
+
+            self._placement = RayPlacement(self._config.get("placement_strategy", "PACK"), bundle)
+        self._placement.reserve(indices, WORKER_START_TIMEOUT_S)
 
     def add_workers(self, num_workers: int) -> None:
         """Starts `num_workers` more remote workers (all at once, then waits)."""
         start = len(self._remote_workers) + 1
-        new = [self._make_remote(i) for i in range(start, start + num_workers)]
+        indices = list(range(start, start + num_workers))
+        self._reserve_placement(indices)
+        new = [self._make_remote(i) for i in indices]
         try:
             for w in new:
                 w.wait_ready(WORKER_START_TIMEOUT_S)
@@ -229,7 +277,7 @@ class WorkerSet:
         return out
 
     def stop(self) -> None:
-        """Stops every remote worker process and closes the local envs."""
+        """Stops every remote worker (process or actor) and closes the local envs."""
         if self._local_worker is not None:
             self._local_worker.stop()
         for w in self._remote_workers:
@@ -237,6 +285,9 @@ class WorkerSet:
                 w.stop()
             except Exception:  # noqa: BLE001 - stopping is best effort
                 logger.debug("Error stopping %r", w, exc_info=True)
+        if self._placement is not None:
+            self._placement.release()
+            self._placement = None
 
 
 def policy_specs_from_config(config: dict, default_class: type | None) -> dict[str, PolicySpec]:
@@ -252,3 +303,26 @@ def policy_specs_from_config(config: dict, default_class: type | None) -> dict[s
             spec = PolicySpec(*spec)
         specs[pid] = spec._replace(policy_class=spec.policy_class or default_class)
     return specs
+
+
+def _build_worker(
+    env_creator: Callable[[EnvContext], Any],
+    validate_env: Callable | None,
+    policy_specs: dict[str, PolicySpec],
+    config: dict,
+    logdir: str | None,
+    index: int,
+    num_workers: int,
+    spaces: dict | None = None,
+) -> RolloutWorker:
+    """Builds rollout worker `index` (in the driver, a forked process or a Ray actor)."""
+    return RolloutWorker(
+        env_creator=env_creator,
+        validate_env=validate_env,
+        policy_specs=policy_specs,
+        config=config,
+        worker_index=index,
+        num_workers=num_workers,
+        spaces=spaces,
+        log_dir=logdir,
+    )

@@ -404,7 +404,15 @@ def test_unknown_framework_rejected():
 def test_backend_checks():
     with pytest.raises(ValueError, match="`backend` must be one of"):
         validate_config(full_config(backend="slurm"))
-    with pytest.raises(NotImplementedError, match="backend='ray' is not implemented yet"):
+    with pytest.raises(ValueError, match="custom_resources_per_worker=.*need backend='ray'"):
+        validate_config(full_config(custom_resources_per_worker={"accel": 1}))
+
+
+def test_ray_backend_without_ray_says_how_to_install(monkeypatch):
+    import corral.evaluation.ray_backend as ray_backend
+
+    monkeypatch.setattr(ray_backend, "ray_available", lambda: False)
+    with pytest.raises(ImportError, match=r"corral\[ray\]"):
         validate_config(full_config(backend="ray"))
 
 
@@ -690,7 +698,6 @@ NON_DEFAULT_SAMPLES = {
     "num_gpus": 1,
     "num_gpus_per_worker": 0.5,
     "_fake_gpus": True,
-    "custom_resources_per_worker": {"accel": 1},
     "eager_tracing": True,
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",

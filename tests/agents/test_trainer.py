@@ -48,9 +48,7 @@ def test_other_frameworks_are_refused():
         PPOTrainer(config={**SMALL, "framework": "tf"}, env="CartPole-v1")
 
 
-def test_ray_backend_and_learners_not_yet():
-    with pytest.raises(NotImplementedError, match="backend"):
-        PPOTrainer(config={**SMALL, "backend": "ray"}, env="CartPole-v1")
+def test_learners_not_yet():
     with pytest.raises(NotImplementedError, match="num_learners"):
         PPOTrainer(config={**SMALL, "num_learners": 2}, env="CartPole-v1")
 

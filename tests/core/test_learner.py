@@ -86,8 +86,8 @@ def test_batches_and_training_data_inputs():
     assert policy.seen == [[0, 1, 2, 3]]
     with pytest.raises(ValueError, match="needs training data"):
         learner.update()
-    with pytest.raises(NotImplementedError, match="backend='ray'"):
-        learner.update(batch_refs=[object()])
+    with pytest.raises(NotImplementedError, match="data_iterators"):
+        learner.update(data_iterators=[iter([])])
 
 
 def test_results_are_stats_that_reduce_across_learners():

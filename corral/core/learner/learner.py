@@ -166,11 +166,13 @@ class Learner:
         (policy id -> stat name) of `Stats`, which can be reduced again across
         learners; None when `_no_metrics_reduce`.
         """
-        if batch_refs or episodes_refs or data_iterators:
+        if episodes_refs or data_iterators:
             raise NotImplementedError(
-                "batch_refs, episodes_refs and data_iterators are Ray object refs / Ray Data "
-                "iterators; they need backend='ray', which is not implemented yet."
+                "episodes_refs and data_iterators (Ray Data iterators) are not implemented "
+                "yet; pass batches, or `batch_refs` (Ray object refs of batches)."
             )
+        if batch_refs:
+            batches = [*(batches or []), *_resolve_refs(batch_refs)]
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}.")
         if minibatch_size is not None and minibatch_size < 1:
@@ -342,6 +344,17 @@ class Learner:
             self._generator.set_state(state["generator"])
 
 
+def _resolve_refs(refs: list) -> list:
+    """The batches behind Ray object refs (`ray.get`); needs the `ray` extra."""
+    from corral.evaluation.ray_backend import RAY_MISSING, ray_available
+
+    if not ray_available():
+        raise ImportError(f"batch_refs are Ray object refs. {RAY_MISSING}")
+    import ray
+
+    return list(ray.get(list(refs)))
+
+
 def _load_optimizer_state(optimizer: torch.optim.Optimizer | dict[str, Any], state: dict) -> None:
     if isinstance(optimizer, dict):
         for name, sub_state in state.items():
@@ -394,5 +407,7 @@ def _to_tensors(batch: SampleBatch, columns: Sequence[str] | None) -> dict[str, 
         if is_compressed(v):  # a batch sampled with `compress_observations`
             v = unpack_column(v)
         if isinstance(v, np.ndarray) and v.dtype != object:
+            if not v.flags.writeable:  # e.g. zero-copy from Ray's object store
+                v = v.copy()
             out[k] = torch.from_numpy(np.ascontiguousarray(v))
     return out

@@ -1,0 +1,259 @@
+"""The "ray" backend: remote rollout workers as Ray actors.
+
+`RayWorker` is the same small handle as the local backend's `ProcessWorker`
+(`call`, `apply`, `wait_ready`, `is_alive`, `stop`, `kill`, futures with
+`result(timeout)`), so `WorkerSet` and the trainer do not know which backend
+runs their workers. Ray core does the work: one actor per worker, placed in a
+placement group bundle (`placement_strategy`, one bundle of
+`num_cpus_per_worker` CPUs, `num_gpus_per_worker` GPUs and
+`custom_resources_per_worker` per worker), results as object refs.
+
+Ray is an optional dependency (`pip install "corral[ray]"`): nothing here
+imports it until a worker set with `backend="ray"` starts. When Ray is not
+initialised yet, corral calls `ray.init()`, which joins the cluster named by
+`RAY_ADDRESS` if one is set and otherwise starts a local Ray instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from corral.evaluation.backend import RemoteWorkerError, WorkerCrashedError, _RemoteMethod
+
+RAY_MISSING = (
+    "backend='ray' needs Ray, which is not installed: `pip install \"corral[ray]\"` "
+    "(or `pip install ray`), or use backend='local' (worker processes on this machine)."
+)
+
+
+def ray_available() -> bool:
+    return importlib.util.find_spec("ray") is not None
+
+
+def _ray() -> Any:
+    if not ray_available():
+        raise ImportError(RAY_MISSING)
+    import ray
+
+    if not ray.is_initialized():
+        ray.init()
+    return ray
+
+
+class _RolloutActor:
+    """Lives in a Ray worker process and holds one `RolloutWorker`."""
+
+    def __init__(
+        self, factory: bytes, worker_index: int, env_vars: dict[str, str], num_threads: int
+    ) -> None:
+        os.environ.update({k: str(v) for k, v in env_vars.items()})
+        import torch
+
+        torch.set_num_threads(num_threads)
+        self._worker = None
+        self._error: BaseException | None = None
+        try:
+            self._worker = cloudpickle.loads(factory)()
+        except BaseException as e:  # noqa: BLE001 - reported by ready()
+            self._error = e
+
+    def ready(self) -> int:
+        """The actor's pid once the worker is built; raises what its constructor raised."""
+        if self._error is not None:
+            raise self._error
+        return os.getpid()
+
+    def call(self, method: str, args: tuple, kwargs: dict) -> Any:
+        return getattr(self._worker, method)(*args, **kwargs)
+
+    def apply(self, func: bytes, args: tuple, kwargs: dict) -> Any:
+        return cloudpickle.loads(func)(self._worker, *args, **kwargs)
+
+    def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+
+
+_actor_classes: dict[str, Any] = {}
+
+
+def _actor_class(ray: Any) -> Any:
+    if "actor" not in _actor_classes:
+        _actor_classes["actor"] = ray.remote(_RolloutActor)
+    return _actor_classes["actor"]
+
+
+class RayFuture:
+    """The pending result of one call on a Ray actor (wraps its object ref)."""
+
+    __slots__ = ("_handle", "_ref")
+
+    def __init__(self, handle: RayWorker, ref: Any) -> None:
+        self._handle, self._ref = handle, ref
+
+    def done(self) -> bool:
+        ready, _ = self._handle._ray.wait([self._ref], timeout=0)
+        return bool(ready)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Waits for the call; raises `WorkerFailure` subclasses as the local backend does."""
+        ray = self._handle._ray
+        try:
+            return ray.get(self._ref, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TimeoutError(f"No reply from the worker within {timeout} s.") from None
+        except ray.exceptions.RayActorError as e:
+            raise self._handle._crashed(e) from None
+        except ray.exceptions.RayTaskError as e:
+            cause = e.cause if isinstance(e.cause, BaseException) else e
+            # str(e) is Ray's report of the failed call, with the actor's traceback.
+            raise RemoteWorkerError(
+                f"Rollout worker {self._handle.worker_index} (Ray actor, pid "
+                f"{self._handle.pid}) raised {type(cause).__name__}: {cause}\n"
+                f"--- traceback in the worker ---\n{e}",
+                self._handle.worker_index,
+            ) from None
+
+
+class RayWorker:
+    """A `RolloutWorker` in a Ray actor; the handle interface of `ProcessWorker`.
+
+    Args:
+        worker_index: the worker's index in its worker set (1..n).
+        factory: builds the worker inside the actor (called with no args;
+            cloudpickled, so closures and lambdas are fine).
+        env_vars: extra environment variables for the actor
+            (`extra_python_environs_for_worker`).
+        num_threads: torch threads in the actor.
+        resources: Ray actor options (`num_cpus`, `num_gpus`, `resources`).
+        placement: (placement group, bundle index) to schedule the actor in.
+    """
+
+    def __init__(
+        self,
+        worker_index: int,
+        factory: Callable[[], Any],
+        env_vars: dict[str, str] | None = None,
+        num_threads: int = 1,
+        resources: dict[str, Any] | None = None,
+        placement: tuple[Any, int] | None = None,
+    ) -> None:
+        self._ray = _ray()
+        self.worker_index = worker_index
+        self.pid: int | None = None
+        self._dead: WorkerCrashedError | None = None
+        options: dict[str, Any] = {"max_restarts": 0, **(resources or {})}
+        if placement is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            group, bundle = placement
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=group, placement_group_bundle_index=bundle
+            )
+        self._actor = (
+            _actor_class(self._ray)
+            .options(**options)
+            .remote(
+                cloudpickle.dumps(factory), worker_index, env_vars or {}, max(1, int(num_threads))
+            )
+        )
+        self._ready = RayFuture(self, self._actor.ready.remote())
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Blocks until the worker is built (raises what its constructor raised)."""
+        self.pid = self._ready.result(timeout)
+
+    # -- calls --------------------------------------------------------------
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> RayFuture:
+        """Runs `worker.<method>(*args, **kwargs)` in the actor."""
+        return RayFuture(self, self._actor.call.remote(method, args, kwargs))
+
+    def apply(self, func: Callable, *args: Any, **kwargs: Any) -> RayFuture:
+        """Runs `func(worker, *args, **kwargs)` in the actor."""
+        return RayFuture(self, self._actor.apply.remote(cloudpickle.dumps(func), args, kwargs))
+
+    def __getattr__(self, name: str) -> _RemoteMethod:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _RemoteMethod(self, name)
+
+    def _crashed(self, cause: BaseException) -> WorkerCrashedError:
+        if self._dead is None:
+            self._dead = WorkerCrashedError(
+                f"Rollout worker {self.worker_index} (Ray actor, pid {self.pid}) died: "
+                f"{str(cause).strip().splitlines()[0] if str(cause).strip() else cause!r}",
+                self.worker_index,
+            )
+        return self._dead
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def is_alive(self) -> bool:
+        """False once a call has found the actor dead (`probe` with a `ping` to check now)."""
+        return self._dead is None
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Asks the worker to close its envs, then ends the actor."""
+        if self._dead is None:
+            with contextlib.suppress(Exception):  # the actor is killed anyway
+                self._ray.get(self._actor.stop.remote(), timeout=timeout)
+        self.kill()
+
+    def kill(self) -> None:
+        self._ray.kill(self._actor, no_restart=True)
+        if self._dead is None:
+            self._dead = WorkerCrashedError(
+                f"Rollout worker {self.worker_index} was stopped.", self.worker_index
+            )
+
+    def __repr__(self) -> str:
+        return f"RayWorker(index={self.worker_index}, pid={self.pid})"
+
+
+class RayPlacement:
+    """Placement groups for a worker set's actors: one bundle per worker.
+
+    Each `add_workers` call reserves a group for its new workers (all or
+    nothing, with `placement_strategy`); a recreated worker goes back into
+    the bundle of the one it replaces.
+    """
+
+    def __init__(self, strategy: str, bundle: dict[str, float]) -> None:
+        self._ray = _ray()
+        self._strategy = strategy
+        self._bundle = bundle
+        self._groups: list[Any] = []
+        self._by_index: dict[int, tuple[Any, int]] = {}
+
+    def reserve(self, indices: list[int], timeout: float) -> None:
+        from ray.util.placement_group import placement_group
+
+        group = placement_group([dict(self._bundle) for _ in indices], strategy=self._strategy)
+        ready, _ = self._ray.wait([group.ready()], timeout=timeout)
+        if not ready:
+            self._ray.util.remove_placement_group(group)
+            raise TimeoutError(
+                f"Ray could not reserve {len(indices)} x {self._bundle} "
+                f"({self._strategy}) for the rollout workers within {timeout} s; "
+                f"the cluster has {self._ray.available_resources()} available."
+            )
+        self._groups.append(group)
+        for k, index in enumerate(indices):
+            self._by_index[index] = (group, k)
+
+    def of(self, index: int) -> tuple[Any, int] | None:
+        return self._by_index.get(index)
+
+    def release(self) -> None:
+        for group in self._groups:
+            with contextlib.suppress(Exception):  # the cluster may be gone already
+                self._ray.util.remove_placement_group(group)
+        self._groups.clear()
+        self._by_index.clear()
