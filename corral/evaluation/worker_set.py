@@ -55,25 +55,13 @@ class WorkerSet:
 
     # -- construction -------------------------------------------------------
 
-    def _make_worker(
-        self, index: int, num_workers: int, spaces: dict | None = None
-    ) -> RolloutWorker:
-        return _build_worker(
-            self._env_creator,
-            self._validate_env,
-            self._policy_specs,
-            self._config,
-            self._logdir,
-            index,
-            num_workers,
-            spaces,
-        )
+    def _worker_factory(self, index: int, num_workers: int) -> functools.partial:
+        """Builds worker `index` when called (with the env's spaces, or None).
 
-    def _make_remote(self, index: int) -> ProcessWorker:
-        """Starts remote worker `index` on the configured backend (does not wait)."""
-        # A module-level function, not a bound method: the Ray backend pickles the
-        # factory, and this WorkerSet (with its live handles) must not go with it.
-        factory = functools.partial(
+        A module-level function, not a bound method: the Ray backend pickles the
+        factory, and this WorkerSet (with its live handles) must not go with it.
+        """
+        return functools.partial(
             _build_worker,
             self._env_creator,
             self._validate_env,
@@ -81,8 +69,17 @@ class WorkerSet:
             self._config,
             self._logdir,
             index,
-            self._config.get("num_workers", 0),
+            num_workers,
         )
+
+    def _make_worker(
+        self, index: int, num_workers: int, spaces: dict | None = None
+    ) -> RolloutWorker:
+        return self._worker_factory(index, num_workers)(spaces)
+
+    def _make_remote(self, index: int) -> ProcessWorker:
+        """Starts remote worker `index` on the configured backend (does not wait)."""
+        factory = self._worker_factory(index, self._config.get("num_workers", 0))
         env_vars = self._config.get("extra_python_environs_for_worker") or {}
         num_threads = max(1, int(self._config.get("num_cpus_per_worker", 1) or 1))
         if self._config.get("backend", "local") == "ray":
