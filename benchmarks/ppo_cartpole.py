@@ -45,10 +45,10 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -356,11 +356,15 @@ RUNNERS = {"corral": run_corral, "sb3": run_sb3, "rllib": run_rllib}
 
 
 def rllib_importable(python: str | None) -> bool:
-    if python is None:
-        return importlib.util.find_spec("ray") is not None and (
-            importlib.util.find_spec("ray.rllib") is not None
-        )
-    probe = subprocess.run([python, "-c", "import ray.rllib"], capture_output=True)
+    """Whether `python` (default: this interpreter) can import RLlib's PPO.
+
+    A real import in a subprocess: the `ray` wheel ships the `ray.rllib` package
+    even without the `rllib` extra's dependencies, so finding it is not enough.
+    """
+    probe = subprocess.run(
+        [python or sys.executable, "-c", "import ray.rllib.algorithms.ppo"],
+        capture_output=True,
+    )
     return probe.returncode == 0
 
 
