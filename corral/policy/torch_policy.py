@@ -307,7 +307,7 @@ class TorchPolicy(Policy):
         return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        state = {k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()}
+        state = {k: torch.as_tensor(_writable(np.asarray(v))) for k, v in weights.items()}
         self.model.load_state_dict(state)
 
     def extra_state(self) -> dict[str, Any]:
@@ -374,3 +374,9 @@ class TorchPolicy(Policy):
 
 def _as_array(value: Any) -> np.ndarray | None:
     return None if value is None else np.asarray(value)
+
+
+def _writable(array: np.ndarray) -> np.ndarray:
+    """`array`, copied if read-only (e.g. zero-copy from Ray's object store): torch
+    cannot wrap a read-only buffer without a warning."""
+    return array if array.flags.writeable else array.copy()
