@@ -16,10 +16,10 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "SAC": ("corral.agents.sac", "SACTrainer"),
     "DDPG": ("corral.agents.ddpg", "DDPGTrainer"),
     "TD3": ("corral.agents.ddpg", "TD3Trainer"),
+    "PG": ("corral.agents.pg", "PGTrainer"),
+    "A2C": ("corral.agents.a3c", "A2CTrainer"),
 }
 _PLANNED = (
-    "PG",
-    "A2C",
     "A3C",
     "IMPALA",
     "APPO",

@@ -1,0 +1,96 @@
+"""A2C's policy: GAE (or discounted-return) advantages and the actor-critic loss.
+
+Mnih et al. 2016 (arXiv:1602.01783). The loss keeps RLlib 1.x's A3C form,
+summed over the batch (not averaged, so `lr` scales with the batch size):
+-sum(log pi(a|s) A) + vf_loss_coeff * 0.5 * sum((V(s) - R)^2)
+- entropy_coeff * sum(H[pi(.|s)]).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from corral.agents.ppo.ppo_torch_policy import compute_advantages, explained_variance
+from corral.core.learner.learner import SEQ_MASK
+from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.schedules import make_schedule
+
+
+class A3CTorchPolicy(TorchPolicy):
+    """Advantage actor-critic: `postprocess_trajectory` adds advantages, `loss` is A3C's."""
+
+    train_columns = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.ADVANTAGES,
+        SampleBatch.VALUE_TARGETS,
+    )
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+        super().__init__(observation_space, action_space, config)
+        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
+        self._entropy_schedule = make_schedule(
+            config.get("entropy_coeff_schedule"), config["entropy_coeff"]
+        )
+        self.cur_lr = self._lr_schedule(0)
+        self.entropy_coeff = self._entropy_schedule(0)
+
+    def on_global_var_update(self, global_vars: dict) -> None:
+        super().on_global_var_update(global_vars)
+        self.cur_lr = self._lr_schedule(self.global_timestep)
+        self.entropy_coeff = self._entropy_schedule(self.global_timestep)
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        cfg = self.config
+        return compute_advantages(
+            sample_batch,
+            self,
+            gamma=cfg["gamma"],
+            lambda_=cfg["lambda"],
+            use_gae=cfg["use_gae"],
+            use_critic=cfg["use_critic"],
+        )
+
+    def loss(
+        self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        cfg = self.config
+        dist_inputs, values = self.forward_train(train_batch)
+        dist = dist_class(dist_inputs, model)
+        mask = train_batch.get(SEQ_MASK)
+
+        def total(t: torch.Tensor) -> torch.Tensor:
+            return t.sum() if mask is None else t[mask].sum()
+
+        targets = train_batch[SampleBatch.VALUE_TARGETS]
+        logp = dist.logp(train_batch[SampleBatch.ACTIONS])
+        policy_loss = -total(logp * train_batch[SampleBatch.ADVANTAGES])
+        entropy = total(dist.entropy())
+        loss = policy_loss - self.entropy_coeff * entropy
+        if cfg["use_critic"]:
+            vf_loss = 0.5 * total((values - targets) ** 2)
+            loss = loss + cfg["vf_loss_coeff"] * vf_loss
+        else:
+            vf_loss = torch.zeros(())
+        with torch.no_grad():
+            valid_targets, valid_values = (
+                (targets, values) if mask is None else (targets[mask], values[mask])
+            )
+            stats = {
+                "policy_loss": policy_loss,
+                "policy_entropy": entropy,
+                "vf_loss": vf_loss,
+                "vf_explained_var": explained_variance(valid_targets, valid_values),
+                "entropy_coeff": self.entropy_coeff,
+                "cur_lr": self.cur_lr,
+            }
+        return loss, stats

@@ -1,0 +1,55 @@
+"""The vanilla policy gradient's policy: discounted returns and -E[log pi(a|s) R].
+
+Williams 1992 (REINFORCE). As in RLlib 1.x's PG there is no baseline: the
+advantage of a step is its discounted return within the sampled trajectory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from corral.agents.ppo.ppo_torch_policy import compute_advantages
+from corral.core.learner.learner import SEQ_MASK
+from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.schedules import make_schedule
+
+
+class PGTorchPolicy(TorchPolicy):
+    """REINFORCE: `postprocess_trajectory` adds discounted returns, `loss` is -mean(logp R)."""
+
+    train_columns = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+        super().__init__(observation_space, action_space, config)
+        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
+        self.cur_lr = self._lr_schedule(0)
+
+    def on_global_var_update(self, global_vars: dict) -> None:
+        super().on_global_var_update(global_vars)
+        self.cur_lr = self._lr_schedule(self.global_timestep)
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        # Returns of fragments cut mid-episode stop at the cut (no value to
+        # bootstrap from), as in RLlib 1.x; batch_mode="complete_episodes" avoids it.
+        return compute_advantages(
+            sample_batch, self, gamma=self.config["gamma"], use_gae=False, use_critic=False
+        )
+
+    def loss(
+        self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        dist_inputs, _ = self.forward_train(train_batch)
+        logp = dist_class(dist_inputs, model).logp(train_batch[SampleBatch.ACTIONS])
+        weighted = logp * train_batch[SampleBatch.ADVANTAGES]
+        mask = train_batch.get(SEQ_MASK)
+        policy_loss = -(weighted.mean() if mask is None else weighted[mask].mean())
+        return policy_loss, {"policy_loss": policy_loss.detach(), "cur_lr": self.cur_lr}
