@@ -113,3 +113,19 @@ def test_trains_with_remote_workers_and_syncs_weights(cls):
         assert all(np.array_equal(after[k], synced[k]) for k in after)
     finally:
         trainer.stop()
+
+
+@pytest.mark.parametrize("cls", [PGTrainer, A2CTrainer])
+def test_checkpoint_round_trip(cls, tmp_path):
+    config = {**SMALL, "min_iter_time_s": 0}
+    trainer = cls(config=config, env="CartPole-v1")
+    restored = cls(config=config, env="CartPole-v1")
+    try:
+        trainer.train()
+        restored.restore(trainer.save(str(tmp_path)))
+        assert restored.iteration == 1
+        saved, loaded = trainer.get_policy().get_weights(), restored.get_policy().get_weights()
+        assert all(np.array_equal(saved[k], loaded[k]) for k in saved)
+    finally:
+        trainer.stop()
+        restored.stop()
