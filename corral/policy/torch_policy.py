@@ -20,6 +20,7 @@ from corral.models.preprocessors import get_preprocessor
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
+from corral.utils.schedules import make_schedule
 from corral.utils.spaces import unflatten_actions
 
 TensorDict = dict[str, torch.Tensor]
@@ -380,3 +381,34 @@ def _writable(array: np.ndarray) -> np.ndarray:
     """`array`, copied if read-only (e.g. zero-copy from Ray's object store): torch
     cannot wrap a read-only buffer without a warning."""
     return array if array.flags.writeable else array.copy()
+
+
+class LearningRateSchedule:
+    """Policy mixin: `cur_lr` follows `lr_schedule` over the global timestep.
+
+    `lr_schedule` is RLlib's [[timestep, lr], ...] (piecewise linear, then
+    constant); None keeps `lr`. The learner sets its optimiser's rate to
+    `cur_lr` before each update. List it before `TorchPolicy` in the bases
+    and call `LearningRateSchedule.__init__` after `TorchPolicy.__init__`.
+    """
+
+    def __init__(self, lr: float, lr_schedule: list | None) -> None:
+        self._lr_schedule = make_schedule(lr_schedule, lr)
+        self.cur_lr = self._lr_schedule(0)
+
+    def on_global_var_update(self, global_vars: dict) -> None:
+        super().on_global_var_update(global_vars)  # type: ignore[misc]
+        self.cur_lr = self._lr_schedule(self.global_timestep)  # type: ignore[attr-defined]
+
+
+class EntropyCoeffSchedule:
+    """Policy mixin: `entropy_coeff` follows `entropy_coeff_schedule` over the global
+    timestep (None keeps `entropy_coeff`); used like `LearningRateSchedule`."""
+
+    def __init__(self, entropy_coeff: float, entropy_coeff_schedule: list | None) -> None:
+        self._entropy_schedule = make_schedule(entropy_coeff_schedule, entropy_coeff)
+        self.entropy_coeff = self._entropy_schedule(0)
+
+    def on_global_var_update(self, global_vars: dict) -> None:
+        super().on_global_var_update(global_vars)  # type: ignore[misc]
+        self.entropy_coeff = self._entropy_schedule(self.global_timestep)  # type: ignore[attr-defined]

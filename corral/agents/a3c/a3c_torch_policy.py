@@ -16,11 +16,15 @@ import torch
 from corral.agents.ppo.ppo_torch_policy import compute_advantages, explained_variance
 from corral.core.learner.learner import SEQ_MASK
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_policy import TensorDict, TorchPolicy
-from corral.utils.schedules import make_schedule
+from corral.policy.torch_policy import (
+    EntropyCoeffSchedule,
+    LearningRateSchedule,
+    TensorDict,
+    TorchPolicy,
+)
 
 
-class A3CTorchPolicy(TorchPolicy):
+class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """Advantage actor-critic: `postprocess_trajectory` adds advantages, `loss` is A3C's."""
 
     train_columns = (
@@ -31,18 +35,11 @@ class A3CTorchPolicy(TorchPolicy):
     )
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
-        super().__init__(observation_space, action_space, config)
-        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
-        self._entropy_schedule = make_schedule(
-            config.get("entropy_coeff_schedule"), config["entropy_coeff"]
+        TorchPolicy.__init__(self, observation_space, action_space, config)
+        LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
+        EntropyCoeffSchedule.__init__(
+            self, config["entropy_coeff"], config.get("entropy_coeff_schedule")
         )
-        self.cur_lr = self._lr_schedule(0)
-        self.entropy_coeff = self._entropy_schedule(0)
-
-    def on_global_var_update(self, global_vars: dict) -> None:
-        super().on_global_var_update(global_vars)
-        self.cur_lr = self._lr_schedule(self.global_timestep)
-        self.entropy_coeff = self._entropy_schedule(self.global_timestep)
 
     def postprocess_trajectory(
         self,

@@ -25,10 +25,9 @@ from corral.agents.dqn.dqn_torch_model import DQNTorchModel
 from corral.agents.off_policy import TargetNetworkStateMixin, bootstrap_discount, polyak_update
 from corral.models import ModelCatalog
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 from corral.utils.error import UnsupportedSpaceException
 from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
-from corral.utils.schedules import make_schedule
 
 # Prefix of the target network's entries in the policy state's weights.
 
@@ -46,7 +45,7 @@ PLAIN_Q_SETTINGS: dict[str, Any] = {
 }
 
 
-class DQNTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
+class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy):
     """Q-learning with a target network (+ double Q, dueling, n-step, C51, noisy nets)."""
 
     # `adjust_nstep` handles several trajectories per batch (by eps_id).
@@ -71,12 +70,11 @@ class DQNTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             **PLAIN_Q_SETTINGS,
             **{k: config[k] for k in PLAIN_Q_SETTINGS if k in config},
         }
-        super().__init__(observation_space, action_space, config)
+        TorchPolicy.__init__(self, observation_space, action_space, config)
+        LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
         self.target_model = copy.deepcopy(self.model)
         self.target_model.requires_grad_(False)
         self.gamma = float(config["gamma"])
-        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
-        self.cur_lr = self._lr_schedule(0)
 
     def make_model(self, num_outputs: int) -> torch.nn.Module:
         q = self.q_config
@@ -104,10 +102,6 @@ class DQNTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             eps=self.config.get("adam_epsilon", 1e-8),
             fused=True,
         )
-
-    def on_global_var_update(self, global_vars: dict) -> None:
-        super().on_global_var_update(global_vars)
-        self.cur_lr = self._lr_schedule(self.global_timestep)
 
     # -- postprocessing -----------------------------------------------------
 

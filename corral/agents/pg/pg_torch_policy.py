@@ -14,23 +14,17 @@ import torch
 from corral.agents.ppo.ppo_torch_policy import compute_advantages
 from corral.core.learner.learner import SEQ_MASK
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_policy import TensorDict, TorchPolicy
-from corral.utils.schedules import make_schedule
+from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 
 
-class PGTorchPolicy(TorchPolicy):
+class PGTorchPolicy(LearningRateSchedule, TorchPolicy):
     """REINFORCE: `postprocess_trajectory` adds discounted returns, `loss` is -mean(logp R)."""
 
     train_columns = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
-        super().__init__(observation_space, action_space, config)
-        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
-        self.cur_lr = self._lr_schedule(0)
-
-    def on_global_var_update(self, global_vars: dict) -> None:
-        super().on_global_var_update(global_vars)
-        self.cur_lr = self._lr_schedule(self.global_timestep)
+        TorchPolicy.__init__(self, observation_space, action_space, config)
+        LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
 
     def postprocess_trajectory(
         self,

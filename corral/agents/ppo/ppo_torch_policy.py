@@ -16,11 +16,15 @@ import torch
 
 from corral.core.learner.learner import SEQ_MASK
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_policy import TensorDict, TorchPolicy
-from corral.utils.schedules import make_schedule
+from corral.policy.torch_policy import (
+    EntropyCoeffSchedule,
+    LearningRateSchedule,
+    TensorDict,
+    TorchPolicy,
+)
 
 
-class PPOTorchPolicy(TorchPolicy):
+class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """PPO: `postprocess_trajectory` adds GAE columns, `loss` is PPO's."""
 
     train_columns = (
@@ -34,20 +38,13 @@ class PPOTorchPolicy(TorchPolicy):
     )
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
-        super().__init__(observation_space, action_space, config)
+        TorchPolicy.__init__(self, observation_space, action_space, config)
         self.kl_coeff = float(config["kl_coeff"])
         self.kl_target = float(config["kl_target"])
-        self._lr_schedule = make_schedule(config.get("lr_schedule"), config["lr"])
-        self._entropy_schedule = make_schedule(
-            config.get("entropy_coeff_schedule"), config["entropy_coeff"]
+        LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
+        EntropyCoeffSchedule.__init__(
+            self, config["entropy_coeff"], config.get("entropy_coeff_schedule")
         )
-        self.cur_lr = self._lr_schedule(0)
-        self.entropy_coeff = self._entropy_schedule(0)
-
-    def on_global_var_update(self, global_vars: dict) -> None:
-        super().on_global_var_update(global_vars)
-        self.cur_lr = self._lr_schedule(self.global_timestep)
-        self.entropy_coeff = self._entropy_schedule(self.global_timestep)
 
     # -- postprocessing -----------------------------------------------------
 
