@@ -186,9 +186,10 @@ class RayWorker:
 
     def _crashed(self, cause: BaseException) -> WorkerCrashedError:
         if self._dead is None:
+            first_line = (str(cause).strip().splitlines() or [repr(cause)])[0]
             self._dead = WorkerCrashedError(
                 f"Rollout worker {self.worker_index} (Ray actor, pid {self.pid}) died: "
-                f"{str(cause).strip().splitlines()[0] if str(cause).strip() else cause!r}",
+                f"{first_line}",
                 self.worker_index,
             )
         return self._dead
