@@ -16,7 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,126 @@ class Stopwatch:
 
     def __exit__(self, *exc: Any) -> None:
         self.pause()
+
+
+def evaluate_policy(env_id: str, act: Callable[[Any], Any], episodes: int, seed: int) -> float:
+    """Mean return of `episodes` episodes of a fresh `env_id` (seeds `seed`, `seed + 1`, ...)."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    total = 0.0
+    try:
+        for ep in range(episodes):
+            obs, _ = env.reset(seed=seed + ep)
+            done = False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(act(obs))
+                total += float(reward)
+                done = terminated or truncated
+    finally:
+        env.close()
+    return total / episodes
+
+
+class Tracker:
+    """A time-to-solve run: evaluation schedule, paused training clock, the run's record.
+
+    Every `eval_every` env steps the deterministic policy plays `episodes`
+    episodes of `env_id` (seeds from `eval_seed`) with the training clock
+    paused; the run is solved at the first mean return >= `solved_at`.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        eval_every: int,
+        solved_at: float,
+        episodes: int,
+        eval_seed: int = 10_000,
+    ) -> None:
+        self.env_id, self.eval_every, self.solved_at_return = env_id, eval_every, solved_at
+        self.episodes, self.eval_seed = episodes, eval_seed
+        self.next_eval = eval_every
+        self.clock = Stopwatch()
+        self.eval_s = 0.0
+        self.curve: list[tuple[int, float]] = []
+        self.solved_at: tuple[int, float] | None = None
+
+    def due(self, steps: int) -> bool:
+        return steps >= self.next_eval
+
+    def evaluate(self, steps: int, act: Callable[[Any], Any]) -> bool:
+        """Pauses the clock, evaluates, returns True when solved (clock stays paused)."""
+        self.clock.pause()
+        train_s = self.clock.elapsed
+        t0 = time.perf_counter()
+        mean_return = evaluate_policy(self.env_id, act, self.episodes, self.eval_seed)
+        self.eval_s += time.perf_counter() - t0
+        self.curve.append((steps, round(mean_return, 2)))
+        while self.next_eval <= steps:
+            self.next_eval += self.eval_every
+        log(f"    {steps:>7} steps  {train_s:7.1f}s  eval {mean_return:8.1f}")
+        if mean_return >= self.solved_at_return:
+            self.solved_at = (steps, train_s)
+            return True
+        self.clock.start()
+        return False
+
+    def train(
+        self, train_once: Callable[[], int], act: Callable[[Any], Any], budget: int
+    ) -> tuple[int, int]:
+        """Calls `train_once()` (returns the env steps so far) until solved or `budget`
+        steps, evaluating when due; returns (env steps, iterations)."""
+        steps = iterations = 0
+        self.clock.start()
+        while steps < budget:
+            steps = train_once()
+            iterations += 1
+            if self.due(steps) and self.evaluate(steps, act):
+                break
+        return steps, iterations
+
+    def train_sb3(self, model: Any, act: Callable[[Any], Any], budget: int) -> int:
+        """Stable-Baselines3's `model.learn(budget)`, evaluated when due; returns env steps.
+
+        The evaluation runs at the start of the rollout after each update (the
+        policy trained on every batch up to there, as corral's is evaluated
+        after `train()`), and once more after `learn()` for the last update.
+        """
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        tracker = self
+
+        class EvalCallback(BaseCallback):
+            solved = False
+
+            def _on_rollout_start(self) -> None:
+                if not self.solved and tracker.due(self.num_timesteps):
+                    self.solved = tracker.evaluate(self.num_timesteps, act)
+
+            def _on_step(self) -> bool:
+                return not self.solved
+
+        callback = EvalCallback()
+        self.clock.start()
+        model.learn(total_timesteps=budget, callback=callback)
+        if not callback.solved and self.due(model.num_timesteps):
+            self.evaluate(model.num_timesteps, act)
+        return model.num_timesteps
+
+    def record(self, final_steps: int) -> dict[str, Any]:
+        self.clock.pause()
+        solved = self.solved_at is not None
+        return {
+            "solved": solved,
+            "steps": self.solved_at[0] if solved else None,
+            "train_s": self.solved_at[1] if solved else None,
+            "steps_run": final_steps,
+            "train_s_run": self.clock.elapsed,
+            "eval_s": self.eval_s,
+            "evaluations": len(self.curve),
+            "curve": self.curve,
+        }
 
 
 def load_tuned_config(relative_path: str) -> tuple[str, dict[str, Any], dict[str, Any]]:

@@ -40,7 +40,7 @@ import time
 from typing import Any
 
 from _common import emit, load_tuned_config, log, machine_info, median, ratio, run_child
-from ppo_cartpole import EVAL_EPISODES, SOLVED_AT, Tracker
+from ppo_cartpole import EVAL_EPISODES, SOLVED_AT, new_tracker
 
 TUNED_YAML = "dqn/cartpole-dqn.yaml"
 ENV_ID = "CartPole-v1"
@@ -78,20 +78,13 @@ def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[st
 
     trainer = DQNTrainer(config=config, env=env_id)
     setup_s = time.perf_counter() - t0
-    tracker = Tracker(eval_every, budget)
-
-    def act(obs: Any) -> Any:
-        return trainer.compute_single_action(obs, explore=False)
-
-    steps = iterations = 0
+    tracker = new_tracker(eval_every)
     try:
-        tracker.clock.start()
-        while steps < budget:
-            result = trainer.train()
-            iterations += 1
-            steps = int(result["timesteps_total"])
-            if tracker.due(steps) and tracker.evaluate(steps, act):
-                break
+        steps, iterations = tracker.train(
+            lambda: int(trainer.train()["timesteps_total"]),
+            lambda obs: trainer.compute_single_action(obs, explore=False),
+            budget,
+        )
     finally:
         trainer.stop()
     out = tracker.record(steps)
@@ -106,7 +99,6 @@ def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, 
     import gymnasium as gym
     import stable_baselines3
     from stable_baselines3 import DQN
-    from stable_baselines3.common.callbacks import BaseCallback
 
     env = gym.make(ENV_ID)
     model = DQN(
@@ -129,26 +121,8 @@ def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, 
         verbose=0,
     )
     setup_s = time.perf_counter() - t0
-    tracker = Tracker(eval_every, budget)
-
-    def act(obs: Any) -> Any:
-        return int(model.predict(obs, deterministic=True)[0])
-
-    class EvalCallback(BaseCallback):
-        solved = False
-
-        def _on_rollout_start(self) -> None:
-            if not self.solved and tracker.due(self.num_timesteps):
-                self.solved = tracker.evaluate(self.num_timesteps, act)
-
-        def _on_step(self) -> bool:
-            return not self.solved
-
-    callback = EvalCallback()
-    tracker.clock.start()
-    model.learn(total_timesteps=budget, callback=callback)
-    if not callback.solved and tracker.due(model.num_timesteps):
-        tracker.evaluate(model.num_timesteps, act)
+    tracker = new_tracker(eval_every)
+    tracker.train_sb3(model, lambda obs: int(model.predict(obs, deterministic=True)[0]), budget)
     env.close()
     out = tracker.record(model.num_timesteps)
     out.update(

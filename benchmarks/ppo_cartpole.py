@@ -53,7 +53,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio, run_child
+from _common import (
+    Tracker,
+    emit,
+    load_tuned_config,
+    log,
+    machine_info,
+    median,
+    ratio,
+    run_child,
+)
 
 TUNED_YAML = "ppo/cartpole-ppo.yaml"
 ENV_ID = "CartPole-v1"
@@ -75,70 +84,8 @@ ZOO = {
 }
 
 
-def evaluate(act: Callable[[Any], Any], episodes: int = EVAL_EPISODES) -> float:
-    """Mean return of `episodes` episodes on a fresh CartPole-v1, seeds fixed."""
-    import gymnasium as gym
-
-    env = gym.make(ENV_ID)
-    total = 0.0
-    try:
-        for ep in range(episodes):
-            obs, _ = env.reset(seed=EVAL_SEED + ep)
-            done = False
-            while not done:
-                obs, reward, terminated, truncated, _ = env.step(act(obs))
-                total += float(reward)
-                done = terminated or truncated
-    finally:
-        env.close()
-    return total / episodes
-
-
-class Tracker:
-    """Evaluation schedule, paused training clock and the run's record."""
-
-    def __init__(self, eval_every: int, budget: int) -> None:
-        self.eval_every = eval_every
-        self.budget = budget
-        self.next_eval = eval_every
-        self.clock = Stopwatch()
-        self.eval_s = 0.0
-        self.curve: list[tuple[int, float]] = []
-        self.solved_at: tuple[int, float] | None = None
-
-    def due(self, steps: int) -> bool:
-        return steps >= self.next_eval
-
-    def evaluate(self, steps: int, act: Callable[[Any], Any]) -> bool:
-        """Pauses the clock, evaluates, returns True when solved (clock stays paused)."""
-        self.clock.pause()
-        train_s = self.clock.elapsed
-        t0 = time.perf_counter()
-        mean_return = evaluate(act)
-        self.eval_s += time.perf_counter() - t0
-        self.curve.append((steps, round(mean_return, 2)))
-        while self.next_eval <= steps:
-            self.next_eval += self.eval_every
-        log(f"    {steps:>7} steps  {train_s:7.1f}s  eval {mean_return:6.1f}")
-        if mean_return >= SOLVED_AT:
-            self.solved_at = (steps, train_s)
-            return True
-        self.clock.start()
-        return False
-
-    def record(self, final_steps: int) -> dict[str, Any]:
-        self.clock.pause()
-        solved = self.solved_at is not None
-        return {
-            "solved": solved,
-            "steps": self.solved_at[0] if solved else None,
-            "train_s": self.solved_at[1] if solved else None,
-            "steps_run": final_steps,
-            "train_s_run": self.clock.elapsed,
-            "eval_s": self.eval_s,
-            "evaluations": len(self.curve),
-            "curve": self.curve,
-        }
+def new_tracker(eval_every: int) -> Tracker:
+    return Tracker(ENV_ID, eval_every, SOLVED_AT, EVAL_EPISODES, EVAL_SEED)
 
 
 # -- the three libraries (each runs in its own child process) -----------------
@@ -154,21 +101,13 @@ def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[st
 
     trainer = PPOTrainer(config=config, env=env_id)
     setup_s = time.perf_counter() - t0
-    tracker = Tracker(eval_every, budget)
-
-    def act(obs: Any) -> Any:
-        return trainer.compute_single_action(obs, explore=False)
-
-    steps = 0
-    iterations = 0
+    tracker = new_tracker(eval_every)
     try:
-        tracker.clock.start()
-        while steps < budget:
-            result = trainer.train()
-            iterations += 1
-            steps = int(result["timesteps_total"])
-            if tracker.due(steps) and tracker.evaluate(steps, act):
-                break
+        steps, iterations = tracker.train(
+            lambda: int(trainer.train()["timesteps_total"]),
+            lambda obs: trainer.compute_single_action(obs, explore=False),
+            budget,
+        )
     finally:
         trainer.stop()
     out = tracker.record(steps)
@@ -207,7 +146,6 @@ def run_sb3(
     t0 = time.perf_counter()
     import stable_baselines3
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
     def linear(start: float) -> Callable[[float], float]:
@@ -240,29 +178,8 @@ def run_sb3(
         **extra,
     )
     setup_s = time.perf_counter() - t0
-    tracker = Tracker(eval_every, budget)
-
-    def act(obs: Any) -> Any:
-        return int(model.predict(obs, deterministic=True)[0])
-
-    class EvalCallback(BaseCallback):
-        solved = False
-
-        def _on_rollout_start(self) -> None:
-            # Called after each update: evaluate the policy that has been trained
-            # on every batch up to here, as corral is evaluated after train().
-            if not self.solved and tracker.due(self.num_timesteps):
-                self.solved = tracker.evaluate(self.num_timesteps, act)
-
-        def _on_step(self) -> bool:
-            return not self.solved
-
-    callback = EvalCallback()
-    tracker.clock.start()
-    model.learn(total_timesteps=budget, callback=callback)
-    if not callback.solved and tracker.due(model.num_timesteps):
-        # The update on the last batch has no rollout after it.
-        tracker.evaluate(model.num_timesteps, act)
+    tracker = new_tracker(eval_every)
+    tracker.train_sb3(model, lambda obs: int(model.predict(obs, deterministic=True)[0]), budget)
     env.close()
     out = tracker.record(model.num_timesteps)
     out.update(
@@ -313,7 +230,7 @@ def run_rllib(seed: int, budget: int, eval_every: int, threads: int) -> dict[str
     config = config.debugging(seed=seed)
     algo = config.build_algo() if hasattr(config, "build_algo") else config.build()
     setup_s = time.perf_counter() - t0
-    tracker = Tracker(eval_every, budget)
+    tracker = new_tracker(eval_every)
     module = algo.get_module()
 
     def act(obs: Any) -> Any:
@@ -321,24 +238,13 @@ def run_rllib(seed: int, budget: int, eval_every: int, threads: int) -> dict[str
             out = module.forward_inference({"obs": torch.as_tensor(obs[None], dtype=torch.float32)})
         return int(np.argmax(out["action_dist_inputs"][0].numpy()))
 
-    steps = 0
-    iterations = 0
+    def train_once() -> int:
+        result = algo.train()
+        paths = ("env_runners/num_env_steps_sampled_lifetime", "num_env_steps_sampled_lifetime")
+        return int(_dig(result, *paths, "timesteps_total") or 0)
+
     try:
-        tracker.clock.start()
-        while steps < budget:
-            result = algo.train()
-            iterations += 1
-            steps = int(
-                _dig(
-                    result,
-                    "env_runners/num_env_steps_sampled_lifetime",
-                    "num_env_steps_sampled_lifetime",
-                    "timesteps_total",
-                )
-                or 0
-            )
-            if tracker.due(steps) and tracker.evaluate(steps, act):
-                break
+        steps, iterations = tracker.train(train_once, act, budget)
     finally:
         algo.stop()
         ray.shutdown()

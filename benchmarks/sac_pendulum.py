@@ -23,10 +23,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
-from _common import Stopwatch, emit, load_tuned_config, log, machine_info, median, ratio, run_child
+from _common import (
+    Tracker,
+    emit,
+    load_tuned_config,
+    log,
+    machine_info,
+    median,
+    ratio,
+    run_child,
+)
 
 ENV_ID = "Pendulum-v1"
 TUNED_YAML = "sac/pendulum-sac.yaml"
@@ -45,63 +53,8 @@ def corral_nets(config: dict[str, Any]) -> dict[str, list[int]]:
     }
 
 
-def evaluate(act: Callable[[Any], Any]) -> float:
-    """Mean return of `EVAL_EPISODES` episodes on a fresh env, seeds fixed."""
-    import gymnasium as gym
-
-    env = gym.make(ENV_ID)
-    total = 0.0
-    try:
-        for ep in range(EVAL_EPISODES):
-            obs, _ = env.reset(seed=EVAL_SEED + ep)
-            done = False
-            while not done:
-                obs, reward, terminated, truncated, _ = env.step(act(obs))
-                total += float(reward)
-                done = terminated or truncated
-    finally:
-        env.close()
-    return total / EVAL_EPISODES
-
-
-class Tracker:
-    """Evaluation schedule, the paused training clock and the run's record."""
-
-    def __init__(self, eval_every: int) -> None:
-        self.eval_every = eval_every
-        self.next_eval = eval_every
-        self.clock = Stopwatch()
-        self.curve: list[tuple[int, float]] = []
-        self.solved_at: tuple[int, float] | None = None
-
-    def due(self, steps: int) -> bool:
-        return steps >= self.next_eval
-
-    def evaluate(self, steps: int, act: Callable[[Any], Any]) -> bool:
-        """Pauses the clock, evaluates; True when solved (the clock then stays paused)."""
-        self.clock.pause()
-        mean_return = evaluate(act)
-        self.curve.append((steps, round(mean_return, 1)))
-        while self.next_eval <= steps:
-            self.next_eval += self.eval_every
-        log(f"    {steps:>6} steps {self.clock.elapsed:7.1f}s  eval {mean_return:8.1f}")
-        if mean_return >= SOLVED_AT:
-            self.solved_at = (steps, self.clock.elapsed)
-            return True
-        self.clock.start()
-        return False
-
-    def record(self, steps_run: int) -> dict[str, Any]:
-        self.clock.pause()
-        solved = self.solved_at is not None
-        return {
-            "solved": solved,
-            "steps": self.solved_at[0] if solved else None,
-            "train_s": self.solved_at[1] if solved else None,
-            "steps_run": steps_run,
-            "train_s_run": self.clock.elapsed,
-            "curve": self.curve,
-        }
+def new_tracker(eval_every: int) -> Tracker:
+    return Tracker(ENV_ID, eval_every, SOLVED_AT, EVAL_EPISODES, EVAL_SEED)
 
 
 def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
@@ -115,16 +68,13 @@ def run_corral(seed: int, budget: int, eval_every: int, threads: int) -> dict[st
         config["num_cpus_for_driver"] = threads
     trainer = SACTrainer(config=config, env=env_id)
     setup_s = time.perf_counter() - t0
-    tracker = Tracker(eval_every)
-    steps = 0
+    tracker = new_tracker(eval_every)
     try:
-        tracker.clock.start()
-        while steps < budget:
-            steps = int(trainer.train()["timesteps_total"])
-            if tracker.due(steps) and tracker.evaluate(
-                steps, lambda obs: trainer.compute_single_action(obs, explore=False)
-            ):
-                break
+        steps, _ = tracker.train(
+            lambda: int(trainer.train()["timesteps_total"]),
+            lambda obs: trainer.compute_single_action(obs, explore=False),
+            budget,
+        )
     finally:
         trainer.stop()
     return {
@@ -139,24 +89,11 @@ def run_sb3(seed: int, budget: int, eval_every: int, threads: int) -> dict[str, 
     t0 = time.perf_counter()
     import stable_baselines3
     from stable_baselines3 import SAC
-    from stable_baselines3.common.callbacks import BaseCallback
 
     model = SAC(ZOO["policy"], ENV_ID, learning_rate=ZOO["learning_rate"], seed=seed, device="cpu")
     setup_s = time.perf_counter() - t0
-    tracker = Tracker(eval_every)
-
-    class EvalCallback(BaseCallback):
-        solved = False
-
-        def _on_step(self) -> bool:
-            if tracker.due(self.num_timesteps):
-                self.solved = tracker.evaluate(
-                    self.num_timesteps, lambda obs: model.predict(obs, deterministic=True)[0]
-                )
-            return not self.solved
-
-    tracker.clock.start()
-    model.learn(total_timesteps=budget, callback=EvalCallback())
+    tracker = new_tracker(eval_every)
+    tracker.train_sb3(model, lambda obs: model.predict(obs, deterministic=True)[0], budget)
     arch = model.policy.net_arch
     net = arch if isinstance(arch, dict) else {"pi": list(arch), "qf": list(arch)}
     return {
