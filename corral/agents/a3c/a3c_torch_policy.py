@@ -13,8 +13,9 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from corral.agents.ppo.ppo_torch_policy import compute_advantages, explained_variance
+from corral.agents.ppo.ppo_torch_policy import explained_variance
 from corral.core.learner.learner import SEQ_MASK
+from corral.evaluation.postprocessing import compute_gae_for_sample_batch
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import (
     EntropyCoeffSchedule,
@@ -47,15 +48,7 @@ class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
         other_agent_batches: dict | None = None,
         episode: Any = None,
     ) -> SampleBatch:
-        cfg = self.config
-        return compute_advantages(
-            sample_batch,
-            self,
-            gamma=cfg["gamma"],
-            lambda_=cfg["lambda"],
-            use_gae=cfg["use_gae"],
-            use_critic=cfg["use_critic"],
-        )
+        return compute_gae_for_sample_batch(self, sample_batch)
 
     def loss(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict

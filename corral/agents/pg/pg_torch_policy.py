@@ -11,8 +11,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from corral.agents.ppo.ppo_torch_policy import compute_advantages
 from corral.core.learner.learner import SEQ_MASK
+from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 

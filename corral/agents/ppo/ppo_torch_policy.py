@@ -11,10 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from corral.core.learner.learner import SEQ_MASK
+from corral.evaluation.postprocessing import (  # noqa: F401 - compute_advantages re-exported
+    compute_advantages,
+    compute_gae_for_sample_batch,
+)
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import (
     EntropyCoeffSchedule,
@@ -54,14 +57,7 @@ class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
         other_agent_batches: dict | None = None,
         episode: Any = None,
     ) -> SampleBatch:
-        return compute_advantages(
-            sample_batch,
-            self,
-            gamma=self.config["gamma"],
-            lambda_=self.config["lambda"],
-            use_gae=self.config["use_gae"],
-            use_critic=self.config["use_critic"],
-        )
+        return compute_gae_for_sample_batch(self, sample_batch)
 
     # -- loss ---------------------------------------------------------------
 
@@ -142,67 +138,3 @@ def explained_variance(targets: torch.Tensor, predictions: torch.Tensor) -> torc
     # No Python branch on a tensor: it would force a sync per minibatch.
     ev = torch.clamp(1.0 - diff_var / var_y, min=-1.0)
     return torch.where(var_y > 0, ev, torch.zeros_like(ev))
-
-
-def compute_advantages(
-    batch: SampleBatch,
-    policy: TorchPolicy,
-    gamma: float,
-    lambda_: float = 1.0,
-    use_gae: bool = True,
-    use_critic: bool = True,
-) -> SampleBatch:
-    """Adds `advantages` and `value_targets` to a batch of one or more trajectories.
-
-    Trajectories are runs of equal `eps_id`. Where one ends without being
-    terminated (truncation, horizon, fragment cut), the return is bootstrapped
-    with V(new_obs) of its last step, computed for all such ends in one pass.
-    """
-    n = batch.count
-    rewards = batch[SampleBatch.REWARDS].astype(np.float64)
-    terminated = batch[SampleBatch.TERMINATEDS]
-    eps = batch[SampleBatch.EPS_ID]
-    # cont[k]: step k+1 continues the trajectory of step k (a done step never
-    # does, even when an agent comes back later in the same episode).
-    cont = np.zeros(n, dtype=bool)
-    cont[:-1] = (eps[1:] == eps[:-1]) & ~(terminated[:-1] | batch[SampleBatch.TRUNCATEDS][:-1])
-    ends = np.flatnonzero(~cont & ~terminated)
-    next_values = np.zeros(n, np.float64)
-    if use_critic:
-        vf = batch[SampleBatch.VF_PREDS].astype(np.float64)
-        next_values[:-1] = np.where(cont[:-1], vf[1:], 0.0)
-        if len(ends):
-            next_values[ends] = policy.bootstrap_values(batch, ends)
-    else:
-        vf = np.zeros(n, np.float64)
-
-    if use_gae:
-        if not use_critic:
-            raise ValueError("use_gae=True requires use_critic=True (GAE needs values).")
-        # delta_t = r_t + gamma V(s_t+1) - V(s_t);  A_t = delta_t + gamma lambda A_t+1.
-        deltas = rewards + gamma * next_values - vf
-        advantages = _discounted_scan(deltas, cont, gamma * lambda_)
-        targets = advantages + vf
-    else:
-        # Discounted returns, bootstrapped at cut ends.
-        seeds = rewards.copy()
-        seeds[ends] += gamma * next_values[ends]
-        returns = _discounted_scan(seeds, cont, gamma)
-        advantages = returns - vf
-        targets = returns
-    batch[SampleBatch.ADVANTAGES] = advantages.astype(np.float32)
-    batch[SampleBatch.VALUE_TARGETS] = targets.astype(np.float32)
-    if not use_critic:
-        batch[SampleBatch.VF_PREDS] = np.zeros(n, np.float32)
-    return batch
-
-
-def _discounted_scan(x: np.ndarray, cont: np.ndarray, discount: float) -> np.ndarray:
-    """y_k = x_k + discount * y_k+1 within a trajectory (cont[k] links k to k+1)."""
-    out = np.empty_like(x)
-    xs, cs = x.tolist(), cont.tolist()
-    acc = 0.0
-    for k in range(len(xs) - 1, -1, -1):
-        acc = xs[k] + (discount * acc if cs[k] else 0.0)
-        out[k] = acc
-    return out
