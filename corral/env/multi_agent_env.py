@@ -63,7 +63,10 @@ def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> ty
             if isinstance(env_name_or_creator, str):
                 self.envs = [gym.make(env_name_or_creator) for _ in range(num)]
             else:
-                self.envs = [env_name_or_creator(config) for _ in range(num)]
+                from corral.env.gym_compat import ensure_gymnasium_env
+
+                # The creator may build an old-gym env (RLlib 1.x code): convert each copy.
+                self.envs = [ensure_gymnasium_env(env_name_or_creator(config)) for _ in range(num)]
             self.possible_agents = list(range(num))
             self.agents = list(self.possible_agents)
             self.observation_space = self.envs[0].observation_space

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from corral.env.gym_compat import check_reset_output, step_output_error
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.sampler import _Timers
@@ -154,7 +155,7 @@ class MultiAgentSampler:
     def _reset_all(self, seed: int | None) -> None:
         self.slots: list[_EnvSlot] = []
         for i, env in enumerate(self.envs):
-            obs, infos = env.reset(seed=None if seed is None else seed + i)
+            obs, infos = check_reset_output(env, env.reset(seed=None if seed is None else seed + i))
             self.slots.append(self._start_episode(i, obs, infos))
 
     def _start_episode(self, i: int, raw_obs: dict, infos: dict) -> _EnvSlot:
@@ -257,6 +258,8 @@ class MultiAgentSampler:
         results = [env.step(a) for env, a in zip(self.envs, actions)]
         t2 = time.perf_counter()
         for i, result in enumerate(results):
+            if not (isinstance(result, tuple) and len(result) == 5):
+                raise step_output_error(self.envs[i], result)
             self._record_step(i, *result)
         timers.inference += t1 - t0
         timers.env_wait += t2 - t1
@@ -378,7 +381,7 @@ class MultiAgentSampler:
         self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict()))
         self._flush(slot)
         if reset:
-            obs, infos = self.envs[i].reset()
+            obs, infos = check_reset_output(self.envs[i], self.envs[i].reset())
         else:
             obs = last_obs
         self.slots[i] = self._start_episode(i, obs, infos)

@@ -18,6 +18,7 @@ import numpy as np
 
 from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
+from corral.env.gym_compat import convert_space, ensure_gymnasium_env
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
 from corral.env.vector_env import VectorEnv
 from corral.evaluation.episode import Episode
@@ -159,7 +160,9 @@ class RolloutWorker:
             # Read by the creator of Gymnasium ids (`corral.env.utils`): a video needs
             # frames, a window needs "human".
             ctx._render_mode = "rgb_array" if self.record_env else "human"
-        env = self.env_creator(ctx)
+        # An env written for the old gym API (or declaring old `gym.spaces`) is
+        # converted here, so every kind of `env` setting gets the same conversion.
+        env = ensure_gymnasium_env(self.env_creator(ctx))
         if env is None:
             return None
         if self.validate_env is not None:
@@ -243,6 +246,8 @@ class RolloutWorker:
                     "it (or this worker has no env) and none were given; set "
                     "`observation_space` and `action_space`."
                 )
+            # Policy specs and config keys written with old `gym.spaces` (RLlib 1.x code).
+            obs_space, act_space = convert_space(obs_space), convert_space(act_space)
             policy_config = _merge_policy_config(base_config or self.config, spec.config)
             # Tells the policy's exploration which worker it acts in (e.g.
             # PerWorkerEpsilonGreedy's per-worker epsilon; 0 = the driver's worker).

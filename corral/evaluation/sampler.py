@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from corral.env.gym_compat import check_reset_output, step_output_error
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.models.preprocessors import NoPreprocessor
@@ -117,7 +118,8 @@ class SingleAgentSampler:
         if self.recurrent:
             self._reset_recurrent_inputs()
         for i in range(self.num_envs):
-            obs, _ = self.envs[i].reset(seed=None if seed is None else seed + i)
+            env = self.envs[i]
+            obs, _ = check_reset_output(env, env.reset(seed=None if seed is None else seed + i))
             self._start_episode(i, obs)
 
     def _reset_recurrent_inputs(self) -> None:
@@ -254,7 +256,11 @@ class SingleAgentSampler:
 
     def _record_step(self, t: int, results: list, actions: np.ndarray) -> None:
         buf = self._buffers
-        raw_obs, rewards, terminateds, truncateds, infos = zip(*results)
+        try:
+            raw_obs, rewards, terminateds, truncateds, infos = zip(*results)
+        except ValueError:  # an env returned something else than Gymnasium's 5-tuple
+            bad = next(i for i, r in enumerate(results) if not _is_step_tuple(r))
+            raise step_output_error(self.envs[bad], results[bad]) from None
         new_obs = buf[SampleBatch.NEXT_OBS][t]
         if self.fast_obs:
             try:
@@ -331,7 +337,7 @@ class SingleAgentSampler:
         )
         self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict()))
         if reset:
-            obs, _ = self.envs[i].reset()
+            obs, _ = check_reset_output(self.envs[i], self.envs[i].reset())
         else:
             obs = last_obs
         self._start_episode(i, obs, keep_state=not reset)
@@ -382,6 +388,10 @@ class SingleAgentSampler:
     def get_metrics(self) -> list[RolloutMetrics]:
         out, self._finished = self._finished, []
         return out
+
+
+def _is_step_tuple(result: Any) -> bool:
+    return isinstance(result, tuple) and len(result) == 5
 
 
 def _can_render(env: Any) -> bool:

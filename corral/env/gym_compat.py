@@ -1,0 +1,350 @@
+"""Envs and spaces written for the old gym API (gym <= 0.25), as Gymnasium ones.
+
+RLlib 1.x users wrote envs against gym: `reset() -> obs`, `step() -> (obs, reward, done,
+info)`, `render(mode)`, `gym.spaces`. corral runs on Gymnasium, so every env it builds goes
+through :func:`ensure_gymnasium_env`:
+
+- a `gym.Env` (any class whose MRO reaches the `gym` package, including what `gym.make`
+  returns) is converted with Farama's Shimmy (`GymV21CompatibilityV0` for gym < 0.26,
+  `GymV26CompatibilityV0` for gym 0.26, whose API is already Gymnasium's);
+- a `MultiAgentEnv` written for the old API (its `reset` takes no `seed`) is wrapped in
+  :class:`OldAPIMultiAgentEnv` (Shimmy has no multi-agent converter for RLlib's API);
+- an env of neither kind whose `reset` takes no `seed` is wrapped in :class:`OldAPIEnv`.
+
+Each converted env class is named in one warning per process. corral never imports `gym`:
+old objects are recognised by the module of their class, and Shimmy (which imports gym) is
+imported only when such an object is already in hand, i.e. when gym is already loaded.
+
+:func:`convert_space` turns old `gym.spaces` objects (in env spaces, policy specs or config
+keys) into the equal Gymnasium spaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import sys
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from corral.env.multi_agent_env import MultiAgentEnv
+from corral.utils.error import EnvError
+
+logger = logging.getLogger(__name__)
+
+_warned: set[str] = set()
+
+
+def _is_from_gym(obj: Any) -> bool:
+    """Whether `obj`'s class (or a base of it) lives in the old `gym` package."""
+    return any(
+        (getattr(c, "__module__", "") or "").split(".")[0] == "gym" for c in type(obj).__mro__
+    )
+
+
+def is_old_gym_space(space: Any) -> bool:
+    """Whether `space` is an old `gym.spaces` object (not a Gymnasium space)."""
+    return not isinstance(space, gym.Space) and _is_from_gym(space)
+
+
+def convert_space(space: Any) -> Any:
+    """`space` as a Gymnasium space: old `gym.spaces` objects are rebuilt equal (nested
+    Tuple/Dict too); Gymnasium spaces and None pass through unchanged.
+
+    Raises:
+        TypeError: for an old gym space type that has no Gymnasium counterpart.
+    """
+    if space is None or isinstance(space, gym.Space) or not is_old_gym_space(space):
+        return space
+    kind = type(space).__name__
+    spaces = gym.spaces
+    if kind == "Discrete":
+        return spaces.Discrete(int(space.n), start=int(getattr(space, "start", 0)))
+    if kind == "Box":
+        return spaces.Box(low=space.low, high=space.high, shape=space.shape, dtype=space.dtype)
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(np.asarray(space.nvec))
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(space.n)
+    if kind == "Tuple":
+        return spaces.Tuple([convert_space(s) for s in space.spaces])
+    if kind == "Dict":
+        # Keep the old space's key order (gym sorted plain-dict keys, as Gymnasium does).
+        return spaces.Dict({k: convert_space(s) for k, s in space.spaces.items()})
+    if kind == "Repeated" or hasattr(space, "child_space"):
+        return space
+    raise TypeError(
+        f"Cannot convert the old gym space {space!r} ({type(space).__module__}.{kind}) to a "
+        "Gymnasium space: expected Discrete, Box, MultiDiscrete, MultiBinary, Tuple or Dict."
+    )
+
+
+def convert_spaces_in(value: Any) -> Any:
+    """`value` with old gym spaces converted, looking into dicts, lists and tuples (for
+    `observation_space`/`action_space` config keys and policy spec tuples)."""
+    if is_old_gym_space(value):
+        return convert_space(value)
+    if isinstance(value, dict):
+        return {k: convert_spaces_in(v) for k, v in value.items()}
+    return value
+
+
+def _takes_seed(reset: Any) -> bool:
+    """Whether a `reset` method accepts Gymnasium's `seed=` keyword."""
+    try:
+        params = inspect.signature(reset).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature: assume Gymnasium
+        return True
+    return any(p.name == "seed" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def env_name(env: Any) -> str:
+    """A name for `env` in messages: its class, and its Gymnasium/gym id when it has one."""
+    spec = getattr(env, "spec", None)
+    env_id = getattr(spec, "id", None)
+    unwrapped = getattr(env, "unwrapped", env)
+    name = f"{type(unwrapped).__module__}.{type(unwrapped).__qualname__}"
+    return f"{name} ('{env_id}')" if env_id else name
+
+
+def _warn_once(env: Any, how: str) -> None:
+    name = env_name(env)
+    if name in _warned:
+        return
+    _warned.add(name)
+    warnings.warn(
+        f"Env {name} follows the old gym API (reset() -> obs, step() -> (obs, reward, done, "
+        f"info)); corral converts it with {how}. Port it to Gymnasium's API to silence this.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def is_old_api_env(env: Any) -> bool:
+    """Whether `env` must be converted before corral can step it."""
+    if isinstance(env, (OldAPIEnv, OldAPIMultiAgentEnv)):
+        return False
+    if _is_from_gym(env) and not isinstance(env, gym.Env):
+        return True
+    reset = getattr(env, "reset", None)
+    if reset is None or not callable(getattr(env, "step", None)):
+        return False
+    if isinstance(env, MultiAgentEnv) or not isinstance(env, gym.Env):
+        return not _takes_seed(reset)
+    return False
+
+
+def ensure_gymnasium_env(env: Any) -> Any:
+    """`env` as a Gymnasium-API env (single- or multi-agent), converting an old-API one.
+
+    Args:
+        env: what an env creator returned.
+
+    Returns:
+        `env` itself when it already follows Gymnasium's API, else a converting wrapper.
+    """
+    if env is None or not is_old_api_env(env):
+        _convert_own_spaces(env)
+        return env
+    if isinstance(env, MultiAgentEnv) or _looks_multi_agent(env):
+        _warn_once(env, "corral's OldAPIMultiAgentEnv")
+        return OldAPIMultiAgentEnv(env)
+    if _is_from_gym(env):
+        return _shimmy_convert(env)
+    _warn_once(env, "corral's OldAPIEnv")
+    return OldAPIEnv(env)
+
+
+def _looks_multi_agent(env: Any) -> bool:
+    return hasattr(env, "_agent_ids") or type(env).__name__.startswith("MultiAgent")
+
+
+def _convert_own_spaces(env: Any) -> None:
+    """A Gymnasium env that declares old gym spaces gets them converted in place."""
+    if env is None:
+        return
+    for attr in ("observation_space", "action_space"):
+        space = getattr(env, attr, None)
+        if is_old_gym_space(space):
+            # A read-only property stays as it is: the sampler's checks report it.
+            with contextlib.suppress(AttributeError):
+                setattr(env, attr, convert_space(space))
+
+
+def _shimmy_convert(env: Any) -> gym.Env:
+    try:
+        from shimmy import GymV21CompatibilityV0, GymV26CompatibilityV0
+    except ImportError as err:  # pragma: no cover - shimmy is a dependency
+        raise EnvError(
+            f"Env {env_name(env)} is an old gym env; converting it needs Shimmy: pip install shimmy"
+        ) from err
+    version = getattr(sys.modules.get("gym"), "__version__", "0.0")
+    major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if major_minor >= (0, 26):
+        _warn_once(env, "Shimmy's GymV26CompatibilityV0")
+        return GymV26CompatibilityV0(env=env)
+    _warn_once(env, "Shimmy's GymV21CompatibilityV0")
+    converted = GymV21CompatibilityV0(env=env)
+    # Shimmy reads `render_mode` from its own argument; an old env renders by `mode=`.
+    return converted
+
+
+class OldAPIEnv(gym.Env):
+    """A single-agent env with the old API that is not a `gym.Env` (duck-typed), as a
+    Gymnasium env. `done` becomes `terminated`, unless the info says
+    `TimeLimit.truncated` (gym's TimeLimit), which becomes `truncated`."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.observation_space = convert_space(env.observation_space)
+        self.action_space = convert_space(env.action_space)
+        self.metadata = getattr(env, "metadata", {}) or {}
+        self.render_mode = getattr(env, "render_mode", None)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None and callable(getattr(self.env, "seed", None)):
+            self.env.seed(seed)
+        return self.env.reset(), {}
+
+    def step(self, action: Any):
+        out = self.env.step(action)
+        if not isinstance(out, tuple) or len(out) != 4:
+            raise EnvError(
+                f"Env {env_name(self.env)}: step(action) returned {_short(out)}; an old-API "
+                "env must return (obs, reward, done, info)."
+            )
+        obs, reward, done, info = out
+        truncated = bool((info or {}).get("TimeLimit.truncated", False))
+        return obs, reward, bool(done) and not truncated, truncated, info or {}
+
+    def render(self) -> Any:
+        return self.env.render(mode=self.render_mode or "human")
+
+    def close(self) -> None:
+        if callable(getattr(self.env, "close", None)):
+            self.env.close()
+
+    @property
+    def unwrapped(self) -> Any:
+        return self.env
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+class OldAPIMultiAgentEnv(MultiAgentEnv):
+    """An RLlib 1.x `MultiAgentEnv` (`reset() -> obs_dict`, `step() -> (obs, rewards,
+    dones, infos)` with `dones["__all__"]`) as a Gymnasium-style one.
+
+    `dones` become `terminateds`; `truncateds` are all False, except an agent whose info
+    says `TimeLimit.truncated`. Agent ids come from the old env's `_agent_ids` (RLlib
+    1.13's attribute) when it has them, else from the first observation dict. The old
+    env's own attributes stay reachable through this wrapper.
+    """
+
+    def __init__(self, env: Any) -> None:
+        # Not MultiAgentEnv.__init__: the old env's `agents` (often a list of sub-envs)
+        # must not be taken for agent ids.
+        self.env = env
+        self.observation_space = convert_space(getattr(env, "observation_space", None))
+        self.action_space = convert_space(getattr(env, "action_space", None))
+        ids = getattr(env, "_agent_ids", None)
+        self.possible_agents = sorted(ids, key=str) if ids else []
+        self.agents = list(self.possible_agents)
+        self.observation_spaces = _per_agent(getattr(env, "observation_spaces", None))
+        self.action_spaces = _per_agent(getattr(env, "action_spaces", None))
+        self.metadata = getattr(env, "metadata", {}) or {}
+        self.render_mode = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None and callable(getattr(self.env, "seed", None)):
+            self.env.seed(seed)
+        obs = self.env.reset()
+        if not isinstance(obs, dict):
+            raise EnvError(
+                f"MultiAgentEnv {env_name(self.env)}: reset() returned {_short(obs)}; an "
+                "old-API multi-agent env must return a dict of observations keyed by agent id."
+            )
+        if not self.possible_agents:
+            self.possible_agents = list(obs)
+        self.agents = list(self.possible_agents)
+        return obs, {aid: {} for aid in obs}
+
+    def step(self, action_dict: dict):
+        out = self.env.step(action_dict)
+        if not isinstance(out, tuple) or len(out) != 4 or not isinstance(out[2], dict):
+            raise EnvError(
+                f"MultiAgentEnv {env_name(self.env)}: step(action_dict) returned "
+                f"{_short(out)}; an old-API multi-agent env must return (obs, rewards, "
+                "dones, infos), dicts keyed by agent id with dones['__all__']."
+            )
+        obs, rewards, dones, infos = out
+        if "__all__" not in dones:
+            raise EnvError(
+                f"MultiAgentEnv {env_name(self.env)}: step() returned dones {dones!r} without "
+                "the '__all__' key (True when the whole episode is over)."
+            )
+        infos = dict(infos or {})
+        terminateds, truncateds = {}, {}
+        for aid, done in dones.items():
+            trunc = bool((infos.get(aid) or {}).get("TimeLimit.truncated", False))
+            terminateds[aid] = bool(done) and not trunc
+            truncateds[aid] = trunc
+        return obs, rewards, terminateds, truncateds, infos
+
+    def render(self, mode: str = "rgb_array") -> Any:
+        return self.env.render(mode=mode) if callable(getattr(self.env, "render", None)) else None
+
+    def close(self) -> None:
+        if callable(getattr(self.env, "close", None)):
+            self.env.close()
+
+    @property
+    def unwrapped(self) -> Any:
+        return self.env
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+def _per_agent(spaces: Any) -> dict | None:
+    if not isinstance(spaces, dict):
+        return None
+    return {k: convert_space(s) for k, s in spaces.items()}
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    kind = type(value).__name__
+    if isinstance(value, tuple):
+        kind = f"a {len(value)}-tuple"
+    return f"{kind} {text[:limit]}{'...' if len(text) > limit else ''}"
+
+
+def check_reset_output(env: Any, out: Any) -> tuple[Any, dict]:
+    """`out` of `env.reset(...)` as `(obs, info)`, or an `EnvError` saying what came back."""
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+        return out
+    raise EnvError(
+        f"Env {env_name(env)}: reset() returned {_short(out)}; expected (obs, info) "
+        "(Gymnasium's API) - or an env following the old gym API (reset() -> obs, with "
+        "reset taking no seed), which corral converts."
+    )
+
+
+def step_output_error(env: Any, out: Any) -> EnvError:
+    """The error for an `env.step(action)` result that is not Gymnasium's 5-tuple."""
+    return EnvError(
+        f"Env {env_name(env)}: step(action) returned {_short(out)}; expected (obs, reward, "
+        "terminated, truncated, info) (Gymnasium's API) - or an env following the old gym "
+        "API throughout (reset() -> obs, step() -> (obs, reward, done, info)), which corral "
+        "converts."
+    )

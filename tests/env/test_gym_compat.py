@@ -1,0 +1,203 @@
+"""Envs written for the old gym API (gym <= 0.25) train unchanged (API.md "Porting rule")."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium
+import numpy as np
+import pytest
+
+from corral.env.gym_compat import (
+    OldAPIEnv,
+    OldAPIMultiAgentEnv,
+    convert_space,
+    ensure_gymnasium_env,
+    is_old_gym_space,
+)
+from corral.env.multi_agent_env import MultiAgentEnv
+from corral.utils.error import EnvError
+
+gym = pytest.importorskip("gym")
+
+
+class OldCorridor(gym.Env):
+    """RLlib 1.x's custom-env example shape: list observations, 4-tuple steps."""
+
+    def __init__(self, config=None):
+        self.end = (config or {}).get("corridor_length", 3)
+        self.action_space = gym.spaces.Discrete(2)
+        self.observation_space = gym.spaces.Box(0.0, self.end, shape=(1,), dtype=np.float32)
+        self.pos = 0
+
+    def reset(self):
+        self.pos = 0
+        return [self.pos]
+
+    def step(self, action):
+        self.pos += 1 if action == 1 else 0
+        done = self.pos >= self.end
+        return [self.pos], 1.0 if done else -0.1, done, {}
+
+    def render(self, mode="human"):
+        return None
+
+
+class OldTwoAgents(MultiAgentEnv):
+    """An RLlib 1.x MultiAgentEnv: reset -> obs dict, step -> 4 dicts, gym spaces."""
+
+    def __init__(self, config=None):
+        super().__init__()
+        self._agent_ids = {0, 1}
+        self.agents = ["not", "ids"]  # RLlib 1.x examples keep sub-envs here
+        self.observation_space = gym.spaces.Discrete(3)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self):
+        self.t = 0
+        return {0: 0, 1: 0}
+
+    def step(self, action_dict):
+        self.t += 1
+        done = self.t >= 4
+        obs = {a: self.t % 3 for a in action_dict}
+        return obs, {a: 1.0 for a in action_dict}, {"__all__": done}, {}
+
+
+def test_old_gym_space_converts_nested():
+    old = gym.spaces.Dict(
+        {
+            "a": gym.spaces.Tuple([gym.spaces.Discrete(3), gym.spaces.MultiBinary(2)]),
+            "b": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "c": gym.spaces.MultiDiscrete([2, 3]),
+        }
+    )
+    assert is_old_gym_space(old)
+    new = convert_space(old)
+    assert isinstance(new, gymnasium.spaces.Dict)
+    assert list(new.spaces) == ["a", "b", "c"]
+    assert new["a"][0] == gymnasium.spaces.Discrete(3)
+    assert new["b"] == gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    assert new["c"] == gymnasium.spaces.MultiDiscrete([2, 3])
+    space = gymnasium.spaces.Discrete(2)
+    assert convert_space(space) is space
+
+
+def test_old_gym_env_is_converted_with_shimmy_and_warns_once():
+    with pytest.warns(UserWarning, match="OldCorridor") as record:
+        env = ensure_gymnasium_env(OldCorridor())
+        ensure_gymnasium_env(OldCorridor())
+    assert sum("OldCorridor" in str(w.message) for w in record) == 1
+    assert type(env).__module__.startswith("shimmy")
+    assert isinstance(env.observation_space, gymnasium.spaces.Box)
+    obs, info = env.reset(seed=0)
+    assert obs == [0] and info == {}
+    assert env.step(1) == ([1], -0.1, False, False, {})
+
+
+def test_gym_make_result_is_converted():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = ensure_gymnasium_env(gym.make("CartPole-v0"))
+        obs, _ = env.reset(seed=3)
+        assert obs.shape == (4,)
+        for _ in range(300):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                break
+        assert terminated or truncated
+
+
+def test_old_multi_agent_env_is_wrapped():
+    with pytest.warns(UserWarning, match="OldTwoAgents"):
+        env = ensure_gymnasium_env(OldTwoAgents())
+    assert isinstance(env, OldAPIMultiAgentEnv) and isinstance(env, MultiAgentEnv)
+    assert env.possible_agents == [0, 1]
+    assert env.observation_space == gymnasium.spaces.Discrete(3)
+    obs, infos = env.reset()
+    assert obs == {0: 0, 1: 0} and infos == {0: {}, 1: {}}
+    _, _, term, trunc, _ = env.step({0: 1, 1: 0})
+    assert term == {"__all__": False} and trunc == {"__all__": False}
+    assert env.t == 1  # the old env's attributes stay reachable
+
+
+def test_duck_typed_old_env_is_wrapped():
+    class Plain:
+        observation_space = gymnasium.spaces.Discrete(2)
+        action_space = gymnasium.spaces.Discrete(2)
+
+        def reset(self):
+            return 0
+
+        def step(self, action):
+            return 1, 0.5, True, {"TimeLimit.truncated": True}
+
+    with pytest.warns(UserWarning, match="Plain"):
+        env = ensure_gymnasium_env(Plain())
+    assert isinstance(env, OldAPIEnv)
+    assert env.reset() == (0, {})
+    assert env.step(0) == (1, 0.5, False, True, {"TimeLimit.truncated": True})
+
+
+def test_gymnasium_env_passes_through():
+    env = gymnasium.make("CartPole-v1")
+    assert ensure_gymnasium_env(env) is env
+
+
+def _train_one(env, config=None, **kwargs):
+    from corral.agents.pg import PGTrainer
+
+    cfg = {"env": env, "num_workers": 0, "rollout_fragment_length": 20, "train_batch_size": 40}
+    cfg.update(config or {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = PGTrainer(config=cfg, **kwargs)
+        try:
+            return trainer.train()
+        finally:
+            trainer.stop()
+
+
+def test_old_env_class_trains():
+    result = _train_one(OldCorridor, {"env_config": {"corridor_length": 3}})
+    assert result["timesteps_total"] >= 40
+    assert result["episodes_total"] > 0
+
+
+def test_registered_gym_make_creator_trains():
+    from corral.tune.registry import register_env
+
+    register_env("old_gym_cartpole_test", lambda cfg: gym.make("CartPole-v0"))
+    assert _train_one("old_gym_cartpole_test")["timesteps_total"] >= 40
+
+
+def test_old_multi_agent_env_and_old_spaces_in_policy_specs_train():
+    spaces = (gym.spaces.Discrete(3), gym.spaces.Discrete(2))
+    config = {
+        "multiagent": {
+            "policies": {"p0": (None, *spaces, {}), "p1": (None, *spaces, {})},
+            "policy_mapping_fn": lambda aid, *a, **k: f"p{aid}",
+        }
+    }
+    result = _train_one(OldTwoAgents, config)
+    assert result["timesteps_total"] >= 40
+    assert set(result["policy_reward_mean"]) == {"p0", "p1"}
+
+
+def test_env_fitting_neither_api_gets_a_clear_error():
+    class Broken(gymnasium.Env):
+        observation_space = gymnasium.spaces.Discrete(2)
+        action_space = gymnasium.spaces.Discrete(2)
+
+        def __init__(self, config=None):
+            pass
+
+        def reset(self, *, seed=None, options=None):
+            return 0, {}
+
+        def step(self, action):
+            return 0, 1.0, True, {}  # old 4-tuple from a new-API reset
+
+    with pytest.raises(EnvError, match=r"Broken.*step\(action\) returned a 4-tuple"):
+        _train_one(Broken)
