@@ -9,8 +9,17 @@ interface, so the "local" backend (processes on this machine, below) and the
 
 The local backend forks worker processes (start-up in milliseconds, and env
 creators that are lambdas or closures need no pickling). Each handle has a
-reader thread that drains replies, so a large request and a large reply can
-never block each other.
+reader thread that drains replies and a writer thread that sends requests, so
+a large request and a large reply can never block each other, and a worker
+that stopped reading (SIGSTOP, an env that blocks) never blocks the driver.
+
+The driver never waits without a limit: a future's `result()` without a
+timeout waits at most the handle's `call_timeout_s` (the trainer's
+`sample_timeout_s`), then raises `WorkerTimeoutError`, a `WorkerFailure`
+that recovery handles like a crash. A worker exits by itself within about a
+second when its driver dies, even when the driver is SIGKILLed: it holds no
+copy of the driver's pipe ends (so it sees EOF), asks Linux to kill it with
+its parent (`PR_SET_PDEATHSIG`), and a thread watches the parent's pid.
 """
 
 from __future__ import annotations
@@ -19,14 +28,26 @@ import collections
 import contextlib
 import multiprocessing as mp
 import os
+import queue
 import signal
 import sys
 import threading
+import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterable
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import cloudpickle
+
+# How long a call may take when the handle is given no limit (COMMON_CONFIG's
+# `sample_timeout_s` default): the driver never waits forever.
+DEFAULT_CALL_TIMEOUT_S = 600.0
+# How often a worker checks that its driver is still alive (seconds).
+PARENT_WATCH_INTERVAL_S = 0.5
+# Linux prctl option: the signal a process gets when its parent thread dies.
+_PR_SET_PDEATHSIG = 1
 
 
 class WorkerFailure(RuntimeError):
@@ -37,9 +58,16 @@ class WorkerFailure(RuntimeError):
     `recreate_failed_workers`), not as a bug in the driver.
     """
 
-    def __init__(self, message: str, worker_index: int) -> None:
+    def __init__(self, message: str, worker_index: int, handle: Any = None) -> None:
         super().__init__(message)
         self.worker_index = worker_index
+        # The handle of the failed worker, so recovery knows which worker (of
+        # which worker set) to drop, even when that worker still answers a ping.
+        self.handle = handle
+
+    def __reduce__(self) -> tuple:
+        # The handle (threads, pipes) stays behind when the error is pickled.
+        return type(self), (str(self), self.worker_index)
 
 
 class WorkerCrashedError(WorkerFailure):
@@ -50,15 +78,39 @@ class RemoteWorkerError(WorkerFailure):
     """A call raised an exception inside the worker; the message has its traceback."""
 
 
+class WorkerTimeoutError(WorkerFailure, TimeoutError):
+    """The worker did not answer in time (hung, stopped, or too slow); it is
+    treated as failed. Also a `TimeoutError`, for code that waits with a limit."""
+
+
+def timeout_error(handle: Any, what: str, waited: float) -> WorkerTimeoutError:
+    """The error for `handle` not answering `what` within `waited` seconds."""
+    return WorkerTimeoutError(
+        f"Rollout worker {handle.worker_index} (pid {handle.pid}) did not answer `{what}` "
+        f"within {waited:.1f} s; it is treated as failed (hung or stopped, or slower than "
+        "`sample_timeout_s` allows).",
+        handle.worker_index,
+        handle,
+    )
+
+
 class Future:
-    """The pending result of one call on a remote worker."""
+    """The pending result of one call on a remote worker.
 
-    __slots__ = ("_event", "_value", "_error")
+    Args:
+        handle: the worker the call runs on (its `call_timeout_s` limits
+            `result()` without a timeout); None: no default limit.
+        what: the call's name, for the timeout error.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_event", "_value", "_error", "_handle", "_what")
+
+    def __init__(self, handle: Any = None, what: str = "call") -> None:
         self._event = threading.Event()
         self._value: Any = None
         self._error: BaseException | None = None
+        self._handle = handle
+        self._what = what
 
     def _set(self, value: Any = None, error: BaseException | None = None) -> None:
         self._value, self._error = value, error
@@ -67,18 +119,46 @@ class Future:
     def done(self) -> bool:
         return self._event.is_set()
 
-    def result(self, timeout: float | None = None) -> Any:
-        """Waits for the call; raises its `WorkerFailure` if it failed."""
+    def default_timeout(self) -> float | None:
+        """How long `result()` waits when given no timeout."""
+        return None if self._handle is None else self._handle.call_timeout_s
+
+    def result(self, timeout: float | None = None, *, _since: float | None = None) -> Any:
+        """Waits for the call; raises its `WorkerFailure` if it failed.
+
+        Args:
+            timeout: seconds to wait; None: the handle's `call_timeout_s`.
+                Past it, `WorkerTimeoutError` (a `TimeoutError` too).
+            _since: when the wait began (`time.monotonic()`), for the error
+                message of `wait_all`, whose futures share one deadline.
+        """
+        if timeout is None:
+            timeout = self.default_timeout()
         if not self._event.wait(timeout):
-            raise TimeoutError(f"No reply from the worker within {timeout} s.")
+            waited = timeout if _since is None else time.monotonic() - _since
+            if self._handle is None:
+                raise TimeoutError(f"No reply from the worker within {waited:.1f} s.")
+            raise timeout_error(self._handle, self._what, waited)
         if self._error is not None:
             raise self._error
         return self._value
 
 
-def wait_all(futures: Iterable[Future], timeout: float | None = None) -> list[Any]:
-    """Results of all `futures` in order (the first failure is raised)."""
-    return [f.result(timeout) for f in futures]
+def wait_all(futures: Iterable[Any], timeout: float | None = None) -> list[Any]:
+    """Results of all `futures` in order (the first failure is raised).
+
+    The futures run at the same time, so they share one deadline: `timeout`
+    seconds from now, or each handle's `call_timeout_s` from now.
+    """
+    futures = list(futures)
+    start = time.monotonic()
+    results = []
+    for f in futures:
+        limit = f.default_timeout() if timeout is None else timeout
+        if limit is not None:
+            limit = max(0.0, limit - (time.monotonic() - start))
+        results.append(f.result(limit, _since=start))
+    return results
 
 
 # `ray.get`-like spelling for ported code.
@@ -102,7 +182,14 @@ class ProcessWorker:
         env_vars: extra environment variables for the child
             (`extra_python_environs_for_worker`).
         num_threads: torch threads in the child (`num_cpus_per_worker`).
+        call_timeout_s: how long `result()` of a call waits by default
+            (`sample_timeout_s`); past it the worker is treated as failed.
     """
+
+    # The driver's ends of the pipes of all live workers of this process: a
+    # forked child closes its copies, so that each worker sees EOF (and exits)
+    # when the driver dies, instead of a younger sibling keeping the pipe open.
+    _parent_ends: weakref.WeakSet = weakref.WeakSet()
 
     def __init__(
         self,
@@ -110,26 +197,49 @@ class ProcessWorker:
         factory: Callable[[], Any],
         env_vars: dict[str, str] | None = None,
         num_threads: int = 1,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         self.worker_index = worker_index
-        ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        self.call_timeout_s = call_timeout_s
+        fork = sys.platform.startswith("linux")
+        ctx = mp.get_context("fork" if fork else "spawn")
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         self._conn = parent_conn
+        # Only a forked child inherits the driver's pipe ends (spawn passes none).
+        inherited = [parent_conn, *ProcessWorker._parent_ends] if fork else []
+        watch = _ParentWatch(
+            os.getpid(),
+            # PR_SET_PDEATHSIG fires when the forking *thread* ends: only safe to
+            # ask for when that thread is the main one (whose end is the process's).
+            death_signal=fork and threading.current_thread() is threading.main_thread(),
+        )
         self._process = ctx.Process(
             target=_worker_main,
-            args=(child_conn, factory, worker_index, env_vars or {}, max(1, int(num_threads))),
+            args=(
+                child_conn,
+                factory,
+                worker_index,
+                env_vars or {},
+                max(1, int(num_threads)),
+                inherited,
+                watch,
+            ),
             name=f"corral-worker-{worker_index}",
             daemon=True,
         )
         self._process.start()
         child_conn.close()
+        ProcessWorker._parent_ends.add(parent_conn)
         self._pending: collections.deque[Future] = collections.deque()
         self._lock = threading.Lock()
         self._dead: WorkerFailure | None = None
-        self._ready = Future()
+        self._ready = Future(self, "start")
         self._pending.append(self._ready)
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
+        self._writer = threading.Thread(target=self._write_requests, daemon=True)
+        self._writer.start()
 
     @property
     def pid(self) -> int | None:
@@ -155,16 +265,30 @@ class ProcessWorker:
         return _RemoteMethod(self, name)
 
     def _send(self, message: tuple) -> Future:
-        future = Future()
+        kind, target = message[0], message[1]
+        future = Future(self, target if kind == "call" else kind)
+        # Pickled here, so that an argument that cannot be pickled fails the caller.
+        data = bytes(ForkingPickler.dumps(message))
         with self._lock:
             if self._dead is not None:
                 future._set(error=self._dead)
                 return future
             self._pending.append(future)
-            # On a dead pipe the reader thread notices the death and fails the future.
-            with contextlib.suppress(OSError, EOFError, BrokenPipeError):
-                self._conn.send(message)
+            # The writer thread sends: a worker that stopped reading (SIGSTOP)
+            # fills the pipe, and only that thread blocks, not the driver.
+            self._outbox.put(data)
         return future
+
+    def _write_requests(self) -> None:
+        while True:
+            data = self._outbox.get()
+            if data is None:
+                return
+            try:
+                self._conn.send_bytes(data)
+            except (OSError, EOFError, ValueError):
+                # A dead pipe: the reader thread notices the death and fails the futures.
+                return
 
     def _read_replies(self) -> None:
         while True:
@@ -179,7 +303,7 @@ class ProcessWorker:
                 future._set(payload)
             else:
                 future._set(
-                    error=RemoteWorkerError(_format_remote(self, payload), self.worker_index)
+                    error=RemoteWorkerError(_format_remote(self, payload), self.worker_index, self)
                 )
 
     def _mark_dead(self) -> None:
@@ -189,6 +313,7 @@ class ProcessWorker:
         error = WorkerCrashedError(
             f"Rollout worker {self.worker_index} (pid {self.pid}) died ({how}).",
             self.worker_index,
+            self,
         )
         with self._lock:
             self._dead = error
@@ -209,9 +334,13 @@ class ProcessWorker:
         self.kill()
 
     def kill(self) -> None:
+        """SIGKILLs the process (a stopped or hung one too) and closes the pipe."""
         if self._process.is_alive():
-            os.kill(self._process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, signal.SIGKILL)
             self._process.join(timeout=5.0)
+        self._outbox.put(None)
+        ProcessWorker._parent_ends.discard(self._conn)
         self._conn.close()
 
     def __repr__(self) -> str:
@@ -226,13 +355,63 @@ def _format_remote(handle: ProcessWorker, payload: tuple[str, str, str]) -> str:
     )
 
 
+class _ParentWatch:
+    """Makes a worker process end when its driver does (runs in the child).
+
+    Args:
+        parent_pid: the driver's pid.
+        death_signal: also ask Linux to SIGKILL the child when the forking
+            thread dies (`prctl(PR_SET_PDEATHSIG)`; works even while the child
+            is stuck in native code or stopped).
+    """
+
+    def __init__(self, parent_pid: int, death_signal: bool) -> None:
+        self.parent_pid = parent_pid
+        self.death_signal = death_signal
+
+    def start(self) -> None:
+        if self.death_signal:
+            _set_parent_death_signal(signal.SIGKILL)
+        # The driver may have died before the prctl above took effect.
+        if os.getppid() != self.parent_pid:
+            os._exit(1)
+        # The portable part: a thread that polls the parent's pid (a dead
+        # parent's children are re-parented, so getppid() changes).
+        threading.Thread(target=self._poll, name="corral-parent-watch", daemon=True).start()
+
+    def _poll(self) -> None:
+        while os.getppid() == self.parent_pid:
+            time.sleep(PARENT_WATCH_INTERVAL_S)
+        os._exit(1)
+
+
+def _set_parent_death_signal(sig: int) -> None:
+    """`prctl(PR_SET_PDEATHSIG, sig)` via libc; silently nothing where unavailable."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux, or no prctl: the thread still watches
+        pass
+
+
 def _worker_main(
     conn: Any,
     factory: Callable[[], Any],
     worker_index: int,
     env_vars: dict[str, str],
     num_threads: int,
+    inherited: list[Any] = (),
+    watch: _ParentWatch | None = None,
 ) -> None:
+    # Close this process's copies of the driver's pipe ends (its own worker's
+    # and its elder siblings'): then EOF on `conn` means the driver is gone.
+    for other in inherited:
+        with contextlib.suppress(OSError):
+            other.close()
+    if watch is not None:
+        watch.start()
     os.environ.update({k: str(v) for k, v in env_vars.items()})
     # Workers sample with small batches: one thread each is fastest, and n
     # workers on n cores must not fight over threads.

@@ -19,12 +19,19 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
 
-from corral.evaluation.backend import RemoteWorkerError, WorkerCrashedError, _RemoteMethod
+from corral.evaluation.backend import (
+    DEFAULT_CALL_TIMEOUT_S,
+    RemoteWorkerError,
+    WorkerCrashedError,
+    _RemoteMethod,
+    timeout_error,
+)
 
 RAY_MISSING = (
     "backend='ray' needs Ray, which is not installed: `pip install \"corral[ray]\"` "
@@ -92,22 +99,33 @@ def _actor_class(ray: Any) -> Any:
 class RayFuture:
     """The pending result of one call on a Ray actor (wraps its object ref)."""
 
-    __slots__ = ("_handle", "_ref")
+    __slots__ = ("_handle", "_ref", "_what")
 
-    def __init__(self, handle: RayWorker, ref: Any) -> None:
-        self._handle, self._ref = handle, ref
+    def __init__(self, handle: RayWorker, ref: Any, what: str = "call") -> None:
+        self._handle, self._ref, self._what = handle, ref, what
 
     def done(self) -> bool:
         ready, _ = self._handle._ray.wait([self._ref], timeout=0)
         return bool(ready)
 
-    def result(self, timeout: float | None = None) -> Any:
-        """Waits for the call; raises `WorkerFailure` subclasses as the local backend does."""
+    def default_timeout(self) -> float | None:
+        """How long `result()` waits when given no timeout."""
+        return self._handle.call_timeout_s
+
+    def result(self, timeout: float | None = None, *, _since: float | None = None) -> Any:
+        """Waits for the call; raises `WorkerFailure` subclasses as the local backend does.
+
+        Without a timeout it waits the handle's `call_timeout_s`; past the
+        limit, `WorkerTimeoutError` (the actor is treated as failed).
+        """
         ray = self._handle._ray
+        if timeout is None:
+            timeout = self.default_timeout()
         try:
             return ray.get(self._ref, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
-            raise TimeoutError(f"No reply from the worker within {timeout} s.") from None
+            waited = timeout if _since is None else time.monotonic() - _since
+            raise timeout_error(self._handle, self._what, waited) from None
         except ray.exceptions.RayActorError as e:
             raise self._handle._crashed(e) from None
         except ray.exceptions.RayTaskError as e:
@@ -118,6 +136,7 @@ class RayFuture:
                 f"{self._handle.pid}) raised {type(cause).__name__}: {cause}\n"
                 f"--- traceback in the worker ---\n{e}",
                 self._handle.worker_index,
+                self._handle,
             ) from None
 
 
@@ -133,6 +152,8 @@ class RayWorker:
         num_threads: torch threads in the actor.
         resources: Ray actor options (`num_cpus`, `num_gpus`, `resources`).
         placement: (placement group, bundle index) to schedule the actor in.
+        call_timeout_s: how long `result()` of a call waits by default
+            (`sample_timeout_s`); past it the actor is treated as failed.
     """
 
     def __init__(
@@ -143,9 +164,11 @@ class RayWorker:
         num_threads: int = 1,
         resources: dict[str, Any] | None = None,
         placement: tuple[Any, int] | None = None,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         self._ray = _ray()
         self.worker_index = worker_index
+        self.call_timeout_s = call_timeout_s
         self.pid: int | None = None
         self._dead: WorkerCrashedError | None = None
         options: dict[str, Any] = {"max_restarts": 0, **(resources or {})}
@@ -163,7 +186,7 @@ class RayWorker:
                 cloudpickle.dumps(factory), worker_index, env_vars or {}, max(1, int(num_threads))
             )
         )
-        self._ready = RayFuture(self, self._actor.ready.remote())
+        self._ready = RayFuture(self, self._actor.ready.remote(), "start")
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Blocks until the worker is built (raises what its constructor raised)."""
@@ -173,11 +196,13 @@ class RayWorker:
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> RayFuture:
         """Runs `worker.<method>(*args, **kwargs)` in the actor."""
-        return RayFuture(self, self._actor.call.remote(method, args, kwargs))
+        return RayFuture(self, self._actor.call.remote(method, args, kwargs), method)
 
     def apply(self, func: Callable, *args: Any, **kwargs: Any) -> RayFuture:
         """Runs `func(worker, *args, **kwargs)` in the actor."""
-        return RayFuture(self, self._actor.apply.remote(cloudpickle.dumps(func), args, kwargs))
+        return RayFuture(
+            self, self._actor.apply.remote(cloudpickle.dumps(func), args, kwargs), "apply"
+        )
 
     def __getattr__(self, name: str) -> _RemoteMethod:
         if name.startswith("_"):
@@ -191,6 +216,7 @@ class RayWorker:
                 f"Rollout worker {self.worker_index} (Ray actor, pid {self.pid}) died: "
                 f"{first_line}",
                 self.worker_index,
+                self,
             )
         return self._dead
 

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import time
 from collections.abc import Callable
 from typing import Any
 
 from corral.env.env_context import EnvContext
-from corral.evaluation.backend import ProcessWorker, WorkerFailure, wait_all
+from corral.evaluation.backend import (
+    DEFAULT_CALL_TIMEOUT_S,
+    ProcessWorker,
+    WorkerFailure,
+    wait_all,
+)
 from corral.evaluation.rollout_worker import RolloutWorker
 from corral.policy.policy import PolicySpec
 
@@ -16,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 # Seconds to wait for a worker to start (builds its envs and policies).
 WORKER_START_TIMEOUT_S = 120.0
+# COMMON_CONFIG's `worker_health_probe_timeout_s` default.
+DEFAULT_HEALTH_PROBE_TIMEOUT_S = 30.0
 
 
 class WorkerSet:
@@ -42,6 +51,8 @@ class WorkerSet:
         self._config = trainer_config or {}
         self._logdir = logdir
         self._policy_specs = policy_specs_from_config(self._config, policy_class)
+        # Read once here, so that a bad value fails at construction, not at the first wait.
+        _ = (self.sample_timeout_s, self.health_probe_timeout_s)
         self._remote_workers: list[ProcessWorker] = []
         self._placement: Any = None  # RayPlacement, with backend="ray"
         self._synced_seq: dict[int, dict[str, int]] = {}
@@ -82,6 +93,7 @@ class WorkerSet:
         factory = self._worker_factory(index, self._config.get("num_workers", 0))
         env_vars = self._config.get("extra_python_environs_for_worker") or {}
         num_threads = max(1, int(self._config.get("num_cpus_per_worker", 1) or 1))
+        timeout = self.sample_timeout_s
         if self._config.get("backend", "local") == "ray":
             from corral.evaluation.ray_backend import RayWorker
 
@@ -92,8 +104,23 @@ class WorkerSet:
                 num_threads=num_threads,
                 resources=self._ray_resources(),
                 placement=self._placement.of(index) if self._placement else None,
+                call_timeout_s=timeout,
             )
-        return ProcessWorker(index, factory, env_vars, num_threads=num_threads)
+        return ProcessWorker(
+            index, factory, env_vars, num_threads=num_threads, call_timeout_s=timeout
+        )
+
+    @property
+    def sample_timeout_s(self) -> float:
+        """How long the driver waits for one call on a worker (`sample_timeout_s`)."""
+        return _positive_seconds(self._config, "sample_timeout_s", DEFAULT_CALL_TIMEOUT_S)
+
+    @property
+    def health_probe_timeout_s(self) -> float:
+        """How long a health probe waits for the workers' answers."""
+        return _positive_seconds(
+            self._config, "worker_health_probe_timeout_s", DEFAULT_HEALTH_PROBE_TIMEOUT_S
+        )
 
     def _ray_resources(self) -> dict[str, Any]:
         """Ray actor options of one worker, from the `*_per_worker` keys."""
@@ -261,13 +288,23 @@ class WorkerSet:
     def foreach_env_with_context(self, func: Callable) -> list[list[Any]]:
         return self.foreach_worker(lambda w: w.foreach_env_with_context(func))
 
-    def probe_remote_workers(self, timeout: float = 30.0) -> list[tuple[ProcessWorker, bool]]:
-        """Pings every remote worker; (worker, healthy) pairs."""
+    def probe_remote_workers(
+        self, timeout: float | None = None
+    ) -> list[tuple[ProcessWorker, bool]]:
+        """Pings every remote worker at once; (worker, healthy) pairs.
+
+        A worker is unhealthy when it is dead or does not answer within
+        `timeout` seconds (default: `worker_health_probe_timeout_s`), counted
+        for all workers together, so a probe never takes longer than that.
+        """
+        if timeout is None:
+            timeout = self.health_probe_timeout_s
         futures = [(w, w.call("ping")) for w in self._remote_workers]
+        deadline = time.monotonic() + timeout
         out = []
         for w, f in futures:
             try:
-                f.result(timeout)
+                f.result(max(0.0, deadline - time.monotonic()))
                 out.append((w, True))
             except (WorkerFailure, TimeoutError):
                 out.append((w, False))
@@ -300,6 +337,21 @@ def policy_specs_from_config(config: dict, default_class: type | None) -> dict[s
             spec = PolicySpec(*spec)
         specs[pid] = spec._replace(policy_class=spec.policy_class or default_class)
     return specs
+
+
+def _positive_seconds(config: dict, key: str, default: float) -> float:
+    """`config[key]` as a positive, finite number of seconds (`default` when unset)."""
+    value = config.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"`{key}` must be a positive number of seconds, got {value!r}.")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(
+            f"`{key}` must be a positive, finite number of seconds, got {value!r} "
+            "(the driver never waits for a worker without a limit)."
+        )
+    return float(value)
 
 
 def _build_worker(
