@@ -355,6 +355,20 @@ COMMON_CONFIG: TrainerConfigDict = {
     # (instead of failing, or carrying on without it as `ignore_worker_failures`
     # does).
     "recreate_failed_workers": False,
+    # (RLlib 2.0's name) A sub-env that raises in reset() or step() is closed and
+    # built anew; its unfinished episode is dropped from the batch and from the
+    # metrics (counted as `num_faulty_episodes` and `num_env_restarts` in the
+    # result) instead of failing its worker. False: the exception fails the
+    # worker, and `ignore_worker_failures` / `recreate_failed_workers` decide.
+    "restart_failed_sub_environments": False,
+    # Seconds the driver waits for one call on a remote worker (a `sample()`,
+    # a weight sync, ...) before it treats the worker as failed (hung or
+    # stopped): then recovery drops or recreates it (and SIGKILLs it), or the
+    # error names the worker, its pid and how long it was waited for.
+    "sample_timeout_s": 600.0,
+    # Seconds a health probe (a ping of every remote worker, after a failure)
+    # may take; a worker that does not answer in time counts as failed.
+    "worker_health_probe_timeout_s": 30.0,
 }
 
 # Dict-valued top-level keys whose dicts may receive sub-keys that the defaults lack

@@ -282,21 +282,27 @@ class Trainer(Trainable):
         recover = self.config["ignore_worker_failures"] or self.config.get(
             "recreate_failed_workers"
         )
+        last_error: WorkerFailure | None = None
         for _ in range(1 + MAX_WORKER_FAILURE_RETRIES):
             try:
                 result = self.step_attempt()
                 self._sync_filters_if_needed(self.workers)
                 return result
-            except WorkerFailure:
+            except WorkerFailure as e:
                 if not recover:
                     logger.info(
                         "A worker failed during train(). To continue without it, set "
                         "`ignore_worker_failures: True` (or `recreate_failed_workers: True`)."
                     )
                     raise
+                last_error = e
                 logger.exception("Worker failure in train(); attempting to recover.")
-                self.try_recover_from_step_attempt()
-        raise RuntimeError("Failed to recover from worker crash.")
+                self.try_recover_from_step_attempt(error=e)
+        # The cause (the env's own exception, a crash, a timeout) is part of the message.
+        raise RuntimeError(
+            f"Failed to recover from worker crash: {MAX_WORKER_FAILURE_RETRIES + 1} attempts "
+            f"in a row failed; the last failure was: {last_error}"
+        ) from last_error
 
     def _sync_filters_if_needed(self, worker_set: WorkerSet) -> None:
         """Merges the remote workers' observation-filter statistics into the local
@@ -936,26 +942,52 @@ class Trainer(Trainable):
 
     # -- recovery -----------------------------------------------------------
 
-    def try_recover_from_step_attempt(self) -> None:
-        """Health-checks every remote worker; drops (or recreates) the dead ones."""
-        workers = self.workers
+    def try_recover_from_step_attempt(self, error: BaseException | None = None) -> None:
+        """Health-checks every remote worker, rollout and evaluation ones; drops
+        (or, with `recreate_failed_workers`, recreates) the failed ones.
+
+        A worker has failed when it is dead, does not answer a ping within
+        `worker_health_probe_timeout_s`, or is the one `error` (the
+        `WorkerFailure` of the failed attempt) came from: a worker whose env
+        raised, or that did not answer in time, still answers a ping, yet it
+        is broken (its env is mid-step, or it is too slow). A dropped or
+        replaced worker is SIGKILLed, so a hung one does not linger.
+        """
+        failed = getattr(error, "handle", None)
+        self._recover_worker_set(self.workers, failed, error, "rollout")
+        if self.evaluation_workers is not None:
+            self._recover_worker_set(self.evaluation_workers, failed, error, "evaluation")
+
+    def _recover_worker_set(
+        self,
+        workers: WorkerSet,
+        failed: Any,
+        error: BaseException | None,
+        kind: str,
+    ) -> None:
         if not workers.remote_workers():
             return
         healthy = []
         for w, ok in workers.probe_remote_workers():
-            if ok:
+            if ok and w is not failed:
                 healthy.append(w)
                 continue
             if self.config.get("recreate_failed_workers"):
-                logger.warning("Recreating failed worker %d.", w.worker_index)
+                logger.warning("Recreating failed %s worker %d.", kind, w.worker_index)
+                # recreate_worker SIGKILLs the old process before starting the new one.
                 healthy.append(
                     workers.recreate_worker(w.worker_index, prepare=self._replay_policy_changes)
                 )
             else:
-                logger.warning("Removing unhealthy worker %d.", w.worker_index)
+                logger.warning("Removing unhealthy %s worker %d.", kind, w.worker_index)
                 w.kill()
         if not healthy:
-            raise RuntimeError("Not enough healthy workers remain to continue.")
+            cause = f" The last failure was: {error}" if error is not None else ""
+            raise RuntimeError(
+                f"Not enough healthy workers remain to continue (every {kind} worker "
+                f"failed).{cause}"
+            ) from error
+        # (A new evaluation worker gets the current weights when the next evaluation syncs.)
         workers.reset(healthy)
 
     # -- checkpoints --------------------------------------------------------

@@ -35,7 +35,14 @@ SEED = Path(__file__).parents[3] / "shared/seeds/trainer-source.txt"
 
 # Keys whose corral default deliberately differs from RLlib's.
 CORRAL_DEFAULTS = {"framework", "callbacks", "sample_collector", "model"}
-CORRAL_KEYS = {"backend", "num_learners", "recreate_failed_workers"}
+CORRAL_KEYS = {
+    "backend",
+    "num_learners",
+    "recreate_failed_workers",
+    "restart_failed_sub_environments",
+    "sample_timeout_s",
+    "worker_health_probe_timeout_s",
+}
 
 
 def _seed_block() -> str:
