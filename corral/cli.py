@@ -688,9 +688,21 @@ def build_trainer(
     With ``-vv`` the traceback is printed as well, for when the mistake turns
     out to be corral's.
     """
+    return _constructed(
+        trainer_class,
+        lambda: trainer_class(config=config, env=env, logger_creator=logger_creator),
+        verbose,
+    )
+
+
+def _constructed(trainer_class: type, construct: Callable[[], Any], verbose: int = 0) -> Any:
+    """``construct()``, its config and env mistakes reported as a ``UsageError``.
+
+    A ``CheckpointError`` passes through unchanged (its message names the file).
+    """
     from gymnasium.error import Error as GymnasiumError
 
-    from corral.utils.error import EnvError, UnsupportedSpaceException
+    from corral.utils.error import CheckpointError, EnvError, UnsupportedSpaceException
 
     user_errors = (
         ValueError,
@@ -702,7 +714,9 @@ def build_trainer(
         GymnasiumError,
     )
     try:
-        return trainer_class(config=config, env=env, logger_creator=logger_creator)
+        return construct()
+    except CheckpointError:
+        raise
     except user_errors as e:
         if verbose > 1:
             traceback.print_exc()
@@ -722,31 +736,148 @@ def _describe(error: BaseException) -> str:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    """``corral evaluate``: restores a checkpoint and prints each episode's reward and the mean."""
+    """``corral evaluate``: restores a checkpoint and prints each episode's reward and the mean.
+
+    The trainer is rebuilt from the config the checkpoint stored
+    (``Trainer.from_checkpoint``), or, for checkpoints older than that, from the
+    trial's ``params.json``. Nothing either file names is imported: an env that
+    is not registered in this process or a plain Gymnasium id must be given with
+    ``--env``, and config values that were code fall back to their defaults.
+    """
     from corral.tune.logger import UnifiedLogger
+    from corral.utils import checkpoint_config
+    from corral.utils.checkpoints import read_saved_config
+    from corral.utils.error import CheckpointError
 
     if args.video_dir:
         _check_video_support()
     checkpoint_dir = find_checkpoint_dir(args.checkpoint)
-    params = read_params(checkpoint_dir)
-    trainer_class = get_trainer_class(args.run or _trainer_name(checkpoint_dir))
-    env = args.env or params.get("env")
+    try:
+        name, saved = read_saved_config(checkpoint_dir)
+        source = f"{checkpoint_dir}/trainer_state.json"
+    except CheckpointError:  # written before checkpoints stored their config
+        name, saved, source = _trainer_name(checkpoint_dir), None, ""
+    trainer_class = get_trainer_class(args.run or name)
+    if saved is None:
+        params = read_params(checkpoint_dir)
+        source = "the trial's params.json"
+        saved_env = params.get("env")
+        if saved_env is not None and not checkpoint_config.env_is_known(saved_env):
+            saved_env = checkpoint_config.Unresolved(
+                "env", checkpoint_config.env_refusal(saved_env, source)
+            )
+    else:
+        saved_env = saved.get("env")
+    env = args.env or saved_env
+    if isinstance(env, checkpoint_config.Unresolved):
+        raise UsageError(f"{env.reason} with --env")
     if not env:
-        raise UsageError(f"no params.json next to {checkpoint_dir} names the env: give --env")
-    config = evaluation_config(params, trainer_class, args.config or {}, args.seed)
+        raise UsageError(f"no env is recorded for {checkpoint_dir}: give --env")
     with tempfile.TemporaryDirectory(prefix="corral-evaluate-") as logdir:
         # The trainer is only a policy holder here: log nowhere that outlives this command.
-        trainer = build_trainer(
-            trainer_class, env, config, lambda cfg: UnifiedLogger(cfg, logdir, loggers=[])
-        )
+        def logger_creator(cfg: dict) -> Any:
+            return UnifiedLogger(cfg, logdir, loggers=[])
+
+        if saved is None:
+            config = evaluation_config(params, trainer_class, args.config or {}, args.seed)
+            trainer = build_trainer(trainer_class, env, config, logger_creator)
+            config_env = config.get("env_config") or {}
+            try:
+                _restore(trainer, checkpoint_dir)
+            except BaseException:
+                trainer.stop()
+                raise
+        else:
+            overrides = evaluation_overrides(saved, trainer_class, args.config or {}, args.seed)
+            overrides["env"] = env
+            trainer = _from_checkpoint(trainer_class, checkpoint_dir, overrides, logger_creator)
+            config_env = trainer.config.get("env_config") or {}
         try:
-            _restore(trainer, checkpoint_dir)
-            rewards = _evaluate_episodes(trainer, env, config.get("env_config") or {}, args)
+            rewards = _evaluate_episodes(trainer, env, config_env, args)
         finally:
             trainer.stop()
     mean = sum(rewards) / len(rewards)
     print(f"Mean reward over {len(rewards)} episodes: {mean:.2f}")
     return EXIT_OK
+
+
+def evaluation_overrides(
+    saved: Mapping, trainer_class: type, overrides: Mapping, seed: int | None
+) -> dict:
+    """``config_overrides`` that turn a checkpoint's saved config into one for local rollouts.
+
+    Values the checkpoint could not give back (code) return to the algorithm's
+    defaults; remote workers and the trainer's own evaluation are switched off
+    (this command steps the env itself); the user's ``--config`` comes last.
+    """
+    from corral.utils import checkpoint_config
+
+    defaults = trainer_class.get_default_config()
+    out: dict = {}
+    for missing in checkpoint_config.find_unresolved(saved):
+        path = missing.key
+        if path == "env" or path.startswith("multiagent.policies"):
+            continue  # the env is passed separately; policies: see _single_agent_policies
+        *parents, leaf = path.split(".")
+        node = out
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        # evaluation_config overrides the main config: its lost values fall back to
+        # the main config's defaults.
+        default: Any = defaults
+        for key in [*parents, leaf][1 if parents[:1] == ["evaluation_config"] else 0 :]:
+            default = default.get(key) if isinstance(default, Mapping) else None
+        node[leaf] = default
+    policies = _single_agent_policies(saved.get("multiagent") or {})
+    if policies is not None:
+        out.setdefault("multiagent", {})["policies"] = policies
+    out.update(
+        num_workers=0,
+        evaluation_interval=None,
+        evaluation_num_workers=0,
+        create_env_on_driver=True,
+    )
+    if seed is not None:
+        out["seed"] = seed
+    return deep_merge(out, overrides)
+
+
+def _single_agent_policies(multiagent: Mapping) -> dict | None:
+    """The saved ``default_policy`` spec, its class dropped when the checkpoint could not
+    name it; refuses multi-agent checkpoints (their mapping function was code)."""
+    from corral.utils import checkpoint_config
+
+    policies = multiagent.get("policies")
+    if not isinstance(policies, Mapping) or not policies:
+        return None
+    if set(policies) != {"default_policy"}:
+        raise UsageError(
+            f"the checkpoint has policies {sorted(policies)}; `corral evaluate` rolls out "
+            "single-agent checkpoints (the default_policy) only"
+        )
+    spec = list(policies["default_policy"] or [None, None, None, {}])
+    if checkpoint_config.find_unresolved(spec):
+        spec[0] = None
+    if checkpoint_config.find_unresolved(spec):
+        raise UsageError(f"the saved default_policy spec cannot be rebuilt: {spec}")
+    return {"default_policy": spec}
+
+
+def _from_checkpoint(
+    trainer_class: type, checkpoint_dir: str, overrides: dict, logger_creator: Callable
+) -> Any:
+    """``trainer_class.from_checkpoint``, its mistakes reported as one-line usage errors."""
+    from corral.utils.error import CheckpointError
+
+    try:
+        return _constructed(
+            trainer_class,
+            lambda: trainer_class.from_checkpoint(
+                checkpoint_dir, overrides, logger_creator=logger_creator
+            ),
+        )
+    except CheckpointError as e:
+        raise UsageError(str(e)) from None
 
 
 def find_checkpoint_dir(path: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import importlib
 import json
 import logging
 import os
@@ -49,8 +48,9 @@ from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.tune.logger import UnifiedLogger
 from corral.tune.result import default_results_dir
 from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
-from corral.utils import checkpoints
-from corral.utils.deprecation import deprecation_warning
+from corral.utils import checkpoint_config, checkpoints
+from corral.utils.checkpoint_config import qualified_name, resolve_class
+from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 from corral.utils.filter import FilterManager
 from corral.utils.metrics import stats_to_values
 from corral.utils.spaces_json import space_from_json, space_to_json
@@ -1006,6 +1006,7 @@ class Trainer(Trainable):
                 "format_version": CHECKPOINT_FORMAT_VERSION,
                 "trainer": self._name,
                 "env": self._env_id,
+                "config": checkpoint_config.config_to_json(self.config),
                 "counters": dict(self._counters),
                 "episodes_total": self._episodes_total,
                 "episode_history": [m.to_json() for m in self._episode_history],
@@ -1029,18 +1030,17 @@ class Trainer(Trainable):
         train is set. The `policy_mapping_fn` cannot be stored: the config's
         one stays in force; set another with `set_policy_mapping_fn`.
         """
-        self._apply_policy_changes(
-            checkpoints.read_trainer_meta(checkpoint_path).get("policy_changes") or {},
-            checkpoint_path,
-        )
+        meta = checkpoints.read_trainer_meta(checkpoint_path)
+        if meta.get("trainer") != self._name:
+            raise CheckpointError(
+                f"Checkpoint {checkpoint_path} was written by {meta.get('trainer')}, not "
+                f"{self._name} (expected {self._name}): restore it with a "
+                f"{meta.get('trainer')} trainer."
+            )
+        self._apply_policy_changes(meta.get("policy_changes") or {}, checkpoint_path)
         state, worker_state, learner_state = checkpoints.read_trainer_state(
             checkpoint_path, self.workers.local_worker().get_state()
         )
-        if state.get("trainer") != self._name:
-            raise CheckpointError(
-                f"Checkpoint {checkpoint_path} was written by a {state.get('trainer')} "
-                f"trainer, expected {self._name}."
-            )
         self.__setstate__(
             {
                 "worker": worker_state,
@@ -1054,6 +1054,74 @@ class Trainer(Trainable):
             self._set_extra_checkpoint_state(
                 checkpoints.read_array_state(checkpoint_path, EXTRA_CHECKPOINT_STATE)
             )
+
+    def _checkpoint_algorithm(self) -> str:
+        return self._name
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        checkpoint_path: str,
+        config_overrides: dict | None = None,
+        *,
+        logger_creator: Callable | None = None,
+    ) -> Trainer:
+        """A trainer of the saved algorithm with the saved config, restored from the checkpoint.
+
+        Called on `Trainer` itself, the algorithm is the one the checkpoint
+        names (built-in or registered with `register_trainable` in this
+        process); called on a subclass, the checkpoint must be of that class.
+        Config values that were code (functions, classes that are not imported
+        in this process) and envs that are not registered names or Gymnasium
+        ids cannot come back from a checkpoint: pass them in `config_overrides`,
+        which is merged over the saved config (e.g. fewer workers, exploration
+        off: `{"num_workers": 0, "explore": False}`).
+
+        Args:
+            checkpoint_path: a checkpoint directory written by `save`, or a path inside it.
+            config_overrides: config keys to change (nested dicts are merged).
+            logger_creator: as for the constructor.
+
+        Raises:
+            CheckpointError: the checkpoint is damaged, of another algorithm, or
+                lacks config values that were not passed; the message says which.
+        """
+        from corral.tune.trainable import _find_checkpoint_dir
+
+        checkpoint_dir = _find_checkpoint_dir(checkpoint_path)
+        name, config = checkpoints.read_saved_config(checkpoint_dir)
+        trainer_cls = cls
+        if cls._name != name:
+            if cls is not Trainer:
+                raise CheckpointError(
+                    f"Checkpoint {checkpoint_dir} was written by {name}, not {cls._name}: "
+                    f"use the {name} trainer (or Trainer.from_checkpoint)."
+                )
+            from corral.agents.registry import get_trainer_class
+
+            try:
+                trainer_cls = get_trainer_class(name)
+            except (ValueError, NotImplementedError) as e:
+                raise CheckpointError(
+                    f"Checkpoint {checkpoint_dir} was written by {name!r}, which is not an "
+                    f"algorithm known in this process ({e}); register it or call "
+                    "from_checkpoint on its class."
+                ) from None
+        config = checkpoint_config.apply_overrides(config, config_overrides or {})
+        checkpoint_config.check_resolved(config, checkpoint_dir)
+        defaults = trainer_cls.get_default_config()
+        for key, default in defaults.items():
+            # A deprecated key's value already moved to its successor when the
+            # checkpoint's trainer was built; passing it back would warn again.
+            if type(default) is int and default == DEPRECATED_VALUE:
+                config.pop(key, None)
+        trainer = trainer_cls(config=config, logger_creator=logger_creator)
+        try:
+            trainer.restore(checkpoint_dir)
+        except BaseException:
+            trainer.stop()
+            raise
+        return trainer
 
     def _policy_changes_state(self) -> dict:
         """The JSON record of `add_policy`/`remove_policy` calls for checkpoints."""
@@ -1265,7 +1333,7 @@ def _added_policy_to_json(policy_id: str, spec: AddedPolicy) -> dict:
     "unrestorable" (restore then needs the policy added by hand first)."""
     cls = spec.policy_cls
     entry: dict[str, Any] = {
-        "policy_class": f"{cls.__module__}.{cls.__qualname__}",
+        "policy_class": qualified_name(cls),
         "evaluation_workers": spec.evaluation_workers,
     }
     problems = []
@@ -1292,8 +1360,9 @@ def _added_policy_to_json(policy_id: str, spec: AddedPolicy) -> dict:
 
 
 def _added_policy_from_json(policy_id: str, entry: dict, checkpoint_path: str) -> AddedPolicy:
-    """Inverse of `_added_policy_to_json`; imports the policy class (which must be a
-    `Policy` subclass) by its dotted path."""
+    """Inverse of `_added_policy_to_json`. The policy class is looked up among the
+    modules already imported (never imported on the checkpoint's word) and must be a
+    `Policy` subclass."""
     hint = (
         f"add policy {policy_id!r} with `trainer.add_policy(...)` before `restore()` "
         "(policies the trainer already has are not re-added)"
@@ -1303,13 +1372,11 @@ def _added_policy_from_json(policy_id: str, entry: dict, checkpoint_path: str) -
             f"Checkpoint {checkpoint_path} cannot rebuild added policy {policy_id!r}: "
             f"{entry['unrestorable']}; {hint}."
         )
-    path = entry.get("policy_class", "")
-    cls = _import_dotted(path)
-    if not (isinstance(cls, type) and issubclass(cls, Policy)):
-        raise CheckpointError(
-            f"Checkpoint {checkpoint_path}: the class {path!r} of added policy {policy_id!r} "
-            f"cannot be imported as a Policy subclass; {hint}."
-        )
+    cls = resolve_class(
+        entry.get("policy_class"),
+        Policy,
+        f"{checkpoint_path} (added policy {policy_id!r}; or {hint})",
+    )
     try:
         obs_space = space_from_json(entry["observation_space"])
         act_space = space_from_json(entry["action_space"])
@@ -1325,23 +1392,6 @@ def _added_policy_from_json(policy_id: str, entry: dict, checkpoint_path: str) -
         dict(entry.get("config") or {}),
         bool(entry.get("evaluation_workers", True)),
     )
-
-
-def _import_dotted(path: str) -> Any:
-    """The object at a dotted path `module.Qual.Name` (None when it cannot be imported)."""
-    parts = path.split(".")
-    for split in range(len(parts) - 1, 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        try:
-            for name in parts[split:]:
-                obj = getattr(obj, name)
-        except AttributeError:
-            return None
-        return obj
-    return None
 
 
 def _batch_of_one(value: Any) -> Any:

@@ -12,8 +12,8 @@ import copy
 import json
 import os
 import platform
-import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -43,6 +43,8 @@ from corral.tune.result import (
     TRAINING_ITERATION,
     default_results_dir,
 )
+from corral.utils import checkpoint_files
+from corral.utils.error import CheckpointError
 
 CHECKPOINT_METADATA_FILE = ".tune_metadata.json"
 CHECKPOINT_STATE_FILE = "checkpoint_state.json"
@@ -50,10 +52,6 @@ _METADATA_VERSION = 1
 # What ``save_checkpoint`` returned, recorded so ``restore`` can hand
 # ``load_checkpoint`` the same kind of thing.
 _KIND_PATH, _KIND_DICT, _KIND_DIR = "path", "dict", "dir"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, truncated or not one ``Trainable.save()`` wrote."""
 
 
 class ExportFormat:
@@ -95,6 +93,9 @@ class Trainable:
         logger_creator: Callable[[dict], Logger] | None = None,
     ) -> None:
         self.config: dict = config or {}
+        # Serialises train/save/restore: from two threads they would interleave
+        # their counter updates and state reads.
+        self._lock = threading.RLock()
         self._experiment_id = uuid.uuid4().hex
         self._result_logger = (logger_creator or self._create_default_logger)(self.config)
         self._logdir: str = self._result_logger.logdir
@@ -186,6 +187,10 @@ class Trainable:
         ``timestamp``, ``date``, ``pid``, ``hostname``, ``node_ip``,
         ``experiment_id``, ``config`` and the ``*_since_restore`` counters.
         """
+        with self._lock:
+            return self._train()
+
+    def _train(self) -> dict:
         if self._stopped:
             raise RuntimeError(f"train() called on a stopped {type(self).__name__}")
         start = time.monotonic()
@@ -246,26 +251,32 @@ class Trainable:
         """Write a checkpoint to ``<checkpoint_dir or logdir>/checkpoint_<iteration:06d>``.
 
         As in Ray, ``checkpoint_dir`` is the *parent* of the checkpoint folder.
-        The checkpoint is built in a temporary sibling folder and renamed into
-        place, so a failure or crash never leaves a half-written checkpoint; an
-        existing checkpoint of the same name is replaced only once the new one
-        is complete.
+        The checkpoint is built in a temporary sibling folder, its manifest
+        (each file's size and SHA-256) written, everything fsynced, and then
+        moved onto the target atomically: at every instant the path holds the
+        previous complete checkpoint or the new one, whatever kills the process.
+        Temporary folders of earlier killed saves are removed.
 
         :return: the checkpoint directory, which ``restore`` accepts.
         """
-        parent = os.path.abspath(checkpoint_dir or self.logdir)
-        target = os.path.join(parent, f"checkpoint_{self.iteration:06d}")
-        os.makedirs(parent, exist_ok=True)
-        tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
-        try:
-            saved = self.save_checkpoint(tmp_dir)
-            metadata = self._progress_metadata() | _describe_saved(saved, tmp_dir)
-            _write_json(os.path.join(tmp_dir, CHECKPOINT_METADATA_FILE), metadata)
-            _move_into_place(tmp_dir, target)
-        except BaseException:
-            shutil.rmtree(tmp_dir, ignore_errors=True)
-            raise
-        return target
+        with self._lock:
+            parent = os.path.abspath(checkpoint_dir or self.logdir)
+            target = os.path.join(parent, f"checkpoint_{self.iteration:06d}")
+            tmp_dir = checkpoint_files.make_temp_dir(target)
+            try:
+                saved = self.save_checkpoint(tmp_dir)
+                metadata = self._progress_metadata() | _describe_saved(saved, tmp_dir)
+                _write_json(os.path.join(tmp_dir, CHECKPOINT_METADATA_FILE), metadata)
+                checkpoint_files.write_manifest(tmp_dir, self._checkpoint_algorithm())
+                checkpoint_files.fsync_tree(tmp_dir)
+                checkpoint_files.move_into_place(tmp_dir, target)
+            finally:
+                checkpoint_files.discard_temp_dir(tmp_dir)
+            return target
+
+    def _checkpoint_algorithm(self) -> str:
+        """The algorithm a checkpoint's manifest records (``Trainer``: e.g. "PPO")."""
+        return type(self).__name__
 
     def _progress_metadata(self) -> dict:
         return {
@@ -280,21 +291,38 @@ class Trainable:
     def restore(self, checkpoint_path: str) -> None:
         """Restore counters and state from a checkpoint written by ``save``.
 
+        The checkpoint's manifest is verified before any other file is read.
+
         :param checkpoint_path: the checkpoint directory or any path inside it.
-        :raises CheckpointError: the path, its metadata or its state file is
-            missing or malformed; the message names the file.
+        :raises CheckpointError: the path, its manifest, its metadata or a state
+            file is missing, malformed or does not match the manifest; the
+            message names the file.
         """
-        checkpoint_dir = _find_checkpoint_dir(checkpoint_path)
-        metadata = _read_metadata(checkpoint_dir)
-        checkpoint = _rebuild_saved(metadata, checkpoint_dir)
-        self._iteration = metadata["iteration"]
-        self._timesteps_total = metadata.get("timesteps_total")
-        self._time_total = metadata.get("time_total", 0.0)
-        self._episodes_total = metadata.get("episodes_total")
-        self._experiment_id = metadata.get("experiment_id", self._experiment_id)
-        self.load_checkpoint(checkpoint)
-        self._reset_since_restore()
-        self._restored = True
+        with self._lock:
+            checkpoint_dir = _find_checkpoint_dir(checkpoint_path)
+            manifest = checkpoint_files.verify_manifest(checkpoint_dir)
+            if manifest is not None:
+                self._check_manifest(manifest, checkpoint_dir)
+            metadata = _read_metadata(checkpoint_dir)
+            checkpoint = _rebuild_saved(metadata, checkpoint_dir)
+            self.load_checkpoint(checkpoint)
+            self._iteration = metadata["iteration"]
+            self._timesteps_total = metadata.get("timesteps_total")
+            self._time_total = metadata.get("time_total", 0.0)
+            self._episodes_total = metadata.get("episodes_total")
+            self._experiment_id = metadata.get("experiment_id", self._experiment_id)
+            self._reset_since_restore()
+            self._restored = True
+
+    def _check_manifest(self, manifest: dict, checkpoint_dir: str) -> None:
+        """Refuse a verified checkpoint this trainable cannot load (e.g. another algorithm)."""
+        written_by = manifest.get("algorithm")
+        if written_by != self._checkpoint_algorithm():
+            raise CheckpointError(
+                f"Checkpoint {checkpoint_dir} was written by {written_by}, not "
+                f"{self._checkpoint_algorithm()}: restore it with a {written_by} trainer "
+                f"(its manifest, {checkpoint_files.MANIFEST}, says so)."
+            )
 
     # -- end of life, export, accessors ------------------------------------------------
 
@@ -392,22 +420,6 @@ def _write_json(path: str, obj: dict) -> None:
         json.dump(obj, f, indent=2, sort_keys=True)
 
 
-def _move_into_place(tmp_dir: str, target: str) -> None:
-    """Rename ``tmp_dir`` to ``target``, replacing an existing ``target`` only on success."""
-    if not os.path.exists(target):
-        os.rename(tmp_dir, target)
-        return
-    parent, name = os.path.split(target)
-    old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
-    os.rename(target, old)
-    try:
-        os.rename(tmp_dir, target)
-    except BaseException:
-        os.rename(old, target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def _find_checkpoint_dir(checkpoint_path: str | os.PathLike) -> str:
     """The directory holding the metadata file: ``checkpoint_path`` or its nearest ancestor.
 
@@ -467,12 +479,4 @@ def _rebuild_saved(metadata: dict, checkpoint_dir: str) -> str | dict:
 
 
 def _load_json(path: str, expected: str) -> Any:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing; expected {expected}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(
-            f"{path} is not valid JSON ({e}); expected {expected} (truncated or corrupted?)"
-        ) from e
+    return checkpoint_files.read_json(path, expected)

@@ -9,8 +9,13 @@ Layout of a checkpoint directory (written by `Trainer.save_checkpoint`):
     worker_state.json           filters and global vars of the local worker
     learner_state.pt            optimiser states (tensors only: weights_only load)
 
+    extra_state.{json,safetensors}   algorithm state beyond weights (e.g. replay buffers)
+    manifest.json, .tune_metadata.json   written by `Trainable.save` (see checkpoint_files)
+
 Loading executes no code from the checkpoint: safetensors and JSON are plain
-data, and the torch file is read with `weights_only=True`.
+data, the torch file is read with `weights_only=True`, every path a file names
+must stay inside the checkpoint, loaded weights must be finite, and class names
+are resolved by `corral.utils.checkpoint_config` (never imported).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from corral.tune.trainable import CheckpointError
+from corral.utils.checkpoint_files import inside, read_json
+from corral.utils.error import CheckpointError
 
 TRAINER_STATE = "trainer_state.json"
 WORKER_STATE = "worker_state.json"
@@ -63,7 +69,11 @@ def read_trainer_meta(checkpoint_dir: str) -> dict:
     to rebuild the policy map before `read_trainer_state` checks it."""
     if os.path.isfile(checkpoint_dir):
         checkpoint_dir = os.path.dirname(checkpoint_dir)
-    return _read_json(os.path.join(checkpoint_dir, TRAINER_STATE), "the trainer state")
+    path = os.path.join(checkpoint_dir, TRAINER_STATE)
+    state = read_json(path, "the trainer state")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} holds {type(state).__name__}; expected a JSON object.")
+    return state
 
 
 def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tuple[dict, dict, dict]:
@@ -73,7 +83,7 @@ def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tupl
 
     if os.path.isfile(checkpoint_dir):
         checkpoint_dir = os.path.dirname(checkpoint_dir)
-    state = _read_json(os.path.join(checkpoint_dir, TRAINER_STATE), "the trainer state")
+    state = read_trainer_meta(checkpoint_dir)
     policy_dirs = state.get("policies")
     if not isinstance(policy_dirs, dict):
         raise CheckpointError(
@@ -87,13 +97,16 @@ def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tupl
             f"trainer has {sorted(expected)}."
         )
     policy_states = {}
+    state_file = os.path.join(checkpoint_dir, TRAINER_STATE)
     for pid, rel in policy_dirs.items():
-        path = os.path.join(checkpoint_dir, rel, WEIGHTS)
+        folder = inside(checkpoint_dir, rel, state_file)
+        path = os.path.join(folder, WEIGHTS)
         weights = _read_weights(path)
         _check_weights(path, weights, expected[pid]["weights"])
-        rest = _read_json(os.path.join(checkpoint_dir, rel, POLICY_STATE), "a policy state")
+        _check_finite(path, weights)
+        rest = read_json(os.path.join(folder, POLICY_STATE), "a policy state")
         policy_states[pid] = {**rest, "weights": weights}
-    worker = _read_json(os.path.join(checkpoint_dir, WORKER_STATE), "the worker state")
+    worker = read_json(os.path.join(checkpoint_dir, WORKER_STATE), "the worker state")
     learner_path = os.path.join(checkpoint_dir, LEARNER_STATE)
     try:
         learner = torch.load(learner_path, weights_only=True)
@@ -114,12 +127,22 @@ def _read_weights(path: str) -> dict[str, np.ndarray]:
     if not os.path.exists(path):
         raise CheckpointError(f"{path} is missing (expected the policy's weights).")
     try:
-        return load_file(path)
+        arrays = load_file(path)
     except Exception as e:
         raise CheckpointError(
             f"{path} cannot be read ({e}); expected a safetensors file of policy weights. "
             "Is the checkpoint truncated?"
         ) from e
+    return arrays
+
+
+def _check_finite(path: str, weights: dict[str, np.ndarray]) -> None:
+    for name, array in weights.items():
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            raise CheckpointError(
+                f"{path}: the tensor {name!r} holds NaN or infinite values; a policy's "
+                "weights must be finite (corrupted, or saved after training diverged)."
+            )
 
 
 def _check_weights(path: str, loaded: dict, expected: dict) -> None:
@@ -148,16 +171,6 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
     return repr(value)
-
-
-def _read_json(path: str, what: str) -> Any:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing (expected {what} as JSON).") from None
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e}); expected {what}.") from e
 
 
 # -- nested state with numpy arrays (e.g. replay buffers) ---------------------
@@ -201,7 +214,7 @@ def read_array_state(directory: str, name: str) -> dict:
     """The nested dict written by `write_array_state`, arrays restored."""
     if os.path.isfile(directory):
         directory = os.path.dirname(directory)
-    skeleton = _read_json(os.path.join(directory, f"{name}.json"), f"the {name} state")
+    skeleton = read_json(os.path.join(directory, f"{name}.json"), f"the {name} state")
     arrays = _read_weights(os.path.join(directory, f"{name}.safetensors"))
 
     def fill(node: Any) -> Any:
@@ -220,3 +233,23 @@ def read_array_state(directory: str, name: str) -> dict:
         return node
 
     return fill(skeleton)
+
+
+def read_saved_config(checkpoint_dir: str) -> tuple[str, dict]:
+    """(algorithm name, config) a checkpoint was saved with.
+
+    The config comes back as `checkpoint_config.config_from_json` gives it:
+    what cannot be rebuilt without running code the checkpoint names is left
+    as `Unresolved` (see `checkpoint_config.check_resolved`).
+    """
+    from corral.utils.checkpoint_config import config_from_json
+
+    path = os.path.join(checkpoint_dir, TRAINER_STATE)
+    meta = read_trainer_meta(checkpoint_dir)
+    name, config = meta.get("trainer"), meta.get("config")
+    if not isinstance(name, str) or not isinstance(config, dict):
+        raise CheckpointError(
+            f"{path} records no algorithm and config (written before checkpoints stored "
+            "them?): build the trainer with its config yourself and call restore()."
+        )
+    return name, config_from_json(config, path)

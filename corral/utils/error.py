@@ -13,3 +13,10 @@ class UnsupportedSpaceException(Exception):
 class EnvError(Exception):
     """Raised when an environment is misconfigured or misbehaves (bad id, NaN observations,
     wrong API), as opposed to a bug inside corral."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, truncated, corrupted, or not one this trainer can load.
+
+    The message names the file and what was expected of it.
+    """
