@@ -28,3 +28,17 @@ def get_trainer_class(name: str) -> type:
     from corral.agents.registry import get_trainer_class as _get
 
     return _get(name)
+
+
+def __getattr__(name: str) -> Any:
+    # RLlib 1.13's root names (`corral.SampleBatch`, `corral.TorchPolicy`, ...), served
+    # lazily from the surface table so that `import corral` stays cheap.
+    return _root_getattr(name)
+
+
+# RLlib 1.13's whole module surface (`corral.<path>` for every `ray.rllib.<path>`): one
+# `sys.meta_path` finder serves the modules and names corral has no file for.
+from corral._surface import install as _install  # noqa: E402
+from corral._surface import root_getattr as _root_getattr  # noqa: E402
+
+_install()

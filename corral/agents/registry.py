@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from typing import Any
 
-# Name -> (module, class). Algorithms not built yet are listed in
-# `_PLANNED` so that asking for them gives a clear error instead of a typo hint.
+from corral._surface import not_built_algorithms
+
+# Name -> (module, class). Algorithms corral does not build come from the surface table
+# (`corral._surface.NOT_BUILT`, the one list of what is not built) so that asking for them
+# gives a clear error instead of a typo hint.
 _ALGORITHMS: dict[str, tuple[str, str]] = {
     "PPO": ("corral.agents.ppo", "PPOTrainer"),
     "DQN": ("corral.agents.dqn", "DQNTrainer"),
@@ -19,13 +23,19 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "PG": ("corral.agents.pg", "PGTrainer"),
     "A2C": ("corral.agents.a3c", "A2CTrainer"),
 }
-_PLANNED = (
-    "A3C",
-    "IMPALA",
-    "APPO",
-    "BC",
-    "MARWIL",
-)
+
+
+def _importer(name: str) -> Any:
+    def load() -> tuple[type, dict]:
+        module, cls = _ALGORITHMS[name]
+        trainer = getattr(importlib.import_module(module), cls)
+        return trainer, trainer.get_default_config()
+
+    return load
+
+
+# RLlib 1.13's `ALGORITHMS`: name -> a function returning (trainer class, default config).
+ALGORITHMS: dict[str, Any] = {name: _importer(name) for name in _ALGORITHMS}
 
 
 def get_trainer_class(name: str) -> type:
@@ -37,10 +47,12 @@ def get_trainer_class(name: str) -> type:
 
     if _global_registry.contains(TRAINABLE_CLASS, name):
         return _global_registry.get(TRAINABLE_CLASS, name)
-    if name in _PLANNED:
+    planned = not_built_algorithms()
+    if name in planned:
         raise NotImplementedError(
-            f"Algorithm '{name}' is not built yet; available: {list(_ALGORITHMS)}."
+            f"Algorithm '{name}' ({planned[name].what}) is not built yet; available: "
+            f"{list(_ALGORITHMS)}."
         )
-    close = difflib.get_close_matches(name, [*_ALGORITHMS, *_PLANNED], n=3)
+    close = difflib.get_close_matches(name, [*_ALGORITHMS, *planned], n=3)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise ValueError(f"Unknown algorithm '{name}'; available: {list(_ALGORITHMS)}.{hint}")

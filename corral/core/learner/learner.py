@@ -33,6 +33,105 @@ SEQ_MASK = "seq_mask"
 # Key under which per-update counters that concern all policies are logged.
 ALL_MODULES = "__all_modules__"
 NUM_ENV_STEPS_SAMPLED_LIFETIME = "num_env_steps_sampled_lifetime"
+# Per policy: minibatch updates skipped for a NaN/inf loss or gradient
+# (`skip_nonfinite_updates`), and updates undone because a step overflowed the weights.
+NUM_NONFINITE_UPDATES_SKIPPED = "num_nonfinite_updates_skipped"
+
+
+class NonFiniteUpdateError(FloatingPointError):
+    """A loss or gradient that is NaN or infinite, caught before the optimiser step.
+
+    The message names the policy and the loss terms (or parameter groups) that are
+    not finite; the weights are as they were before the failed step.
+
+    Attributes:
+        detail: what was not finite.
+        policy_id: the policy being trained (set by the `Learner`).
+    """
+
+    def __init__(self, detail: str, policy_id: str | None = None) -> None:
+        self.detail = detail
+        self.policy_id = policy_id
+        who = f"Policy {policy_id!r}" if policy_id is not None else "A policy"
+        super().__init__(
+            f"{who}: {detail} The optimiser step was not taken, so the weights are unchanged "
+            "(still finite). Look for NaN/inf in the env's rewards and for learning settings "
+            "that diverge (lr, grad_clip, loss coefficients); `skip_nonfinite_updates: True` "
+            "skips such updates (counted as `num_nonfinite_updates_skipped`) instead."
+        )
+
+
+def _params_of(optimizer: Any) -> list[tuple[str, list[torch.Tensor]]]:
+    """(group name, parameters) of an optimiser, or of each one of a dict of them."""
+    if isinstance(optimizer, Mapping):
+        return [pair for name, opt in optimizer.items() for pair in _named_groups(opt, name)]
+    return _named_groups(optimizer, "")
+
+
+def _named_groups(optimizer: Any, prefix: str) -> list[tuple[str, list[torch.Tensor]]]:
+    out = []
+    for i, group in enumerate(optimizer.param_groups):
+        name = group.get("name", f"group {i}" if len(optimizer.param_groups) > 1 else "")
+        label = "/".join(x for x in (prefix, str(name)) if x) or "all parameters"
+        out.append((label, list(group["params"])))
+    return out
+
+
+def _sum_is_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    # NaN and inf survive a sum, so one scalar (one sync) tells whether any element
+    # of any tensor is non-finite; far cheaper than isfinite() per tensor. (Only
+    # finite values adding up past float32's max would read as non-finite too, which
+    # flags numbers that are broken anyway.)
+    sums = [t.detach().sum() for t in tensors]
+    return not sums or bool(torch.isfinite(torch.stack(sums).sum()))
+
+
+def _all_finite(value: Any) -> bool:
+    if torch.is_tensor(value):
+        return bool(torch.isfinite(value.detach()).all())
+    if isinstance(value, float | np.floating):
+        return bool(np.isfinite(value))
+    return True
+
+
+def check_finite_update(
+    loss: torch.Tensor | None, optimizer: Any, terms: Mapping[str, Any] | None = None
+) -> None:
+    """Raise `NonFiniteUpdateError` unless the loss and every gradient are finite.
+
+    Call it after `backward()` and before gradient clipping and `optimizer.step()`
+    (the `Learner` does for `loss`-based policies; a policy's `learn_step` calls it
+    itself), so that a NaN never reaches the weights or the optimiser's moments.
+
+    Args:
+        loss: the total loss that was backpropagated (None: check gradients only).
+        optimizer: the optimiser (or dict of optimisers) about to step.
+        terms: the loss terms / stats, to name the non-finite ones in the error.
+    """
+    groups = _params_of(optimizer)
+    grads = [p.grad for _, params in groups for p in params if p.grad is not None]
+    checked = grads if loss is None else [loss, *grads]
+    if _sum_is_finite(checked):
+        return
+    # Slow path, only on failure: say what is not finite.
+    bad_terms = [name for name, value in (terms or {}).items() if not _all_finite(value)]
+    terms_text = ", ".join(repr(t) for t in bad_terms)
+    if loss is not None and not bool(torch.isfinite(loss).all()):
+        detail = f"the loss is {float(loss.detach().reshape(-1)[0])}"
+        detail += f" (non-finite terms: {terms_text})." if bad_terms else "."
+    else:
+        bad_groups = [
+            label
+            for label, params in groups
+            if not _sum_is_finite([p.grad for p in params if p.grad is not None])
+        ]
+        detail = "the gradient of " + ", ".join(repr(g) for g in bad_groups) + " is NaN or inf"
+        detail += (
+            f" (non-finite loss terms: {terms_text})." if bad_terms else " (the loss is finite)."
+        )
+    raise NonFiniteUpdateError(detail)
+
+
 
 
 @dataclass
@@ -92,6 +191,8 @@ class Learner:
             policy = self.policies[pid]  # may reload a spilled policy (and spill another)
             self.optimizers[pid] = policy.make_optimizer()
         self.metrics = MetricsLogger()
+        # Per policy: buffers holding the weights from before the current update.
+        self._snapshots: dict[str, list[torch.Tensor]] = {}
         self._generator = torch.Generator()
         seed = config.get("seed")
         self._generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**62))
@@ -221,21 +322,36 @@ class Learner:
         if learn_step is None:
             for group in optimizer.param_groups:
                 group["lr"] = getattr(policy, "cur_lr", group["lr"])
-            params = [p for g in optimizer.param_groups for p in g["params"]]
+        params = [p for _, group in _params_of(optimizer) for p in group]
         grad_clip = policy.config.get("grad_clip")
+        skip_nonfinite = bool(self.config.get("skip_nonfinite_updates"))
+        skipped = 0
+        stats: dict[str, Any] = {}
+        # The weights as they were, put back if a step (finite loss and gradients, but
+        # e.g. an enormous lr) overflows them: weights are never left non-finite.
+        snapshot = self._snapshot(pid, params)
         for mb in self._minibatches(
             policy, batch, num_epochs, minibatch_size, shuffle, num_total_minibatches
         ):
-            if learn_step is not None:
-                stats = learn_step(mb, optimizer)
-            else:
-                loss, stats = policy.loss(policy.model, policy.dist_class, mb)
-                for param in params:  # cheaper than zero_grad(set_to_none=True)
-                    param.grad = None
-                loss.backward()
-                if grad_clip:
-                    stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
-                optimizer.step()
+            try:
+                if learn_step is not None:
+                    mb_stats = learn_step(mb, optimizer)
+                else:
+                    loss, mb_stats = policy.loss(policy.model, policy.dist_class, mb)
+                    for param in params:  # cheaper than zero_grad(set_to_none=True)
+                        param.grad = None
+                    loss.backward()
+                    check_finite_update(loss, optimizer, mb_stats)
+                    if grad_clip:
+                        mb_stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+                    optimizer.step()
+            except NonFiniteUpdateError as err:
+                if not skip_nonfinite:
+                    self._restore_if_nonfinite(params, snapshot)
+                    raise NonFiniteUpdateError(err.detail, pid) from None
+                skipped += 1
+                continue
+            stats = mb_stats
             for name, value in stats.items():
                 self.metrics.log_value(
                     (pid, name),
@@ -243,6 +359,19 @@ class Learner:
                     window=float("inf"),
                     clear_on_reduce=True,
                 )
+        if self._restore_if_nonfinite(params, snapshot):
+            if not skip_nonfinite:
+                raise NonFiniteUpdateError(
+                    "an optimiser step made the weights NaN or inf (from a finite loss and "
+                    "gradients: is the learning rate far too large?); the weights were put "
+                    "back as they were before this update.",
+                    pid,
+                )
+            skipped += 1
+        if skip_nonfinite or skipped:
+            self.metrics.log_value(
+                (pid, NUM_NONFINITE_UPDATES_SKIPPED), skipped, reduce="sum", clear_on_reduce=True
+            )
         policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
         mean_stats = {name: self.metrics.peek((pid, name)) for name in stats}
         for name, value in {**policy.after_update(mean_stats), **extra}.items():
@@ -250,6 +379,32 @@ class Learner:
         self.metrics.log_value(
             (pid, "num_module_steps_trained"), batch.count, reduce="sum", clear_on_reduce=True
         )
+
+    def _snapshot(self, pid: str, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """A copy of `params` in buffers kept per policy (reallocated when the
+        parameters change, e.g. after a policy reload)."""
+        buffers = self._snapshots.get(pid)
+        if (
+            buffers is None
+            or len(buffers) != len(params)
+            or any(
+                b.shape != p.shape or b.dtype != p.dtype or b.device != p.device
+                for b, p in zip(buffers, params)
+            )
+        ):
+            buffers = self._snapshots[pid] = [torch.empty_like(p) for p in params]
+        with torch.no_grad():
+            torch._foreach_copy_(buffers, [p.detach() for p in params])
+        return buffers
+
+    @staticmethod
+    def _restore_if_nonfinite(params: list[torch.Tensor], snapshot: list[torch.Tensor]) -> bool:
+        """Copies the snapshot back if any weight is NaN/inf; True if it did."""
+        if _sum_is_finite(params):
+            return False
+        with torch.no_grad():
+            torch._foreach_copy_([p.data for p in params], snapshot)
+        return True
 
     def _minibatches(
         self,

@@ -1,0 +1,78 @@
+"""Sampling building blocks of `training_iteration()` (RLlib 1.13's `execution.rollout_ops`).
+
+RLlib's iterator-based execution-plan operators (`ParallelRollouts`, `ConcatBatches`, ...)
+are not built; their names are served by `corral._surface`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from corral.evaluation.backend import wait_all
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+
+
+def synchronous_parallel_sample(
+    worker_set: Any = None,
+    max_env_steps: int | None = None,
+    max_agent_steps: int | None = None,
+    concat: bool = True,
+    *,
+    remote_fn: Any = None,
+) -> Any:
+    """Samples on all remote workers at once (the local worker when there are none).
+
+    Rounds of one `sample()` per worker repeat until at least `max_env_steps` env steps,
+    or `max_agent_steps` agent steps (one per agent action), are collected; with neither,
+    one round is taken (RLlib 1.13's behaviour).
+
+    Args:
+        worker_set: the `WorkerSet` to sample from (RLlib 1.13 passes it by keyword).
+        max_env_steps: env steps to collect at least.
+        max_agent_steps: agent steps to collect at least (give at most one of the two).
+        concat: True returns one concatenated batch, False the list of the batches
+            (one per worker and round).
+        remote_fn: not supported (RLlib 1.13 does not use it either).
+
+    Returns:
+        A `SampleBatch`/`MultiAgentBatch`, or a list of them when `concat` is False.
+    """
+    if worker_set is None:
+        raise TypeError("synchronous_parallel_sample() needs `worker_set` (a WorkerSet).")
+    if remote_fn is not None:
+        raise NotImplementedError("synchronous_parallel_sample(remote_fn=...) is not built.")
+    if max_env_steps is not None and max_agent_steps is not None:
+        raise ValueError("Give at most one of `max_env_steps` and `max_agent_steps`.")
+    by_agent = max_agent_steps is not None
+    target = (max_agent_steps if by_agent else max_env_steps) or 0
+    batches: list[Any] = []
+    steps = 0
+    while True:
+        remote = worker_set.remote_workers()
+        if remote:
+            new = wait_all([w.call("sample") for w in remote])
+        else:
+            new = [worker_set.local_worker().sample()]
+        batches.extend(new)
+        steps += sum(b.agent_steps() if by_agent else b.env_steps() for b in new)
+        if steps >= target:
+            return concat_samples(batches) if concat else batches
+
+
+def standardize_fields(samples: Any, fields: list[str]) -> Any:
+    """Shifts and scales each column in `fields` to mean 0, std 1 (per policy batch),
+    in place; returns `samples`."""
+    wrapped = not isinstance(samples, MultiAgentBatch)
+    batches = {"": samples} if wrapped else samples.policy_batches
+    for batch in batches.values():
+        for field in fields:
+            if field in batch:
+                values = np.asarray(batch[field])
+                std = max(1e-4, float(values.std()))
+                batch[field] = ((values - values.mean()) / std).astype(values.dtype)
+    return samples
+
+
+__all__ = ["SampleBatch", "standardize_fields", "synchronous_parallel_sample"]
