@@ -19,7 +19,25 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from corral.agents.callbacks import DefaultCallbacks
-from corral.models.model_defaults import MODEL_DEFAULTS
+from corral.models.model_defaults import MODEL_DEFAULTS, MODEL_SPECS
+from corral.utils.config_spec import (
+    AnyOf,
+    AnyValue,
+    Bool,
+    CallableSpec,
+    ClassOrFactory,
+    Dict,
+    Float,
+    InstanceOf,
+    Int,
+    ListOf,
+    OneOf,
+    Optional,
+    Spec,
+    Str,
+    SubConfig,
+)
+from corral.utils.config_spec import check_config_values as _check_values
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 logger = logging.getLogger(__name__)
@@ -95,6 +113,14 @@ COMMON_CONFIG: TrainerConfigDict = {
     "model": copy_config(MODEL_DEFAULTS),
     # Extra arguments for the policy's optimiser; their meaning is per algorithm.
     "optimizer": {},
+    # (corral) What a minibatch whose loss or gradient is NaN or infinite does.
+    # False: `train()` raises an error naming the policy and the loss term, before
+    # the optimiser changes any weight. True: that minibatch's update is skipped
+    # (the weights and the optimiser state stay as they were) and counted in the
+    # learner results as `num_nonfinite_updates_skipped`. Either way the weights
+    # are never left non-finite: if a step itself overflows them, they are put
+    # back as they were before the update.
+    "skip_nonfinite_updates": False,
     # === Environment ===
     # Cut episodes after this many steps (a truncation). None uses the env's
     # `spec.max_episode_steps` when it has one.
@@ -163,6 +189,11 @@ COMMON_CONFIG: TrainerConfigDict = {
     "log_sys_usage": True,
     # Replace real sampling by an infinitely fast fake sampler (testing only).
     "fake_sampler": False,
+    # (RLlib 1.13) Skip the checks of what the env gives against its spaces: the
+    # bounds of Box observations (out of bounds is an error otherwise) and the
+    # config's `observation_space` / `action_space` against the env's. NaN and
+    # infinite observations are an error whatever this says.
+    "disable_env_checking": False,
     # === Deep learning framework ===
     # Only "torch" is built into corral. The TensorFlow values RLlib knows
     # ("tf", "tf2", "tfe") raise an error saying so.
@@ -370,6 +401,147 @@ COMMON_CONFIG: TrainerConfigDict = {
     # may take; a worker that does not answer in time counts as failed.
     "worker_health_probe_timeout_s": 30.0,
 }
+
+
+def _common_specs() -> dict[str, Spec]:
+    # The env variables a worker or the driver sets must be strings (os.environ's rule).
+    environ = Dict(values=Str(), what="a dict of environment variables {name: str value}")
+    fn = CallableSpec("a function")
+    ids = ListOf(Str(), sets_ok=True)
+    deprecated = OneOf(DEPRECATED_VALUE)
+    space = Optional(InstanceOf("gymnasium.spaces:Space", "a gymnasium Space"))
+    return {
+        # Rollout workers
+        "num_workers": Int(0),
+        "num_envs_per_worker": Int(1),
+        "create_env_on_driver": Bool(),
+        "rollout_fragment_length": Int(1),
+        "batch_mode": OneOf("truncate_episodes", "complete_episodes"),
+        # Training
+        "gamma": Float(0, 1),
+        "lr": Float(0),
+        "train_batch_size": Int(1),
+        "model": Optional(Dict(MODEL_SPECS, what="a dict of model options")),
+        "optimizer": Dict(what="a dict of keyword arguments for the optimiser"),
+        "skip_nonfinite_updates": Bool(),
+        # Environment
+        "horizon": Optional(Int(1)),
+        "soft_horizon": Bool(),
+        "no_done_at_end": Bool(),
+        "env": Optional(AnyOf(Str(), CallableSpec("an env class or creator"))),
+        "observation_space": space,
+        "action_space": space,
+        "env_config": Dict(),
+        "env_task_fn": Optional(fn),
+        "render_env": Bool(),
+        "record_env": AnyOf(Bool(), Str()),
+        "clip_rewards": Optional(AnyOf(Bool(), Float(0), ListOf(Float(), length=2))),
+        "normalize_actions": Bool(),
+        "clip_actions": Bool(),
+        "preprocessor_pref": OneOf("deepmind", "rllib", None),
+        # Debugging
+        "log_level": OneOf("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"),
+        "callbacks": Optional(
+            ClassOrFactory(DefaultCallbacks, "a DefaultCallbacks subclass (or a factory of one)")
+        ),
+        "ignore_worker_failures": Bool(),
+        "log_sys_usage": Bool(),
+        "fake_sampler": Bool(),
+        "disable_env_checking": Bool(),
+        # Framework: validate_config says which frameworks exist and which corral has.
+        "framework": Str(),
+        "eager_tracing": Bool(),
+        # Exploration
+        "explore": Bool(),
+        "exploration_config": Dict(
+            {"type": AnyOf(Str(), CallableSpec("an Exploration class"))},
+            what='a dict {"type": ..., **constructor arguments}',
+        ),
+        # Evaluation (an interval of 0 is RLlib's old spelling of None)
+        "evaluation_interval": Optional(Int(0)),
+        "evaluation_num_episodes": AnyOf(Int(1), OneOf("auto")),
+        "evaluation_parallel_to_training": Bool(),
+        "in_evaluation": Bool(),
+        "evaluation_config": SubConfig(),
+        "evaluation_num_workers": Int(0),
+        "custom_eval_function": Optional(fn),
+        # Advanced rollout settings
+        "sample_async": Bool(),
+        "sample_collector": AnyOf(Str(), CallableSpec("a collector class")),
+        "observation_filter": AnyOf(
+            OneOf("NoFilter", "MeanStdFilter", "ConcurrentMeanStdFilter"),
+            CallableSpec("a function shape -> Filter"),
+        ),
+        "synchronize_filters": Bool(),
+        "tf_session_args": Dict(),
+        "local_tf_session_args": Dict(),
+        "compress_observations": Bool(),
+        "collect_metrics_timeout": Float(0),
+        "metrics_smoothing_episodes": Int(1),
+        "remote_worker_envs": Bool(),
+        "remote_env_batch_wait_ms": Float(0),
+        "min_iter_time_s": Optional(Float(0)),
+        "timesteps_per_iteration": Int(0),
+        # Workers add their index (and sub-envs theirs) to the seed; Gymnasium wants
+        # seeds >= 0.
+        "seed": Optional(Int(0, 2**62)),
+        "extra_python_environs_for_driver": environ,
+        "extra_python_environs_for_worker": environ,
+        # Resources
+        "num_gpus": Float(0),
+        "_fake_gpus": Bool(),
+        "num_cpus_per_worker": Float(0),
+        "num_gpus_per_worker": Float(0),
+        "custom_resources_per_worker": Dict(values=Float(0)),
+        "num_cpus_for_driver": Float(0),
+        "placement_strategy": OneOf("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"),
+        # Offline data
+        "input": AnyValue("a str, list, dict or callable naming the input"),
+        "input_config": Dict(),
+        "actions_in_input_normalized": Bool(),
+        "input_evaluation": ListOf(Str()),
+        "postprocess_inputs": Bool(),
+        "shuffle_buffer_size": Int(0),
+        "output": Optional(AnyOf(Str(), CallableSpec("a function returning an OutputWriter"))),
+        "output_compress_columns": ListOf(Str()),
+        "output_max_file_size": Int(1, integral_float_ok=True),
+        # Multi-agent ("policies" is normalised and checked by validate_config)
+        "multiagent": Optional(
+            Dict(
+                {
+                    "policies": AnyValue(),
+                    "policy_map_capacity": Int(1),
+                    "policy_map_cache": Optional(Str()),
+                    "policy_mapping_fn": Optional(fn),
+                    "policies_to_train": Optional(AnyOf(ids, fn)),
+                    "observation_fn": Optional(fn),
+                    "replay_mode": OneOf("independent", "lockstep"),
+                    "count_steps_by": OneOf("env_steps", "agent_steps"),
+                },
+                what="a dict of multi-agent settings",
+            )
+        ),
+        # Logging
+        "logger_config": Optional(Dict()),
+        # Deprecated
+        "simple_optimizer": AnyOf(deprecated, Bool()),
+        "monitor": AnyOf(deprecated, Bool(), Str()),
+        # corral additions
+        "backend": OneOf("local", "ray"),
+        "num_learners": Int(0),
+        "recreate_failed_workers": Bool(),
+        "restart_failed_sub_environments": Bool(),
+        "sample_timeout_s": Float(0, lo_open=True),
+        "worker_health_probe_timeout_s": Float(0, lo_open=True),
+    }
+
+
+# Type and range of every key of COMMON_CONFIG (see `corral.utils.config_spec`),
+# checked when a trainer is built, before anything uses the values. A key added to
+# COMMON_CONFIG needs an entry here (tests/agents/test_config_values.py checks it);
+# an algorithm's own keys are in its `CONFIG_SPECS`, next to its `DEFAULT_CONFIG`.
+COMMON_CONFIG_SPECS: dict[str, Spec] = _common_specs()
+
 
 # Dict-valued top-level keys whose dicts may receive sub-keys that the defaults lack
 # (env options, model extras, per-class exploration arguments, ...).
@@ -719,6 +891,23 @@ def _validate_evaluation(config: TrainerConfigDict) -> None:
     for key in eval_config:
         if key not in config:
             raise unknown_key_error(key, config.keys(), prefix="evaluation_config/")
+
+
+def check_config_values(
+    config: Mapping[str, Any], specs: Mapping[str, Spec] | None = None
+) -> None:
+    """Check the type and range of every key of `config` that has a spec.
+
+    Args:
+        config: a merged trainer config (read only).
+        specs: key -> spec; default `COMMON_CONFIG_SPECS` (a trainer passes its
+            `get_config_specs()`, which adds the algorithm's keys).
+
+    Raises:
+        ValueError: a value out of range; TypeError: a value of the wrong type. The
+            message names the key's full path, the value and what is expected.
+    """
+    _check_values(config, COMMON_CONFIG_SPECS if specs is None else specs)
 
 
 def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:

@@ -28,6 +28,18 @@ from corral.agents.trainer import (
 )
 from corral.execution import synchronous_parallel_sample
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.utils.config_spec import (
+    AnyOf,
+    Bool,
+    CallableSpec,
+    Dict,
+    Float,
+    Int,
+    OneOf,
+    Optional,
+    Str,
+)
+from corral.utils.deprecation import DEPRECATED_VALUE
 from corral.utils.replay_buffers import BATCH_INDEXES, N_STEP, WEIGHTS, MultiAgentReplayBuffer
 
 # Importance-sampling weights of prioritized replay (RLlib's column name).
@@ -47,6 +59,35 @@ LOCKSTEP_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.T)
 LAST_TARGET_UPDATE_TS = "last_target_update_ts"
 NUM_TARGET_UPDATES = "num_target_updates"
 
+# Buffer sizes and step counts are cast with int(), so 1e6 is fine.
+_COUNT = Int(0, integral_float_ok=True)
+
+# Type and range of the replay keys every off-policy algorithm has (its own keys
+# are in its `CONFIG_SPECS`), checked when the trainer is built.
+REPLAY_CONFIG_SPECS = {
+    "buffer_size": AnyOf(OneOf(DEPRECATED_VALUE), Int(1, integral_float_ok=True)),
+    "replay_buffer_config": Dict(
+        {
+            "type": AnyOf(Str(), CallableSpec("a replay buffer class")),
+            "capacity": Int(1, integral_float_ok=True),
+        },
+        what='a dict {"type": ..., "capacity": ...}',
+    ),
+    "store_buffer_in_checkpoints": Bool(),
+    "prioritized_replay": Bool(),
+    "prioritized_replay_alpha": Float(0),
+    "prioritized_replay_beta": Float(0),
+    "final_prioritized_replay_beta": Float(0),
+    "prioritized_replay_beta_annealing_timesteps": _COUNT,
+    "prioritized_replay_eps": Float(0),
+    "training_intensity": Optional(Float(0, lo_open=True)),
+    "learning_starts": _COUNT,
+    "target_network_update_freq": _COUNT,
+    "worker_side_prioritization": Bool(),
+    "grad_clip": Optional(Float(0)),
+    "n_step": Int(1),
+}
+
 
 class OffPolicyTrainer(Trainer):
     """A trainer that learns from a replay buffer of its own past transitions.
@@ -57,6 +98,8 @@ class OffPolicyTrainer(Trainer):
     `training_intensity`, `target_network_update_freq`, `tau`,
     `multiagent.replay_mode` ("independent" or "lockstep").
     """
+
+    _config_specs = REPLAY_CONFIG_SPECS
 
     def setup(self, config: dict) -> None:
         super().setup(config)

@@ -30,7 +30,9 @@ from corral.agents.callbacks import DefaultCallbacks
 from corral.agents.config import (
     ALLOW_UNKNOWN_SUBKEYS,
     COMMON_CONFIG,
+    COMMON_CONFIG_SPECS,
     OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES,
+    check_config_values,
     check_not_implemented,
     merge_trainer_configs,
     validate_config,
@@ -102,6 +104,9 @@ class Trainer(Trainable):
 
     _name = "Trainer"
     _default_config: dict = COMMON_CONFIG
+    # Type/range specs of the config keys this class adds (see
+    # `corral.utils.config_spec`); `get_config_specs` merges them along the MRO.
+    _config_specs: dict = COMMON_CONFIG_SPECS
     _policy_class: type[Policy] | None = None
     _allow_unknown_configs = False
     _allow_unknown_subkeys = ALLOW_UNKNOWN_SUBKEYS
@@ -139,6 +144,15 @@ class Trainer(Trainable):
         return cls._default_config
 
     @classmethod
+    def get_config_specs(cls) -> dict:
+        """The type/range spec of each config key: COMMON_CONFIG_SPECS updated with the
+        `_config_specs` of every class from `Trainer` down to this one."""
+        specs: dict = {}
+        for klass in reversed(cls.__mro__):
+            specs.update(klass.__dict__.get("_config_specs") or {})
+        return specs
+
+    @classmethod
     def merge_trainer_configs(
         cls, config1: dict, config2: dict | None, _allow_unknown_configs: bool | None = None
     ) -> dict:
@@ -174,6 +188,9 @@ class Trainer(Trainable):
         defaults = self.get_default_config()
         self.config = self.merge_trainer_configs(defaults, config, self._allow_unknown_configs)
         self.raw_user_config = config
+        # Types and ranges first, so that no later check or setup step trips over a
+        # value of the wrong kind with a message that does not name its key.
+        check_config_values(self.config, self.get_config_specs())
         self._validate_config(self.config, trainer_obj_or_none=self)
         check_not_implemented(self.config, defaults)
         self.validate_config(self.config)
@@ -193,6 +210,12 @@ class Trainer(Trainable):
             self.config.get("env"), self.config.get("preprocessor_pref")
         )
         self.callbacks: DefaultCallbacks = self.config["callbacks"]()
+        if not isinstance(self.callbacks, DefaultCallbacks):
+            raise TypeError(
+                "`callbacks` must be a DefaultCallbacks subclass (or a factory returning an "
+                f"instance of one); calling {self.config['callbacks']!r} returned "
+                f"{self.callbacks!r}."
+            )
         self._counters: dict[str, int] = defaultdict(int)
         self._episode_history: list[RolloutMetrics] = []
         self._episodes_total = 0

@@ -102,3 +102,72 @@ MODEL_DEFAULTS: dict[str, Any] = {
     # Old switch setting both `lstm_use_prev_action` and `lstm_use_prev_reward`.
     "lstm_use_prev_action_reward": DEPRECATED_VALUE,
 }
+
+
+def _model_specs() -> dict[str, Any]:
+    # Imported here so that this module's import stays as light as it is.
+    from corral.utils.config_spec import (
+        AnyOf,
+        Bool,
+        CallableSpec,
+        Dict,
+        Float,
+        Int,
+        ListOf,
+        OneOf,
+        Optional,
+        Str,
+    )
+
+    activation = OneOf("tanh", "relu", "swish", "silu", "elu", "linear", None, ignore_case=True)
+    layers = ListOf(Int(1))
+    custom = Optional(AnyOf(Str(), CallableSpec("a registered name or a class")))
+    # [out_channels, kernel, stride]; kernel and stride may be [h, w] pairs.
+    size = AnyOf(Int(1), ListOf(Int(1), length=2))
+    return {
+        "_use_default_native_models": Bool(),
+        "_disable_preprocessor_api": Bool(),
+        "_disable_action_flattening": Bool(),
+        "fcnet_hiddens": layers,
+        "fcnet_activation": activation,
+        "conv_filters": Optional(ListOf(ListOf(size, length=3), min_len=1)),
+        "conv_activation": activation,
+        "post_fcnet_hiddens": layers,
+        "post_fcnet_activation": activation,
+        "free_log_std": Bool(),
+        "no_final_linear": Bool(),
+        "vf_share_layers": Bool(),
+        "use_lstm": Bool(),
+        "max_seq_len": Int(1),
+        "lstm_cell_size": Int(1),
+        "lstm_use_prev_action": Bool(),
+        "lstm_use_prev_reward": Bool(),
+        "_time_major": Bool(),
+        "use_attention": Bool(),
+        "attention_num_transformer_units": Int(1),
+        "attention_dim": Int(1),
+        "attention_num_heads": Int(1),
+        "attention_head_dim": Int(1),
+        "attention_memory_inference": Int(1),
+        "attention_memory_training": Int(1),
+        "attention_position_wise_mlp_dim": Int(1),
+        "attention_init_gru_gate_bias": Float(),
+        "attention_use_n_prev_actions": Int(0),
+        "attention_use_n_prev_rewards": Int(0),
+        "framestack": Bool(),
+        "dim": Int(1),
+        "grayscale": Bool(),
+        "zero_mean": Bool(),
+        "custom_model": custom,
+        "custom_model_config": Dict(),
+        "custom_action_dist": custom,
+        "custom_preprocessor": custom,
+        "lstm_use_prev_action_reward": AnyOf(OneOf(DEPRECATED_VALUE), Bool()),
+    }
+
+
+# Type and range of each key above (see `corral.utils.config_spec`), checked at
+# trainer construction under the path "model.<key>". A key added to MODEL_DEFAULTS
+# needs an entry here too (a test checks it).
+# Keys a custom model adds have no entry: they are that model's business.
+MODEL_SPECS: dict[str, Any] = _model_specs()

@@ -42,6 +42,9 @@ CORRAL_KEYS = {
     "restart_failed_sub_environments",
     "sample_timeout_s",
     "worker_health_probe_timeout_s",
+    "skip_nonfinite_updates",
+    # RLlib 1.13's, used by corral for its env checks.
+    "disable_env_checking",
 }
 
 

@@ -15,6 +15,7 @@ from corral.agents.a3c.a3c_torch_policy import A3CTorchPolicy
 from corral.agents.config import with_common_config
 from corral.agents.pg.pg import sample_and_train_once
 from corral.agents.trainer import Trainer
+from corral.utils.config_spec import Bool, Float, Int, Optional, Schedule
 
 A2C_DEFAULT_CONFIG = with_common_config(
     {
@@ -46,12 +47,27 @@ A2C_DEFAULT_CONFIG = with_common_config(
     }
 )
 
+# Type and range of A2C's own keys (COMMON_CONFIG's are in COMMON_CONFIG_SPECS),
+# checked when the trainer is built (see `corral.utils.config_spec`).
+A2C_CONFIG_SPECS = {
+    "use_critic": Bool(),
+    "use_gae": Bool(),
+    "lambda": Float(0, 1),
+    "grad_clip": Optional(Float(0)),
+    "lr_schedule": Schedule(Float(0)),
+    "vf_loss_coeff": Float(0),
+    "entropy_coeff": Float(0),
+    "entropy_coeff_schedule": Schedule(Float(0)),
+    "microbatch_size": Optional(Int(1)),
+}
+
 
 class A2CTrainer(Trainer):
     """Synchronous advantage actor-critic (arXiv:1602.01783)."""
 
     _name = "A2C"
     _default_config = A2C_DEFAULT_CONFIG
+    _config_specs = A2C_CONFIG_SPECS
     _policy_class = A3CTorchPolicy
 
     def validate_config(self, config: dict) -> None:

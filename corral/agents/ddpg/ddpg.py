@@ -11,6 +11,7 @@ from corral.agents.config import with_common_config
 from corral.agents.ddpg.ddpg_torch_policy import DDPGTorchPolicy
 from corral.agents.off_policy import OffPolicyTrainer
 from corral.agents.sac.sac import check_replay_config
+from corral.utils.config_spec import Bool, Float, Int, ListOf, OneOf
 from corral.utils.deprecation import DEPRECATED_VALUE
 
 DEFAULT_CONFIG = with_common_config(
@@ -76,7 +77,9 @@ DEFAULT_CONFIG = with_common_config(
         # Trained rows per sampled env step (None: one train batch per fragment round).
         "training_intensity": None,
         # === Optimisation ===
+        # Learning rate of the critic's (Q-networks') Adam optimiser.
         "critic_lr": 1e-3,
+        # Learning rate of the actor's (policy network's) Adam optimiser.
         "actor_lr": 1e-3,
         # Sampled env steps between target updates (0: polyak by `tau` after each
         # actor update).
@@ -102,12 +105,36 @@ DEFAULT_CONFIG = with_common_config(
     }
 )
 
+_ACTIVATION = OneOf("tanh", "relu", "swish", "silu", "elu", "linear", None, ignore_case=True)
+
+# Type and range of DDPG's (and TD3's) own keys (the replay keys are in
+# `REPLAY_CONFIG_SPECS`), checked when the trainer is built.
+CONFIG_SPECS = {
+    "twin_q": Bool(),
+    "policy_delay": Int(1),
+    "smooth_target_policy": Bool(),
+    "target_noise": Float(0),
+    "target_noise_clip": Float(0),
+    "use_state_preprocessor": Bool(),
+    "actor_hiddens": ListOf(Int(1)),
+    "actor_hidden_activation": _ACTIVATION,
+    "critic_hiddens": ListOf(Int(1)),
+    "critic_hidden_activation": _ACTIVATION,
+    "critic_lr": Float(0),
+    "actor_lr": Float(0),
+    "tau": Float(0, 1),
+    "use_huber": Bool(),
+    "huber_threshold": Float(0, lo_open=True),
+    "l2_reg": Float(0),
+}
+
 
 class DDPGTrainer(OffPolicyTrainer):
     """Deep Deterministic Policy Gradient (arXiv:1509.02971); TD3 by configuration."""
 
     _name = "DDPG"
     _default_config = DEFAULT_CONFIG
+    _config_specs = CONFIG_SPECS
     _policy_class = DDPGTorchPolicy
 
     def validate_config(self, config: dict) -> None:

@@ -26,6 +26,7 @@ from corral.agents.off_policy import (
     bootstrap_discount,
     polyak_update,
 )
+from corral.core.learner.learner import check_finite_update
 from corral.models.torch.torch_action_dist import TorchDeterministic
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
@@ -169,6 +170,11 @@ class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
 
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        # Before clipping and stepping: a NaN/inf never reaches the weights.
+        terms = {"critic_loss": critic_loss}
+        if update_actor:
+            terms["actor_loss"] = actor_loss
+        check_finite_update(loss, optimizer, terms)
         if cfg.get("grad_clip"):
             for group in optimizer.param_groups:
                 torch.nn.utils.clip_grad_norm_(group["params"], cfg["grad_clip"])

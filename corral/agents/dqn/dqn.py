@@ -14,6 +14,7 @@ from __future__ import annotations
 from corral.agents.config import merge_trainer_configs
 from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy
 from corral.agents.dqn.simple_q import SIMPLE_Q_DEFAULT_CONFIG, SimpleQTrainer
+from corral.utils.config_spec import Bool, Float, Int, ListOf
 
 DEFAULT_CONFIG = merge_trainer_configs(
     SIMPLE_Q_DEFAULT_CONFIG,
@@ -55,12 +56,25 @@ DEFAULT_CONFIG = merge_trainer_configs(
     allow_unknown_configs=True,
 )
 
+# Type and range of DQN's own keys (Simple Q's and the replay keys are checked too).
+CONFIG_SPECS = {
+    "num_atoms": Int(1),
+    "v_min": Float(),
+    "v_max": Float(),
+    "noisy": Bool(),
+    "sigma0": Float(0),
+    "dueling": Bool(),
+    "hiddens": ListOf(Int(1)),
+    "double_q": Bool(),
+}
+
 
 class DQNTrainer(SimpleQTrainer):
     """DQN with double Q, dueling heads, n-step, prioritized replay, C51 and noisy nets."""
 
     _name = "DQN"
     _default_config = DEFAULT_CONFIG
+    _config_specs = CONFIG_SPECS
     _policy_class = DQNTorchPolicy
 
     def validate_config(self, config: dict) -> None:

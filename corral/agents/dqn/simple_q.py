@@ -17,6 +17,7 @@ from __future__ import annotations
 from corral.agents.config import with_common_config
 from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy
 from corral.agents.off_policy import OffPolicyTrainer
+from corral.utils.config_spec import Float, Schedule
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 SIMPLE_Q_DEFAULT_CONFIG = with_common_config(
@@ -82,12 +83,21 @@ SIMPLE_Q_DEFAULT_CONFIG = with_common_config(
     }
 )
 
+# Type and range of Simple Q's own keys (the replay keys are in
+# `REPLAY_CONFIG_SPECS`, COMMON_CONFIG's in COMMON_CONFIG_SPECS).
+SIMPLE_Q_CONFIG_SPECS = {
+    "tau": Float(0, 1, lo_open=True),
+    "lr_schedule": Schedule(Float(0)),
+    "adam_epsilon": Float(0, lo_open=True),
+}
+
 
 class SimpleQTrainer(OffPolicyTrainer):
     """Q-learning with experience replay and a target network (Mnih et al. 2015)."""
 
     _name = "SimpleQ"
     _default_config = SIMPLE_Q_DEFAULT_CONFIG
+    _config_specs = SIMPLE_Q_CONFIG_SPECS
     _policy_class = DQNTorchPolicy
 
     def validate_config(self, config: dict) -> None:

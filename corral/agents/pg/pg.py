@@ -17,6 +17,7 @@ from corral.agents.trainer import (
     Trainer,
 )
 from corral.execution import synchronous_parallel_sample
+from corral.utils.config_spec import Float, Schedule
 
 DEFAULT_CONFIG = with_common_config(
     {
@@ -29,12 +30,16 @@ DEFAULT_CONFIG = with_common_config(
     }
 )
 
+# Type and range of PG's own keys (COMMON_CONFIG's are in COMMON_CONFIG_SPECS).
+CONFIG_SPECS = {"lr_schedule": Schedule(Float(0))}
+
 
 class PGTrainer(Trainer):
     """Policy gradient with discounted returns (REINFORCE, Williams 1992)."""
 
     _name = "PG"
     _default_config = DEFAULT_CONFIG
+    _config_specs = CONFIG_SPECS
     _policy_class = PGTorchPolicy
 
     def training_step(self) -> dict:

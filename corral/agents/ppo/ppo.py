@@ -22,6 +22,7 @@ from corral.agents.trainer import (
 )
 from corral.execution import synchronous_parallel_sample
 from corral.policy.sample_batch import SampleBatch
+from corral.utils.config_spec import AnyOf, Bool, Float, Int, OneOf, Optional, Schedule
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 logger = logging.getLogger(__name__)
@@ -76,12 +77,34 @@ DEFAULT_CONFIG = with_common_config(
     }
 )
 
+# Type and range of PPO's own keys (COMMON_CONFIG's are in COMMON_CONFIG_SPECS),
+# checked when the trainer is built (see `corral.utils.config_spec`).
+CONFIG_SPECS = {
+    "use_critic": Bool(),
+    "use_gae": Bool(),
+    "lambda": Float(0, 1),
+    "kl_coeff": Float(0),
+    "sgd_minibatch_size": Int(1),
+    "shuffle_sequences": Bool(),
+    "num_sgd_iter": Int(1),
+    "lr_schedule": Schedule(Float(0)),
+    "vf_loss_coeff": Float(0),
+    "entropy_coeff": Float(0),
+    "entropy_coeff_schedule": Schedule(Float(0)),
+    "clip_param": Float(0, lo_open=True),
+    "vf_clip_param": Float(0, lo_open=True),
+    "grad_clip": Optional(Float(0)),
+    "kl_target": Float(0),
+    "vf_share_layers": AnyOf(OneOf(DEPRECATED_VALUE), Bool()),
+}
+
 
 class PPOTrainer(Trainer):
     """Proximal Policy Optimization with GAE (arXiv:1707.06347)."""
 
     _name = "PPO"
     _default_config = DEFAULT_CONFIG
+    _config_specs = CONFIG_SPECS
     _policy_class = PPOTorchPolicy
 
     def validate_config(self, config: dict) -> None:

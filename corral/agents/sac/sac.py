@@ -13,6 +13,18 @@ import numpy as np
 from corral.agents.config import with_common_config
 from corral.agents.off_policy import OffPolicyTrainer
 from corral.agents.sac.sac_torch_policy import SACTorchPolicy
+from corral.utils.config_spec import (
+    AnyOf,
+    Bool,
+    CallableSpec,
+    Dict,
+    Float,
+    Int,
+    ListOf,
+    OneOf,
+    Optional,
+    Str,
+)
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 # Keys of `Q_model` / `policy_model` (RLlib 1.x's; custom models are not built yet).
@@ -106,6 +118,44 @@ DEFAULT_CONFIG = with_common_config(
 )
 
 
+def _net_spec() -> Dict:
+    activation = OneOf("tanh", "relu", "swish", "silu", "elu", "linear", None, ignore_case=True)
+    return Dict(
+        {
+            "fcnet_hiddens": ListOf(Int(1)),
+            "fcnet_activation": activation,
+            "post_fcnet_hiddens": ListOf(Int(1)),
+            "post_fcnet_activation": activation,
+            "custom_model": Optional(AnyOf(Str(), CallableSpec("a model class"))),
+            "custom_model_config": Dict(),
+        },
+        what="a dict of network options",
+    )
+
+
+# Type and range of SAC's own keys (the replay keys are in `REPLAY_CONFIG_SPECS`,
+# COMMON_CONFIG's in COMMON_CONFIG_SPECS), checked when the trainer is built.
+CONFIG_SPECS = {
+    "twin_q": Bool(),
+    "use_state_preprocessor": Bool(),
+    "Q_model": _net_spec(),
+    "policy_model": _net_spec(),
+    "tau": Float(0, 1),
+    "initial_alpha": Float(0, lo_open=True),
+    "target_entropy": AnyOf(OneOf("auto"), Float()),
+    "optimization": Dict(
+        {
+            "actor_learning_rate": Float(0),
+            "critic_learning_rate": Float(0),
+            "entropy_learning_rate": Float(0),
+        },
+        what="a dict of the three learning rates",
+    ),
+    "_deterministic_loss": Bool(),
+    "_use_beta_distribution": Bool(),
+}
+
+
 def check_replay_config(config: dict) -> None:
     """Shared by SAC and DDPG/TD3: the deprecated `buffer_size` and unbuilt replay options."""
     if config["buffer_size"] != DEPRECATED_VALUE:
@@ -123,6 +173,7 @@ class SACTrainer(OffPolicyTrainer):
 
     _name = "SAC"
     _default_config = DEFAULT_CONFIG
+    _config_specs = CONFIG_SPECS
     _policy_class = SACTorchPolicy
 
     def validate_config(self, config: dict) -> None:

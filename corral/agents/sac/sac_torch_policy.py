@@ -33,6 +33,7 @@ from corral.agents.off_policy import (
     polyak_update,
 )
 from corral.agents.sac.sac_torch_model import SACTorchModel, flatten_obs
+from corral.core.learner.learner import check_finite_update
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.replay_buffers import N_STEP, adjust_nstep
@@ -180,7 +181,10 @@ class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
         # critics through detached weights), so one backward pass of their sum
         # gives each parameter group exactly its own loss's gradient.
         optimizer.zero_grad(set_to_none=True)
-        (stats["actor_loss"] + stats["critic_loss"] + stats["alpha_loss"]).backward()
+        total = stats["actor_loss"] + stats["critic_loss"] + stats["alpha_loss"]
+        total.backward()
+        # Before clipping and stepping: a NaN/inf never reaches the weights.
+        check_finite_update(total, optimizer, stats)
         grad_clip = self.config.get("grad_clip")
         if grad_clip:
             for group in optimizer.param_groups:

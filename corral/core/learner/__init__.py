@@ -1,6 +1,17 @@
 """Learners: where losses are minimised (`Learner.update`)."""
 
-from corral.core.learner.learner import Learner, TrainingData
+from corral.core.learner.learner import (
+    Learner,
+    NonFiniteUpdateError,
+    TrainingData,
+    check_finite_update,
+)
 from corral.core.learner.learner_group import LearnerGroup
 
-__all__ = ["Learner", "LearnerGroup", "TrainingData"]
+__all__ = [
+    "Learner",
+    "LearnerGroup",
+    "NonFiniteUpdateError",
+    "TrainingData",
+    "check_finite_update",
+]
