@@ -183,19 +183,26 @@ class RemoteVectorEnv(VectorEnv):
         All replies are read even when one fails, so the pipes stay in step;
         the first failure is raised afterwards.
         """
+        outcomes = self.try_step_all(actions)
+        for outcome in outcomes:
+            if isinstance(outcome, EnvError):
+                raise outcome
+        return outcomes
+
+    def try_step_all(self, actions: Sequence[Any]) -> list[tuple | EnvError]:
+        """Like `step_all`, but a failed sub-env's entry is its `EnvError` (with the
+        sub-env's own exception and traceback) instead of a raise, so the others'
+        results are kept (`restart_failed_sub_environments`)."""
         envs = self.envs
         for env, action in zip(envs, actions):
             env._send(("step", action))
-        results: list[tuple] = []
-        error: EnvError | None = None
+        outcomes: list[tuple | EnvError] = []
         for env in envs:
             try:
-                results.append(env._receive())
+                outcomes.append(env._receive())
             except EnvError as e:
-                error = error or e
-        if error is not None:
-            raise error
-        return results
+                outcomes.append(e)
+        return outcomes
 
     def stop(self) -> None:
         """Closes every sub-env and ends its process."""

@@ -19,9 +19,13 @@ class RolloutMetrics(NamedTuple):
     perf_stats: dict
     hist_data: dict
     media: dict
+    # RLlib 2.x's flag: the episode was cut short by a sub-env that raised and
+    # was restarted (`restart_failed_sub_environments`); it is counted, not
+    # summarised (its steps are not in any batch).
+    episode_faulty: bool = False
 
     @classmethod
-    def from_episode(cls, episode: Any, perf_stats: dict) -> RolloutMetrics:
+    def from_episode(cls, episode: Any, perf_stats: dict, faulty: bool = False) -> RolloutMetrics:
         """The metrics of a finished `Episode` (copies: the episode object lives on)."""
         return cls(
             episode.length,
@@ -31,6 +35,7 @@ class RolloutMetrics(NamedTuple):
             perf_stats,
             dict(episode.hist_data),
             dict(episode.media),
+            faulty,
         )
 
     def to_json(self) -> dict:
@@ -84,7 +89,15 @@ def summarize_episodes(
     history: list[RolloutMetrics] | None = None,
     min_history: int = 100,
 ) -> dict[str, Any]:
-    """Turns per-episode metrics into the result keys of `train()`."""
+    """Turns per-episode metrics into the result keys of `train()`.
+
+    Faulty episodes (a sub-env raised and was restarted) are only counted:
+    `num_env_restarts` (one per restart) and `num_faulty_episodes` (those
+    restarts that cut an episode short after at least one step).
+    """
+    faulty = [e for e in episodes if e.episode_faulty]
+    if faulty:
+        episodes = [e for e in episodes if not e.episode_faulty]
     new_count = len(episodes)
     if history is not None:
         missing = min_history - new_count
@@ -124,6 +137,8 @@ def summarize_episodes(
         "episode_reward_mean": float(np.mean(rewards)) if rewards else nan,
         "episode_len_mean": float(np.mean(lengths)) if lengths else nan,
         "episodes_this_iter": new_count,
+        "num_faulty_episodes": sum(1 for e in faulty if e.episode_length > 0),
+        "num_env_restarts": len(faulty),
         "policy_reward_min": {p: float(np.min(r)) for p, r in policy_rewards.items()},
         "policy_reward_max": {p: float(np.max(r)) for p, r in policy_rewards.items()},
         "policy_reward_mean": {p: float(np.mean(r)) for p, r in policy_rewards.items()},

@@ -22,7 +22,7 @@ import numpy as np
 from corral.env.gym_compat import check_reset_output, step_output_error
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
-from corral.evaluation.sampler import _Timers
+from corral.evaluation.sampler import SubEnvRestarts, _Timers, restart_enabled
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.error import EnvError
 
@@ -143,6 +143,9 @@ class MultiAgentSampler:
         self._episode_counter = 0
         self._finished: list[RolloutMetrics] = []
         self._ready: list[_Segment] = []
+        # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
+        # its episode (never flushed yet, it lives in its slot) dropped.
+        self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -154,9 +157,16 @@ class MultiAgentSampler:
 
     def _reset_all(self, seed: int | None) -> None:
         self.slots: list[_EnvSlot] = []
-        for i, env in enumerate(self.envs):
-            obs, infos = check_reset_output(env, env.reset(seed=None if seed is None else seed + i))
+        for i in range(self.num_envs):
+            obs, infos = self._reset_env(i, seed=None if seed is None else seed + i)
             self.slots.append(self._start_episode(i, obs, infos))
+
+    def _reset_env(self, i: int, seed: int | None = None) -> tuple[dict, dict]:
+        """Resets sub-env `i`; with restarts on, a sub-env whose reset raises is rebuilt."""
+        if self.restarts is None:
+            env = self.envs[i]
+            return check_reset_output(env, env.reset(seed=seed))
+        return self.restarts.reset(i, seed)
 
     def _start_episode(self, i: int, raw_obs: dict, infos: dict) -> _EnvSlot:
         self._episode_counter += 1
@@ -255,9 +265,17 @@ class MultiAgentSampler:
         t0 = time.perf_counter()
         actions, num_actions = self._compute_actions()
         t1 = time.perf_counter()
-        results = [env.step(a) for env, a in zip(self.envs, actions)]
+        failed: dict[int, BaseException] = {}
+        if self.restarts is None:
+            results = [env.step(a) for env, a in zip(self.envs, actions)]
+        else:
+            results, failures = self.restarts.step_all(actions, lambda i: None)
+            failed = dict(failures)
         t2 = time.perf_counter()
         for i, result in enumerate(results):
+            if i in failed:
+                self._drop_faulty_episode(i, failed[i])
+                continue
             if not (isinstance(result, tuple) and len(result) == 5):
                 raise step_output_error(self.envs[i], result)
             self._record_step(i, *result)
@@ -266,6 +284,17 @@ class MultiAgentSampler:
         timers.processing += time.perf_counter() - t2
         timers.steps += 1
         return num_actions if self.count_agent_steps else self.num_envs
+
+    def _drop_faulty_episode(self, i: int, error: BaseException) -> None:
+        """Sub-env `i` raised: its episode (unflushed, in its slot) is dropped and
+        reported as faulty; a rebuilt sub-env starts a new one."""
+        episode = self.slots[i].episode
+        episode.length += 1  # the step that raised
+        self._finished.append(
+            RolloutMetrics.from_episode(episode, self.timers.as_dict(), faulty=True)
+        )
+        obs, infos = self.restarts.restart(i, error)
+        self.slots[i] = self._start_episode(i, obs, infos)
 
     def _compute_actions(self) -> tuple[list[dict], int]:
         """One batched call per policy over the acting agents of all sub-envs."""
@@ -381,7 +410,7 @@ class MultiAgentSampler:
         self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict()))
         self._flush(slot)
         if reset:
-            obs, infos = check_reset_output(self.envs[i], self.envs[i].reset())
+            obs, infos = self._reset_env(i)
         else:
             obs = last_obs
         self.slots[i] = self._start_episode(i, obs, infos)

@@ -113,6 +113,7 @@ class RolloutWorker:
             self._register_policy(pid, policy)
         self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
         self.sampler = self._make_sampler()
+        self._sample_marks: list[int] = []
 
     # -- construction -------------------------------------------------------
 
@@ -353,6 +354,12 @@ class RolloutWorker:
         """One postprocessed fragment (`rollout_fragment_length` x envs steps)."""
         if self.sampler is None:
             raise ValueError(NO_ENV_MESSAGE)
+        # Where this sample's finished episodes begin in the sampler's list, so
+        # that the driver can discard them when it discards the batch
+        # (`discard_metrics_of_last_samples`).
+        self._sample_marks.append(len(self.sampler._finished))
+        if len(self._sample_marks) > 1000:  # no get_metrics for a long time: keep it small
+            del self._sample_marks[:-1000]
         raw = self.sampler.sample()
         # The multi-agent sampler postprocesses per agent trajectory itself.
         batch = raw if isinstance(raw, MultiAgentBatch) else self._postprocess(raw)
@@ -385,6 +392,37 @@ class RolloutWorker:
             pieces.append(post)
         return concat_samples(pieces)
 
+    def recreate_sub_environment(self, index: int) -> Any:
+        """Closes sub-env `index` and builds a new one in its place
+        (`restart_failed_sub_environments`); returns the new sub-env.
+
+        The new env gets the same `EnvContext` (same `vector_index`) and goes
+        through `validate_env` and `on_sub_environment_created` as the first did.
+        """
+        envs = self.async_env.get_sub_environments()
+        old = envs[index]
+        try:
+            old.close()
+        except Exception:  # noqa: BLE001 - a broken env may not close cleanly
+            logger.debug("Closing failed sub-env %d raised", index, exc_info=True)
+        if self.config.get("remote_worker_envs"):
+            from corral.env.remote_vector_env import RemoteSubEnv
+
+            # The new child must not hold copies of its siblings' pipe ends.
+            others = [e._conn for j, e in enumerate(envs) if j != index]
+            new = RemoteSubEnv(self._build_env, index, self.worker_index, others)
+            ctx = self.env_context.copy_with_overrides(vector_index=index)
+            self.callbacks.on_sub_environment_created(
+                worker=self, sub_environment=new, env_context=ctx
+            )
+        else:
+            new = self._make_env(index)
+        # The sampler shares this list, so it steps the new env from now on.
+        envs[index] = new
+        if index == 0:
+            self.env = new
+        return new
+
     def reset_sampler(self) -> None:
         """Resets every sub-env and drops unfinished episodes (fresh evaluation)."""
         if self.sampler is not None:
@@ -396,7 +434,23 @@ class RolloutWorker:
 
     def get_metrics(self) -> list[RolloutMetrics]:
         """Metrics of the episodes finished since the last call."""
+        self._sample_marks.clear()
         return self.sampler.get_metrics() if self.sampler is not None else []
+
+    def discard_metrics_of_last_samples(self, num_samples: int) -> int:
+        """Forgets the episodes finished during the last `num_samples` calls of
+        `sample()` (not yet fetched by `get_metrics`): the driver threw those
+        batches away (another worker failed), so the episodes must not be
+        reported as trained on. Returns how many episodes were dropped."""
+        marks = self._sample_marks
+        if self.sampler is None or num_samples <= 0 or not marks:
+            return 0
+        cut = marks[-min(num_samples, len(marks))]
+        del marks[-min(num_samples, len(marks)) :]
+        finished = self.sampler._finished
+        dropped = len(finished) - cut
+        del finished[cut:]
+        return dropped
 
     # -- policies and weights ----------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,12 @@ class SingleAgentSampler:
         self._finished: list[RolloutMetrics] = []
         self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
         self._buffers: dict[str, np.ndarray] | None = None
+        # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
+        # its episode dropped. `_valid` ([T, N], made on the first fault of a
+        # fragment) marks the rows kept; complete episodes drop by episode id.
+        self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
+        self._valid: np.ndarray | None = None
+        self._faulty_eps: set[int] = set()
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -118,9 +125,15 @@ class SingleAgentSampler:
         if self.recurrent:
             self._reset_recurrent_inputs()
         for i in range(self.num_envs):
-            env = self.envs[i]
-            obs, _ = check_reset_output(env, env.reset(seed=None if seed is None else seed + i))
+            obs = self._reset_env(i, seed=None if seed is None else seed + i)
             self._start_episode(i, obs)
+
+    def _reset_env(self, i: int, seed: int | None = None) -> Any:
+        """Resets sub-env `i`; with restarts on, a sub-env whose reset raises is rebuilt."""
+        if self.restarts is None:
+            env = self.envs[i]
+            return check_reset_output(env, env.reset(seed=seed))[0]
+        return self.restarts.reset(i, seed)[0]
 
     def _reset_recurrent_inputs(self) -> None:
         n = self.num_envs
@@ -231,18 +244,50 @@ class SingleAgentSampler:
             buf[SampleBatch.T][t] = self.ep_len
             env_actions = policy.to_env_actions(actions, self.unsquash, self.clip)
             t2 = time.perf_counter()
-            results = step_all(env_actions)
+            if self.restarts is None:
+                results = step_all(env_actions)
+                failures = None
+            else:
+                results, failures = self.restarts.step_all(env_actions, self._stand_in_result)
             t3 = time.perf_counter()
             if self.render_env:
                 self.envs[0].render()
                 timers.render += time.perf_counter() - t3
                 t3 = time.perf_counter()
             self._record_step(t, results, actions)
+            if failures:
+                for i, error in failures:
+                    self._drop_faulty_episode(i, t, error)
             timers.inference += t1 - t0
             timers.env_wait += t3 - t2
             timers.processing += (t2 - t1) + (time.perf_counter() - t3)
         timers.steps += T
         return self._build_batch()
+
+    def _stand_in_result(self, i: int) -> tuple:
+        """What a failed sub-env "returned": its last observation, no reward, not done
+        (recorded like any step, then dropped with the rest of its episode)."""
+        return (self.episodes[i].last_raw_obs_for(SINGLE_AGENT_ID), 0.0, False, False, {})
+
+    def _drop_faulty_episode(self, i: int, t: int, error: BaseException) -> None:
+        """Sub-env `i` raised at row `t`: drops its episode's rows, reports the
+        episode as faulty, and starts a new episode in a rebuilt sub-env."""
+        eps_id = int(self.eps_ids[i])
+        if self.complete_episodes:
+            self._faulty_eps.add(eps_id)  # its earlier pieces wait in `_pending`
+        else:
+            if self._valid is None:
+                self._valid = np.ones((self.fragment_length, self.num_envs), np.bool_)
+            rows = self._buffers[SampleBatch.EPS_ID][: t + 1, i] == eps_id
+            self._valid[: t + 1, i] &= ~rows
+        episode = self.episodes[i]
+        episode.length = int(self.ep_len[i])
+        episode.total_reward = float(self.ep_ret[i])
+        self._finished.append(
+            RolloutMetrics.from_episode(episode, self.timers.as_dict(), faulty=True)
+        )
+        obs = self.restarts.restart(i, error)[0]
+        self._start_episode(i, obs)
 
     def _record_recurrent_inputs(self, t: int, actions: np.ndarray, extra: dict) -> None:
         """Stores this step's RNN inputs, then advances them to the next step."""
@@ -337,7 +382,7 @@ class SingleAgentSampler:
         )
         self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict()))
         if reset:
-            obs, _ = check_reset_output(self.envs[i], self.envs[i].reset())
+            obs = self._reset_env(i)
         else:
             obs = last_obs
         self._start_episode(i, obs, keep_state=not reset)
@@ -365,6 +410,11 @@ class SingleAgentSampler:
             np.arange(self.num_envs, dtype=np.int64), self.fragment_length
         )
         columns[SampleBatch.AGENT_INDEX] = np.zeros(n, np.int64)
+        if self._valid is not None:
+            # Rows of episodes whose sub-env raised (restart_failed_sub_environments).
+            keep = _env_major(self._valid)
+            self._valid = None
+            columns = {k: v[keep] for k, v in columns.items()}
         return SampleBatch(columns)
 
     def _take_complete_episodes(self, batch: SampleBatch) -> list[SampleBatch]:
@@ -376,6 +426,13 @@ class SingleAgentSampler:
             pieces = self._pending[i] + column.split_by_episode()
             self._pending[i] = []
             merged = _merge_by_episode(pieces)
+            if self._faulty_eps:
+                # Episodes whose sub-env raised: none of their rows is kept.
+                merged = [
+                    m for m in merged if int(m[SampleBatch.EPS_ID][0]) not in self._faulty_eps
+                ]
+                if not merged:
+                    continue
             for ep in merged[:-1]:
                 done_eps.append(ep)
             last = merged[-1]
@@ -383,6 +440,7 @@ class SingleAgentSampler:
                 done_eps.append(last)
             else:
                 self._pending[i] = [last.copy()]
+        self._faulty_eps.clear()
         return done_eps
 
     def get_metrics(self) -> list[RolloutMetrics]:
@@ -392,6 +450,98 @@ class SingleAgentSampler:
 
 def _is_step_tuple(result: Any) -> bool:
     return isinstance(result, tuple) and len(result) == 5
+
+
+# How many rebuilt copies of a sub-env may raise in a row (in reset()) before
+# the sampler gives up on it.
+MAX_SUB_ENV_RESTARTS_IN_A_ROW = 3
+
+
+def restart_enabled(config: dict) -> bool:
+    """Whether `restart_failed_sub_environments` is on (RLlib 2.0's key)."""
+    return bool(config.get("restart_failed_sub_environments"))
+
+
+class SubEnvRestarts:
+    """`restart_failed_sub_environments`: steps and resets sub-envs so that one
+    that raises is caught, closed and rebuilt, while the others go on.
+
+    Shared by both samplers; the sampler drops the broken episode.
+
+    Args:
+        worker: the `RolloutWorker` (`recreate_sub_environment(i)` rebuilds one).
+        sampler: the sampler, whose `envs` list holds the sub-envs.
+    """
+
+    def __init__(self, worker: Any, sampler: Any) -> None:
+        self.worker = worker
+        self.sampler = sampler
+
+    def step_all(
+        self, actions: Sequence[Any], stand_in: Callable[[int], Any]
+    ) -> tuple[list, list[tuple[int, BaseException]]]:
+        """Steps every sub-env; a failed one's result is `stand_in(i)`.
+
+        Returns the results and the (index, exception) of each failed sub-env.
+        """
+        try_step = getattr(self.sampler.env, "try_step_all", None)
+        if try_step is not None:  # remote sub-envs: stepped in parallel
+            outcomes = list(try_step(actions))
+        else:
+            outcomes = []
+            for env, action in zip(self.sampler.envs, actions):
+                try:
+                    outcomes.append(env.step(action))
+                except Exception as e:  # noqa: BLE001 - the sub-env is restarted
+                    outcomes.append(e)
+        failures = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
+        for i, _ in failures:
+            outcomes[i] = stand_in(i)
+        return outcomes, failures
+
+    def reset(self, i: int, seed: int | None = None) -> tuple[Any, dict]:
+        """`reset()` of sub-env `i`; if it raises, the sub-env is rebuilt (the
+        restart is reported as a faulty episode without steps)."""
+        env = self.sampler.envs[i]
+        try:
+            out = env.reset(seed=seed)
+        except Exception as e:  # noqa: BLE001 - the sub-env is restarted
+            self.sampler._finished.append(_empty_faulty_metrics())
+            return self.restart(i, e)
+        return check_reset_output(env, out)
+
+    def restart(self, i: int, error: BaseException) -> tuple[Any, dict]:
+        """Closes sub-env `i`, builds a new one in its place and resets it."""
+        worker_index = self.worker.worker_index
+        for attempt in range(1, MAX_SUB_ENV_RESTARTS_IN_A_ROW + 1):
+            logger.warning(
+                "Sub-env %d of worker %d raised %s: %s; restarting it "
+                "(restart_failed_sub_environments); its episode is dropped.",
+                i,
+                worker_index,
+                type(error).__name__,
+                error,
+            )
+            env = self.worker.recreate_sub_environment(i)
+            try:
+                out = env.reset()
+            except Exception as e:  # noqa: BLE001 - retried, then reported
+                if attempt == MAX_SUB_ENV_RESTARTS_IN_A_ROW:
+                    raise EnvError(
+                        f"Sub-env {i} of worker {worker_index} could not be restarted: "
+                        f"{MAX_SUB_ENV_RESTARTS_IN_A_ROW} rebuilt copies raised in reset() in "
+                        f"a row, the last {type(e).__name__}: {e}"
+                    ) from e
+                self.sampler._finished.append(_empty_faulty_metrics())
+                error = e
+                continue
+            return check_reset_output(env, out)
+        raise AssertionError("unreachable")
+
+
+def _empty_faulty_metrics() -> RolloutMetrics:
+    """A restart that cut no episode short (the sub-env raised before its first step)."""
+    return RolloutMetrics(0, 0.0, {}, {}, {}, {}, {}, True)
 
 
 def _can_render(env: Any) -> bool:

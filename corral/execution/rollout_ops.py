@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.evaluation.backend import wait_all
+from corral.evaluation.backend import WorkerFailure, wait_all
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 
 
@@ -38,6 +38,11 @@ def synchronous_parallel_sample(
 
     Returns:
         A `SampleBatch`/`MultiAgentBatch`, or a list of them when `concat` is False.
+
+    When a remote worker fails, every batch of this call is thrown away (the
+    trainer retries the step), so the other workers are told to forget the
+    episodes that finished in them: `episodes_this_iter` counts only episodes
+    whose steps were trained on.
     """
     if worker_set is None:
         raise TypeError("synchronous_parallel_sample() needs `worker_set` (a WorkerSet).")
@@ -49,10 +54,18 @@ def synchronous_parallel_sample(
     target = (max_agent_steps if by_agent else max_env_steps) or 0
     batches: list[Any] = []
     steps = 0
+    samples_sent: dict[Any, int] = {}
     while True:
         remote = worker_set.remote_workers()
         if remote:
-            new = wait_all([w.call("sample") for w in remote])
+            futures = [w.call("sample") for w in remote]
+            for w in remote:
+                samples_sent[w] = samples_sent.get(w, 0) + 1
+            try:
+                new = wait_all(futures)
+            except WorkerFailure as e:
+                _discard_sampled_episodes(samples_sent, failed=e.handle)
+                raise
         else:
             new = [worker_set.local_worker().sample()]
         batches.extend(new)
@@ -76,3 +89,13 @@ def standardize_fields(samples: Any, fields: list[str]) -> Any:
 
 
 __all__ = ["SampleBatch", "standardize_fields", "synchronous_parallel_sample"]
+
+
+def _discard_sampled_episodes(samples_sent: dict[Any, int], failed: Any) -> None:
+    """Asks each worker but `failed` to forget the episodes of the samples sent to it
+    in this call (a worker runs requests in order, so this runs after them)."""
+    for w, n in samples_sent.items():
+        if w is not failed:
+            # Not waited for: no reply is needed, and a worker that is unwell
+            # too is handled by the recovery that follows.
+            w.call("discard_metrics_of_last_samples", n)
