@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `corral config PPO | head`: the reader has gone
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
+        return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_train_parser(commands)
     _add_evaluate_parser(commands)
+    _add_plot_parser(commands)
+    _add_config_parser(commands)
     return parser
 
 
@@ -214,6 +219,93 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate.add_argument("--config", type=json_object, help="config overrides as a JSON object")
     evaluate.add_argument("--seed", type=int, help="seed of the first env reset and the trainer")
     evaluate.set_defaults(handler=run_evaluate, subparser=evaluate)
+
+
+def _add_plot_parser(commands: Any) -> None:
+    plot = commands.add_parser(
+        "plot",
+        help="draw learning curves of trials as a PNG",
+        description="Learning curves from trials' results (result.json or progress.csv): the "
+        "mean training return with its min/max band and the evaluation return, or any key.",
+        epilog="Example: corral plot ~/corral_results/PPO_CartPole-v1_* -o cartpole.png",
+    )
+    plot.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="trial logdirs to overlay")
+    plot.add_argument("-o", "--out", default="learning_curve.png", help="PNG file to write")
+    plot.add_argument(
+        "--x", choices=["timesteps", "time", "iterations"], default="timesteps", help="x axis"
+    )
+    plot.add_argument("--y", help="result key to plot (nested keys joined by '/')")
+    plot.add_argument("--title", help="figure title")
+    plot.set_defaults(handler=run_plot, subparser=plot)
+
+
+def _add_config_parser(commands: Any) -> None:
+    config = commands.add_parser(
+        "config",
+        help="show an algorithm's config keys, defaults and documentation",
+        description="Print an algorithm's default config, each key with its documentation, "
+        "or one key (nested keys as model.fcnet_hiddens).",
+        epilog="Example: corral config PPO lr",
+    )
+    config.add_argument("algorithm", help="e.g. PPO, DQN, SAC")
+    config.add_argument("key", nargs="?", help="one key, e.g. lr or model.fcnet_hiddens")
+    config.set_defaults(handler=run_config, subparser=config)
+
+
+def run_config(args: argparse.Namespace) -> int:
+    """``corral config ALGO [KEY]``: the default config with each key's documentation."""
+    import textwrap
+
+    from corral.agents.config_docs import config_docs
+
+    trainer_class = get_trainer_class(args.algorithm)
+    defaults = trainer_class.get_default_config()
+    docs = config_docs(trainer_class)
+    entries = _config_entries(defaults)
+    if args.key:
+        key = args.key.replace("/", ".")
+        if key not in entries:
+            close = difflib.get_close_matches(key, list(entries), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UsageError(f"{args.algorithm} has no config key {args.key!r}{hint}")
+        entries = {key: entries[key]}
+    for key, value in entries.items():
+        print(f"{key} = {_config_value_text(value)}")
+        doc = docs.get(key) or "(undocumented)"
+        print(textwrap.fill(doc, width=88, initial_indent="    ", subsequent_indent="    "))
+    return EXIT_OK
+
+
+def _config_entries(defaults: Mapping) -> dict[str, Any]:
+    """Every key, with the keys of ``model`` spelled out as ``model.<key>``."""
+    out: dict[str, Any] = {}
+    for key, value in defaults.items():
+        if key == "model" and isinstance(value, Mapping):
+            out.update({f"model.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def _config_value_text(value: Any) -> str:
+    if isinstance(value, type) or callable(value):
+        return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', value)}"
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    """``corral plot``: writes the learning curves of ``args.logdirs`` to ``args.out``."""
+    from corral.tune.plot import PlotError, plot_runs
+
+    try:
+        out = plot_runs(args.logdirs, args.out, x=args.x, y=args.y, title=args.title)
+    except PlotError as e:
+        raise UsageError(str(e)) from None
+    print(f"Wrote {out}")
+    return EXIT_OK
 
 
 def json_object(text: str) -> dict:
@@ -424,13 +516,16 @@ def _is_number(value: Any) -> bool:
 
 def should_stop(stop: Mapping[str, float], result: Mapping) -> bool:
     """Tune's rule: stop once any ``result[key] >= threshold`` (NaN never meets it), or done."""
-    if result.get("done"):
-        return True
+    return bool(result.get("done")) or met_criterion(stop, result) is not None
+
+
+def met_criterion(stop: Mapping[str, float], result: Mapping) -> tuple[str, float] | None:
+    """The first stop criterion ``result`` meets, as (key, value); None if none."""
     for key, threshold in stop.items():
         value = lookup_result(result, key)
         if _is_number(value) and value >= threshold:
-            return True
-    return False
+            return key, value
+    return None
 
 
 def _check_stop_reachable(stop: Mapping, trainer_config: Mapping) -> None:
@@ -456,17 +551,24 @@ class ProgressDisplay:
     which is what a later reader of that log needs.
     """
 
-    def __init__(self, stream: IO[str], enabled: bool = True) -> None:
+    def __init__(
+        self, stream: IO[str], enabled: bool = True, stop: Mapping[str, float] | None = None
+    ) -> None:
         self.stream = stream
         self.enabled = enabled
         self.live = enabled and _is_tty(stream)
+        self.stop = dict(stop or {})
         self._pending = False
+        self._last_evaluation: float | None = None
 
     def update(self, result: Mapping) -> None:
         """Shows the figures of one iteration's result."""
         if not self.enabled:
             return
-        line = format_progress(result)
+        evaluation = lookup_result(result, "evaluation/episode_reward_mean")
+        if _is_number(evaluation):
+            self._last_evaluation = evaluation
+        line = format_progress(result, self._last_evaluation, time_left(self.stop, result))
         if self.live:
             width = shutil.get_terminal_size().columns - 1
             self.stream.write("\r" + line[:width] + "\x1b[K")
@@ -494,8 +596,15 @@ def _is_tty(stream: IO[str]) -> bool:
     return bool(isatty and isatty())
 
 
-def format_progress(result: Mapping) -> str:
-    """``iter 3 | steps 768 | reward 21.4 [9, 60] | eval 80.0 | 912 steps/s | 0:00:02``."""
+def format_progress(
+    result: Mapping, last_evaluation: float | None = None, left: float | None = None
+) -> str:
+    """One progress line, e.g.
+    ``iter 3 | steps 768 | reward 21.4 [9, 60] | eval 80.0 | 912 steps/s | 0:00:02 | 0:00:30 left``.
+
+    ``eval`` is this iteration's evaluation return, else ``last_evaluation`` (the
+    latest one); ``left`` is the estimated time to the nearest stop criterion.
+    """
     parts = [
         f"iter {result.get('training_iteration', 0)}",
         f"steps {result.get('timesteps_total') or 0:,}",
@@ -506,11 +615,34 @@ def format_progress(result: Mapping) -> str:
         ),
     ]
     evaluation = lookup_result(result, "evaluation/episode_reward_mean")
+    if not _is_number(evaluation):
+        evaluation = last_evaluation
     if evaluation is not None:
         parts.append(f"eval {_fmt(evaluation)}")
     parts.append(f"{_steps_per_second(result):,.0f} steps/s")
     parts.append(format_duration(result.get("time_total_s") or 0.0))
+    if left is not None:
+        parts.append(f"{format_duration(left)} left")
     return " | ".join(parts)
+
+
+# Stop keys whose progress grows steadily with time, so the time to reach them can be estimated.
+_PROGRESS_KEYS = ("timesteps_total", "training_iteration", "time_total_s")
+
+
+def time_left(stop: Mapping[str, float], result: Mapping) -> float | None:
+    """Seconds until the first of the steadily growing stop criteria is reached (None: none).
+
+    Return criteria (e.g. ``evaluation/episode_reward_mean``) may end the run
+    earlier; no one can say when.
+    """
+    elapsed = result.get("time_total_s") or 0.0
+    estimates = []
+    for key in _PROGRESS_KEYS:
+        threshold, value = stop.get(key), result.get(key)
+        if _is_number(threshold) and _is_number(value) and value > 0 and elapsed > 0:
+            estimates.append(max(0.0, (threshold - value) * elapsed / value))
+    return min(estimates) if estimates else None
 
 
 def _steps_per_second(result: Mapping) -> float:
@@ -544,6 +676,11 @@ class TrainOutcome:
     best_eval_reward: float | None = None
     last_checkpoint: str | None = None
     interrupted: bool = False
+    env: str | None = None
+    stop: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    # The stop criterion that ended the run, as (key, value).
+    met: tuple[str, float] | None = None
 
     def record(self, result: Mapping) -> None:
         """Keeps the latest result and the best mean rewards seen so far."""
@@ -593,7 +730,10 @@ def train_experiment(spec: TrainSpec, display: ProgressDisplay, verbose: int = 0
 
 
 def _training_loop(trainer: Any, spec: TrainSpec, display: ProgressDisplay) -> TrainOutcome:
-    outcome = TrainOutcome(logdir=trainer.logdir)
+    outcome = TrainOutcome(
+        logdir=trainer.logdir, env=spec.env, stop=dict(spec.stop), config=trainer.config
+    )
+    display.stop = dict(spec.stop)
     try:
         while True:
             result = trainer.train()
@@ -602,6 +742,7 @@ def _training_loop(trainer: Any, spec: TrainSpec, display: ProgressDisplay) -> T
             if spec.checkpoint_freq and trainer.iteration % spec.checkpoint_freq == 0:
                 _save(trainer, outcome, display)
             if should_stop(spec.stop, result):
+                outcome.met = met_criterion(spec.stop, result)
                 break
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -657,8 +798,50 @@ def print_summary(outcome: TrainOutcome, stream: IO[str]) -> None:
         lines.append(f"  best evaluation/episode_reward_mean: {outcome.best_eval_reward:.2f}")
     lines.append(f"  logdir: {outcome.logdir}")
     lines.append(f"  last checkpoint: {outcome.last_checkpoint or 'none'}")
+    verdict = solved_line(outcome)
+    if verdict:
+        lines.append(verdict)
     stream.write("\n".join(lines) + "\n")
     stream.flush()
+
+
+_RETURN_KEYS = ("evaluation/episode_reward_mean", "episode_reward_mean")
+
+
+def solved_line(outcome: TrainOutcome) -> str | None:
+    """``Solved CartPole-v1: evaluation return 500.0 (10 episodes, greedy) after 12,288 env
+    steps, 6.1 s of training`` when a return criterion ended the run; ``Not solved: ...``
+    when the stop criteria had one and another criterion (or Ctrl-C) came first."""
+    goals = [k for k in _RETURN_KEYS if k in outcome.stop]
+    if not goals:
+        return None
+    result = outcome.last_result
+    steps = result.get("timesteps_total") or 0
+    seconds = result.get("time_total_s") or 0.0
+    if outcome.met is not None and outcome.met[0] in goals:
+        key, value = outcome.met
+        if key.startswith("evaluation/"):
+            episodes = lookup_result(result, "evaluation/episodes_this_iter")
+            explore = (outcome.config.get("evaluation_config") or {}).get(
+                "explore", outcome.config.get("explore", True)
+            )
+            detail = ", ".join(
+                ([f"{episodes} episodes"] if _is_number(episodes) else [])
+                + ([] if explore else ["greedy"])
+            )
+            what = f"evaluation return {value:.1f}" + (f" ({detail})" if detail else "")
+        else:
+            what = f"training return {value:.1f} (mean of the last episodes)"
+        return (
+            f"Solved {outcome.env}: {what} after {steps:,} env steps, {seconds:.1f} s of training"
+        )
+    key = goals[0]
+    best = outcome.best_eval_reward if key.startswith("evaluation/") else outcome.best_reward
+    best_text = "n/a" if best is None else f"{best:.1f}"
+    return (
+        f"Not solved: best {key} {best_text} < {outcome.stop[key]} after {steps:,} env steps, "
+        f"{seconds:.1f} s of training"
+    )
 
 
 # --------------------------------------------------------------------------------------

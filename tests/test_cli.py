@@ -154,7 +154,7 @@ def test_tuned_cartpole_example_loads_with_its_settings():
     assert list(experiments) == ["cartpole-ppo"]
     spec = experiments["cartpole-ppo"]
     assert (spec["run"], spec["env"]) == ("PPO", "CartPole-v1")
-    assert spec["stop"] == {"timesteps_total": 100000, "episode_reward_mean": 475}
+    assert spec["stop"] == {"timesteps_total": 100000, "evaluation/episode_reward_mean": 475}
     config = spec["config"]
     assert config["optimizer"] == {"eps": 1e-5}  # a float, not the string YAML 1.1 makes of 1e-5
     assert config["lr_schedule"] == [[0, 0.0025], [100000, 0.0]]
@@ -179,6 +179,9 @@ def test_tuned_cartpole_example_loads_with_its_settings():
         "vf_loss_coeff": 0.5,
         "vf_clip_param": 10000.0,
         "grad_clip": 0.5,
+        "evaluation_interval": 2,
+        "evaluation_num_episodes": 10,
+        "evaluation_config": {"explore": False},
     }
     assert {k: config[k] for k in expected} == expected
 
@@ -512,3 +515,170 @@ def test_train_then_evaluate_cartpole(tmp_path, capsys):
     # Evaluating writes no trial folder anywhere.
     assert list(local_dir.iterdir()) == [trial]
     assert not os.path.exists(os.environ["CORRAL_RESULTS_DIR"])
+
+
+# -- the demo's verdict and the live display's estimate -------------------------------------
+
+
+def _outcome(stop, met, **result):
+    return cli.TrainOutcome(
+        logdir="/x",
+        last_result={"timesteps_total": 12288, "time_total_s": 6.14, **result},
+        env="CartPole-v1",
+        stop=stop,
+        config={"evaluation_config": {"explore": False}},
+        met=met,
+        best_eval_reward=430.0,
+    )
+
+
+def test_solved_line_names_the_evaluation_that_met_the_goal():
+    stop = {"evaluation/episode_reward_mean": 475, "timesteps_total": 100000}
+    outcome = _outcome(
+        stop,
+        ("evaluation/episode_reward_mean", 500.0),
+        evaluation={"episodes_this_iter": 10},
+    )
+    assert cli.solved_line(outcome) == (
+        "Solved CartPole-v1: evaluation return 500.0 (10 episodes, greedy) after 12,288 env "
+        "steps, 6.1 s of training"
+    )
+
+
+def test_not_solved_when_another_criterion_ended_the_run():
+    stop = {"evaluation/episode_reward_mean": 475, "timesteps_total": 12288}
+    outcome = _outcome(stop, ("timesteps_total", 12288))
+    assert cli.solved_line(outcome).startswith(
+        "Not solved: best evaluation/episode_reward_mean 430.0 < 475 after 12,288 env steps"
+    )
+    assert cli.solved_line(_outcome({"timesteps_total": 5}, ("timesteps_total", 5))) is None
+
+
+def test_time_left_follows_the_nearest_steady_criterion():
+    result = {"timesteps_total": 1000, "training_iteration": 2, "time_total_s": 10.0}
+    assert cli.time_left({"timesteps_total": 5000}, result) == pytest.approx(40.0)
+    assert cli.time_left({"timesteps_total": 5000, "training_iteration": 4}, result) == 10.0
+    assert cli.time_left({"episode_reward_mean": 475}, result) is None
+
+
+def test_display_keeps_the_last_evaluation_and_shows_the_time_left():
+    stream = io.StringIO()
+    display = cli.ProgressDisplay(stream, stop={"timesteps_total": 4000})
+    display.update(fake_result(1))
+    without_eval = fake_result(2)
+    del without_eval["evaluation"]
+    display.update(without_eval)
+    last = stream.getvalue().splitlines()[-1]
+    assert "eval 15.0" in last and "left" in last
+
+
+# -- corral plot and corral config ----------------------------------------------------------
+
+
+def _write_trial(folder: Path, rows: list[dict]) -> Path:
+    folder.mkdir(parents=True)
+    with open(folder / "result.json", "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return folder
+
+
+def test_plot_draws_several_runs_with_evaluation(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="corral plot needs the `plot` extra (matplotlib)")
+    runs = [
+        _write_trial(
+            tmp_path / name,
+            [
+                {
+                    "timesteps_total": 512 * i,
+                    "time_total_s": 0.5 * i,
+                    "training_iteration": i,
+                    "episode_reward_mean": 20.0 * i + shift,
+                    "episode_reward_min": 10.0 * i,
+                    "episode_reward_max": 30.0 * i,
+                    **({"evaluation": {"episode_reward_mean": 25.0 * i}} if i % 2 == 0 else {}),
+                    "config": {"lr": 0.1},
+                }
+                for i in range(1, 9)
+            ],
+        )
+        for name, shift in (("run_a", 0), ("run_b", 5))
+    ]
+    out = tmp_path / "curve.png"
+    assert cli.main(["plot", *map(str, runs), "-o", str(out), "--x", "time"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+    assert f"Wrote {out}" in capsys.readouterr().out
+
+
+def test_plot_reads_progress_csv_and_names_a_missing_key(tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason="corral plot needs the `plot` extra (matplotlib)")
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    (trial / "progress.csv").write_text(
+        "timesteps_total,episode_reward_mean\n100,1.0\n200,2.0\n300,nan\n"
+    )
+    assert cli.main(["plot", str(trial), "-o", str(tmp_path / "a.png")]) == 0
+    assert cli.main(["plot", str(trial), "--y", "info/learner/loss"]) == 2
+    assert "no run reports 'info/learner/loss'" in capsys.readouterr().err
+    assert cli.main(["plot", str(tmp_path / "empty")]) == 2
+
+
+def test_config_prints_a_key_with_its_documentation(capsys):
+    assert cli.main(["config", "PPO", "lr"]) == 0
+    assert capsys.readouterr().out == "lr = 5e-05\n    Learning rate.\n"
+    assert cli.main(["config", "PPO", "model.fcnet_hiddens"]) == 0
+    assert "model.fcnet_hiddens = [256, 256]" in capsys.readouterr().out
+    assert cli.main(["config", "PPO", "lrr"]) == 2
+    assert "did you mean lr" in capsys.readouterr().err
+
+
+def test_every_default_config_key_is_documented():
+    from corral.agents.config_docs import config_docs
+    from corral.agents.registry import _ALGORITHMS, get_trainer_class
+
+    for name in _ALGORITHMS:
+        trainer_class = get_trainer_class(name)
+        docs = config_docs(trainer_class)
+        defaults = trainer_class.get_default_config()
+        keys = [*defaults, *(f"model.{k}" for k in defaults["model"])]
+        assert [k for k in keys if not docs.get(k)] == [], name
+
+
+# -- the console script as a user runs it -------------------------------------------------------
+
+
+def test_console_script_train_evaluate_plot_config(tmp_path):
+    pytest.importorskip("matplotlib", reason="corral plot needs the `plot` extra (matplotlib)")
+    script = Path(sys.executable).with_name("corral")
+    if not script.exists():
+        pytest.skip(f"no console script next to {sys.executable} (package not installed)")
+    env = {**os.environ, "CORRAL_RESULTS_DIR": str(tmp_path / "results")}
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(script), *argv], capture_output=True, text=True, timeout=300, env=env
+        )
+
+    local = tmp_path / "trials"
+    trained = run(
+        "train", "--run", "PPO", "--env", "CartPole-v1", "--config", json.dumps(SMALL_PPO),
+        "--stop", '{"training_iteration": 2}', "--checkpoint-at-end", "--local-dir", str(local),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    [trial] = local.iterdir()
+    checkpoint = trial / "checkpoint_000002"
+    assert f"last checkpoint: {checkpoint}" in trained.stdout
+
+    evaluated = run("evaluate", str(checkpoint), "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert evaluated.stdout.splitlines()[-1].startswith("Mean reward over 2 episodes: ")
+
+    png = tmp_path / "curve.png"
+    plotted = run("plot", str(trial), "-o", str(png))
+    assert plotted.returncode == 0, plotted.stderr[-2000:]
+    assert png.stat().st_size > 0
+
+    config = run("config", "PPO", "lr")
+    assert (config.returncode, config.stdout) == (0, "lr = 5e-05\n    Learning rate.\n")
+    bad = run("train", "--run", "NOPE", "--env", "CartPole-v1")
+    assert bad.returncode == 2 and "Unknown algorithm" in bad.stderr
