@@ -374,6 +374,52 @@ COMMON_CONFIG: TrainerConfigDict = {
     "simple_optimizer": DEPRECATED_VALUE,
     # Replaced by `record_env`, to which a value set here is copied.
     "monitor": DEPRECATED_VALUE,
+    # === RLlib 1.13 additions ===
+    # (RLlib 1.13) How long each evaluation runs, in `evaluation_duration_unit`s:
+    # an int > 0, or "auto" (with `evaluation_parallel_to_training`: as long as the
+    # training step takes). Replaces `evaluation_num_episodes`.
+    "evaluation_duration": 10,
+    # (RLlib 1.13) The unit of `evaluation_duration`: "episodes" (whole episodes;
+    # "timesteps" is not built yet).
+    "evaluation_duration_unit": "episodes",
+    # (RLlib 1.13) Whether every result carries the last evaluation results, also
+    # in iterations that did not evaluate (not built yet: only False).
+    "always_attach_evaluation_results": False,
+    # (RLlib 1.13) Keep each episode's custom metric values as lists instead of
+    # their mean/min/max (not built yet: only False).
+    "keep_per_episode_custom_metrics": False,
+    # (RLlib 1.13) Seconds to wait for the workers' episode metrics (replaces
+    # `collect_metrics_timeout`).
+    "metrics_episode_collection_timeout_s": 180,
+    # (RLlib 1.13) Window (in episodes) over which episode metrics are averaged
+    # (replaces `metrics_smoothing_episodes`).
+    "metrics_num_episodes_for_smoothing": 100,
+    # (RLlib 1.13) Each `train()` call lasts at least this many seconds; None: no
+    # minimum (replaces `min_iter_time_s`).
+    "min_time_s_per_reporting": None,
+    # (RLlib 1.13) Each `train()` call trains on at least this many steps; None:
+    # no minimum (not built yet: only None).
+    "min_train_timesteps_per_reporting": None,
+    # (RLlib 1.13) Each `train()` call samples at least this many steps; None: no
+    # minimum (replaces `timesteps_per_iteration`).
+    "min_sample_timesteps_per_reporting": None,
+    # (RLlib 1.13) Extra arguments for custom outputs (with `output`).
+    "output_config": {},
+    # (RLlib 1.13) TensorFlow eager only: retraces allowed per function; unused by
+    # torch.
+    "eager_max_retraces": 20,
+    # (RLlib 1.13) TensorFlow policies only; unused by torch.
+    "_tf_policy_handles_more_than_one_loss": False,
+    # (RLlib 1.13) Feed raw (not preprocessed) observations to models (not built
+    # yet: only False).
+    "_disable_preprocessor_api": False,
+    # (RLlib 1.13) Give models nested (not flattened) actions (not built yet:
+    # only False).
+    "_disable_action_flattening": False,
+    # (RLlib 1.13) True: the trainer runs `training_iteration()` (1.13's new API)
+    # instead of an `execution_plan`. corral trainers always run
+    # `training_iteration()` / `training_step()`, so both values behave the same.
+    "_disable_execution_plan_api": False,
     # === corral additions ===
     # Where remote workers run: "local" (worker processes on this machine, via
     # multiprocessing) or "ray" (Ray actors, on a cluster when one is connected;
@@ -526,6 +572,22 @@ def _common_specs() -> dict[str, Spec]:
         # Deprecated
         "simple_optimizer": AnyOf(deprecated, Bool()),
         "monitor": AnyOf(deprecated, Bool(), Str()),
+        # RLlib 1.13 additions
+        "evaluation_duration": AnyOf(Int(1), OneOf("auto")),
+        "evaluation_duration_unit": OneOf("episodes", "timesteps"),
+        "always_attach_evaluation_results": Bool(),
+        "keep_per_episode_custom_metrics": Bool(),
+        "metrics_episode_collection_timeout_s": Float(0),
+        "metrics_num_episodes_for_smoothing": Int(1),
+        "min_time_s_per_reporting": Optional(Float(0)),
+        "min_train_timesteps_per_reporting": Optional(Int(0)),
+        "min_sample_timesteps_per_reporting": Optional(Int(0)),
+        "output_config": Dict(),
+        "eager_max_retraces": Optional(Int(0)),
+        "_tf_policy_handles_more_than_one_loss": Bool(),
+        "_disable_preprocessor_api": Bool(),
+        "_disable_action_flattening": Bool(),
+        "_disable_execution_plan_api": Bool(),
         # corral additions
         "backend": OneOf("local", "ray"),
         "num_learners": Int(0),
@@ -893,9 +955,7 @@ def _validate_evaluation(config: TrainerConfigDict) -> None:
             raise unknown_key_error(key, config.keys(), prefix="evaluation_config/")
 
 
-def check_config_values(
-    config: Mapping[str, Any], specs: Mapping[str, Spec] | None = None
-) -> None:
+def check_config_values(config: Mapping[str, Any], specs: Mapping[str, Spec] | None = None) -> None:
     """Check the type and range of every key of `config` that has a spec.
 
     Args:
@@ -998,7 +1058,40 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
             f"`multiagent.replay_mode` must be one of [independent|lockstep]! Got {replay_mode}"
         )
 
+    _resolve_renamed_keys(config, trainer)
     _validate_evaluation(config)
+
+
+# RLlib 1.13's new key -> the pre-1.13 key corral's code reads. A new key set away
+# from its default is copied onto the old one; an old key set by the user still
+# works, with a deprecation warning naming its replacement.
+RENAMED_IN_1_13: dict[str, str] = {
+    "evaluation_duration": "evaluation_num_episodes",
+    "metrics_num_episodes_for_smoothing": "metrics_smoothing_episodes",
+    "metrics_episode_collection_timeout_s": "collect_metrics_timeout",
+    "min_time_s_per_reporting": "min_iter_time_s",
+    "min_sample_timesteps_per_reporting": "timesteps_per_iteration",
+}
+
+
+def _resolve_renamed_keys(config: TrainerConfigDict, trainer: Any = None) -> None:
+    # An algorithm's own defaults for the old keys (e.g. DQN's timesteps_per_iteration)
+    # are not the user's doing: no warning for them.
+    defaults = COMMON_CONFIG
+    if trainer is not None and callable(getattr(trainer, "get_default_config", None)):
+        defaults = trainer.get_default_config()
+    for new, old in RENAMED_IN_1_13.items():
+        if new not in config or old not in config:
+            continue
+        new_default = defaults.get(new, COMMON_CONFIG[new])
+        old_default = defaults.get(old, COMMON_CONFIG[old])
+        if not _same(config[new], new_default):
+            value = config[new]
+            # None means "no minimum" in 1.13, 0 in the old keys.
+            config[old] = old_default if value is None else value
+        elif not _same(config[old], old_default):
+            deprecation_warning(old, new, error=False)
+            config[new] = config[old]
 
 
 # --------------------------------------------------------------------------------------
@@ -1022,6 +1115,12 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "eager_tracing": "TensorFlow eager tracing (corral is torch-only)",
     "model/use_attention": "attention (GTrXL) models",
     "model/custom_preprocessor": "custom preprocessors",
+    "evaluation_duration_unit": "evaluation durations in timesteps (only 'episodes')",
+    "always_attach_evaluation_results": "attaching the last evaluation to every result",
+    "keep_per_episode_custom_metrics": "per-episode custom metric lists",
+    "min_train_timesteps_per_reporting": "a minimum of trained steps per iteration",
+    "_disable_preprocessor_api": "raw observations for models",
+    "_disable_action_flattening": "nested actions for models",
 }
 
 

@@ -173,9 +173,9 @@ class Trainer(Trainable):
     def validate_config(self, config: dict) -> None:
         """Algorithm-specific checks (subclasses extend; call super)."""
 
-    def get_default_policy_class(self, config: dict) -> type[Policy]:
-        if self._policy_class is None:
-            raise NotImplementedError(f"{type(self).__name__} defines no default policy class.")
+    def get_default_policy_class(self, config: dict) -> type[Policy] | None:
+        """The policy class of specs that name none; None when this trainer has none
+        (RLlib 1.13: every policy spec must then name its class)."""
         return self._policy_class
 
     @staticmethod
@@ -365,8 +365,15 @@ class Trainer(Trainable):
         steps_before = self._counters[counter]
         min_time = self.config["min_iter_time_s"] or 0
         min_steps = self.config["timesteps_per_iteration"] or 0
+        # RLlib 1.13 users override `training_iteration()` (1.13's name), corral's
+        # algorithms `training_step()`: an override of the former wins.
+        step = (
+            self.training_iteration
+            if type(self).training_iteration is not Trainer.training_iteration
+            else self.training_step
+        )
         while True:
-            learner_info = self.training_step()
+            learner_info = step()
             steps = self._counters[counter] - steps_before
             if time.perf_counter() - start >= min_time and steps >= min_steps:
                 break
@@ -376,12 +383,42 @@ class Trainer(Trainable):
         """One round of sampling and learning; returns the learner info dict.
 
         Algorithms implement this (sample with the worker set, update through
-        `self.learner_group`, sync weights, count steps in `self._counters`).
+        `self.learner_group`, sync weights, count steps in `self._counters`). The
+        default is RLlib 1.13's default `training_iteration()`: sample
+        `train_batch_size` steps from all workers, train the policies to train on
+        them (`multi_gpu_train_one_step`: `num_sgd_iter` epochs of
+        `sgd_minibatch_size` minibatches where the config has them, else one update),
+        then sync the weights to the workers.
         """
-        raise NotImplementedError(f"{type(self).__name__} must implement training_step().")
+        from corral.execution.rollout_ops import synchronous_parallel_sample
+        from corral.execution.train_ops import multi_gpu_train_one_step
+
+        size = self.config["train_batch_size"]
+        by_agent = self.config["multiagent"]["count_steps_by"] == "agent_steps"
+        batch = synchronous_parallel_sample(
+            worker_set=self.workers,
+            max_env_steps=None if by_agent else size,
+            max_agent_steps=size if by_agent else None,
+        ).as_multi_agent()
+        self._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
+        self._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
+        results = multi_gpu_train_one_step(self, batch)
+        self.workers.sync_weights(global_vars={"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]})
+        return results
+
+    def training_iteration(self) -> dict:
+        """RLlib 1.13's name for `training_step()`; override either (an override of
+        this one is what `train()` runs)."""
+        return self.training_step()
 
     def _compile_results(self, learner_info: dict, steps_this_iter: int) -> dict:
         result = self.collect_metrics()
+        # `on_learn_on_batch` metrics, per policy, next to the episodes' custom metrics
+        # (RLlib 1.13's `custom_metrics/<policy_id>/...`).
+        for pid, info in (learner_info or {}).items():
+            custom = info.get("custom_metrics") if isinstance(info, dict) else None
+            if custom:
+                result.setdefault("custom_metrics", {})[pid] = dict(custom)
         self._episodes_total += result["episodes_this_iter"]
         counters = dict(self._counters)
         by_agent = self.config["multiagent"]["count_steps_by"] == "agent_steps"
@@ -429,10 +466,11 @@ class Trainer(Trainable):
                 continue
             stats = dict(stats)
             trained = stats.pop("num_module_steps_trained", 0)
+            custom = stats.pop("custom_metrics", {})
             info[pid] = {
                 "learner_stats": stats,
                 "num_agent_steps_trained": trained,
-                "custom_metrics": {},
+                "custom_metrics": custom if isinstance(custom, dict) else {},
             }
         return info
 

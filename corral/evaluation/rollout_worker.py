@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.env.base_env import BaseEnv
+from corral.agents.config import copy_config
 from corral.env.env_context import EnvContext
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
@@ -225,6 +226,12 @@ class RolloutWorker:
     ) -> dict[str, Policy]:
         policies: dict[str, Policy] = {}
         for pid, spec in specs.items():
+            if spec.policy_class is None:
+                raise ValueError(
+                    f"Policy '{pid}' names no policy class and the trainer has no default "
+                    "one (`get_default_policy_class()` returned None): give the class in "
+                    "its PolicySpec."
+                )
             obs_space, act_space = spec.observation_space, spec.action_space
             if spaces and pid in spaces:
                 obs_space = obs_space or spaces[pid][0]
@@ -250,6 +257,7 @@ class RolloutWorker:
             # Policy specs and config keys written with old `gym.spaces` (RLlib 1.x code).
             obs_space, act_space = convert_space(obs_space), convert_space(act_space)
             policy_config = _merge_policy_config(base_config or self.config, spec.config)
+            policy_config = _with_class_defaults(spec.policy_class, policy_config)
             # Tells the policy's exploration which worker it acts in (e.g.
             # PerWorkerEpsilonGreedy's per-worker epsilon; 0 = the driver's worker).
             policy_config["worker_index"] = self.worker_index
@@ -625,6 +633,23 @@ def _agent_ids(env: MultiAgentEnv) -> list[Any]:
         obs, _ = env.reset()
         agents = list(obs)
     return agents
+
+
+def _with_class_defaults(policy_class: type, config: dict) -> dict:
+    """`config` plus the keys it lacks from the policy class's own algorithm defaults
+    (`policy_class.get_default_config()`), so e.g. a `PPOTorchPolicy` under a DQN trainer
+    finds `kl_coeff` (RLlib 1.13: `dict(get_default_config(), **config)`)."""
+    get_defaults = getattr(policy_class, "get_default_config", None)
+    if not callable(get_defaults):
+        return config
+    try:
+        defaults = get_defaults()
+    except TypeError:  # not RLlib's zero-argument function
+        return config
+    if not isinstance(defaults, dict):
+        return config
+    missing = {k: copy_config(v) for k, v in defaults.items() if k not in config}
+    return {**missing, **config} if missing else config
 
 
 def _merge_policy_config(base: dict, overrides: dict | None) -> dict:

@@ -23,6 +23,8 @@ class SampleBatch(dict):
     """
 
     OBS = "obs"
+    # RLlib 1.x's older name of `OBS`.
+    CUR_OBS = "obs"
     NEXT_OBS = "new_obs"
     ACTIONS = "actions"
     REWARDS = "rewards"
@@ -47,6 +49,9 @@ class SampleBatch(dict):
     # Columns written by postprocessing (GAE and friends).
     ADVANTAGES = "advantages"
     VALUE_TARGETS = "value_targets"
+    # Whether a model call is for training (RLlib 1.13's `SampleBatch.is_training`;
+    # e.g. batch-norm layers switch mode on it).
+    is_training = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -38,6 +38,14 @@ class TorchPolicy(Policy):
             action_space, config["model"], framework="torch"
         )
         self.model = self.make_model(num_outputs)
+        # RLlib 1.13's per-tower loss terms (`model.tower_stats["policy_loss"] = ...`),
+        # which RLlib-style losses fill and `extra_grad_info` reports.
+        if not hasattr(self.model, "tower_stats"):
+            self.model.tower_stats = {}
+        # The model's own `forward_inference` (the built-in models' fast path) is only
+        # taken while it computes what `forward` / `value_function` would: a subclass
+        # overriding either of them goes through the module call.
+        self._fast_forward = _fast_forward_of(self.model)
         self._initial_state = [
             np.asarray(s, np.float32) for s in self.model.get_initial_state() or []
         ]
@@ -154,9 +162,8 @@ class TorchPolicy(Policy):
         return actions.numpy(), extra
 
     def _forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        fast = getattr(self.model, "forward_inference", None)
-        if fast is not None:
-            return fast(obs)
+        if self._fast_forward is not None:
+            return self._fast_forward(obs)
         out, _ = self.model({SampleBatch.OBS: obs}, [], None)
         return out, self.model.value_function()
 
@@ -253,7 +260,11 @@ class TorchPolicy(Policy):
         `seq_lens` and each sequence's `state_in_<i>` (see `Learner`).
         """
         if not self._initial_state:
-            return self._forward_inference(train_batch[SampleBatch.OBS])
+            # Through the module call (forward hooks fire), with RLlib's `is_training`.
+            out, _ = self.model(
+                {SampleBatch.OBS: train_batch[SampleBatch.OBS], "is_training": True}, [], None
+            )
+            return out, self.model.value_function()
         state = [train_batch[f"state_in_{i}"] for i in range(len(self._initial_state))]
         out, _ = self.model(train_batch, state, train_batch[SampleBatch.SEQ_LENS])
         return out, self.model.value_function()
@@ -288,6 +299,31 @@ class TorchPolicy(Policy):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Returns (total loss, stats) for one minibatch; algorithms implement this."""
         raise NotImplementedError(f"{type(self).__name__} does not define a loss.")
+
+    def extra_grad_info(self, train_batch: TensorDict) -> dict[str, Any]:
+        """Learner stats of a loss that returned a bare tensor (RLlib's `stats_fn`):
+        the mean of each `model.tower_stats` entry."""
+        stats = {}
+        for name, value in getattr(self.model, "tower_stats", {}).items():
+            if torch.is_tensor(value) and value.numel() > 0:
+                stats[name] = value.detach().float().mean()
+            elif isinstance(value, (int, float)):
+                stats[name] = float(value)
+        return stats
+
+    def get_tower_stats(self, stats_name: str) -> list[Any]:
+        """`model.tower_stats[stats_name]` of each tower (corral trains on one)."""
+        stats = getattr(self.model, "tower_stats", {})
+        return [stats[stats_name]] if stats_name in stats else []
+
+    @classmethod
+    def with_updates(cls, **overrides: Any) -> type:
+        """A subclass with some functions replaced, as RLlib 1.x's
+        `PolicyClass.with_updates(loss_fn=..., postprocess_fn=..., name=...)`; see
+        `corral.policy.policy_template.build_policy_class` for the functions."""
+        from corral.policy.policy_template import with_updates_of
+
+        return with_updates_of(cls, **overrides)
 
     def after_update(self, stats: dict[str, float]) -> dict[str, float]:
         """Hook run once after each `Learner.update` with its mean stats."""
@@ -371,6 +407,22 @@ class TorchPolicy(Policy):
         layers = model_io.read_h5_layers(import_file)
         self.set_weights(model_io.h5_layers_to_state(layers, self.get_weights(), import_file))
         self.weights_seq += 1
+
+
+def _fast_forward_of(model: Any) -> Any:
+    """`model.forward_inference` when the class defining it also defines the `forward`
+    and `value_function` the model runs (so both give the same results), else None."""
+    fast = getattr(model, "forward_inference", None)
+    if fast is None:
+        return None
+    cls = type(model)
+    owner = next((c for c in cls.__mro__ if "forward_inference" in c.__dict__), None)
+    if owner is None:  # set on the instance: the user's own choice
+        return fast
+    for name in ("forward", "value_function", "__call__"):
+        if getattr(cls, name, None) is not getattr(owner, name, None):
+            return None
+    return fast
 
 
 def _as_array(value: Any) -> np.ndarray | None:

@@ -43,7 +43,24 @@ CORRAL_KEYS = {
     "sample_timeout_s",
     "worker_health_probe_timeout_s",
     "skip_nonfinite_updates",
-    # RLlib 1.13's, used by corral for its env checks.
+}
+# Keys RLlib 1.13 added to COMMON_CONFIG (see tests/agents/test_config_1_13_keys.py).
+RLLIB_1_13_KEYS = {
+    "evaluation_duration",
+    "evaluation_duration_unit",
+    "always_attach_evaluation_results",
+    "keep_per_episode_custom_metrics",
+    "metrics_episode_collection_timeout_s",
+    "metrics_num_episodes_for_smoothing",
+    "min_time_s_per_reporting",
+    "min_train_timesteps_per_reporting",
+    "min_sample_timesteps_per_reporting",
+    "output_config",
+    "eager_max_retraces",
+    "_tf_policy_handles_more_than_one_loss",
+    "_disable_preprocessor_api",
+    "_disable_action_flattening",
+    "_disable_execution_plan_api",
     "disable_env_checking",
 }
 
@@ -84,7 +101,7 @@ def test_every_seed_key_is_present():
     assert len(keys) > 70
     missing = [k for k in keys if k not in COMMON_CONFIG]
     assert not missing
-    assert set(COMMON_CONFIG) == set(keys) | CORRAL_KEYS
+    assert set(COMMON_CONFIG) == set(keys) | CORRAL_KEYS | RLLIB_1_13_KEYS
 
 
 def test_seed_defaults_are_kept():
@@ -711,6 +728,12 @@ NON_DEFAULT_SAMPLES = {
     "eager_tracing": True,
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",
+    "evaluation_duration_unit": "timesteps",
+    "always_attach_evaluation_results": True,
+    "keep_per_episode_custom_metrics": True,
+    "min_train_timesteps_per_reporting": 100,
+    "_disable_preprocessor_api": True,
+    "_disable_action_flattening": True,
 }
 
 

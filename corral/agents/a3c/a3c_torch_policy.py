@@ -28,6 +28,14 @@ from corral.policy.torch_policy import (
 class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """Advantage actor-critic: `postprocess_trajectory` adds advantages, `loss` is A3C's."""
 
+    @staticmethod
+    def get_default_config() -> dict:
+        """A2C's `A2C_DEFAULT_CONFIG`: fills the keys this policy reads when it runs under
+        another algorithm's trainer (RLlib 1.13's policy-template defaults)."""
+        from corral.agents.a3c.a2c import A2C_DEFAULT_CONFIG
+
+        return A2C_DEFAULT_CONFIG
+
     train_columns = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,

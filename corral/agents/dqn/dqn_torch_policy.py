@@ -48,6 +48,14 @@ PLAIN_Q_SETTINGS: dict[str, Any] = {
 class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy):
     """Q-learning with a target network (+ double Q, dueling, n-step, C51, noisy nets)."""
 
+    @staticmethod
+    def get_default_config() -> dict:
+        """DQN's `DEFAULT_CONFIG`: fills the keys this policy reads when it runs under
+        another algorithm's trainer (RLlib 1.13's policy-template defaults)."""
+        from corral.agents.dqn.dqn import DEFAULT_CONFIG
+
+        return DEFAULT_CONFIG
+
     # `adjust_nstep` handles several trajectories per batch (by eps_id).
     postprocess_batched = True
     train_columns = (

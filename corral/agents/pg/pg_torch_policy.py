@@ -20,6 +20,14 @@ from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPo
 class PGTorchPolicy(LearningRateSchedule, TorchPolicy):
     """REINFORCE: `postprocess_trajectory` adds discounted returns, `loss` is -mean(logp R)."""
 
+    @staticmethod
+    def get_default_config() -> dict:
+        """PG's `DEFAULT_CONFIG`: fills the keys this policy reads when it runs under
+        another algorithm's trainer (RLlib 1.13's policy-template defaults)."""
+        from corral.agents.pg.pg import DEFAULT_CONFIG
+
+        return DEFAULT_CONFIG
+
     train_columns = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:

@@ -30,6 +30,14 @@ from corral.policy.torch_policy import (
 class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """PPO: `postprocess_trajectory` adds GAE columns, `loss` is PPO's."""
 
+    @staticmethod
+    def get_default_config() -> dict:
+        """PPO's `DEFAULT_CONFIG`: fills the keys this policy reads when it runs under
+        another algorithm's trainer (RLlib 1.13's policy-template defaults)."""
+        from corral.agents.ppo.ppo import DEFAULT_CONFIG
+
+        return DEFAULT_CONFIG
+
     train_columns = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,

@@ -337,7 +337,9 @@ class Learner:
                 if learn_step is not None:
                     mb_stats = learn_step(mb, optimizer)
                 else:
-                    loss, mb_stats = policy.loss(policy.model, policy.dist_class, mb)
+                    loss, mb_stats = loss_and_stats(
+                        policy, policy.loss(policy.model, policy.dist_class, mb), mb
+                    )
                     for param in params:  # cheaper than zero_grad(set_to_none=True)
                         param.grad = None
                     loss.backward()
@@ -374,8 +376,12 @@ class Learner:
             )
         policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
         mean_stats = {name: self.metrics.peek((pid, name)) for name in stats}
-        for name, value in {**policy.after_update(mean_stats), **extra}.items():
+        for name, value in policy.after_update(mean_stats).items():
             self.metrics.log_value((pid, name), value, window=1)
+        # What `on_learn_on_batch` put into its `result` dict: RLlib reports it as the
+        # policy's custom metrics (`info/learner/<pid>/custom_metrics`).
+        for name, value in extra.items():
+            self.metrics.log_value((pid, "custom_metrics", name), value, window=1)
         self.metrics.log_value(
             (pid, "num_module_steps_trained"), batch.count, reduce="sum", clear_on_reduce=True
         )
@@ -497,6 +503,30 @@ class Learner:
                 _load_optimizer_state(optimizer, opt_state)
         if "generator" in state:
             self._generator.set_state(state["generator"])
+
+
+def loss_and_stats(policy: Any, out: Any, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    """`(loss, stats)` from what a policy's `loss()` returned.
+
+    corral's policies return `(loss, stats)`. RLlib 1.x-style losses (`build_policy_class`
+    `loss_fn`s, `with_updates(loss_fn=...)`, `loss()` overrides) return the loss tensor
+    alone (or a list of them, summed here); their stats come from the policy's
+    `extra_grad_info(batch)` (RLlib's `stats_fn`), which may read `model.tower_stats`.
+    """
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+        return out
+    if isinstance(out, (list, tuple)):
+        out = sum(out)
+    if not torch.is_tensor(out):
+        raise TypeError(
+            f"{type(policy).__name__}.loss() returned {type(out).__name__}; expected a loss "
+            "tensor or (loss tensor, stats dict)."
+        )
+    stats_fn = getattr(policy, "extra_grad_info", None)
+    stats = dict(stats_fn(batch) or {}) if callable(stats_fn) else {}
+    if not any("loss" in name for name in stats):
+        stats["total_loss"] = out.detach()
+    return out, stats
 
 
 def _resolve_refs(refs: list) -> list:

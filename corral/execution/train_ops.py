@@ -1,0 +1,80 @@
+"""Learning building blocks of `training_iteration()` (RLlib 1.13's `execution.train_ops`).
+
+They train the local worker's policies through the trainer's `learner_group` (corral's
+learners), with RLlib 1.13's arguments and return value: the learner info dict
+`{policy_id: {"learner_stats": {...}, "custom_metrics": {...}, ...}}`. Like RLlib's,
+they do not sync weights to the workers; the caller does (`trainer.workers.sync_weights()`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral.policy.sample_batch import MultiAgentBatch
+
+NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
+NUM_AGENT_STEPS_TRAINED = "num_agent_steps_trained"
+
+
+def _train(trainer: Any, train_batch: Any, policies: Any, num_epochs: int, minibatch: Any):
+    local = trainer.workers.local_worker()
+    batch = train_batch.as_multi_agent()
+    if policies is None:
+        policies = [pid for pid in batch.policy_batches if local.is_policy_to_train(pid, batch)]
+    wanted = set(policies)
+    unknown = wanted - set(local.policy_map.keys())
+    if unknown:
+        raise ValueError(
+            f"Cannot train policies {sorted(unknown)}: the local worker has only "
+            f"{sorted(local.policy_map.keys())}."
+        )
+    learner_group = trainer.learner_group
+    learner = learner_group.local_learner
+    # RLlib trains exactly the policies asked for, `policies_to_train` or not.
+    missing = wanted - set(learner.policy_ids)
+    if missing:
+        learner_group.set_policies_to_train(set(learner.policy_ids) | missing)
+    selected = MultiAgentBatch(
+        {pid: b for pid, b in batch.policy_batches.items() if pid in wanted}, batch.count
+    )
+    results = learner_group.update(
+        batch=selected,
+        num_epochs=max(1, int(num_epochs)),
+        minibatch_size=minibatch,
+        shuffle_batch_per_epoch=True,
+    )
+    counters = trainer._counters
+    counters[NUM_ENV_STEPS_TRAINED] += train_batch.count
+    counters[NUM_AGENT_STEPS_TRAINED] += train_batch.agent_steps()
+    info = trainer.learner_info_from(results)
+    return {pid: v for pid, v in info.items() if pid in wanted}
+
+
+def train_one_step(trainer: Any, train_batch: Any, policies_to_train: list | None = None) -> dict:
+    """Improves the policies in `train_batch` (those to train, or `policies_to_train`).
+
+    With `num_sgd_iter > 1` or `sgd_minibatch_size > 0` in the trainer's config, that
+    many epochs of minibatches of that size; else one update on the whole batch.
+    Counts `num_env_steps_trained` / `num_agent_steps_trained` in `trainer._counters`.
+
+    Returns:
+        The learner info: policy id -> {"learner_stats": ..., "custom_metrics": ...}.
+    """
+    config = trainer.config
+    num_sgd_iter = config.get("num_sgd_iter", 1) or 1
+    minibatch = config.get("sgd_minibatch_size", 0) or 0
+    if num_sgd_iter > 1 or minibatch > 0:
+        return _train(trainer, train_batch, policies_to_train, num_sgd_iter, minibatch or None)
+    return _train(trainer, train_batch, policies_to_train, 1, None)
+
+
+def multi_gpu_train_one_step(trainer: Any, train_batch: Any) -> dict:
+    """RLlib 1.13's multi-device variant: `num_sgd_iter` epochs of `sgd_minibatch_size`
+    (default `train_batch_size`) minibatches. corral trains on one device, so this is
+    `train_one_step` with those settings."""
+    config = trainer.config
+    minibatch = config.get("sgd_minibatch_size") or config["train_batch_size"]
+    return _train(trainer, train_batch, None, config.get("num_sgd_iter", 1) or 1, minibatch)
+
+
+__all__ = ["multi_gpu_train_one_step", "train_one_step"]
