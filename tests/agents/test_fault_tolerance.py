@@ -225,6 +225,8 @@ def test_workers_exit_when_the_driver_is_sigkilled(tmp_path):
             assert _gone(pid, within=5.0), f"worker {pid} outlived its SIGKILLed driver"
     finally:
         driver.kill()
+        driver.wait(10)
+        driver.stdout.close()
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
