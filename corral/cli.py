@@ -832,9 +832,14 @@ def solved_line(outcome: TrainOutcome) -> str | None:
             what = f"evaluation return {value:.1f}" + (f" ({detail})" if detail else "")
         else:
             what = f"training return {value:.1f} (mean of the last episodes)"
-        return (
-            f"Solved {outcome.env}: {what} after {steps:,} env steps, {seconds:.1f} s of training"
+        goal = outcome.stop[key]
+        threshold = _reward_threshold(outcome.env)
+        verb = (
+            f"Reached {key} >= {goal:g} on {outcome.env} (its reward threshold is {threshold:g})"
+            if threshold is not None and goal < threshold
+            else f"Solved {outcome.env}"
         )
+        return f"{verb}: {what} after {steps:,} env steps, {seconds:.1f} s of training"
     key = goals[0]
     best = outcome.best_eval_reward if key.startswith("evaluation/") else outcome.best_reward
     best_text = "n/a" if best is None else f"{best:.1f}"
@@ -842,6 +847,17 @@ def solved_line(outcome: TrainOutcome) -> str | None:
         f"Not solved: best {key} {best_text} < {outcome.stop[key]} after {steps:,} env steps, "
         f"{seconds:.1f} s of training"
     )
+
+
+def _reward_threshold(env: Any) -> float | None:
+    """The return at which Gymnasium calls the env solved (None: unknown or none)."""
+    if not isinstance(env, str):
+        return None
+    import gymnasium
+
+    spec = gymnasium.registry.get(env)
+    threshold = getattr(spec, "reward_threshold", None)
+    return float(threshold) if _is_number(threshold) else None
 
 
 # --------------------------------------------------------------------------------------

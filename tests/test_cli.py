@@ -682,3 +682,12 @@ def test_console_script_train_evaluate_plot_config(tmp_path):
     assert (config.returncode, config.stdout) == (0, "lr = 5e-05\n    Learning rate.\n")
     bad = run("train", "--run", "NOPE", "--env", "CartPole-v1")
     assert bad.returncode == 2 and "Unknown algorithm" in bad.stderr
+
+
+def test_a_goal_below_the_envs_threshold_is_not_called_solved():
+    stop = {"episode_reward_mean": 150}
+    line = cli.solved_line(_outcome(stop, ("episode_reward_mean", 150.7)))
+    assert line.startswith(
+        "Reached episode_reward_mean >= 150 on CartPole-v1 (its reward threshold is 475): "
+        "training return 150.7"
+    )
