@@ -22,6 +22,7 @@ import numpy as np
 from corral.env.gym_compat import check_reset_output, step_output_error
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
+from corral.evaluation.obs_check import ObservationCheck
 from corral.evaluation.sampler import SubEnvRestarts, _Timers, restart_enabled
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.error import EnvError
@@ -143,6 +144,9 @@ class MultiAgentSampler:
         self._episode_counter = 0
         self._finished: list[RolloutMetrics] = []
         self._ready: list[_Segment] = []
+        # Per policy: what its agents' observations are checked against.
+        self.check_obs_bounds = not config.get("disable_env_checking")
+        self._obs_checks: dict[str, ObservationCheck] = {}
         # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
         # its episode (never flushed yet, it lives in its slot) dropped.
         self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
@@ -189,7 +193,7 @@ class MultiAgentSampler:
             env_index=i,
         )
         obs = self._apply_observation_fn(episode, raw_obs)
-        self._observe(slot, obs, infos, acting=set(obs))
+        self._observe(slot, obs, infos, acting=set(obs), call="reset")
         return slot
 
     def _apply_observation_fn(self, episode: Episode, raw_obs: dict) -> dict:
@@ -203,13 +207,15 @@ class MultiAgentSampler:
             episode=episode,
         )
 
-    def _observe(self, slot: _EnvSlot, raw_obs: dict, infos: dict, acting: set) -> None:
-        """Preprocesses new observations; agents in `acting` act next."""
+    def _observe(
+        self, slot: _EnvSlot, raw_obs: dict, infos: dict, acting: set, call: str = "step"
+    ) -> None:
+        """Preprocesses (and checks) new observations; agents in `acting` act next."""
         episode = slot.episode
         slot.obs = {}
         for agent, o in raw_obs.items():
             pid = episode.policy_for(agent)
-            obs = self._preprocess(pid, o)
+            obs = self._preprocess(pid, o, origin=(episode.env_id, agent, call))
             episode._set_last(agent, obs=obs, raw_obs=o, info=infos.get(agent))
             trajectory = slot.trajectories.get(agent)
             if trajectory is not None and trajectory.pending is not None:
@@ -217,12 +223,36 @@ class MultiAgentSampler:
             if agent in acting:
                 slot.obs[agent] = obs
 
-    def _preprocess(self, policy_id: str, raw: Any) -> np.ndarray:
+    def _preprocess(self, policy_id: str, raw: Any, origin: tuple | None = None) -> np.ndarray:
+        """The policy's view of one agent's observation. With `origin` (sub-env index,
+        agent, "reset"/"step") it is checked first: finite and, unless
+        `disable_env_checking`, inside its Box's bounds."""
         preprocessor = self.worker.preprocessors.get(policy_id)
         obs = np.asarray(raw if preprocessor is None else preprocessor.transform(raw), np.float32)
+        if origin is not None:
+            check = self._obs_checks.get(policy_id)
+            if check is None:
+                check = self._obs_checks[policy_id] = self._make_obs_check(policy_id, obs)
+            if not check.ok(obs):
+                i, agent, call = origin
+                raise check.error(
+                    obs,
+                    env=self.envs[i],
+                    call=call,
+                    worker_index=self.worker.worker_index,
+                    env_index=i,
+                    agent=agent,
+                )
         # The policy's observation filter (NoFilter by default: returns obs as it is).
         obs_filter = self.worker.filters.get(policy_id)
         return obs if obs_filter is None else obs_filter(obs)
+
+    def _make_obs_check(self, policy_id: str, obs: np.ndarray) -> ObservationCheck:
+        preprocessor = self.worker.preprocessors.get(policy_id)
+        space = getattr(preprocessor, "original_space", None)
+        if space is None:
+            space = getattr(self.worker.policy_map.get(policy_id), "observation_space", None)
+        return ObservationCheck(space, np.shape(obs), bounds=self.check_obs_bounds)
 
     def _trajectory(self, slot: _EnvSlot, agent: Any, policy_id: str) -> _AgentTrajectory:
         trajectory = slot.trajectories.get(agent)

@@ -20,6 +20,7 @@ import numpy as np
 from corral.env.gym_compat import check_reset_output, step_output_error
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.metrics import RolloutMetrics
+from corral.evaluation.obs_check import ObservationCheck, env_name
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
 from corral.utils.error import EnvError
@@ -78,6 +79,13 @@ class SingleAgentSampler:
         self.preprocessor = policy.preprocessor
         self.fast_obs = isinstance(self.preprocessor, NoPreprocessor)
         self.obs_shape = tuple(self.preprocessor.shape)
+        # Every observation (reset and step) must be finite and, unless
+        # `disable_env_checking`, inside a Box's bounds: one vectorised check per step.
+        self.obs_check = ObservationCheck(
+            self.preprocessor.original_space,
+            self.obs_shape,
+            bounds=self.fast_obs and not config.get("disable_env_checking"),
+        )
         # Recurrent policies: the sampler carries each env's state (reset with
         # its episode) and feeds back the previous action and reward.
         self.recurrent = policy.is_recurrent()
@@ -171,7 +179,7 @@ class SingleAgentSampler:
             env_index=i,
         )
 
-    def _write_obs(self, i: int, raw_obs: Any) -> None:
+    def _write_obs(self, i: int, raw_obs: Any, call: str = "reset") -> None:
         obs = raw_obs if self.fast_obs else self.preprocessor.transform(raw_obs)
         if np.shape(obs) != self.obs_shape:
             space = self.preprocessor.original_space
@@ -179,6 +187,11 @@ class SingleAgentSampler:
                 f"Sub-env {i} of worker {self.worker.worker_index} returned an observation of "
                 f"shape {np.shape(obs)}, but its observation space {space} expects shape "
                 f"{self.obs_shape}."
+            )
+        obs = np.asarray(obs, np.float32)
+        if not self.obs_check.ok(obs):
+            raise self.obs_check.error(
+                obs, env=self.envs[i], call=call, worker_index=self.worker.worker_index, env_index=i
             )
         self.obs[i] = self.obs_filter(obs) if self.filter_obs else obs
 
@@ -312,10 +325,20 @@ class SingleAgentSampler:
                 new_obs[:] = raw_obs
             except ValueError:
                 for i, o in enumerate(raw_obs):
-                    self._write_obs(i, o)
+                    self._write_obs(i, o, call="step")
         else:
             for i, o in enumerate(raw_obs):
                 new_obs[i] = self.preprocessor.transform(o)
+        # NaN/inf must not reach the policy (it would act on it) nor the batch: one
+        # vectorised check per step. The bounds are checked once per fragment.
+        if not np.isfinite(new_obs).all():
+            raise self.obs_check.error(
+                new_obs,
+                env=self.envs,
+                call="step",
+                worker_index=self.worker.worker_index,
+                batched=True,
+            )
         if self.filter_obs:
             new_obs[:] = self.obs_filter(new_obs)
         rew = buf[SampleBatch.REWARDS][t]
@@ -387,14 +410,37 @@ class SingleAgentSampler:
             obs = last_obs
         self._start_episode(i, obs, keep_state=not reset)
 
+    def _check_fragment_obs(self, next_obs: np.ndarray) -> None:
+        """All of a fragment's observations inside the Box's bounds, in one vectorised
+        check (rows of dropped episodes excepted)."""
+        if not self.obs_check.bounded:
+            return
+        rows = next_obs if self._valid is None else next_obs[self._valid]
+        if self.obs_check.ok(rows):
+            return
+        for t in range(len(next_obs)):
+            for i in range(self.num_envs):
+                valid = self._valid is None or self._valid[t, i]
+                if valid and not self.obs_check.ok(next_obs[t, i]):
+                    raise self.obs_check.error(
+                        next_obs[t, i],
+                        env=self.envs[i],
+                        call="step",
+                        worker_index=self.worker.worker_index,
+                        env_index=i,
+                    )
+
     def _build_batch(self) -> SampleBatch:
         buf = self._buffers
         rewards = buf[SampleBatch.REWARDS]
-        if not np.isfinite(rewards).all() or not np.isfinite(buf[SampleBatch.NEXT_OBS]).all():
+        if not np.isfinite(rewards).all():
+            t, i = (int(x[0]) for x in np.nonzero(~np.isfinite(rewards)))
             raise EnvError(
-                f"An env of worker {self.worker.worker_index} returned NaN or inf "
-                "(in a reward or an observation)."
+                f"Env '{env_name(self.envs[i])}' (sub-env {i} of worker "
+                f"{self.worker.worker_index}) returned a NaN or inf reward ({rewards[t, i]}) "
+                "from step()."
             )
+        self._check_fragment_obs(buf[SampleBatch.NEXT_OBS])
         if self.reward_clip is not None:
             # After the metrics took the raw rewards: episode returns stay unclipped.
             low, high = self.reward_clip
