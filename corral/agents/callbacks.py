@@ -246,7 +246,7 @@ class DefaultCallbacks:
             {
                 "episode": episode,
                 "agent_id": agent_id,
-                "pre_batch": original_batches[agent_id],
+                "pre_batch": (original_batches or {}).get(agent_id),
                 "post_batch": postprocessed_batch,
                 "all_pre_batches": original_batches,
             },

@@ -43,6 +43,18 @@ class Episode:
         self._last_actions: dict[Any, Any] = {}
         self._last_rewards: dict[Any, float] = {}
         self._last_infos: dict[Any, dict] = {}
+        # Set by the sampler: returns {policy id: [SampleBatch, ...]} of this episode.
+        self._batch_builder_fn: Any = None
+
+    @property
+    def batch_builder(self) -> PolicyCollectorGroup:
+        """RLlib 1.13's collector of this episode's data:
+        `batch_builder.policy_collectors[policy_id].batches` are the episode's steps
+        collected so far (in the sampler's current fragment) for that policy, as
+        `SampleBatch`es with `obs`, `actions`, `rewards`, `terminateds`, `truncateds`
+        and `dones`. Built when read."""
+        fn = self._batch_builder_fn
+        return PolicyCollectorGroup(fn() if fn is not None else {})
 
     def policy_for(self, agent_id: Any = SINGLE_AGENT_ID) -> str:
         """The policy id this agent is mapped to (fixed for the whole episode)."""
@@ -91,3 +103,25 @@ class Episode:
 
     def __repr__(self) -> str:
         return f"Episode(id={self.episode_id}, env_id={self.env_id}, length={self.length})"
+
+
+class PolicyCollector:
+    """The batches one policy collected in an episode (RLlib 1.13's `_PolicyCollector`)."""
+
+    def __init__(self, batches: list[Any]) -> None:
+        self.batches = batches
+
+    @property
+    def agent_steps(self) -> int:
+        return sum(b.count for b in self.batches)
+
+
+class PolicyCollectorGroup:
+    """Policy id -> `PolicyCollector` (RLlib 1.13's `_PolicyCollectorGroup`)."""
+
+    def __init__(self, batches: dict[str, list[Any]]) -> None:
+        self.policy_collectors = {pid: PolicyCollector(b) for pid, b in batches.items()}
+
+    @property
+    def agent_steps(self) -> int:
+        return sum(c.agent_steps for c in self.policy_collectors.values())

@@ -469,8 +469,9 @@ class MultiAgentSampler:
                 if pid not in policy_map:
                     continue  # removed while the episode ran: nobody trains on it
                 policy = policy_map[pid]
+                # RLlib 1.13's `other_agent_batches`: {agent_id: (policy, batch)}.
                 others = {
-                    a: (p, policy_map.get(p), b)
+                    a: (policy_map.get(p), b)
                     for a, (p, b) in segment.trajectories.items()
                     if a != agent
                 }
@@ -484,10 +485,7 @@ class MultiAgentSampler:
                         policy_id=pid,
                         policies=policy_map,
                         postprocessed_batch=post,
-                        original_batches={
-                            **{a: (p, pol, b) for a, (p, pol, b) in others.items()},
-                            agent: (pid, policy, original),
-                        },
+                        original_batches={**others, agent: (policy, original)},
                     )
                 per_policy[pid].append(post)
         env_steps = sum(s.env_steps for s in segments)

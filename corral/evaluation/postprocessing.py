@@ -15,6 +15,24 @@ import numpy as np
 from corral.policy.sample_batch import SampleBatch
 
 
+class Postprocessing:
+    """Names of the columns postprocessing adds (RLlib's `Postprocessing` constants)."""
+
+    ADVANTAGES = "advantages"
+    VALUE_TARGETS = "value_targets"
+
+
+def discount_cumsum(x: np.ndarray, gamma: float) -> np.ndarray:
+    """y[t] = x[t] + gamma * y[t+1] (the discounted sum of `x` from each step on)."""
+    x = np.asarray(x)
+    out = np.empty(x.shape, np.result_type(x.dtype, np.float32))
+    acc = np.zeros(x.shape[1:], out.dtype)
+    for t in range(len(x) - 1, -1, -1):
+        acc = x[t] + gamma * acc
+        out[t] = acc
+    return out
+
+
 def compute_gae_for_sample_batch(policy: Any, sample_batch: SampleBatch) -> SampleBatch:
     """`compute_advantages` with the policy's `gamma`, `lambda`, `use_gae`, `use_critic`."""
     cfg = policy.config
@@ -38,10 +56,16 @@ def compute_advantages(
 ) -> SampleBatch:
     """Adds `advantages` and `value_targets` to a batch of one or more trajectories.
 
+    RLlib 1.x's form, `compute_advantages(rollout, last_r, gamma, lambda_, use_gae,
+    use_critic)` with a number `last_r` (the value after the last step of ONE
+    trajectory; 0.0 when it ended), is accepted too (see `_compute_advantages_last_r`).
+
     Trajectories are runs of equal `eps_id`. Where one ends without being
     terminated (truncation, horizon, fragment cut), the return is bootstrapped
     with V(new_obs) of its last step, computed for all such ends in one pass.
     """
+    if _is_number(policy):
+        return _compute_advantages_last_r(batch, float(policy), gamma, lambda_, use_gae, use_critic)
     n = batch.count
     rewards = batch[SampleBatch.REWARDS].astype(np.float64)
     terminated = batch[SampleBatch.TERMINATEDS]
@@ -79,6 +103,49 @@ def compute_advantages(
     if not use_critic:
         batch[SampleBatch.VF_PREDS] = np.zeros(n, np.float32)
     return batch
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0
+    )
+
+
+def _compute_advantages_last_r(
+    rollout: SampleBatch,
+    last_r: float,
+    gamma: float,
+    lambda_: float,
+    use_gae: bool,
+    use_critic: bool,
+) -> SampleBatch:
+    """RLlib 1.x's single-trajectory `compute_advantages`, bootstrapped with `last_r`."""
+    rewards = np.asarray(rollout[SampleBatch.REWARDS], np.float64)
+    if use_gae:
+        if not use_critic:
+            raise ValueError("use_gae=True requires use_critic=True (GAE needs values).")
+        values = np.append(np.asarray(rollout[SampleBatch.VF_PREDS], np.float64), last_r)
+        deltas = rewards + gamma * values[1:] - values[:-1]
+        advantages = discount_cumsum(deltas, gamma * lambda_)
+        targets = advantages + values[:-1]
+    else:
+        returns = discount_cumsum(np.append(rewards, last_r), gamma)[:-1]
+        if use_critic:
+            advantages = returns - np.asarray(rollout[SampleBatch.VF_PREDS], np.float64)
+            targets = returns
+        else:
+            advantages, targets = returns, np.zeros_like(returns)
+    rollout[SampleBatch.ADVANTAGES] = advantages.astype(np.float32)
+    rollout[SampleBatch.VALUE_TARGETS] = targets.astype(np.float32)
+    return rollout
+
+
+def adjust_nstep(n_step: int, gamma: float, batch: SampleBatch) -> SampleBatch:
+    """n-step returns in place (RLlib's `adjust_nstep`); see
+    `corral.utils.replay_buffers.n_step.adjust_nstep`."""
+    from corral.utils.replay_buffers.n_step import adjust_nstep as _adjust
+
+    return _adjust(n_step, gamma, batch)
 
 
 def _discounted_scan(x: np.ndarray, cont: np.ndarray, discount: float) -> np.ndarray:

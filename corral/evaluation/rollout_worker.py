@@ -16,8 +16,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.env.base_env import BaseEnv
 from corral.agents.config import copy_config
+from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
@@ -115,6 +115,11 @@ class RolloutWorker:
         self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
         self.sampler = self._make_sampler()
         self._sample_marks: list[int] = []
+
+    @property
+    def policy_config(self) -> dict:
+        """RLlib 1.13's name for the (trainer) config this worker was built with."""
+        return self.config
 
     # -- construction -------------------------------------------------------
 
@@ -388,14 +393,17 @@ class RolloutWorker:
             original = trajectory.copy()
             post = policy.postprocess_trajectory(trajectory)
             if hook:
+                # RLlib 1.13's shapes: the trajectory's episode, {agent: (policy, batch)}.
+                episode_for = getattr(self.sampler, "episode_for", None)
+                eps_id = trajectory[SampleBatch.EPS_ID][0] if trajectory.count else None
                 self.callbacks.on_postprocess_trajectory(
                     worker=self,
-                    episode=None,
+                    episode=episode_for(eps_id) if episode_for and eps_id is not None else None,
                     agent_id="agent0",
                     policy_id=DEFAULT_POLICY_ID,
                     policies=self.policy_map,
                     postprocessed_batch=post,
-                    original_batches={"agent0": (DEFAULT_POLICY_ID, policy, original)},
+                    original_batches={"agent0": (policy, original)},
                 )
             pieces.append(post)
         return concat_samples(pieces)

@@ -10,6 +10,7 @@ and the per-step callback only when the callbacks class overrides it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -103,6 +104,9 @@ class SingleAgentSampler:
         self._finished: list[RolloutMetrics] = []
         self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
         self._buffers: dict[str, np.ndarray] | None = None
+        self._t = 0
+        # Episodes by id, while trajectories of theirs may still be postprocessed.
+        self._episodes_by_id: dict[int, Episode] = {}
         # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
         # its episode dropped. `_valid` ([T, N], made on the first fault of a
         # fragment) marks the rows kept; complete episodes drop by episode id.
@@ -166,6 +170,8 @@ class SingleAgentSampler:
         eps_id = (self.worker.worker_index << 40) + self._episode_counter
         self.eps_ids[i] = eps_id
         episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
+        episode._batch_builder_fn = functools.partial(self._episode_batches, i, eps_id)
+        self._episodes_by_id[eps_id] = episode
         exploration = getattr(self.policy, "exploration", None)
         if exploration is not None:  # e.g. Ornstein-Uhlenbeck noise restarts per episode
             exploration.on_episode_start(policy=self.policy, environment=self.env, episode=episode)
@@ -218,8 +224,40 @@ class SingleAgentSampler:
 
     # -- sampling -----------------------------------------------------------
 
+    def episode_for(self, eps_id: int) -> Episode | None:
+        """The `Episode` of a trajectory in the last sampled batch (for postprocessing)."""
+        return self._episodes_by_id.get(int(eps_id))
+
+    def _forget_finished_episodes(self) -> None:
+        live = {ep.episode_id for ep in self.episodes}
+        live.update(int(p[SampleBatch.EPS_ID][0]) for pend in self._pending for p in pend)
+        self._episodes_by_id = {k: v for k, v in self._episodes_by_id.items() if k in live}
+
+    def _episode_batches(self, i: int, eps_id: int) -> dict[str, list[SampleBatch]]:
+        """This episode's steps in the current fragment (and pieces kept from earlier
+        fragments), for `Episode.batch_builder`."""
+        batches = [p for p in self._pending[i] if p[SampleBatch.EPS_ID][0] == eps_id]
+        buf = self._buffers
+        if buf is not None:
+            rows = np.flatnonzero(buf[SampleBatch.EPS_ID][: self._t + 1, i] == eps_id)
+            if len(rows):
+                cols = (
+                    SampleBatch.OBS,
+                    SampleBatch.ACTIONS,
+                    SampleBatch.REWARDS,
+                    SampleBatch.TERMINATEDS,
+                    SampleBatch.TRUNCATEDS,
+                )
+                piece = SampleBatch({c: buf[c][rows, i].copy() for c in cols})
+                piece[SampleBatch.DONES] = (
+                    piece[SampleBatch.TERMINATEDS] | piece[SampleBatch.TRUNCATEDS]
+                )
+                batches.append(piece)
+        return {self.policy_id: batches}
+
     def sample(self) -> SampleBatch:
         """One fragment: `T` steps of every sub-env (or complete episodes)."""
+        self._forget_finished_episodes()
         if not self.complete_episodes:
             return self._run_fragment()
         out: list[SampleBatch] = []
@@ -314,6 +352,7 @@ class SingleAgentSampler:
 
     def _record_step(self, t: int, results: list, actions: np.ndarray) -> None:
         buf = self._buffers
+        self._t = t  # the step being recorded (read by `Episode.batch_builder`)
         try:
             raw_obs, rewards, terminateds, truncateds, infos = zip(*results)
         except ValueError:  # an env returned something else than Gymnasium's 5-tuple

@@ -42,6 +42,25 @@ class Policy:
         self.action_space = action_space
         self.config = config
         self.global_timestep = 0
+        # RLlib 1.13's trajectory view API: column -> ViewRequirement. Policies add
+        # their own (e.g. "state_in_0" read from "state_out_0" at shift -1).
+        from corral.policy.view_requirement import default_view_requirements
+
+        self.view_requirements = default_view_requirements(observation_space, action_space)
+
+    def _create_exploration(self) -> Any:
+        """The `Exploration` of `config["exploration_config"]` (RLlib 1.13's helper for
+        custom policies; `TorchPolicy` builds its own)."""
+        from corral.utils.exploration import make_exploration
+
+        return make_exploration(
+            self.config.get("exploration_config"),
+            self.action_space,
+            self.config,
+            getattr(self, "model", None),
+            num_workers=int(self.config.get("num_workers", 0) or 0),
+            worker_index=int(self.config.get("worker_index", 0) or 0),
+        )
 
     # -- acting -------------------------------------------------------------
 

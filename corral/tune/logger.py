@@ -363,3 +363,12 @@ class UnifiedLogger(Logger):
     def close(self) -> None:
         for logger in self.loggers:
             logger.close()
+
+
+def pretty_print(result: Mapping[str, Any]) -> str:
+    """A train result as readable YAML (Tune's `pretty_print`): `config` and `hist_stats`
+    are left out, values that are not plain data are shown as text."""
+    import yaml
+
+    shown = {k: v for k, v in result.items() if k not in ("config", "hist_stats")}
+    return yaml.safe_dump(to_jsonable(shown), default_flow_style=False, sort_keys=True)

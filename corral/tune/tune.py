@@ -52,9 +52,32 @@ class Trial:
     last_result: dict = field(default_factory=dict)
     checkpoint: str | None = None
     status: str = "PENDING"  # then RUNNING, and TERMINATED or ERROR
+    # Tune 1.13's per-metric summary over all results: metric (nested keys joined by
+    # "/") -> {"max", "min", "avg", "last", "last-5-avg", "last-10-avg"}.
+    metric_analysis: dict = field(default_factory=dict)
+    # Each checkpoint saved, with the (flattened) result it was saved after.
+    checkpoints: list = field(default_factory=list)
+    _history: dict = field(default_factory=dict, repr=False)
 
     def __str__(self) -> str:
         return f"{self.trainable_name}_{self.trial_id}"
+
+    def update_last_result(self, result: dict) -> None:
+        """Records a new result: `last_result` and `metric_analysis`."""
+        self.last_result = result
+        for key, value in flatten_dict({k: v for k, v in result.items() if k != CONFIG}).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            values = self._history.setdefault(key, [])
+            values.append(float(value))
+            self.metric_analysis[key] = {
+                "max": max(values),
+                "min": min(values),
+                "avg": sum(values) / len(values),
+                "last": values[-1],
+                "last-5-avg": sum(values[-5:]) / len(values[-5:]),
+                "last-10-avg": sum(values[-10:]) / len(values[-10:]),
+            }
 
 
 class ExperimentAnalysis:
@@ -74,9 +97,14 @@ class ExperimentAnalysis:
         self.default_metric = default_metric
         self.default_mode = default_mode
 
-    def get_best_trial(self, metric: str | None = None, mode: str | None = None) -> Trial | None:
-        """The trial whose last result is best in ``metric`` (a key, nested keys joined by "/").
+    def get_best_trial(
+        self, metric: str | None = None, mode: str | None = None, scope: str = "last"
+    ) -> Trial | None:
+        """The trial that is best in ``metric`` (a key, nested keys joined by "/").
 
+        ``scope`` (Tune 1.13): "last" compares each trial's last result, "all" the best
+        value of all its results (per ``mode``), "avg" the average of all results,
+        "last-5-avg" / "last-10-avg" the average of the last 5 / 10 results.
         Trials without a finite value for the metric are ignored; ``None`` if none has one.
         """
         metric = metric or self.default_metric
@@ -86,10 +114,13 @@ class ExperimentAnalysis:
                 f"get_best_trial needs a metric and a mode of 'max' or 'min' (here or in "
                 f"tune.run(metric=..., mode=...)), got metric={metric!r}, mode={mode!r}"
             )
+        scopes = ("all", "last", "avg", "last-5-avg", "last-10-avg")
+        if scope not in scopes:
+            raise ValueError(f"get_best_trial: scope={scope!r}, expected one of {scopes}.")
         scored = [
             (value, trial)
             for trial in self.trials
-            if (value := _metric_value(trial.last_result, metric)) is not None
+            if (value := _scoped_value(trial, metric, mode, scope)) is not None
         ]
         if not scored:
             return None
@@ -127,6 +158,46 @@ class ExperimentAnalysis:
     def results(self) -> dict[str, dict]:
         """Last result of every trial, by trial id."""
         return {trial.trial_id: trial.last_result for trial in self.trials}
+
+    def get_trial_checkpoints_paths(
+        self, trial: Trial, metric: str | None = None
+    ) -> list[tuple[str, float | None]]:
+        """Every checkpoint of ``trial`` as ``(path, value of metric when it was saved)``;
+        the metric defaults to ``training_iteration``."""
+        metric = metric or self.default_metric or "training_iteration"
+        return [(path, _metric_value(result, metric)) for path, result in trial.checkpoints]
+
+    def get_best_checkpoint(
+        self, trial: Trial, metric: str | None = None, mode: str | None = None
+    ) -> str | None:
+        """The checkpoint of ``trial`` whose result was best in ``metric`` (``mode`` "max"
+        or "min"); None when no checkpoint has a value for it."""
+        metric = metric or self.default_metric
+        mode = mode or self.default_mode
+        if metric is None or mode not in ("max", "min"):
+            raise ValueError(
+                f"get_best_checkpoint needs a metric and a mode of 'max' or 'min', got "
+                f"metric={metric!r}, mode={mode!r}"
+            )
+        scored = [
+            (v, path)
+            for path, v in self.get_trial_checkpoints_paths(trial, metric)
+            if v is not None
+        ]
+        if not scored:
+            return None
+        pick = max if mode == "max" else min
+        return pick(scored, key=lambda pair: pair[0])[1]
+
+
+def _scoped_value(trial: Trial, metric: str, mode: str, scope: str) -> float | None:
+    if scope == "last":
+        return _metric_value(trial.last_result, metric)
+    summary = trial.metric_analysis.get(metric)
+    if not summary:
+        return None
+    value = summary[mode] if scope == "all" else summary[scope]
+    return value if math.isfinite(value) else None
 
 
 def _metric_value(result: dict, metric: str) -> float | None:
@@ -328,6 +399,7 @@ def _run_trial(
         _train_until_stopped(trial, trainable, should_stop, checkpoint_freq, verbose)
         if checkpoint_at_end and not _checkpointed_now(trial, trainable):
             trial.checkpoint = trainable.save()
+            trial.checkpoints.append((trial.checkpoint, trial.last_result))
         trial.status = "TERMINATED"
     except BaseException:
         trial.status = "ERROR"
@@ -343,11 +415,12 @@ def _train_until_stopped(
 ) -> None:
     while True:
         result = trainable.train()
-        trial.last_result = result
+        trial.update_last_result(result)
         if verbose >= 2:
             print(f"Trial {trial} iteration {trainable.iteration}: {_summary(result)}")
         if checkpoint_freq and trainable.iteration % checkpoint_freq == 0:
             trial.checkpoint = trainable.save()
+            trial.checkpoints.append((trial.checkpoint, result))
         if result.get(DONE) or should_stop(trial.trial_id, result):
             return
 

@@ -1,0 +1,152 @@
+"""RLlib 1.13 behaviour of samplers, episodes, postprocessing helpers and callbacks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corral.agents.callbacks import DefaultCallbacks
+from corral.agents.pg import PGTrainer
+from corral.agents.ppo import PPOTrainer
+from corral.env.multi_agent_env import make_multi_agent
+from corral.evaluation.postprocessing import (
+    Postprocessing,
+    adjust_nstep,
+    compute_advantages,
+    discount_cumsum,
+)
+from corral.policy.sample_batch import SampleBatch
+
+BASE = {"env": "CartPole-v1", "num_workers": 0, "rollout_fragment_length": 20}
+
+
+def test_discount_cumsum():
+    np.testing.assert_allclose(discount_cumsum(np.array([1.0, 2.0, 3.0]), 0.5), [2.75, 3.5, 3.0])
+
+
+def test_compute_advantages_rllib_signature_with_last_r():
+    batch = SampleBatch(
+        {"rewards": np.array([1.0, 1.0], np.float32), "vf_preds": np.array([0.5, 0.5], np.float32)}
+    )
+    out = compute_advantages(batch, 2.0, 0.9, 1.0, use_gae=True)
+    # targets = discounted returns bootstrapped with last_r: [1 + .9 * (1 + .9 * 2), 1 + .9 * 2]
+    np.testing.assert_allclose(out[Postprocessing.VALUE_TARGETS], [3.52, 2.8], rtol=1e-5)
+    np.testing.assert_allclose(out[Postprocessing.ADVANTAGES], [3.02, 2.3], rtol=1e-5)
+    out = compute_advantages(
+        SampleBatch({"rewards": np.ones(2)}), 0.0, 1.0, use_gae=False, use_critic=False
+    )
+    np.testing.assert_allclose(out["advantages"], [2.0, 1.0])
+    assert Postprocessing.ADVANTAGES == "advantages"
+    assert callable(adjust_nstep)
+
+
+class EpisodeChecks(DefaultCallbacks):
+    seen: list = []
+
+    def on_episode_end(self, *, worker, episode, **kwargs):
+        batches = episode.batch_builder.policy_collectors["default_policy"].batches
+        EpisodeChecks.seen.append(
+            ("end", bool(batches[-1]["dones"][-1]), worker.policy_config["batch_mode"])
+        )
+
+    def on_postprocess_trajectory(self, *, episode, original_batches, agent_id, **kwargs):
+        policy, batch = original_batches[agent_id]
+        EpisodeChecks.seen.append(("post", episode is not None, type(batch).__name__))
+        if episode is not None:
+            episode.custom_metrics["num_batches"] = 1
+
+
+def test_single_agent_episode_in_postprocess_and_batch_builder():
+    EpisodeChecks.seen = []
+    trainer = PGTrainer(config={**BASE, "callbacks": EpisodeChecks, "train_batch_size": 200})
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    ends = [s for s in EpisodeChecks.seen if s[0] == "end"]
+    posts = [s for s in EpisodeChecks.seen if s[0] == "post"]
+    assert ends and all(done and mode == "truncate_episodes" for _, done, mode in ends)
+    assert posts and all(has_episode and kind == "SampleBatch" for _, has_episode, kind in posts)
+    assert "num_batches_mean" in result["custom_metrics"]
+
+
+def test_default_on_postprocess_trajectory_is_a_no_op():
+    DefaultCallbacks().on_postprocess_trajectory(
+        worker=None,
+        episode=None,
+        agent_id="a",
+        policy_id="p",
+        policies={},
+        postprocessed_batch=SampleBatch({"obs": np.zeros(1)}),
+        original_batches={},
+    )
+
+
+Two = make_multi_agent("CartPole-v1")
+SHAPES: list = []
+
+
+def _record_other_batches(policy, sample_batch, other_agent_batches=None, episode=None):
+    SHAPES.append({k: tuple(type(x).__name__ for x in v) for k, v in other_agent_batches.items()})
+    return sample_batch
+
+
+def test_other_agent_batches_are_policy_batch_pairs():
+    from corral.agents.pg.pg_torch_policy import PGTorchPolicy
+
+    Recording = PGTorchPolicy.with_updates(
+        name="Recording",
+        postprocess_fn=lambda p, b, o=None, e=None: PGTorchPolicy.postprocess_trajectory(
+            p, _record_other_batches(p, b, o, e), o, e
+        ),
+    )
+    SHAPES.clear()
+    config = {
+        **BASE,
+        "env": Two,
+        "env_config": {"num_agents": 2},
+        "train_batch_size": 40,
+        "multiagent": {
+            "policies": {"p": (Recording, None, None, {})},
+            "policy_mapping_fn": lambda *a, **k: "p",
+        },
+    }
+    trainer = PGTrainer(config=config)
+    try:
+        trainer.train()
+    finally:
+        trainer.stop()
+    assert SHAPES and all(
+        shape == ("Recording", "SampleBatch") for d in SHAPES for shape in d.values()
+    )
+
+
+@pytest.mark.parametrize("scope", ["all", "last", "avg", "last-5-avg"])
+def test_tune_scope_metric_analysis_and_best_checkpoint(tmp_path, scope):
+    from corral import tune
+    from corral.tune.logger import pretty_print
+
+    config = {
+        **BASE,
+        "train_batch_size": 40,
+        "sgd_minibatch_size": 20,
+        "num_sgd_iter": 1,
+        "lr": tune.grid_search([0.01, 0.001]),
+    }
+    analysis = tune.run(
+        PPOTrainer,
+        config=config,
+        stop={"training_iteration": 2},
+        checkpoint_freq=1,
+        local_dir=str(tmp_path),
+        verbose=0,
+    )
+    metric = "episodes_this_iter"
+    best = analysis.get_best_trial(metric=metric, mode="min", scope=scope)
+    assert best is not None
+    assert set(best.metric_analysis[metric]) >= {"min", "max", "avg", "last"}
+    ckpt = analysis.get_best_checkpoint(
+        best, metric="info/learner/default_policy/learner_stats/policy_loss", mode="min"
+    )
+    assert ckpt in [p for p, _ in analysis.get_trial_checkpoints_paths(best)]
+    assert "episode_reward_mean" in pretty_print(best.last_result)
