@@ -4,13 +4,21 @@ Runs on a local Ray instance (`ray.init(num_cpus=2)`); skipped only when the
 `ray` extra is not installed.
 """
 
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install ray)")
 
 from corral.agents.ppo import PPOTrainer  # noqa: E402
-from corral.evaluation.backend import RemoteWorkerError, WorkerFailure  # noqa: E402
+from corral.evaluation.backend import (  # noqa: E402
+    RemoteWorkerError,
+    WorkerFailure,
+    WorkerTimeoutError,
+)
 from corral.evaluation.ray_backend import RayWorker  # noqa: E402
 
 CONFIG = {
@@ -102,3 +110,40 @@ def test_dead_actor_is_recreated(trainer):
         trainer.get_policy().get_weights(),
         new.apply(lambda w: w.get_policy().get_weights()).result(timeout=60),
     )
+
+
+def test_stopped_actor_times_out_is_killed_and_recreated(trainer):
+    # A hung actor (SIGSTOP) must not hang train(): the call times out after
+    # `sample_timeout_s`, the actor is killed and a new one takes its place.
+    quick = {"sample_timeout_s": 2.0, "worker_health_probe_timeout_s": 1.0}
+    saved = {k: trainer.config.get(k) for k in quick}
+    trainer.config.update(quick)  # the worker set reads the trainer's config
+    for w in trainer.workers.remote_workers():
+        w.call_timeout_s = quick["sample_timeout_s"]
+    try:
+        old = trainer.workers.remote_workers()[0]
+        os.kill(old.pid, signal.SIGSTOP)
+        with pytest.raises(WorkerTimeoutError, match=rf"worker 1 \(pid {old.pid}\).*`sample`"):
+            old.call("sample").result()
+        result = trainer.train()
+        new = trainer.workers.remote_workers()[0]
+        assert new is not old and new.pid != old.pid
+        assert result["num_healthy_workers"] == 2
+        assert _gone(old.pid), "the hung actor's process was left behind"
+    finally:
+        trainer.config.update(saved)
+        for w in trainer.workers.remote_workers():
+            w.call_timeout_s = saved["sample_timeout_s"]
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
