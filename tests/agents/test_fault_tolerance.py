@@ -326,6 +326,20 @@ def test_restart_drops_the_faulty_episode_from_complete_episodes(make):
     assert metrics["episode_len_mean"] == 40
 
 
+def test_restart_with_remote_sub_envs(make):
+    # Each sub-env runs in a process of its own; a rebuilt one is a new process.
+    worker = _worker(
+        make, env_config={"fail_every": 30}, remote_worker_envs=True, num_envs_per_worker=2
+    )
+    old_pids = [env.pid for env in worker.async_env.envs]
+    batch = worker.sample()
+    assert batch.count == 2 * 20  # both sub-envs broke at step 30 of 50
+    new_pids = [env.pid for env in worker.async_env.envs]
+    assert not set(old_pids) & set(new_pids)
+    assert all(_gone(pid) for pid in old_pids)
+    assert summarize_episodes(worker.get_metrics())["num_env_restarts"] == 2
+
+
 def test_restart_in_a_multi_agent_env(make):
     env = make_multi_agent(lambda cfg: FixedEnv(cfg))
     t = make(
