@@ -81,7 +81,7 @@ def available_algorithms() -> list[str]:
     from corral.agents import registry
 
     names, seen = [], set()
-    for name in [*registry._ALGORITHMS, *registry._PLANNED]:
+    for name in [*registry._ALGORITHMS, *registry.not_built_algorithms()]:
         try:
             cls = registry.get_trainer_class(name)
         except (NotImplementedError, ValueError, ImportError):
