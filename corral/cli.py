@@ -213,6 +213,14 @@ def _add_evaluate_parser(commands: Any) -> None:
     evaluate.add_argument("--run", help="algorithm (default: the one that wrote the checkpoint)")
     evaluate.add_argument("--env", help="env (default: the one it was trained on)")
     evaluate.add_argument("--episodes", type=positive_int, default=10, help="default: 10")
+    evaluate.add_argument(
+        "--steps", type=positive_int, help="stop after this many env steps in all (default: none)"
+    )
+    evaluate.add_argument(
+        "--policy",
+        help="multi-agent checkpoints: the policy every agent acts with (default: the policy "
+        "named like the agent, or the only one)",
+    )
     display = evaluate.add_mutually_exclusive_group()
     display.add_argument("--render", action="store_true", help="show the env (render_mode human)")
     display.add_argument("--video-dir", help="record each episode as mp4 here (needs moviepy)")
@@ -987,7 +995,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 trainer.stop()
                 raise
         else:
-            overrides = evaluation_overrides(saved, trainer_class, args.config or {}, args.seed)
+            overrides = evaluation_overrides(
+                saved, trainer_class, args.config or {}, args.seed, args.policy
+            )
             overrides["env"] = env
             trainer = _from_checkpoint(trainer_class, checkpoint_dir, overrides, logger_creator)
             config_env = trainer.config.get("env_config") or {}
@@ -1001,7 +1011,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def evaluation_overrides(
-    saved: Mapping, trainer_class: type, overrides: Mapping, seed: int | None
+    saved: Mapping,
+    trainer_class: type,
+    overrides: Mapping,
+    seed: int | None,
+    policy: str | None = None,
 ) -> dict:
     """``config_overrides`` that turn a checkpoint's saved config into one for local rollouts.
 
@@ -1027,9 +1041,11 @@ def evaluation_overrides(
         for key in [*parents, leaf][1 if parents[:1] == ["evaluation_config"] else 0 :]:
             default = default.get(key) if isinstance(default, Mapping) else None
         node[leaf] = default
-    policies = _single_agent_policies(saved.get("multiagent") or {})
+    policies = _saved_policies(saved.get("multiagent") or {})
     if policies is not None:
         out.setdefault("multiagent", {})["policies"] = policies
+        if set(policies) != {"default_policy"}:
+            out["multiagent"]["policy_mapping_fn"] = evaluation_mapping(list(policies), policy)
     out.update(
         num_workers=0,
         evaluation_interval=None,
@@ -1041,25 +1057,45 @@ def evaluation_overrides(
     return deep_merge(out, overrides)
 
 
-def _single_agent_policies(multiagent: Mapping) -> dict | None:
-    """The saved ``default_policy`` spec, its class dropped when the checkpoint could not
-    name it; refuses multi-agent checkpoints (their mapping function was code)."""
+def _saved_policies(multiagent: Mapping) -> dict | None:
+    """The saved policy specs, each class dropped where the checkpoint could not name it
+    (the trainer's default policy class then stands in)."""
     from corral.utils import checkpoint_config
 
     policies = multiagent.get("policies")
     if not isinstance(policies, Mapping) or not policies:
         return None
-    if set(policies) != {"default_policy"}:
+    out = {}
+    for policy_id, spec in policies.items():
+        spec = list(spec) if isinstance(spec, list | tuple) else [None, None, None, {}]
+        if checkpoint_config.find_unresolved(spec[:1]):
+            spec[0] = None
+        if checkpoint_config.find_unresolved(spec):
+            raise UsageError(f"the saved spec of policy {policy_id!r} cannot be rebuilt: {spec}")
+        out[policy_id] = spec
+    return out
+
+
+def evaluation_mapping(policy_ids: list[str], chosen: str | None) -> Callable[..., str]:
+    """The ``policy_mapping_fn`` of a multi-agent rollout (the trained one was code, which
+    checkpoints do not store): ``chosen`` for every agent, else the policy named like the
+    agent, else the only policy."""
+    if chosen is not None and chosen not in policy_ids:
+        raise UsageError(f"--policy {chosen!r}: the checkpoint's policies are {policy_ids}")
+
+    def mapping(agent_id: Any, *args: Any, **kwargs: Any) -> str:
+        if chosen is not None:
+            return chosen
+        if str(agent_id) in policy_ids:
+            return str(agent_id)
+        if len(policy_ids) == 1:
+            return policy_ids[0]
         raise UsageError(
-            f"the checkpoint has policies {sorted(policies)}; `corral evaluate` rolls out "
-            "single-agent checkpoints (the default_policy) only"
+            f"agent {agent_id!r} has no policy of its name among {policy_ids}: "
+            "pick one with --policy"
         )
-    spec = list(policies["default_policy"] or [None, None, None, {}])
-    if checkpoint_config.find_unresolved(spec):
-        spec[0] = None
-    if checkpoint_config.find_unresolved(spec):
-        raise UsageError(f"the saved default_policy spec cannot be rebuilt: {spec}")
-    return {"default_policy": spec}
+
+    return mapping
 
 
 def _from_checkpoint(
@@ -1217,13 +1253,19 @@ def _evaluate_episodes(
     from gymnasium.error import DependencyNotInstalled
 
     env = make_evaluation_env(trainer, env_spec, env_config, args.render, args.video_dir)
+    budget = getattr(args, "steps", None)
     try:
         rewards = []
         for episode in range(args.episodes):
             seed = args.seed if episode == 0 else None
-            reward, length = run_episode(trainer, env, seed)
-            print(f"Episode {episode + 1}: reward {reward:.2f}, length {length}", flush=True)
+            reward, length, finished = run_episode(trainer, env, seed, budget)
+            cut = "" if finished else " (cut by --steps)"
+            print(f"Episode {episode + 1}: reward {reward:.2f}, length {length}{cut}", flush=True)
             rewards.append(reward)
+            if budget is not None:
+                budget -= length
+                if budget <= 0:
+                    break
         return rewards
     except DependencyNotInstalled as e:  # rendering libraries load on the first render
         raise UsageError(f"cannot render {env_spec!r}: {e}") from None
@@ -1231,17 +1273,50 @@ def _evaluate_episodes(
         env.close()
 
 
-def run_episode(trainer: Any, env: Any, seed: int | None = None) -> tuple[float, int]:
-    """One episode with the trainer's greedy actions; returns (total reward, steps)."""
+def run_episode(
+    trainer: Any, env: Any, seed: int | None = None, max_steps: int | None = None
+) -> tuple[float, int, bool]:
+    """One episode with the trainer's greedy actions, at most ``max_steps`` long.
+
+    Multi-agent envs act through the trainer's ``policy_mapping_fn``; the
+    episode's reward is the sum over its agents, as in RLlib's results.
+
+    Returns:
+        (total reward, steps, whether the episode ended by itself).
+    """
+    from corral.env import MultiAgentEnv
+
+    multi_agent = isinstance(env, MultiAgentEnv)
+    mapping = trainer.config["multiagent"]["policy_mapping_fn"] if multi_agent else None
     obs, _ = env.reset(seed=seed)
     total, steps, done = 0.0, 0, False
-    while not done:
-        action = trainer.compute_single_action(obs, explore=False)
-        obs, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
+    finished: set = set()  # agents whose own episode ended: they get no more actions
+    while not done and (max_steps is None or steps < max_steps):
+        if multi_agent:
+            actions = {
+                agent: trainer.compute_single_action(
+                    agent_obs, policy_id=mapping(agent, None, None), explore=False
+                )
+                for agent, agent_obs in obs.items()
+                if agent not in finished
+            }
+            obs, rewards, terminateds, truncateds, _ = env.step(actions)
+            total += float(sum(rewards.values()))
+            done = bool(terminateds.get("__all__") or truncateds.get("__all__"))
+            finished |= {
+                a for a in {*terminateds, *truncateds} if _ended(a, terminateds, truncateds)
+            }
+        else:
+            action = trainer.compute_single_action(obs, explore=False)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
         steps += 1
-        done = terminated or truncated
-    return total, steps
+    return total, steps, done
+
+
+def _ended(agent: Any, terminateds: Mapping, truncateds: Mapping) -> bool:
+    return agent != "__all__" and bool(terminateds.get(agent) or truncateds.get(agent))
 
 
 def make_evaluation_env(
@@ -1265,9 +1340,9 @@ def make_evaluation_env(
             env = trainer.env_creator(EnvContext(dict(env_config)))
     except gymnasium.error.Error as e:
         raise UsageError(f"cannot make env {env_spec!r}: {e}") from None
-    if isinstance(env, MultiAgentEnv):
+    if isinstance(env, MultiAgentEnv) and video_dir:
         env.close()
-        raise UsageError("`corral evaluate` rolls out single-agent envs only")
+        raise UsageError("--video-dir records single-agent envs only")
     if render_mode and getattr(env, "render_mode", None) != render_mode:
         print(f"Note: env {env_spec!r} does not render in mode {render_mode!r}.", file=sys.stderr)
         if video_dir:

@@ -1,0 +1,87 @@
+"""`corral evaluate` on checkpoints of every algorithm, single- and multi-agent."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral import cli, register_env
+from corral.env.multi_agent_env import make_multi_agent
+
+TINY = {"num_workers": 0, "seed": 0, "model": {"fcnet_hiddens": [8]}}
+
+
+def _checkpoint(trainer_cls, env, config, tmp_path):
+    trainer = trainer_cls(config={**TINY, **config}, env=env)
+    try:
+        trainer.train()
+        return trainer.save(str(tmp_path))
+    finally:
+        trainer.stop()
+
+
+def _episodes(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("Episode ")]
+
+
+@pytest.mark.parametrize(
+    "algorithm, env, config",
+    [
+        ("DQN", "CartPole-v1", {"learning_starts": 10, "timesteps_per_iteration": 50}),
+        ("SAC", "Pendulum-v1", {"learning_starts": 10, "timesteps_per_iteration": 50}),
+        ("TD3", "Pendulum-v1", {"learning_starts": 10, "timesteps_per_iteration": 50}),
+        ("PG", "CartPole-v1", {"train_batch_size": 50, "rollout_fragment_length": 50}),
+    ],
+)
+def test_evaluate_checkpoints_of_each_algorithm(algorithm, env, config, tmp_path, capsys):
+    from corral.agents.registry import get_trainer_class
+
+    path = _checkpoint(get_trainer_class(algorithm), env, config, tmp_path)
+    assert cli.main(["evaluate", path, "--episodes", "1", "--steps", "30"]) == 0
+    out = capsys.readouterr().out
+    [episode] = _episodes(out)
+    assert int(episode.split("length ")[1].split()[0]) <= 30
+    assert out.splitlines()[-1].startswith("Mean reward over 1 episodes")
+
+
+@pytest.fixture
+def multi_agent_checkpoint(tmp_path):
+    from corral.agents.ppo import PPOTrainer
+
+    register_env("corral_test_ma_cartpole", lambda ctx: make_multi_agent("CartPole-v1")(ctx))
+    config = {
+        "env_config": {"num_agents": 2},
+        "train_batch_size": 100,
+        "rollout_fragment_length": 50,
+        "sgd_minibatch_size": 50,
+        "num_sgd_iter": 1,
+        "multiagent": {
+            "policies": {"0", "1"},
+            "policy_mapping_fn": lambda agent_id, *args, **kwargs: str(agent_id),
+        },
+    }
+    return _checkpoint(PPOTrainer, "corral_test_ma_cartpole", config, tmp_path)
+
+
+def test_evaluate_a_multi_agent_checkpoint(multi_agent_checkpoint, capsys):
+    # The mapping function was code: agents act with the policy named like them.
+    assert cli.main(["evaluate", multi_agent_checkpoint, "--episodes", "2"]) == 0
+    assert len(_episodes(capsys.readouterr().out)) == 2
+    # Or every agent with the policy picked.
+    assert cli.main(["evaluate", multi_agent_checkpoint, "--episodes", "1", "--policy", "1"]) == 0
+    assert cli.main(["evaluate", multi_agent_checkpoint, "--policy", "nope"]) == 2
+    assert "--policy 'nope'" in capsys.readouterr().err
+
+
+def test_steps_bound_the_whole_rollout(tmp_path, capsys):
+    from corral.agents.ppo import PPOTrainer
+
+    path = _checkpoint(
+        PPOTrainer,
+        "CartPole-v1",
+        {"train_batch_size": 64, "rollout_fragment_length": 64, "sgd_minibatch_size": 32},
+        tmp_path,
+    )
+    assert cli.main(["evaluate", path, "--episodes", "50", "--steps", "25"]) == 0
+    episodes = _episodes(capsys.readouterr().out)
+    lengths = [int(e.split("length ")[1].split()[0]) for e in episodes]
+    assert sum(lengths) == 25 and "cut by --steps" in episodes[-1]
