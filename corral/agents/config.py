@@ -33,6 +33,7 @@ from corral.utils.config_spec import (
     ListOf,
     OneOf,
     Optional,
+    Satisfies,
     Spec,
     Str,
     SubConfig,
@@ -452,10 +453,15 @@ COMMON_CONFIG: TrainerConfigDict = {
 def _common_specs() -> dict[str, Spec]:
     # The env variables a worker or the driver sets must be strings (os.environ's rule).
     environ = Dict(values=Str(), what="a dict of environment variables {name: str value}")
-    fn = CallableSpec("a function")
+    fn = CallableSpec("a callable")
     ids = ListOf(Str(), sets_ok=True)
     deprecated = OneOf(DEPRECATED_VALUE)
-    space = Optional(InstanceOf("gymnasium.spaces:Space", "a gymnasium Space"))
+    space = Optional(
+        AnyOf(
+            InstanceOf("gymnasium.spaces:Space", "a gymnasium Space"),
+            Satisfies("corral.env.gym_compat:is_old_gym_space", "an old gym Space"),
+        )
+    )
     return {
         # Rollout workers
         "num_workers": Int(0),

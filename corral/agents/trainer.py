@@ -805,7 +805,7 @@ class Trainer(Trainable):
         rows = []
         for obs in observations:
             if preprocessor is not None:
-                obs = preprocessor.transform(obs)
+                obs = _transform_checked(preprocessor, obs, policy_id)
             rows.append(obs_filter(obs, update=False))
         return np.stack(rows)
 
@@ -1306,6 +1306,33 @@ class Trainer(Trainable):
 
     def __repr__(self) -> str:
         return self._name
+
+
+def _transform_checked(preprocessor: Any, obs: Any, policy_id: str) -> np.ndarray:
+    """`preprocessor.transform(obs)`, with an error saying which observation shape the
+    policy expects when `obs` does not fit (instead of a matrix-shape error from
+    inside the model)."""
+    space = getattr(preprocessor, "original_space", None)
+    expected = tuple(getattr(preprocessor, "shape", ()) or ())
+    try:
+        out = preprocessor.transform(obs)
+    except (ValueError, TypeError, IndexError) as err:
+        raise ValueError(
+            f"The observation {_short(obs)} does not fit policy {policy_id!r}'s observation "
+            f"space {space} (preprocessed shape {expected}): {err}"
+        ) from None
+    if np.shape(out) != expected:
+        raise ValueError(
+            f"Policy {policy_id!r} expects observations of shape "
+            f"{tuple(getattr(space, 'shape', None) or expected)} (observation space {space}), "
+            f"got one of shape {np.shape(obs)}: {_short(obs)}."
+        )
+    return out
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _seed_driver(seed: int | None) -> None:

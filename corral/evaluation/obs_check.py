@@ -31,6 +31,28 @@ def env_name(env: Any) -> str:
     return type(getattr(env, "unwrapped", env)).__name__
 
 
+def spaces_match(a: Any, b: Any) -> bool:
+    """Whether two spaces describe the same data: same kind, same shape (and the same
+    number of choices for discrete spaces, the same parts for Tuple/Dict). Box bounds
+    may differ: a config may state tighter or looser ones than the env."""
+    if type(a) is not type(b):
+        return False
+    spaces = gym.spaces
+    if isinstance(a, spaces.Box):
+        return a.shape == b.shape
+    if isinstance(a, spaces.Discrete):
+        return int(a.n) == int(b.n) and int(a.start) == int(b.start)
+    if isinstance(a, spaces.MultiDiscrete):
+        return a.shape == b.shape and bool(np.all(a.nvec == b.nvec))
+    if isinstance(a, spaces.MultiBinary):
+        return a.shape == b.shape
+    if isinstance(a, spaces.Tuple):
+        return len(a) == len(b) and all(spaces_match(x, y) for x, y in zip(a, b))
+    if isinstance(a, spaces.Dict):
+        return a.keys() == b.keys() and all(spaces_match(a[k], b[k]) for k in a)
+    return a == b
+
+
 class ObservationCheck:
     """Bounds that preprocessed float32 observations (one or a batch) must lie in.
 

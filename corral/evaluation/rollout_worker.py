@@ -25,6 +25,7 @@ from corral.env.vector_env import VectorEnv
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
+from corral.evaluation.obs_check import env_name, spaces_match
 from corral.evaluation.sampler import SingleAgentSampler
 from corral.policy.policy import Policy, PolicySpec
 from corral.policy.policy_map import PolicyMap
@@ -269,6 +270,26 @@ class RolloutWorker:
             policies[pid] = spec.policy_class(obs_space, act_space, policy_config)
         return policies
 
+    def _config_space(self, key: str, env_space: gym.Space) -> gym.Space:
+        """`config[key]` ("observation_space"/"action_space") when set, else the env's.
+
+        A config space must describe the env's data (see `spaces_match`): a policy
+        built for another shape would fail later, deep inside a forward pass.
+        `disable_env_checking` skips the comparison.
+        """
+        space = convert_space(self.config.get(key))
+        if space is None:
+            return env_space
+        if not self.config.get("disable_env_checking") and not spaces_match(space, env_space):
+            sub_envs = getattr(self.env, "get_sub_environments", None)
+            env = sub_envs()[0] if callable(sub_envs) and sub_envs() else self.env
+            raise ValueError(
+                f"`{key}` in the config is {space}, but env '{env_name(env)}' has "
+                f"{env_space}: they must be the same kind of space with the same shape. "
+                f"Leave `{key}` None to take the env's (or set `disable_env_checking: True`)."
+            )
+        return space
+
     def _env_spaces_for(self, policy_id: str) -> tuple[gym.Space | None, gym.Space | None]:
         """The spaces of `policy_id` as this worker's env shows them.
 
@@ -279,8 +300,8 @@ class RolloutWorker:
         env = self.env
         if not isinstance(env, MultiAgentEnv):
             return (
-                self.config.get("observation_space") or env.observation_space,
-                self.config.get("action_space") or env.action_space,
+                self._config_space("observation_space", env.observation_space),
+                self._config_space("action_space", env.action_space),
             )
         probe = Episode(-1, 0, self.policy_map, self.policy_mapping_fn, worker=self)
         agents = _agent_ids(env)

@@ -37,6 +37,7 @@ __all__ = [
     "Optional",
     "Schedule",
     "Spec",
+    "Satisfies",
     "Str",
     "SubConfig",
     "check_config_values",
@@ -485,6 +486,23 @@ def _to_python_numbers(value: Any) -> Any:
                 value[i] = new
         return value
     return value
+
+
+class Satisfies(Spec):
+    """A value for which a predicate imported lazily from `module:function` is true."""
+
+    def __init__(self, target: str, what: str) -> None:
+        self.target, self.what = target, what
+
+    def describe(self) -> str:
+        return self.what
+
+    def problem(self, value: Any, path: str) -> Exception | None:
+        import importlib
+
+        module, name = self.target.split(":")
+        predicate = getattr(importlib.import_module(module), name)
+        return None if predicate(value) else self._error(path, value, wrong_type=True)
 
 
 def check_config_values(

@@ -210,5 +210,5 @@ def test_specs_reject_and_accept():
 def test_config_space_must_be_a_space():
     space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     check_config_values({"observation_space": space})
-    with pytest.raises(TypeError, match="`observation_space` must be None or a gymnasium Space"):
+    with pytest.raises(TypeError, match="`observation_space` must be None or a gymnasium Space or an old gym Space"):
         check_config_values({"observation_space": (4,)})

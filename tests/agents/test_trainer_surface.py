@@ -154,12 +154,9 @@ def test_env_task_fn_sets_the_task_on_every_worker():
 
 
 def test_env_task_fn_must_be_callable():
-    t = PPOTrainer(config={**SMALL, "env_task_fn": "nope"}, env=LevelEnv)
-    try:
-        with pytest.raises(ValueError, match="`env_task_fn` must be None or a callable"):
-            t.train()
-    finally:
-        t.stop()
+    # Rejected when the trainer is built (by the config's type check), not at train().
+    with pytest.raises(TypeError, match="`env_task_fn` must be None or a callable"):
+        PPOTrainer(config={**SMALL, "env_task_fn": "nope"}, env=LevelEnv)
 
 
 def test_legacy_callbacks_dict_through_a_trainer(caplog):
