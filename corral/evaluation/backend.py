@@ -286,15 +286,16 @@ class ProcessWorker:
                 return
             try:
                 self._conn.send_bytes(data)
-            except (OSError, EOFError, ValueError):
-                # A dead pipe: the reader thread notices the death and fails the futures.
+            except (OSError, EOFError, ValueError, TypeError):
+                # A dead pipe (or one closed by kill() under a large send, where
+                # the handle becomes None): the reader thread fails the futures.
                 return
 
     def _read_replies(self) -> None:
         while True:
             try:
                 status, payload = self._conn.recv()
-            except (EOFError, OSError):
+            except (EOFError, OSError, TypeError):  # TypeError: closed by kill()
                 self._mark_dead()
                 return
             with self._lock:
@@ -340,6 +341,10 @@ class ProcessWorker:
                 os.kill(self._process.pid, signal.SIGKILL)
             self._process.join(timeout=5.0)
         self._outbox.put(None)
+        # The process is gone, so a send in progress fails at once: let the
+        # writer finish before the pipe is closed under it.
+        if self._writer is not threading.current_thread():
+            self._writer.join(timeout=2.0)
         ProcessWorker._parent_ends.discard(self._conn)
         self._conn.close()
 

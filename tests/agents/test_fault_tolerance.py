@@ -62,15 +62,16 @@ def _within(seconds: float, fn: Any, *args: Any) -> Any:
 def _gone(pid: int, within: float = 5.0) -> bool:
     """Whether process `pid` has exited (reaped or a zombie) within `within` seconds."""
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    while True:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                     return True
         except FileNotFoundError:
             return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    return False
 
 
 @pytest.fixture
@@ -196,21 +197,33 @@ def test_timeouts_are_checked(make):
 # -- item 6: a killed driver ---------------------------------------------------
 
 _DRIVER = """
-import sys, time
+import sys, threading, time
 from corral.agents.ppo import PPOTrainer
-t = PPOTrainer(config={"num_workers": 2, "model": {"fcnet_hiddens": [8]},
-                       "rollout_fragment_length": 20, "train_batch_size": 40,
-                       "sgd_minibatch_size": 20, "num_sgd_iter": 1}, env="CartPole-v1")
-print(" ".join(str(w.pid) for w in t.workers.remote_workers()), flush=True)
+
+def build():
+    t = PPOTrainer(config={"num_workers": 2, "model": {"fcnet_hiddens": [8]},
+                           "rollout_fragment_length": 20, "train_batch_size": 40,
+                           "sgd_minibatch_size": 20, "num_sgd_iter": 1}, env="CartPole-v1")
+    print(" ".join(str(w.pid) for w in t.workers.remote_workers()), flush=True)
+
+if sys.argv[1] == "thread":
+    # Workers forked from a thread that ends: no PR_SET_PDEATHSIG (it would fire
+    # when that thread ends); the parent-pid watch must notice the driver's death.
+    thread = threading.Thread(target=build)
+    thread.start()
+    thread.join()
+else:
+    build()
 time.sleep(600)
 """
 
 
-def test_workers_exit_when_the_driver_is_sigkilled(tmp_path):
+@pytest.mark.parametrize("forked_from", ["main", "thread"])
+def test_workers_exit_when_the_driver_is_sigkilled(tmp_path, forked_from):
     env = {**os.environ, "CORRAL_RESULTS_DIR": str(tmp_path)}
     pids: list[int] = []
     driver = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_DRIVER)],
+        [sys.executable, "-c", textwrap.dedent(_DRIVER), forked_from],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -219,6 +232,8 @@ def test_workers_exit_when_the_driver_is_sigkilled(tmp_path):
     try:
         pids += [int(p) for p in driver.stdout.readline().split()]
         assert len(pids) == 2
+        time.sleep(0.5)  # past the point where a thread's end would have killed them
+        assert not any(_gone(pid, within=0.0) for pid in pids), "workers died with their thread"
         driver.kill()
         driver.wait(10)
         for pid in pids:
