@@ -78,6 +78,8 @@ NUM_AGENT_STEPS_TRAINED = "num_agent_steps_trained"
 CHECKPOINT_FORMAT_VERSION = 1
 # File stem of `_extra_checkpoint_state` in a checkpoint directory.
 EXTRA_CHECKPOINT_STATE = "extra_state"
+# Random generators and unfinished episodes of each rollout worker (exact resumes).
+RESUME_CHECKPOINT_STATE = "resume_state"
 
 
 class AddedPolicy(NamedTuple):
@@ -1079,6 +1081,7 @@ class Trainer(Trainable):
         extra = self._extra_checkpoint_state()
         if extra:
             checkpoints.write_array_state(checkpoint_dir, EXTRA_CHECKPOINT_STATE, extra)
+        checkpoints.write_array_state(checkpoint_dir, RESUME_CHECKPOINT_STATE, self._resume_state())
         return None
 
     def load_checkpoint(self, checkpoint_path: str) -> None:
@@ -1115,6 +1118,29 @@ class Trainer(Trainable):
             self._set_extra_checkpoint_state(
                 checkpoints.read_array_state(checkpoint_path, EXTRA_CHECKPOINT_STATE)
             )
+        if checkpoints.has_array_state(checkpoint_path, RESUME_CHECKPOINT_STATE):
+            self._set_resume_state(
+                checkpoints.read_array_state(checkpoint_path, RESUME_CHECKPOINT_STATE)
+            )
+
+    def _resume_state(self) -> dict:
+        """Each rollout worker's random generators and unfinished episodes, by worker
+        index (0: the driver's), so that a restored trainer continues exactly as this
+        one would (see `corral.evaluation.resume_state` for what can be replayed)."""
+        remote = self.workers.remote_workers()
+        states = wait_all([w.call("get_resume_state") for w in remote])
+        out = {str(w.worker_index): state for w, state in zip(remote, states)}
+        out["0"] = self.workers.local_worker().get_resume_state()
+        return {"workers": out}
+
+    def _set_resume_state(self, state: dict) -> None:
+        """Applies `_resume_state` to the workers with the same indices (others start
+        fresh episodes); the driver's generators are set last."""
+        saved = state.get("workers") or {}
+        remote = [w for w in self.workers.remote_workers() if str(w.worker_index) in saved]
+        wait_all([w.call("set_resume_state", saved[str(w.worker_index)]) for w in remote])
+        if "0" in saved:
+            self.workers.local_worker().set_resume_state(saved["0"])
 
     def _checkpoint_algorithm(self) -> str:
         return self._name

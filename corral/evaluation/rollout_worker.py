@@ -545,6 +545,24 @@ class RolloutWorker:
                 self.filters[pid].set_state(filter_state)
         self.global_vars.update(state.get("global_vars", {}))
 
+    def get_resume_state(self) -> dict[str, Any]:
+        """What an exact resume needs beyond `get_state`: this process's random
+        generators and the sampler's unfinished episodes (None where they cannot be
+        replayed: see `corral.evaluation.resume_state`)."""
+        from corral.evaluation.resume_state import process_rng_state
+
+        sampler = getattr(self.sampler, "get_resume_state", None)
+        return {"rng": process_rng_state(), "sampler": sampler() if sampler else None}
+
+    def set_resume_state(self, state: dict[str, Any]) -> None:
+        """Inverse of `get_resume_state` (the generators are restored last, so that
+        replaying the envs draws nothing from them)."""
+        from corral.evaluation.resume_state import set_process_rng_state
+
+        if state.get("sampler") is not None and self.sampler is not None:
+            self.sampler.set_resume_state(state["sampler"])
+        set_process_rng_state(state["rng"])
+
     def get_filters(self, flush_after: bool = False) -> dict[str, Filter]:
         """Copies of this worker's filters; with `flush_after`, their buffers (the
         changes since the last call) are cleared, so the driver counts each

@@ -22,6 +22,7 @@ from corral.env.gym_compat import check_reset_output, step_output_error
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.obs_check import ObservationCheck, env_name
+from corral.evaluation.resume_state import EnvReplayLog
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
 from corral.utils.error import EnvError
@@ -113,6 +114,8 @@ class SingleAgentSampler:
         self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
         self._valid: np.ndarray | None = None
         self._faulty_eps: set[int] = set()
+        # How each sub-env was reset and stepped since, for exact resumes.
+        self.replay_log = EnvReplayLog(self.envs)
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -142,6 +145,7 @@ class SingleAgentSampler:
 
     def _reset_env(self, i: int, seed: int | None = None) -> Any:
         """Resets sub-env `i`; with restarts on, a sub-env whose reset raises is rebuilt."""
+        self.replay_log.before_reset(i, seed)
         if self.restarts is None:
             env = self.envs[i]
             return check_reset_output(env, env.reset(seed=seed))[0]
@@ -294,6 +298,7 @@ class SingleAgentSampler:
             buf[SampleBatch.EPS_ID][t] = self.eps_ids
             buf[SampleBatch.T][t] = self.ep_len
             env_actions = policy.to_env_actions(actions, self.unsquash, self.clip)
+            self.replay_log.record(env_actions)
             t2 = time.perf_counter()
             if self.restarts is None:
                 results = step_all(env_actions)
@@ -532,6 +537,52 @@ class SingleAgentSampler:
         out, self._finished = self._finished, []
         return out
 
+    # -- exact resumes (see corral.evaluation.resume_state) ---------------------
+
+    def get_resume_state(self) -> dict[str, Any] | None:
+        """The unfinished episodes as plain data (None: they cannot be replayed, e.g.
+        pieces of complete episodes are pending or an env's reset was not seeded)."""
+        envs = self.replay_log.get_state()
+        if envs is None or any(self._pending):
+            return None
+        state: dict[str, Any] = {
+            **envs,
+            "obs": self.obs.copy(),
+            "ep_len": self.ep_len.copy(),
+            "ep_ret": self.ep_ret.copy(),
+            "eps_ids": self.eps_ids.copy(),
+            "episode_counter": self._episode_counter,
+        }
+        if self.recurrent:
+            state["rnn_states"] = [s.copy() for s in self.states]
+            state["prev_actions"] = self.prev_actions.copy()
+            state["prev_rewards"] = self.prev_rewards.copy()
+        return state
+
+    def set_resume_state(self, state: dict[str, Any]) -> None:
+        """Continues the episodes `get_resume_state` described: each sub-env is replayed
+        to where it was, and the sampler's per-env arrays are taken over."""
+        raw_obs = self.replay_log.replay(state)
+        self.obs[:] = state["obs"]
+        self.ep_len[:] = state["ep_len"]
+        self.ep_ret[:] = state["ep_ret"]
+        self.eps_ids[:] = state["eps_ids"]
+        self._episode_counter = int(state["episode_counter"])
+        if self.recurrent:
+            self.states = [np.array(s) for s in state["rnn_states"]]
+            self.prev_actions = np.array(state["prev_actions"])
+            self.prev_rewards = np.array(state["prev_rewards"])
+        self._episodes_by_id = {}
+        for i in range(self.num_envs):
+            eps_id = int(self.eps_ids[i])
+            episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
+            episode._batch_builder_fn = functools.partial(self._episode_batches, i, eps_id)
+            episode.length = int(self.ep_len[i])
+            episode.total_reward = float(self.ep_ret[i])
+            episode._set_last(SINGLE_AGENT_ID, obs=self.obs[i], raw_obs=raw_obs[i])
+            self.episodes[i] = episode
+            self._episodes_by_id[eps_id] = episode
+
 
 def _is_step_tuple(result: Any) -> bool:
     return isinstance(result, tuple) and len(result) == 5
@@ -608,6 +659,7 @@ class SubEnvRestarts:
                 error,
             )
             env = self.worker.recreate_sub_environment(i)
+            self.sampler.replay_log.before_reset(i, None)
             try:
                 out = env.reset()
             except Exception as e:  # noqa: BLE001 - retried, then reported
