@@ -275,12 +275,6 @@ NOT_BUILT: tuple[Feature, ...] = (
 # raise NotImplementedError; once a real module file or name exists it wins, and the
 # surface test accepts either. Value: who provides it.
 
-
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
-_UTILS = "RLlib's utility modules in corral (issue 12)"
 _PENDING_BY: dict[str, str] = {
     "execution": "the `corral.execution` package (RLlib's execution ops)",
     "evaluation.sample_batch_builder": "`corral.evaluation.sample_batch_builder`",
@@ -307,40 +301,6 @@ _PENDING_BY: dict[str, str] = {
     "env.wrappers.pettingzoo_env": "`corral.env` (RLlib 1.x env helpers)",
     "utils.pre_checks": "`corral.env` (env checking)",
     "utils:check_env": "`corral.env` (env checking)",
-    # The utility modules of issue 12, item 2 (annotations, framework, test_utils, ...).
-    **{
-        f"utils:{name}": _UTILS
-        for name in _words(
-            "partial override PublicAPI DeveloperAPI try_import_tf try_import_tfp "
-            "try_import_torch deprecation_warning FilterManager sigmoid softmax relu one_hot fc "
-            "lstm SMALL_NUMBER LARGE_INTEGER MIN_LOG_NN_OUTPUT MAX_LOG_NN_OUTPUT "
-            "PolynomialSchedule ExponentialSchedule check check_compute_single_action "
-            "check_train_results framework_iterator merge_dicts deep_update add_mixins force_list "
-            "NullContextManager"
-        )
-    },
-    **{
-        f"utils.{module}": _UTILS
-        for module in _words(
-            "annotations framework test_utils torch_utils typing spaces sgd numpy "
-            "schedules.schedule schedules.polynomial_schedule schedules.exponential_schedule "
-            "window_stat timer threading metrics.learner_info metrics.window_stat images "
-            "from_config filter_manager debug compression error deprecation"
-        )
-    },
-    "utils.metrics": _UTILS,
-    "models.modelv2": _UTILS,
-    "models.action_dist": _UTILS,
-    "models.repeated_values": _UTILS,
-    "models.utils": _UTILS,
-    "models.torch.misc": _UTILS,
-    "models.preprocessors": _UTILS,
-    "evaluation.metrics": _UTILS,
-    "evaluation.postprocessing": _UTILS,
-    "evaluation.worker_set": _UTILS,
-    "agents.pg.utils": _UTILS,
-    "utils.exploration.per_worker_gaussian_noise": _UTILS,
-    "utils.exploration.per_worker_ornstein_uhlenbeck_noise": _UTILS,
 }
 
 # Single names of modules corral builds that corral leaves out: module -> (reason, names).
@@ -489,6 +449,25 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's MeanStdFilter is synchronised by the trainer",
         "ConcurrentMeanStdFilter",
     ),
+    "models.preprocessors": (
+        "corral does not resize raw Atari frames in a preprocessor: `wrap_deepmind` (Gymnasium's "
+        "AtariPreprocessing) and the vision net handle images",
+        "GenericPixelPreprocessor",
+    ),
+    "utils.images": (
+        "corral has no OpenCV image helpers (Gymnasium's wrappers resize frames)",
+        "resize rgb2gray imread",
+    ),
+    "utils.debug.memory": ("corral has no memory-leak checker", "check_memory_leaks Suspect"),
+    "utils.from_config": (
+        "corral builds components from config dicts itself (e.g. `exploration_config`)",
+        "from_config from_file lookup_type",
+    ),
+    "utils.test_utils": (
+        "it runs RLlib's tuned-example YAML files on a Ray cluster; run corral's with "
+        "`corral train -f`",
+        "run_learning_tests_from_yaml",
+    ),
 }
 
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any
@@ -507,6 +486,17 @@ _ALIASES: dict[str, str] = {
     "utils.schedules.piecewise_schedule:PiecewiseSchedule": (
         "corral.utils.schedules:PiecewiseSchedule"
     ),
+    "utils.schedules.polynomial_schedule:PolynomialSchedule": (
+        "corral.utils.schedules:PolynomialSchedule"
+    ),
+    "utils.schedules.exponential_schedule:ExponentialSchedule": (
+        "corral.utils.schedules:ExponentialSchedule"
+    ),
+    "utils.schedules.schedule:Schedule": "corral.utils.schedules:Schedule",
+    "utils.window_stat:WindowStat": "corral.utils.metrics.window_stat:WindowStat",
+    "utils.filter_manager:FilterManager": "corral.utils.filter:FilterManager",
+    "utils:deep_update": "corral.agents.config:deep_update",
+    "evaluation.worker_set:T": "corral.utils.typing:T",
 }
 
 # TF-only names the naming rule does not catch.
@@ -1262,11 +1252,10 @@ def markdown_not_built() -> str:
         "- TensorFlow and JAX: every `*TFPolicy`, `TFModelV2`, `models.tf.*`, `models.jax.*` and "
         "`tf_utils` name imports, and raises `TensorFlowOnlyError` naming its torch counterpart."
     )
-    count = sum(len(names.split()) for _, names in _NOT_PROVIDED.values())
     lines.append(
-        f"- {count} single RLlib helpers of modules corral builds (mostly the functions RLlib's "
+        "- Single RLlib helpers of modules corral builds (mostly the functions RLlib's "
         "function-built policies are made of; corral's policies are classes), listed with the "
-        "reason in `corral/_surface.py`."
+        "reason in `corral/_surface.py` (`_NOT_PROVIDED`)."
     )
     return "\n".join(lines)
 

@@ -147,3 +147,35 @@ def summarize_episodes(
         "sampler_perf": {k: float(np.mean(v)) for k, v in perf.items()},
         "off_policy_estimator": {},
     }
+
+
+def collect_episodes(
+    local_worker: Any = None,
+    remote_workers: Sequence[Any] | None = None,
+    to_be_collected: Any = None,
+    timeout_seconds: float = 180,
+) -> tuple[list[RolloutMetrics], list[Any]]:
+    """RLlib 1.13's ``collect_episodes``: the finished-episode metrics of the workers.
+
+    Use with :func:`summarize_episodes`, as custom evaluation functions do::
+
+        episodes, _ = collect_episodes(remote_workers=workers.remote_workers())
+        metrics = summarize_episodes(episodes)
+
+    Returns:
+        ``(episodes, to_be_collected)``; corral waits for every worker, so the second
+        (RLlib's still-pending object refs) is always empty.
+    """
+    return get_metrics_from(remote_workers or [], local_worker), []
+
+
+def extract_stats(stats: dict, key: str) -> dict[str, Any]:
+    """``stats[key]``, or ``{policy_id: stats[policy_id][key]}`` for multi-agent stats."""
+    if key in stats:
+        return stats[key]
+    return {k: v[key] for k, v in stats.items() if isinstance(v, dict) and key in v}
+
+
+def get_learner_stats(grad_info: dict) -> dict[str, Any]:
+    """The ``learner_stats`` of a ``learn_on_batch`` result (per policy when multi-agent)."""
+    return extract_stats(grad_info, "learner_stats")

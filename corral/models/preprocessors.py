@@ -1,4 +1,15 @@
-"""Turning env observations into the flat float32 arrays models consume."""
+"""Turning env observations into the flat float32 arrays models consume.
+
+:func:`get_preprocessor` is RLlib's: it returns the preprocessor *class* for a space, built
+as ``get_preprocessor(space)(space)``. :func:`preprocessor_for_space` gives the instance
+corral's policies use.
+
+Dict/Tuple observations become one row: the leaves in the space's order, discrete parts
+one-hot (Gymnasium's ``flatten``). A ``Repeated`` space (a list of up to ``max_len``
+elements) becomes RLlib's ``RepeatedValuesPreprocessor`` layout: the list length, then
+``max_len`` slots of the element's flat size (unused slots zero). Models get the structure
+back from :func:`restore_original_dimensions` (a ``Repeated`` part as ``RepeatedValues``).
+"""
 
 from __future__ import annotations
 
@@ -8,31 +19,161 @@ import gymnasium as gym
 import numpy as np
 
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.spaces.repeated import Repeated
+
+__all__ = [
+    "ATARI_OBS_SHAPE",
+    "ATARI_RAM_OBS_SHAPE",
+    "OBS_VALIDATION_INTERVAL",
+    "AtariRamPreprocessor",
+    "DictFlatteningPreprocessor",
+    "NoPreprocessor",
+    "OneHotPreprocessor",
+    "Preprocessor",
+    "RepeatedValuesPreprocessor",
+    "TupleFlatteningPreprocessor",
+    "get_preprocessor",
+    "legacy_patch_shapes",
+    "preprocessor_for_space",
+    "restore_original_dimensions",
+]
+
+ATARI_OBS_SHAPE = (210, 160, 3)
+ATARI_RAM_OBS_SHAPE = (128,)
+# `check_shape` validates one observation in this many against the space.
+OBS_VALIDATION_INTERVAL = 100
+
+
+def _contains_repeated(space: gym.Space) -> bool:
+    if isinstance(space, Repeated):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(_contains_repeated(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(_contains_repeated(s) for s in space.spaces)
+    return False
+
+
+def _flat_size(space: gym.Space) -> int:
+    """Columns one observation of `space` takes in a flat row."""
+    if isinstance(space, Repeated):
+        return 1 + space.max_len * _flat_size(space.child_space)
+    if isinstance(space, gym.spaces.Dict):
+        return sum(_flat_size(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return sum(_flat_size(s) for s in space.spaces)
+    return int(gym.spaces.flatdim(space))
+
+
+def _write(space: gym.Space, observation: Any, out: np.ndarray, offset: int) -> int:
+    """Writes `observation` flat into ``out[offset:]``; returns the offset after it."""
+    if isinstance(space, Repeated):
+        if not isinstance(observation, (list, tuple, np.ndarray)):
+            raise ValueError(f"Input for {space} must be a list, got {observation!r}")
+        if len(observation) > space.max_len:
+            raise ValueError(f"Input {observation!r} exceeds max len of space {space.max_len}")
+        child = _flat_size(space.child_space)
+        out[offset] = len(observation)
+        for i, element in enumerate(observation):
+            _write(space.child_space, element, out, offset + 1 + i * child)
+        return offset + 1 + space.max_len * child
+    if isinstance(space, gym.spaces.Dict):
+        for key, sub in space.spaces.items():
+            offset = _write(sub, observation[key], out, offset)
+        return offset
+    if isinstance(space, gym.spaces.Tuple):
+        for sub, part in zip(space.spaces, observation):
+            offset = _write(sub, part, out, offset)
+        return offset
+    flat = gym.spaces.flatten(space, observation)
+    out[offset : offset + len(flat)] = flat
+    return offset + len(flat)
+
+
+def legacy_patch_shapes(space: gym.Space) -> Any:
+    """The space's shape (RLlib patched shapes onto old gym spaces here; Gymnasium's
+    spaces all have one)."""
+    return getattr(space, "shape", None)
 
 
 class Preprocessor:
-    """Maps one observation of `original_space` to a float32 array of `shape`."""
+    """Maps one observation of `original_space` to a float32 array of `shape`.
 
-    def __init__(self, original_space: gym.Space) -> None:
+    Args:
+        original_space: the env's observation space.
+        options: the model config (RLlib's signature; unused by the flattening ones).
+    """
+
+    def __init__(self, original_space: gym.Space, options: dict | None = None) -> None:
         self.original_space = original_space
-        self.shape = (int(gym.spaces.flatdim(original_space)),)
+        self._obs_space = original_space
+        self._options = options or {}
+        self._has_repeated = _contains_repeated(original_space)
+        self.shape = (_flat_size(original_space),)
+        self._size = self.shape[0]
+        self._i = 0
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.shape, np.float32)
-        # As in RLlib: models can restore the structure of flattened Dict/Tuple
+        # As in RLlib: models can restore the structure of flattened Dict/Tuple/Repeated
         # observations (`restore_original_dimensions`).
-        self.observation_space.original_space = original_space
+        # An env that declared an old `gym.spaces` space shows models that very space:
+        # RLlib 1.x models check `isinstance(orig_space, gym.spaces.Dict)`.
+        self.observation_space.original_space = getattr(
+            original_space, "_gym_space", original_space
+        )
+
+    @property
+    def size(self) -> int:
+        """The number of values one preprocessed observation has."""
+        return int(np.prod(self.shape))
 
     def transform(self, observation: Any) -> np.ndarray:
+        if self._has_repeated:
+            out = np.zeros(self.shape, np.float32)
+            _write(self.original_space, observation, out, 0)
+            return out
         return np.asarray(gym.spaces.flatten(self.original_space, observation), dtype=np.float32)
 
     def transform_batch(self, observations: Any) -> np.ndarray:
         return np.stack([self.transform(o) for o in observations])
 
+    def write(self, observation: Any, array: np.ndarray, offset: int) -> None:
+        """Writes the preprocessed `observation` into ``array[offset:offset + size]``."""
+        array[offset : offset + self.size] = np.reshape(self.transform(observation), -1)
+
+    def check_shape(self, observation: Any) -> None:
+        """Raises ``ValueError`` if `observation` is outside the space (checked once in
+        ``OBS_VALIDATION_INTERVAL`` calls, as RLlib's)."""
+        if self._i % OBS_VALIDATION_INTERVAL == 0:
+            candidate = observation
+            if isinstance(observation, list) and isinstance(self._obs_space, gym.spaces.Box):
+                candidate = np.asarray(observation, dtype=self._obs_space.dtype)
+            if not self._obs_space.contains(candidate):
+                raise ValueError(
+                    f"Observation ({observation!r}) outside given space ({self._obs_space})!"
+                )
+        self._i += 1
+
+
+class TupleFlatteningPreprocessor(Preprocessor):
+    """Tuple observations: the parts' flat rows concatenated in order."""
+
+
+class DictFlatteningPreprocessor(Preprocessor):
+    """Dict observations: the entries' flat rows concatenated in the space's key order."""
+
+
+class RepeatedValuesPreprocessor(Preprocessor):
+    """``Repeated`` observations: the length, then ``max_len`` padded element slots."""
+
 
 class NoPreprocessor(Preprocessor):
     """For Box observations: only a cast to float32 (no copy when already so)."""
 
-    def __init__(self, original_space: gym.spaces.Box) -> None:
+    def __init__(self, original_space: gym.spaces.Box, options: dict | None = None) -> None:
         self.original_space = original_space
+        self._obs_space = original_space
+        self._options = options or {}
+        self._i = 0
         self.shape = original_space.shape
         self.observation_space = original_space
 
@@ -44,46 +185,97 @@ class NoPreprocessor(Preprocessor):
 
 
 class OneHotPreprocessor(Preprocessor):
-    """Discrete observations become one-hot vectors."""
+    """Discrete observations become one-hot vectors (MultiDiscrete: one per component)."""
 
     def transform(self, observation: Any) -> np.ndarray:
+        if not isinstance(self.original_space, gym.spaces.Discrete):
+            return super().transform(observation)
         out = np.zeros(self.shape, np.float32)
-        out[int(observation)] = 1.0
+        out[int(observation) - int(self.original_space.start)] = 1.0
         return out
 
     def transform_batch(self, observations: Any) -> np.ndarray:
-        idx = np.asarray(observations, dtype=np.int64)
+        if not isinstance(self.original_space, gym.spaces.Discrete):
+            return super().transform_batch(observations)
+        idx = np.asarray(observations, dtype=np.int64) - int(self.original_space.start)
         out = np.zeros((len(idx), self.shape[0]), np.float32)
         out[np.arange(len(idx)), idx] = 1.0
         return out
 
 
-def get_preprocessor(space: gym.Space) -> Preprocessor:
-    """The preprocessor for an observation space."""
+class AtariRamPreprocessor(Preprocessor):
+    """Atari RAM observations (128 bytes) scaled to [-1, 1)."""
+
+    def __init__(self, original_space: gym.Space, options: dict | None = None) -> None:
+        super().__init__(original_space, options)
+        self.shape = (128,)
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, self.shape, np.float32)
+
+    def transform(self, observation: Any) -> np.ndarray:
+        return (np.asarray(observation, dtype=np.float32) - 128.0) / 128.0
+
+
+def get_preprocessor(space: gym.Space) -> type[Preprocessor]:
+    """The preprocessor class for an observation space (RLlib's; instantiate it with the
+    space: ``get_preprocessor(space)(space)``).
+
+    Discrete and MultiDiscrete spaces one-hot, a 128-byte Box is Atari RAM, Tuple, Dict and
+    ``Repeated`` spaces flatten; any other space passes through (``NoPreprocessor``).
+    """
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        return OneHotPreprocessor
+    if getattr(space, "shape", None) == ATARI_RAM_OBS_SHAPE:
+        return AtariRamPreprocessor
+    if isinstance(space, gym.spaces.Tuple):
+        return TupleFlatteningPreprocessor
+    if isinstance(space, gym.spaces.Dict):
+        return DictFlatteningPreprocessor
+    if isinstance(space, Repeated):
+        return RepeatedValuesPreprocessor
+    return NoPreprocessor
+
+
+def preprocessor_for_space(space: gym.Space) -> Preprocessor:
+    """The preprocessor corral's policies use for an observation space (an instance).
+
+    Box observations are only cast to float32 (images are handled by the env wrappers
+    and the vision net, not resized here); the rest as :func:`get_preprocessor` says.
+    """
     if isinstance(space, gym.spaces.Box):
         return NoPreprocessor(space)
     if isinstance(space, gym.spaces.Discrete):
         return OneHotPreprocessor(space)
     if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
         return Preprocessor(space)
-    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
-        return Preprocessor(space)
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple, Repeated)):
+        return get_preprocessor(space)(space)
     raise UnsupportedSpaceException(
         f"Observation space {space} is not supported: expected Box, Discrete, "
-        "MultiDiscrete, MultiBinary, Dict or Tuple."
+        "MultiDiscrete, MultiBinary, Dict, Tuple or Repeated."
     )
 
 
-def restore_original_dimensions(obs: Any, obs_space: gym.Space) -> Any:
+def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any = None) -> Any:
     """Flat observation rows [B, n] -> the structure of `obs_space.original_space`.
 
     Dict and Tuple observations travel flattened (gymnasium's order, discrete
     parts one-hot); a model gets them back as dicts/tuples of [B, ...]
-    tensors. Other spaces pass through unchanged.
+    tensors, a ``Repeated`` part as ``RepeatedValues`` (values ``[B, max_len, ...]``,
+    lengths ``[B]``). Other spaces pass through unchanged.
+
+    Args:
+        obs: the flat rows (a torch tensor or numpy array).
+        obs_space: the preprocessed space (its ``original_space`` tells the structure).
+        tensorlib: unused (RLlib's choice of TF/torch/numpy; corral reshapes `obs` itself).
     """
-    original = getattr(obs_space, "original_space", None)
-    if not isinstance(original, (gym.spaces.Dict, gym.spaces.Tuple)):
+    from corral.env.gym_compat import convert_space
+
+    # An old gym space (see Preprocessor) is read as its Gymnasium equal.
+    original = convert_space(getattr(obs_space, "original_space", None))
+    if not isinstance(original, (gym.spaces.Dict, gym.spaces.Tuple, Repeated)):
         return obs
+    if isinstance(obs, (dict, tuple, list)):
+        return obs  # already restored
     restored, _ = _unflatten(obs, original, 0)
     return restored
 
@@ -100,8 +292,17 @@ def _unflatten(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
             part, start = _unflatten(obs, sub, start)
             parts.append(part)
         return tuple(parts), start
+    if isinstance(space, Repeated):
+        from corral.models.repeated_values import RepeatedValues
+
+        child = _flat_size(space.child_space)
+        lengths = obs[..., start]
+        rows = obs[..., start + 1 : start + 1 + space.max_len * child]
+        rows = rows.reshape(*obs.shape[:-1], space.max_len, child)
+        values, _ = _unflatten(rows, space.child_space, 0)
+        return RepeatedValues(values, lengths, space.max_len), start + _flat_size(space)
     size = int(gym.spaces.flatdim(space))
-    leaf = obs[:, start : start + size]
+    leaf = obs[..., start : start + size]
     if isinstance(space, gym.spaces.Box):
-        leaf = leaf.reshape(obs.shape[0], *space.shape)
+        leaf = leaf.reshape(*obs.shape[:-1], *space.shape)
     return leaf, start + size

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from corral.models import ModelCatalog
-from corral.models.preprocessors import get_preprocessor
+from corral.models.preprocessors import preprocessor_for_space
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
@@ -33,7 +33,7 @@ class TorchPolicy(Policy):
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
-        self.preprocessor = get_preprocessor(observation_space)
+        self.preprocessor = preprocessor_for_space(observation_space)
         self.dist_class, num_outputs = ModelCatalog.get_action_dist(
             action_space, config["model"], framework="torch"
         )

@@ -1,0 +1,67 @@
+"""corral's utilities; RLlib 1.13's ``ray.rllib.utils`` names.
+
+The few helpers RLlib defines in ``ray/rllib/utils/__init__.py`` are here; its re-exports
+(``override``, ``try_import_torch``, ``check``, the schedules, ...) are served lazily by
+the surface table (``corral/_surface.py``) from their modules, so importing this package
+stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from functools import partial
+from typing import Any
+
+__all__ = [
+    "NullContextManager",
+    "add_mixins",
+    "force_list",
+    "force_tuple",
+    "merge_dicts",
+    "partial",
+]
+
+
+def add_mixins(base: type, mixins: Any, reversed: bool = False) -> type:  # noqa: A002
+    """A new class: `base` with `mixins` applied, the first mixin taking priority (with
+    ``reversed``, `base` takes priority)."""
+    mixins = list(mixins or [])
+    while mixins:
+        mixin = mixins.pop()
+        bases = (base, mixin) if reversed else (mixin, base)
+        base = type(base.__name__, bases, {})
+    return base
+
+
+def force_list(elements: Any = None, to_tuple: bool = False) -> list | tuple:
+    """`elements` as a list (or tuple): None -> empty, a list/set/tuple -> its items, any
+    other object -> a one-item list."""
+    ctor = tuple if to_tuple else list
+    if elements is None:
+        return ctor()
+    if type(elements) in (list, set, tuple):
+        return ctor(elements)
+    return ctor([elements])
+
+
+force_tuple = partial(force_list, to_tuple=True)
+
+
+def merge_dicts(d1: dict, d2: dict) -> dict:
+    """A deep copy of `d1` deep-updated with `d2` (new keys allowed at every level)."""
+    from corral.agents.config import deep_update
+
+    merged = copy.deepcopy(d1)
+    deep_update(merged, d2, True, [])
+    return merged
+
+
+class NullContextManager(contextlib.AbstractContextManager):
+    """A context manager that does nothing."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *args: Any) -> None:
+        return None

@@ -125,3 +125,20 @@ def decompress_batch(batch: Any, columns: tuple[str, ...] = COMPRESSED_COLUMNS) 
             if key in sub and is_compressed(sub[key]):
                 sub[key] = unpack_column(sub[key])
     return batch
+
+
+def compression_supported() -> bool:
+    """Whether ``lz4`` (which :func:`pack` needs) is installed."""
+    return _lz4_block is not None
+
+
+def pack_if_needed(data: Any) -> Any:
+    """:func:`pack` for a numpy array; anything else unchanged (RLlib's helper)."""
+    return pack(data) if isinstance(data, np.ndarray) else data
+
+
+def unpack_if_needed(data: Any) -> Any:
+    """:func:`unpack` for a packed row; anything else unchanged."""
+    if isinstance(data, (bytes, bytearray)) and is_compressed(data):
+        return unpack(data)
+    return data

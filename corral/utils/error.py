@@ -20,3 +20,24 @@ class CheckpointError(ValueError):
 
     The message names the file and what was expected of it.
     """
+
+
+# RLlib 1.13's message templates (for code that formats or matches them).
+ERR_MSG_NO_GPUS = (
+    "Found {} GPUs on your machine (GPU devices found: {})! If your machine does not have "
+    "any GPUs, you should set the config keys `num_gpus` and `num_gpus_per_worker` to 0."
+)
+ERR_MSG_INVALID_ENV_DESCRIPTOR = (
+    "The env string you provided ('{}') is:\n"
+    "a) Not a supported/installed environment.\n"
+    "b) Not a tune-registered environment creator.\n"
+    "c) Not a valid env class string.\n"
+    "Register your env with `corral.tune.registry.register_env(name, creator)`, pass the "
+    "env class itself, or a dotted path 'package.module.EnvClass'."
+)
+HOWTO_CHANGE_CONFIG = (
+    "\nTo change the config for the `corral train` command, use `--config='{...}'` on the "
+    "command line.\nTo change the config for `tune.run()` in a script: modify the dict "
+    "passed to `tune.run(config=...)`.\nTo change the config for a Trainer instance: modify "
+    "the dict passed to its constructor, e.g. `PPOTrainer(config=...)`.\n"
+)

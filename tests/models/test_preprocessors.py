@@ -4,12 +4,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from corral.models.preprocessors import NoPreprocessor, get_preprocessor
+from corral.models.preprocessors import NoPreprocessor, preprocessor_for_space
 from corral.utils.error import UnsupportedSpaceException
 
 
 def test_discrete_is_one_hot():
-    p = get_preprocessor(gym.spaces.Discrete(4))
+    p = preprocessor_for_space(gym.spaces.Discrete(4))
     assert p.shape == (4,)
     np.testing.assert_array_equal(p.transform(2), [0, 0, 1, 0])
     np.testing.assert_array_equal(p.transform_batch([0, 3]), [[1, 0, 0, 0], [0, 0, 0, 1]])
@@ -17,20 +17,20 @@ def test_discrete_is_one_hot():
 
 
 def test_multi_discrete_is_one_hot_per_component():
-    p = get_preprocessor(gym.spaces.MultiDiscrete([2, 3]))
+    p = preprocessor_for_space(gym.spaces.MultiDiscrete([2, 3]))
     assert p.shape == (5,)
     np.testing.assert_array_equal(p.transform(np.array([1, 2])), [0, 1, 0, 0, 1])
 
 
 def test_multi_binary_passes_bits():
-    p = get_preprocessor(gym.spaces.MultiBinary(3))
+    p = preprocessor_for_space(gym.spaces.MultiBinary(3))
     np.testing.assert_array_equal(p.transform(np.array([1, 0, 1], np.int8)), [1, 0, 1])
 
 
 @pytest.mark.parametrize("shape", [(3,), (2, 3), (42, 42, 3)])
 def test_box_of_any_shape_keeps_its_shape(shape):
     space = gym.spaces.Box(0, 255, shape, np.uint8)
-    p = get_preprocessor(space)
+    p = preprocessor_for_space(space)
     assert isinstance(p, NoPreprocessor)
     assert p.shape == shape and p.observation_space is space
     out = p.transform(space.sample())
@@ -41,12 +41,12 @@ def test_dict_and_tuple_are_flattened():
     space = gym.spaces.Dict(
         {"id": gym.spaces.Discrete(3), "pos": gym.spaces.Box(-1, 1, (2,), np.float32)}
     )
-    p = get_preprocessor(space)
+    p = preprocessor_for_space(space)
     assert p.shape == (5,)
     obs = {"id": 1, "pos": np.array([0.5, -0.5], np.float32)}
     np.testing.assert_array_equal(p.transform(obs), [0, 1, 0, 0.5, -0.5])
     tup = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (1,), np.float32)))
-    q = get_preprocessor(tup)
+    q = preprocessor_for_space(tup)
     np.testing.assert_array_equal(
         q.transform_batch([(1, np.array([0.25], np.float32))]), [[0, 1, 0.25]]
     )
@@ -55,4 +55,4 @@ def test_dict_and_tuple_are_flattened():
 
 def test_unsupported_space_is_named():
     with pytest.raises(UnsupportedSpaceException, match="Text"):
-        get_preprocessor(gym.spaces.Text(5))
+        preprocessor_for_space(gym.spaces.Text(5))

@@ -8,7 +8,7 @@ from torch import nn
 
 from corral.agents.ppo import PPOTrainer
 from corral.models import ModelCatalog
-from corral.models.preprocessors import get_preprocessor, restore_original_dimensions
+from corral.models.preprocessors import preprocessor_for_space, restore_original_dimensions
 from corral.models.torch.torch_modelv2 import TorchModelV2
 
 DICT_SPACE = gym.spaces.Dict(
@@ -22,7 +22,7 @@ SEEN: list = []
 
 
 def test_restore_inverts_flatten():
-    prep = get_preprocessor(DICT_SPACE)
+    prep = preprocessor_for_space(DICT_SPACE)
     samples = [DICT_SPACE.sample() for _ in range(5)]
     flat = torch.from_numpy(prep.transform_batch(samples))
     restored = restore_original_dimensions(flat, prep.observation_space)

@@ -14,13 +14,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from corral.models.action_dist import ActionDistribution
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.spaces import flat_action_size, flatten_space
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-class TorchDistributionWrapper:
+class TorchDistributionWrapper(ActionDistribution):
     """A distribution parameterised by a batch of model outputs ``inputs [B, num_outputs]``.
 
     Subclasses implement the methods below; ``sample``/``deterministic_sample`` remember their

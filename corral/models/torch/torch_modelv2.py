@@ -8,13 +8,14 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from corral.models.modelv2 import ModelV2
 from corral.models.preprocessors import restore_original_dimensions
 
 TensorType = torch.Tensor
 ModelConfigDict = dict[str, Any]
 
 
-class TorchModelV2(nn.Module):
+class TorchModelV2(nn.Module, ModelV2):
     """A policy network: maps an input dict (and RNN state) to action-distribution inputs.
 
     Subclasses implement :meth:`forward` and :meth:`value_function`. Both of RLlib 1.x's

@@ -12,6 +12,10 @@ from corral.utils.exploration.exploration import Exploration
 from corral.utils.exploration.gaussian_noise import GaussianNoise
 from corral.utils.exploration.ornstein_uhlenbeck_noise import OrnsteinUhlenbeckNoise
 from corral.utils.exploration.per_worker_epsilon_greedy import PerWorkerEpsilonGreedy
+from corral.utils.exploration.per_worker_gaussian_noise import PerWorkerGaussianNoise
+from corral.utils.exploration.per_worker_ornstein_uhlenbeck_noise import (
+    PerWorkerOrnsteinUhlenbeckNoise,
+)
 from corral.utils.exploration.random import Random
 from corral.utils.exploration.soft_q import SoftQ
 from corral.utils.exploration.stochastic_sampling import StochasticSampling
@@ -23,6 +27,8 @@ _BUILTIN: dict[str, type[Exploration]] = {
         GaussianNoise,
         OrnsteinUhlenbeckNoise,
         PerWorkerEpsilonGreedy,
+        PerWorkerGaussianNoise,
+        PerWorkerOrnsteinUhlenbeckNoise,
         Random,
         SoftQ,
         StochasticSampling,
@@ -89,6 +95,8 @@ __all__ = [
     "GaussianNoise",
     "OrnsteinUhlenbeckNoise",
     "PerWorkerEpsilonGreedy",
+    "PerWorkerGaussianNoise",
+    "PerWorkerOrnsteinUhlenbeckNoise",
     "Random",
     "SoftQ",
     "StochasticSampling",

@@ -37,6 +37,7 @@ class GaussianNoise(Exploration):
         initial_scale: float = 1.0,
         final_scale: float = 0.02,
         scale_timesteps: int = 10000,
+        scale_schedule: Any = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(action_space, gym.spaces.Box):
@@ -44,7 +45,8 @@ class GaussianNoise(Exploration):
         super().__init__(action_space, **kwargs)
         self.random_timesteps = int(random_timesteps)
         self.stddev = float(stddev)
-        self.scale_schedule = PiecewiseSchedule(
+        # RLlib's `scale_schedule` (a Schedule) replaces the initial->final annealing.
+        self.scale_schedule = scale_schedule or PiecewiseSchedule(
             [[0, initial_scale], [max(int(scale_timesteps), 1), final_scale]]
         )
         # With `normalize_actions` the policy acts in [-1, 1]; else in the space's bounds.

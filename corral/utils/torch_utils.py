@@ -1,0 +1,276 @@
+"""RLlib 1.13's torch helpers (``ray.rllib.utils.torch_utils``)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from corral.utils._nest import flatten, map_structure
+from corral.utils.deprecation import Deprecated
+from corral.utils.typing import TensorStructType, TensorType
+
+if TYPE_CHECKING:
+    from corral.policy.torch_policy import TorchPolicy
+
+__all__ = [
+    "FLOAT_MAX",
+    "FLOAT_MIN",
+    "Swish",
+    "apply_grad_clipping",
+    "atanh",
+    "concat_multi_gpu_td_errors",
+    "convert_to_non_torch_type",
+    "convert_to_torch_tensor",
+    "explained_variance",
+    "flatten_inputs_to_1d_tensor",
+    "global_norm",
+    "huber_loss",
+    "l2_loss",
+    "minimize_and_clip",
+    "one_hot",
+    "reduce_mean_ignore_inf",
+    "sequence_mask",
+    "set_torch_seed",
+    "softmax_cross_entropy_with_logits",
+]
+
+# Stand-ins for -inf/inf logits (e.g. masked actions): -inf/inf would make NaNs in backprop.
+FLOAT_MIN = -3.4e38
+FLOAT_MAX = 3.4e38
+
+_SMALL_NUMBER = 1e-6
+
+
+def apply_grad_clipping(
+    policy: TorchPolicy, optimizer: torch.optim.Optimizer, loss: TensorType
+) -> dict[str, TensorType]:
+    """Clips the gradients of each of `optimizer`'s parameter groups to ``config["grad_clip"]``.
+
+    Returns:
+        ``{"grad_gnorm": norm before clipping}`` (of the last group), or ``{}`` when
+        ``grad_clip`` is not set.
+    """
+    info: dict[str, Any] = {}
+    clip = policy.config.get("grad_clip")
+    if clip:
+        for group in optimizer.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                info["grad_gnorm"] = float(nn.utils.clip_grad_norm_(params, clip))
+    return info
+
+
+@Deprecated(old="corral.utils.torch_utils.atanh", new="torch.atanh", error=False)
+def atanh(x: TensorType) -> TensorType:
+    """Inverse tanh, clamped away from +-1."""
+    return 0.5 * torch.log((1 + x).clamp(min=_SMALL_NUMBER) / (1 - x).clamp(min=_SMALL_NUMBER))
+
+
+def concat_multi_gpu_td_errors(policy: TorchPolicy) -> dict[str, TensorType]:
+    """The TD errors the policy's model towers stored in ``tower_stats``, concatenated.
+
+    Also sets ``policy.td_error``. corral trains one tower (``policy.model``) unless the
+    policy has ``model_gpu_towers``.
+    """
+    towers = getattr(policy, "model_gpu_towers", None) or [policy.model]
+    device = getattr(policy, "device", "cpu")
+    td_error = torch.cat(
+        [
+            getattr(t, "tower_stats", {}).get("td_error", torch.tensor([0.0])).to(device)
+            for t in towers
+        ],
+        dim=0,
+    )
+    policy.td_error = td_error
+    return {"td_error": td_error, "mean_td_error": torch.mean(td_error)}
+
+
+def _to_numpy(item: Any) -> Any:
+    if isinstance(item, torch.Tensor):
+        return item.cpu().item() if item.dim() == 0 else item.detach().cpu().numpy()
+    return item
+
+
+@Deprecated(new="corral.utils.numpy.convert_to_numpy", error=False)
+def convert_to_non_torch_type(stats: TensorStructType) -> TensorStructType:
+    """Tensors in a structure -> numpy arrays (0-d tensors -> Python numbers)."""
+    return map_structure(_to_numpy, stats)
+
+
+def convert_to_torch_tensor(x: TensorStructType, device: Any = None) -> TensorStructType:
+    """Every leaf of `x` as a torch tensor (float64 becomes float32), on `device` if given.
+
+    Object arrays (e.g. info dicts) stay as they are; ``RepeatedValues`` keep their lengths.
+    """
+    from corral.models.repeated_values import RepeatedValues
+
+    def convert(item: Any) -> Any:
+        if torch.is_tensor(item):
+            return item if device is None else item.to(device)
+        if isinstance(item, RepeatedValues):
+            return RepeatedValues(map_structure(convert, item.values), item.lengths, item.max_len)
+        if isinstance(item, np.ndarray):
+            if item.dtype == object:
+                return item
+            if not item.flags.writeable:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tensor = torch.from_numpy(item)
+            else:
+                tensor = torch.from_numpy(item)
+        else:
+            tensor = torch.from_numpy(np.asarray(item))
+        if tensor.dtype == torch.double:
+            tensor = tensor.float()
+        return tensor if device is None else tensor.to(device)
+
+    return map_structure(convert, x)
+
+
+def explained_variance(y: TensorType, pred: TensorType) -> TensorType:
+    """``max(-1, 1 - Var[y - pred] / Var[y])``: how much of the returns' variance is explained."""
+    y_var = torch.var(y, dim=[0])
+    diff_var = torch.var(y - pred, dim=[0])
+    min_ = torch.tensor([-1.0], device=pred.device)
+    return torch.max(min_, 1 - (diff_var / y_var))[0]
+
+
+def flatten_inputs_to_1d_tensor(
+    inputs: TensorStructType,
+    spaces_struct: Any = None,
+    time_axis: bool = False,
+) -> TensorType:
+    """A (nested) structure of [B, ...] (or [B, T, ...]) tensors -> one [B, n] ([B, T, n]).
+
+    Leaves of a ``Discrete``/``MultiDiscrete`` space (in `spaces_struct`, same structure)
+    are one-hot encoded; others are flattened and cast to float.
+    """
+    flat_inputs = flatten(inputs)
+    flat_spaces = flatten(spaces_struct) if spaces_struct is not None else [None] * len(flat_inputs)
+    batch = time = None
+    out = []
+    for tensor, space in zip(flat_inputs, flat_spaces):
+        if batch is None:
+            batch = tensor.shape[0]
+            if time_axis:
+                time = tensor.shape[1]
+        if isinstance(space, gym.spaces.Discrete):
+            if time_axis:
+                tensor = torch.reshape(tensor, [batch * time])
+            out.append(one_hot(tensor, space).float())
+        elif isinstance(space, gym.spaces.MultiDiscrete):
+            if time_axis:
+                tensor = torch.reshape(tensor, [batch * time, -1])
+            out.append(one_hot(tensor, space).float())
+        else:
+            shape = [batch * time, -1] if time_axis else [batch, -1]
+            out.append(torch.reshape(tensor, shape).float())
+    merged = torch.cat(out, dim=-1)
+    if time_axis:
+        merged = torch.reshape(merged, [batch, time, -1])
+    return merged
+
+
+def global_norm(tensors: list[TensorType]) -> TensorType:
+    """The L2 norm of all `tensors` together."""
+    return torch.sqrt(sum(torch.sum(t.pow(2.0)) for t in tensors))
+
+
+def huber_loss(x: TensorType, delta: float = 1.0) -> TensorType:
+    """Elementwise Huber loss: ``0.5 x^2`` within ``delta``, linear beyond."""
+    return torch.where(
+        torch.abs(x) < delta, torch.pow(x, 2.0) * 0.5, delta * (torch.abs(x) - 0.5 * delta)
+    )
+
+
+def l2_loss(x: TensorType) -> TensorType:
+    """``0.5 * sum(x^2)``."""
+    return 0.5 * torch.sum(torch.pow(x, 2.0))
+
+
+def minimize_and_clip(optimizer: torch.optim.Optimizer, clip_val: float = 10.0) -> None:
+    """Clips the gradient norm of each of `optimizer`'s parameters to `clip_val` (each alone).
+
+    (RLlib 1.13 meant this but passed the gradients themselves to ``clip_grad_norm_``,
+    which then clipped nothing; corral clips.)
+    """
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None:
+                nn.utils.clip_grad_norm_(p, clip_val)
+
+
+def one_hot(x: TensorType, space: gym.Space) -> TensorType:
+    """One-hot encoding of a ``Discrete`` ([B] -> [B, n]) or ``MultiDiscrete`` batch
+    ([B, k] -> [B, sum(nvec)])."""
+    if isinstance(space, gym.spaces.Discrete):
+        return nn.functional.one_hot(x.long(), int(space.n))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec).reshape(-1)
+        return torch.cat(
+            [nn.functional.one_hot(x[:, i].long(), int(n)) for i, n in enumerate(nvec)], dim=-1
+        )
+    raise ValueError(f"Unsupported space for `one_hot`: {space}")
+
+
+def reduce_mean_ignore_inf(x: TensorType, axis: int | None = None) -> TensorType:
+    """The mean over `axis` of the entries that are not ``-inf``."""
+    mask = torch.ne(x, float("-inf"))
+    x_zeroed = torch.where(mask, x, torch.zeros_like(x))
+    if axis is None:
+        return torch.sum(x_zeroed) / torch.sum(mask.float())
+    return torch.sum(x_zeroed, axis) / torch.sum(mask.float(), axis)
+
+
+def sequence_mask(
+    lengths: TensorType,
+    maxlen: int | None = None,
+    dtype: torch.dtype | None = None,
+    time_major: bool = False,
+) -> TensorType:
+    """``[B, maxlen]`` mask (``[maxlen, B]`` if `time_major`): True for the first
+    ``lengths[b]`` steps of each row (as ``tf.sequence_mask``). Boolean unless `dtype`."""
+    lengths = torch.as_tensor(lengths)
+    if maxlen is None:
+        maxlen = int(lengths.max())
+    steps = torch.arange(maxlen, device=lengths.device)
+    mask = steps[None, :] < lengths[:, None]
+    if time_major:
+        mask = mask.t()
+    return mask if dtype is None else mask.to(dtype)
+
+
+def set_torch_seed(seed: int | None = None) -> None:
+    """Seeds torch and asks for deterministic algorithms (as RLlib 1.13; ops without a
+    deterministic version warn instead of failing)."""
+    if seed is None:
+        return
+    torch.manual_seed(seed)
+    cuda = torch.version.cuda
+    if cuda is not None and float(cuda) >= 10.2:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = "4096:8"
+    else:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+
+
+def softmax_cross_entropy_with_logits(logits: TensorType, labels: TensorType) -> TensorType:
+    """``sum(-labels * log_softmax(logits))`` over the last axis (TF's op of that name)."""
+    return torch.sum(-labels * nn.functional.log_softmax(logits, -1), -1)
+
+
+class Swish(nn.Module):
+    """``x * sigmoid(beta * x)`` with a learned ``beta`` (initially 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._beta = nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, input_tensor: TensorType) -> TensorType:
+        return input_tensor * torch.sigmoid(self._beta * input_tensor)
