@@ -659,7 +659,10 @@ class SubEnvRestarts:
                 error,
             )
             env = self.worker.recreate_sub_environment(i)
-            self.sampler.replay_log.before_reset(i, None)
+            # Only the single-agent sampler keeps a replay log (for bit-identical resumes).
+            replay_log = getattr(self.sampler, "replay_log", None)
+            if replay_log is not None:
+                replay_log.before_reset(i, None)
             try:
                 out = env.reset()
             except Exception as e:  # noqa: BLE001 - retried, then reported
