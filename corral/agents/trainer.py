@@ -56,6 +56,7 @@ from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 from corral.utils.filter import FilterManager
 from corral.utils.metrics import stats_to_values
 from corral.utils.spaces_json import space_from_json, space_to_json
+from corral.utils.sys_usage import SysUsage
 
 __all__ = [
     "COMMON_CONFIG",
@@ -239,6 +240,8 @@ class Trainer(Trainable):
                 config=self._evaluation_config(),
                 num_workers=self.config["evaluation_num_workers"],
             )
+        # `log_sys_usage`: the machine's load in each result, as `result["perf"]`.
+        self._sys_usage = SysUsage() if self.config["log_sys_usage"] else None
         # Policy-map changes since setup, replayed on recreated workers and restores.
         self._added_policies: dict[str, AddedPolicy] = {}
         self._removed_policies: list[str] = []
@@ -312,6 +315,8 @@ class Trainer(Trainable):
             try:
                 result = self.step_attempt()
                 self._sync_filters_if_needed(self.workers)
+                if self._sys_usage is not None:
+                    result["perf"] = self._sys_usage.read()
                 return result
             except WorkerFailure as e:
                 if not recover:
