@@ -114,13 +114,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("AlphaStar",),
     ),
     Feature(
-        "APPO",
-        "asynchronous PPO on IMPALA's actor-learner architecture",
-        ("agents.ppo.appo", "agents.ppo.appo_tf_policy", "agents.ppo.appo_torch_policy"),
-        (),
-        ("APPO",),
-    ),
-    Feature(
         "Ape-X DDPG",
         "distributed prioritized replay for DDPG",
         ("agents.ddpg.apex",),
@@ -343,6 +336,11 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
     ),
     "agents.pg.pg_torch_policy": (_FUNCTION_POLICY, "pg_torch_loss pg_loss_stats"),
     "agents.ppo.ppo": (_EXEC_PLAN, "UpdateKL warn_about_bad_reward_scales"),
+    "agents.ppo.appo": (_EXEC_PLAN, "UpdateTargetAndKL"),
+    "agents.ppo.appo_torch_policy": (
+        _FUNCTION_POLICY,
+        "appo_surrogate_loss stats add_values setup_early_mixins setup_late_mixins",
+    ),
     "agents.dqn.apex": (_EXEC_PLAN, "UpdateWorkerWeights"),
     "agents.dqn.dqn": (
         "RLlib 1.13 builds DQN on a generic off-policy trainer; corral's is "

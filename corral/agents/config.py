@@ -1091,13 +1091,15 @@ def _resolve_renamed_keys(config: TrainerConfigDict, trainer: Any = None) -> Non
             continue
         new_default = defaults.get(new, COMMON_CONFIG[new])
         old_default = defaults.get(old, COMMON_CONFIG[old])
-        if not _same(config[new], new_default):
+        if not _same(config[new], new_default):  # the user set the new key
             value = config[new]
             # None means "no minimum" in 1.13, 0 in the old keys.
-            config[old] = old_default if value is None else value
-        elif not _same(config[old], old_default):
+            config[old] = COMMON_CONFIG[old] if value is None else value
+        elif not _same(config[old], old_default):  # the user set the old key
             deprecation_warning(old, new, error=False)
             config[new] = config[old]
+        elif not _same(config[new], COMMON_CONFIG[new]):  # the algorithm set the new key
+            config[old] = config[new]
 
 
 # --------------------------------------------------------------------------------------

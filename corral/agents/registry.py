@@ -22,6 +22,7 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "TD3": ("corral.agents.ddpg", "TD3Trainer"),
     "PG": ("corral.agents.pg", "PGTrainer"),
     "A2C": ("corral.agents.a3c", "A2CTrainer"),
+    "APPO": ("corral.agents.ppo.appo", "APPOTrainer"),
 }
 
 

@@ -60,6 +60,101 @@ def convert_space(space: Any) -> Any:
     """
     if space is None or isinstance(space, gym.Space) or not is_old_gym_space(space):
         return space
+    cached = _linked(space, "_gymnasium_space")
+    if cached is not None:
+        return cached
+    new = _convert(space)
+    link_spaces(space, new)
+    return new
+
+
+class _Link:
+    """A reference that is not pickled (it unpickles as None): an old gym space must
+    not travel to or from worker processes with the Gymnasium space it was converted
+    to (old gym's random generators do not unpickle under NumPy 2)."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: Any = None) -> None:
+        self.target = target
+
+    def __reduce__(self) -> tuple:
+        return (_Link, ())
+
+
+class _OldSpaceLink(_Link):
+    """The link from a converted Gymnasium space to its old gym space. Pickled (a
+    worker's spaces reach the driver), it travels as nothing but a mark and is rebuilt
+    from the Gymnasium space on first use, with the `gym` module the receiving process
+    has already loaded (None where it has none)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, target: Any = None, source: Any = None) -> None:
+        super().__init__(target)
+        self.source = source
+
+    def __reduce__(self) -> tuple:
+        return (_OldSpaceLink, (None, self.source))
+
+    def resolve(self) -> Any:
+        if self.target is None and self.source is not None:
+            self.target = _to_old_gym(self.source)
+        return self.target
+
+
+def link_spaces(old: Any, new: Any) -> None:
+    """Remembers that `new` was converted from `old`, both ways: models of RLlib 1.x code
+    see the old space they declared (`gym_space_of`), converting again is free."""
+    if old is None or new is None or not is_old_gym_space(old):
+        return
+    with contextlib.suppress(AttributeError):
+        old._gymnasium_space = _Link(new)
+        new._gym_space = _OldSpaceLink(old, new)
+
+
+def _linked(space: Any, attr: str) -> Any:
+    link = getattr(space, attr, None)
+    if isinstance(link, _OldSpaceLink):
+        return link.resolve()
+    return link.target if isinstance(link, _Link) else None
+
+
+def _to_old_gym(space: Any) -> Any:
+    """`space` rebuilt as an old gym space, with the already loaded `gym` (else None)."""
+    old_gym = sys.modules.get("gym")
+    spaces = getattr(old_gym, "spaces", None)
+    if spaces is None:
+        return None
+    kind = type(space).__name__
+    if kind == "Discrete":
+        return spaces.Discrete(int(space.n))
+    if kind == "Box":
+        return spaces.Box(low=space.low, high=space.high, shape=space.shape, dtype=space.dtype)
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(space.nvec)
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(space.n)
+    if kind == "Tuple":
+        parts = [_to_old_gym(s) for s in space.spaces]
+        return None if any(p is None for p in parts) else spaces.Tuple(parts)
+    if kind == "Dict":
+        parts = {k: _to_old_gym(s) for k, s in space.spaces.items()}
+        if any(p is None for p in parts.values()):
+            return None
+        import collections
+
+        return spaces.Dict(collections.OrderedDict(parts))
+    return None
+
+
+def gym_space_of(space: Any) -> Any:
+    """The old gym space `space` was converted from in this process, else `space`."""
+    old = _linked(space, "_gym_space")
+    return space if old is None else old
+
+
+def _convert(space: Any) -> Any:
     kind = type(space).__name__
     spaces = gym.spaces
     if kind == "Discrete":
@@ -186,10 +281,13 @@ def _shimmy_convert(env: Any) -> gym.Env:
     major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if major_minor >= (0, 26):
         _warn_once(env, "Shimmy's GymV26CompatibilityV0")
-        return GymV26CompatibilityV0(env=env)
-    _warn_once(env, "Shimmy's GymV21CompatibilityV0")
-    converted = GymV21CompatibilityV0(env=env)
-    # Shimmy reads `render_mode` from its own argument; an old env renders by `mode=`.
+        converted = GymV26CompatibilityV0(env=env)
+    else:
+        _warn_once(env, "Shimmy's GymV21CompatibilityV0")
+        converted = GymV21CompatibilityV0(env=env)
+    # Remember the old spaces (see `convert_space`): models of RLlib 1.x code check them.
+    for attr in ("observation_space", "action_space"):
+        link_spaces(getattr(env, attr, None), getattr(converted, attr, None))
     return converted
 
 

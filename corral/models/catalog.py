@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import logging
 from typing import Any
 
 import gymnasium as gym
@@ -29,6 +30,8 @@ from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 from corral.models.torch.visionnet import VisionNetwork
 from corral.utils.error import UnsupportedSpaceException
 from corral.utils.spaces import flat_action_size, flatten_space
+
+logger = logging.getLogger(__name__)
 
 _CUSTOM_MODELS: dict[str, type] = {}
 _CUSTOM_ACTION_DISTS: dict[str, type] = {}
@@ -212,17 +215,35 @@ class ModelCatalog:
             if isinstance(custom, str):
                 custom = _lookup(_CUSTOM_MODELS, custom, "custom model", "register_custom_model")
             model_cls = _wrap_if_needed(custom, model_interface)
-            kwargs = {**model_kwargs, **(config.get("custom_model_config") or {})}
+            custom_kwargs = config.get("custom_model_config") or {}
+            kwargs = {**model_kwargs, **custom_kwargs}
             try:
                 return model_cls(obs_space, action_space, num_outputs, config, name, **kwargs)
             except TypeError as err:
-                if kwargs and "unexpected keyword argument" in str(err):
+                if not (kwargs and "unexpected keyword argument" in str(err)):
+                    raise
+                if not custom_kwargs:
                     raise TypeError(
                         f"{custom.__name__}.__init__ rejected keyword arguments "
-                        f"{sorted(kwargs)}: entries of 'custom_model_config' are passed to "
-                        f"the custom model's constructor as keyword arguments ({err})."
+                        f"{sorted(kwargs)} ({err})."
                     ) from err
-                raise
+                # RLlib 1.13: a model that takes no custom kwargs reads them from
+                # model_config["custom_model_config"]; retry without them.
+                first_error = err
+            logger.warning(
+                "Custom model %s should accept its custom_model_config entries as **kwargs "
+                "(retried without them; it reads model_config['custom_model_config']).",
+                custom.__name__,
+            )
+            try:
+                return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)
+            except TypeError as err:
+                raise TypeError(
+                    f"{custom.__name__}.__init__ rejected keyword arguments "
+                    f"{sorted(kwargs)}: entries of 'custom_model_config' are passed to the "
+                    f"custom model's constructor as keyword arguments ({first_error}); "
+                    f"without them it failed too ({err})."
+                ) from err
 
         if default_model is None and _is_image(obs_space):
             default_model = VisionNetwork

@@ -117,9 +117,9 @@ class Preprocessor:
         # observations (`restore_original_dimensions`).
         # An env that declared an old `gym.spaces` space shows models that very space:
         # RLlib 1.x models check `isinstance(orig_space, gym.spaces.Dict)`.
-        self.observation_space.original_space = getattr(
-            original_space, "_gym_space", original_space
-        )
+        from corral.env.gym_compat import gym_space_of
+
+        self.observation_space.original_space = gym_space_of(original_space)
 
     @property
     def size(self) -> int:

@@ -93,3 +93,14 @@ def test_every_renamed_key_points_at_a_real_key():
 def test_unbuilt_1_13_setting_raises_not_implemented():
     with pytest.raises(NotImplementedError, match="keep_per_episode_custom_metrics"):
         _trainer(keep_per_episode_custom_metrics=True)
+
+
+def test_an_algorithm_default_of_a_new_key_is_honoured():
+    from corral.agents.ppo import APPOTrainer
+
+    trainer = APPOTrainer(config={**BASE, "train_batch_size": 20})
+    try:
+        assert trainer.config["min_time_s_per_reporting"] == 10
+        assert trainer.config["min_iter_time_s"] == 10
+    finally:
+        trainer.stop()

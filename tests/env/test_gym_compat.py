@@ -7,6 +7,7 @@ import warnings
 import gymnasium
 import numpy as np
 import pytest
+import torch
 
 from corral.env.gym_compat import (
     OldAPIEnv,
@@ -201,3 +202,42 @@ def test_env_fitting_neither_api_gets_a_clear_error():
 
     with pytest.raises(EnvError, match=r"Broken.*step\(action\) returned a 4-tuple"):
         _train_one(Broken)
+
+
+def test_models_see_the_old_space_the_env_declared_also_after_pickling():
+    import pickle
+
+    from corral.env.gym_compat import gym_space_of
+    from corral.models.preprocessors import preprocessor_for_space
+
+    old = gym.spaces.Dict({"mask": gym.spaces.Box(0.0, 1.0, (3,)), "obs": gym.spaces.Discrete(4)})
+    new = convert_space(old)
+    assert gym_space_of(new) is old
+    assert convert_space(old) is new  # converted once
+    copy = pickle.loads(pickle.dumps(new))  # a worker's spaces reach the driver
+    assert isinstance(gym_space_of(copy), gym.spaces.Dict)
+    original = preprocessor_for_space(copy).observation_space.original_space
+    assert isinstance(original, gym.spaces.Dict) and "mask" in original.spaces
+
+
+def test_custom_model_is_retried_without_custom_model_config_kwargs():
+    from corral.models import ModelCatalog
+    from corral.models.torch.fcnet import FullyConnectedNetwork
+    from corral.models.torch.torch_modelv2 import TorchModelV2
+
+    class NoKwargs(TorchModelV2, torch.nn.Module):
+        def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+            TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+            torch.nn.Module.__init__(self)
+            self.flag = model_config["custom_model_config"]["flag"]
+            self.inner = FullyConnectedNetwork(obs_space, action_space, num_outputs, {}, name)
+
+    space = gymnasium.spaces.Box(-1.0, 1.0, (3,))
+    model = ModelCatalog.get_model_v2(
+        space,
+        gymnasium.spaces.Discrete(2),
+        2,
+        {"custom_model": NoKwargs, "custom_model_config": {"flag": 7}},
+        framework="torch",
+    )
+    assert model.flag == 7

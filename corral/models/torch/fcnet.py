@@ -68,8 +68,11 @@ def _run(layers: nn.Module, x: TensorType) -> TensorType:
 
 
 def _obs_size(obs_space: gym.Space) -> int:
+    from corral.env.gym_compat import convert_space
+
     try:
-        return int(gym.spaces.utils.flatdim(obs_space))
+        # An old `gym.spaces` space (RLlib 1.x models pass the env's own) counts the same.
+        return int(gym.spaces.utils.flatdim(convert_space(obs_space)))
     except (NotImplementedError, ValueError, TypeError) as err:
         raise ValueError(
             f"FullyConnectedNetwork cannot flatten observation space {obs_space}"
