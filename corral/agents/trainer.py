@@ -276,6 +276,13 @@ class Trainer(Trainable):
             self._allow_unknown_subkeys,
             self._override_all_subkeys_if_type_changes,
         )
+        # Deprecated keys the user left alone were resolved by validating the main
+        # config; validating that resolved value again would warn about a setting
+        # the user never made.
+        for key, default in self.get_default_config().items():
+            untouched = key not in self.raw_user_config and key not in overrides
+            if type(default) is int and default == DEPRECATED_VALUE and untouched:
+                eval_config[key] = DEPRECATED_VALUE
         self._validate_config(eval_config, trainer_obj_or_none=self)
         # Evaluation runs whole episodes; fragments of one step make each
         # sample() end with the first finished episode, so a round of remote

@@ -173,46 +173,53 @@ class JsonLogger(Logger):
 class CSVLogger(Logger):
     """Writes each result as a row of ``progress.csv``, nested keys flattened with "/".
 
-    The columns are fixed by the first row (or by the header of an existing
-    ``progress.csv`` being appended to): keys that appear only in later
-    results are dropped from the CSV, with one warning, and stay in
-    ``result.json``. ``config`` is left out, and values that are not scalars
-    (lists, arrays such as ``hist_stats``) are skipped: CSV cells hold one value.
+    The columns are those of the first row (or the header of an existing
+    ``progress.csv`` being appended to); a key that first appears in a later
+    result (evaluation results, a custom metric) becomes a new column: the file
+    is rewritten once with the wider header, earlier rows holding empty cells
+    there. ``config`` is left out, and values that are not scalars (lists,
+    arrays such as ``hist_stats``) are skipped: CSV cells hold one value.
     """
 
     def _init(self) -> None:
-        path = os.path.join(self.logdir, EXPR_PROGRESS_FILE)
-        self._fieldnames = _existing_header(path)
+        self._path = os.path.join(self.logdir, EXPR_PROGRESS_FILE)
+        self._fieldnames = _existing_header(self._path)
         # Open for the logger's lifetime; close() releases it.
-        self._file = open(path, "a", newline="")  # noqa: SIM115
+        self._file = open(self._path, "a", newline="")  # noqa: SIM115
         self._writer: csv.DictWriter | None = None
-        self._warned_keys: set[str] = set()
 
     def on_result(self, result: dict) -> None:
         row = _csv_row(result)
         if self._writer is None:
             self._start(row)
         assert self._writer is not None
-        self._warn_dropped(row.keys() - set(self._writer.fieldnames))
-        self._writer.writerow({k: v for k, v in row.items() if k in self._writer.fieldnames})
+        new = [k for k in row if k not in self._writer.fieldnames]
+        if new:
+            self._widen(new)
+        self._writer.writerow(row)
         self._file.flush()
 
     def _start(self, first_row: dict[str, Any]) -> None:
         fieldnames = self._fieldnames or list(first_row)
-        self._writer = csv.DictWriter(self._file, fieldnames=fieldnames)
+        self._writer = csv.DictWriter(self._file, fieldnames=fieldnames, restval="")
         if not self._fieldnames:
             self._writer.writeheader()
 
-    def _warn_dropped(self, keys: Iterable[str]) -> None:
-        new = set(keys) - self._warned_keys
-        if new:
-            self._warned_keys |= new
-            log.warning(
-                "%s keeps the columns of its first row; these later keys are only in %s: %s",
-                EXPR_PROGRESS_FILE,
-                EXPR_RESULT_FILE,
-                sorted(new),
-            )
+    def _widen(self, new_keys: list[str]) -> None:
+        """Rewrites the file with `new_keys` as extra columns (atomically, by a rename)."""
+        assert self._writer is not None
+        fieldnames = [*self._writer.fieldnames, *new_keys]
+        self._file.close()
+        with open(self._path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        tmp = f"{self._path}.tmp"
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fieldnames, restval="")
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, self._path)
+        self._file = open(self._path, "a", newline="")  # noqa: SIM115
+        self._writer = csv.DictWriter(self._file, fieldnames=fieldnames, restval="")
 
     def flush(self) -> None:
         if not self._file.closed:

@@ -2,9 +2,8 @@
 
 Each trial's results are read from its logdir: `result.json` (one result per
 line, every key, written by `JsonLogger`) when it is there, else
-`progress.csv` (whose columns are fixed by the first row, so keys that appear
-later, such as evaluation results, may be missing from it). Curves are drawn
-with matplotlib (the `plot` extra), which is imported only here.
+`progress.csv` (e.g. a trial copied without its JSON). Curves are drawn with
+matplotlib (the `plot` extra), which is imported only here.
 """
 
 from __future__ import annotations

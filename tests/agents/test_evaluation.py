@@ -188,3 +188,17 @@ def test_parallel_auto_episodes_runs_rounds_until_training_is_done():
         assert result["timesteps_this_iter"] == 100
     finally:
         t.stop()
+
+
+def test_evaluation_does_not_warn_about_deprecated_keys_the_user_never_set(caplog):
+    import logging
+
+    from corral.agents.ppo import PPOTrainer
+
+    with caplog.at_level(logging.WARNING, logger="corral"):
+        trainer = PPOTrainer(
+            config={"num_workers": 0, "evaluation_interval": 1, "train_batch_size": 128},
+            env="CartPole-v1",
+        )
+        trainer.stop()
+    assert not [r for r in caplog.records if "deprecated" in r.getMessage()]
