@@ -964,8 +964,11 @@ def _validate_evaluation(config: TrainerConfigDict) -> None:
 def check_config_values(config: Mapping[str, Any], specs: Mapping[str, Spec] | None = None) -> None:
     """Check the type and range of every key of `config` that has a spec.
 
+    The overrides in `evaluation_config` and in each policy's config
+    (`multiagent.policies`) are checked against the same table.
+
     Args:
-        config: a merged trainer config (read only).
+        config: a merged trainer config (numpy scalars in it become Python numbers).
         specs: key -> spec; default `COMMON_CONFIG_SPECS` (a trainer passes its
             `get_config_specs()`, which adds the algorithm's keys).
 
@@ -973,7 +976,19 @@ def check_config_values(config: Mapping[str, Any], specs: Mapping[str, Spec] | N
         ValueError: a value out of range; TypeError: a value of the wrong type. The
             message names the key's full path, the value and what is expected.
     """
-    _check_values(config, COMMON_CONFIG_SPECS if specs is None else specs)
+    specs = COMMON_CONFIG_SPECS if specs is None else specs
+    _check_values(config, specs)
+    policies = (config.get("multiagent") or {}).get("policies")
+    if isinstance(policies, Mapping):
+        for pid, spec in policies.items():
+            if isinstance(spec, tuple) and hasattr(spec, "_fields"):  # a PolicySpec
+                overrides = getattr(spec, "config", None)
+            elif isinstance(spec, list | tuple) and len(spec) == 4:
+                overrides = spec[3]
+            else:
+                continue  # validate_config names a malformed spec
+            if isinstance(overrides, Mapping):
+                _check_values(overrides, specs, prefix=f"multiagent.policies.{pid}.config.")
 
 
 def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:

@@ -75,11 +75,14 @@ REPLAY_CONFIG_SPECS = {
     ),
     "store_buffer_in_checkpoints": Bool(),
     "prioritized_replay": Bool(),
-    "prioritized_replay_alpha": Float(0),
-    "prioritized_replay_beta": Float(0),
-    "final_prioritized_replay_beta": Float(0),
+    # Schaul et al. 2016: alpha in [0, 1] (0: uniform, 1: fully prioritized) and the
+    # importance exponent beta in [0, 1]; beyond, p^alpha and (N P)^-beta under- or
+    # overflow float64 for ordinary priorities. eps > 0 keeps every priority > 0.
+    "prioritized_replay_alpha": Float(0, 1),
+    "prioritized_replay_beta": Float(0, 1),
+    "final_prioritized_replay_beta": Float(0, 1),
     "prioritized_replay_beta_annealing_timesteps": _COUNT,
-    "prioritized_replay_eps": Float(0),
+    "prioritized_replay_eps": Float(0, lo_open=True),
     "training_intensity": Optional(Float(0, lo_open=True)),
     "learning_starts": _COUNT,
     "target_network_update_freq": _COUNT,

@@ -44,6 +44,10 @@ __all__ = [
 ]
 
 
+# The largest float32 (numpy.finfo(numpy.float32).max, spelled out: no numpy import).
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -150,6 +154,13 @@ class Num(Spec):
             return self._error(path, value, wrong_type=True)
         if not math.isfinite(value):
             return self._error(path, value, wrong_type=False)
+        if not self.integer and abs(value) > FLOAT32_MAX:
+            # Torch computes in float32: a larger value overflows there (to inf, or
+            # with an error converting it) even when it is finite in Python.
+            return ConfigValueError(
+                f"`{path}` must be {self.describe()} within float32's range "
+                f"(|x| <= {FLOAT32_MAX:.4g}), got {_short(value)}."
+            )
         lo, hi = self.lo, self.hi
         if lo is not None and (value < lo or (self.lo_open and value == lo)):
             return self._error(path, value, wrong_type=False)

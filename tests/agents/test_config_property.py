@@ -27,8 +27,10 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from corral.agents.a3c import A2CTrainer  # noqa: E402
 from corral.agents.dqn import DQNTrainer  # noqa: E402
 from corral.agents.ppo import PPOTrainer  # noqa: E402
+from corral.agents.sac import SACTrainer  # noqa: E402
 from corral.core.learner import NonFiniteUpdateError  # noqa: E402
 from corral.utils.config_spec import AnyOf, Num, Optional, Spec  # noqa: E402
 
@@ -54,6 +56,30 @@ DQN_BASE = {
     "replay_buffer_config": {"capacity": 1000},
     "model": {"fcnet_hiddens": [8]},
     "hiddens": [8],
+    "evaluation_duration": 2,
+    "log_sys_usage": False,
+}
+SAC_BASE = {
+    "env": "Pendulum-v1",
+    "num_workers": 0,
+    "rollout_fragment_length": 4,
+    "train_batch_size": 16,
+    "learning_starts": 16,
+    "min_sample_timesteps_per_reporting": 32,
+    "min_time_s_per_reporting": 0,
+    "replay_buffer_config": {"capacity": 1000},
+    "Q_model": {"fcnet_hiddens": [8]},
+    "policy_model": {"fcnet_hiddens": [8]},
+    "evaluation_duration": 2,
+    "log_sys_usage": False,
+}
+A2C_BASE = {
+    "env": "CartPole-v1",
+    "num_workers": 0,
+    "rollout_fragment_length": 16,
+    "train_batch_size": 32,
+    "min_time_s_per_reporting": 0,
+    "model": {"fcnet_hiddens": [8]},
     "evaluation_duration": 2,
     "log_sys_usage": False,
 }
@@ -185,6 +211,8 @@ def _check(trainer_cls, base: dict, key: str, value, train: bool) -> None:
 
 PPO_KEYS = _numeric_keys(PPOTrainer)
 DQN_KEYS = _numeric_keys(DQNTrainer)
+SAC_KEYS = _numeric_keys(SACTrainer)
+A2C_KEYS = _numeric_keys(A2CTrainer)
 
 
 def test_the_property_covers_the_numeric_keys():
@@ -212,3 +240,15 @@ def test_ppo_numeric_values_work_or_are_named(case):
 @given(case=_values(DQN_KEYS))
 def test_dqn_numeric_values_work_or_are_named(case):
     _check(DQNTrainer, DQN_BASE, *case)
+
+
+@settings(SETTINGS, max_examples=100)
+@given(case=_values(SAC_KEYS))
+def test_sac_numeric_values_work_or_are_named(case):
+    _check(SACTrainer, SAC_BASE, *case)
+
+
+@settings(SETTINGS, max_examples=100)
+@given(case=_values(A2C_KEYS))
+def test_a2c_numeric_values_work_or_are_named(case):
+    _check(A2CTrainer, A2C_BASE, *case)

@@ -210,5 +210,28 @@ def test_specs_reject_and_accept():
 def test_config_space_must_be_a_space():
     space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     check_config_values({"observation_space": space})
-    with pytest.raises(TypeError, match="`observation_space` must be None or a gymnasium Space or an old gym Space"):
+    with pytest.raises(
+        TypeError, match="`observation_space` must be None or a gymnasium Space or an old gym Space"
+    ):
         check_config_values({"observation_space": (4,)})
+
+
+def test_policy_config_overrides_are_checked():
+    from corral.policy.policy import PolicySpec
+
+    policies = {"p": PolicySpec(config={"gamma": 2.0})}
+    config = {"multiagent": {"policies": policies, "policy_mapping_fn": lambda *a, **k: "p"}}
+    with pytest.raises(ValueError, match=r"`multiagent\.policies\.p\.config\.gamma` must be"):
+        _build("PPO", **config)
+    policies = {"q": (None, None, None, {"lr": "fast"})}
+    config = {"multiagent": {"policies": policies, "policy_mapping_fn": lambda *a, **k: "q"}}
+    with pytest.raises(TypeError, match=r"`multiagent\.policies\.q\.config\.lr` must be"):
+        _build("PPO", **config)
+
+
+def test_floats_beyond_float32_are_named():
+    # Finite in Python, but infinite (or a conversion error) in torch's float32 math.
+    with pytest.raises(ValueError, match=r"`clip_param` must be a number > 0 within float32's"):
+        _build("PPO", clip_param=3.5e38)
+    trainer = _build("PPO", vf_clip_param=3.0e38)
+    trainer.stop()
