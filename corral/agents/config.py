@@ -367,7 +367,11 @@ COMMON_CONFIG: TrainerConfigDict = {
         "count_steps_by": "env_steps",
     },
     # === Logging ===
-    # Options for the result loggers; None keeps the loggers' defaults.
+    # The result logger (RLlib 1.13): None writes result.json, progress.csv and
+    # TensorBoard events into the trial's folder; {"type": LoggerClass or its dotted
+    # path, "logdir": folder (default: the trial's), **options} builds that logger
+    # with the options as its config (see `corral.tune.logger.logger_from_config`;
+    # e.g. `corral.tune.integration.wandb.WandbLogger` for Weights & Biases).
     "logger_config": None,
     # === Deprecated ===
     # Formerly chose the simple (single-device) optimiser; now derived

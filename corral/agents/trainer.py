@@ -47,7 +47,7 @@ from corral.evaluation.metrics import RolloutMetrics, collect_metrics, summarize
 from corral.evaluation.worker_set import WORKER_START_TIMEOUT_S, WorkerSet
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
-from corral.tune.logger import UnifiedLogger
+from corral.tune.logger import UnifiedLogger, logger_from_config
 from corral.tune.result import default_results_dir
 from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
 from corral.utils import checkpoint_config, checkpoints
@@ -138,6 +138,9 @@ class Trainer(Trainable):
         timestr = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
         env = (self._env_id or "NoEnv").replace("/", "_")
         logdir = tempfile.mkdtemp(prefix=f"{self._name}_{env}_{timestr}", dir=results_dir)
+        logger_config = config.get("logger_config") or {}
+        if logger_config.get("type") is not None:
+            return logger_from_config(logger_config, logdir)
         return UnifiedLogger(config, logdir, loggers=None)
 
     # -- config -------------------------------------------------------------

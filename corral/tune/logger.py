@@ -372,6 +372,50 @@ class UnifiedLogger(Logger):
             logger.close()
 
 
+class NoopLogger(Logger):
+    """Writes nothing (Tune's name), e.g. ``logger_config={"type": NoopLogger}``."""
+
+    def on_result(self, result: dict) -> None:
+        pass
+
+
+def logger_from_config(logger_config: Mapping[str, Any], logdir: str) -> Logger:
+    """The logger RLlib 1.13's ``logger_config={"type": ..., "logdir": ..., **options}`` asks for.
+
+    ``type`` is a ``Logger`` subclass or its dotted path (the user's own config:
+    a checkpoint's saved config never names one, see
+    ``corral.utils.checkpoint_config``); ``logdir`` defaults to the trial's
+    folder; the other entries are the logger's options, handed over as its
+    ``config``. A ``UnifiedLogger`` also takes ``loggers`` (classes), e.g. to
+    keep the files and add Weights & Biases:
+    ``{"type": UnifiedLogger, "loggers": [JsonLogger, CSVLogger, WandbLogger], "project": "x"}``.
+    """
+    options = dict(logger_config)
+    kind = options.pop("type")
+    logdir = options.pop("logdir", logdir)
+    cls = _logger_class(kind)
+    if issubclass(cls, UnifiedLogger):
+        loggers = options.pop("loggers", None)
+        return cls(options, logdir, loggers=[_logger_class(k) for k in loggers or DEFAULT_LOGGERS])
+    return cls(options, logdir)
+
+
+def _logger_class(kind: Any) -> type[Logger]:
+    cls = kind
+    if isinstance(kind, str):
+        module_name, _, name = kind.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ValueError(
+                f"logger_config.type {kind!r} cannot be imported ({e}); expected a Logger "
+                "subclass or its dotted path"
+            ) from None
+    if not (isinstance(cls, type) and issubclass(cls, Logger)):
+        raise TypeError(f"logger_config.type must be a Logger subclass, got {kind!r}")
+    return cls
+
+
 def pretty_print(result: Mapping[str, Any]) -> str:
     """A train result as readable YAML (Tune's `pretty_print`): `config` and `hist_stats`
     are left out, values that are not plain data are shown as text."""

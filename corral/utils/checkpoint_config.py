@@ -201,6 +201,9 @@ def _decode(node: Any, key: str, named_by: str) -> Any:
                 out[k] = Unresolved(path, env_refusal(out[k], named_by))
         elif k == "type" and key.endswith("exploration_config") and isinstance(out[k], str):
             out[k] = _decode_exploration_type(out[k], path, named_by)
+        elif k == "type" and key.endswith("logger_config") and isinstance(out[k], str):
+            # A dotted path would be imported by the logger factory: never from a checkpoint.
+            out[k] = Unresolved(path, f"it names the logger {out[k]!r}, which is not imported")
     return out
 
 
@@ -251,6 +254,10 @@ def _expected_base(key: str) -> type | None:
         from corral.utils.exploration import Exploration
 
         return Exploration
+    if last == "type" and "logger_config" in key:
+        from corral.tune.logger import Logger
+
+        return Logger
     if ".policies." in f".{key}" or last in ("policy_class", "default_policy_class"):
         from corral.policy.policy import Policy
 

@@ -475,3 +475,17 @@ def test_train_from_two_threads_keeps_the_counters(tmp_path):
         assert max(r["timesteps_total"] for r in results) == 4 * SMALL["train_batch_size"]
     finally:
         trainer.stop()
+
+
+def test_a_logger_type_named_by_a_checkpoint_is_not_imported(checkpoint, tmp_path, evil_module):
+    copy = _copy(checkpoint[0], tmp_path)
+    _edit_json(
+        copy,
+        "trainer_state.json",
+        lambda s: s["config"].update(logger_config={"type": "corral_evil_mod.EvilLogger"}),
+    )
+    with pytest.raises(CheckpointError, match="logger_config.type"):
+        Trainer.from_checkpoint(copy)
+    assert not evil_module.exists()
+    restored = Trainer.from_checkpoint(copy, config_overrides={"logger_config": None})
+    restored.stop()

@@ -1,0 +1,1 @@
+"""Loggers for third-party experiment trackers (each imports its tracker only when used)."""
