@@ -6,8 +6,9 @@ the surface table (``corral/_surface.py``) from their modules, so importing this
 stays cheap.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: it would bind the name `annotations` in
+# this package, hiding the `corral.utils.annotations` module from `from corral.utils import
+# annotations`.
 import contextlib
 import copy
 from functools import partial

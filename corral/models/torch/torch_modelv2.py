@@ -76,7 +76,14 @@ class TorchModelV2(nn.Module, ModelV2):
             restored = restore_original_dimensions(obs, self.obs_space)
             if restored is not obs:
                 input_dict = {**input_dict, "obs": restored, "obs_flat": obs}
-        return super().__call__(input_dict, [] if state is None else state, seq_lens)
+            else:
+                # RLlib always provides "obs_flat" (images flattened to [B, n]).
+                flat = obs.reshape(obs.shape[0], -1) if obs.dim() > 2 else obs
+                input_dict = {**input_dict, "obs_flat": flat}
+        outputs = super().__call__(input_dict, [] if state is None else state, seq_lens)
+        # RLlib's `last_output()`; stored past nn.Module.__setattr__ (a plain tensor).
+        self.__dict__["_last_output"] = outputs[0] if isinstance(outputs, tuple) else outputs
+        return outputs
 
     def forward(
         self,
