@@ -48,6 +48,9 @@ EXPERIMENT_KEYS = (
     "checkpoint_freq",
     "checkpoint_at_end",
     "local_dir",
+    "keep_checkpoints_num",
+    "checkpoint_score_attr",
+    "restore",
 )
 
 # Top-level keys every trainer result has (``Trainer._compile_results`` and
@@ -183,6 +186,17 @@ def _add_train_parser(commands: Any) -> None:
         default=None,
         help="write a checkpoint when training ends (also after Ctrl-C)",
     )
+    train.add_argument(
+        "--keep-checkpoints-num",
+        type=positive_int,
+        help="keep only this many checkpoints, the best by --checkpoint-score-attr "
+        "(the newest is always kept)",
+    )
+    train.add_argument(
+        "--checkpoint-score-attr",
+        help="result key ranking checkpoints (default training_iteration; 'min-KEY': lowest best)",
+    )
+    train.add_argument("--restore", help="checkpoint to restore before training")
     train.add_argument("--local-dir", help="directory for the trial folders (logs, checkpoints)")
     train.add_argument(
         "-f",
@@ -369,6 +383,9 @@ class TrainSpec:
     checkpoint_freq: int = 0
     checkpoint_at_end: bool = False
     local_dir: str | None = None
+    keep_checkpoints_num: int | None = None
+    checkpoint_score_attr: str | None = None
+    restore: str | None = None
 
 
 def load_experiments(path: str) -> dict[str, dict]:
@@ -421,6 +438,9 @@ def _experiment_spec(path: str, name: str, spec: Any) -> dict:
         "checkpoint_freq": freq,
         "checkpoint_at_end": bool(spec.get("checkpoint_at_end", False)),
         "local_dir": spec.get("local_dir"),
+        "keep_checkpoints_num": spec.get("keep_checkpoints_num"),
+        "checkpoint_score_attr": spec.get("checkpoint_score_attr"),
+        "restore": spec.get("restore"),
     }
 
 
@@ -476,6 +496,9 @@ def _apply_flags(name: str, spec: dict, args: argparse.Namespace) -> TrainSpec:
         checkpoint_freq=_first_given(args.checkpoint_freq, spec["checkpoint_freq"]),
         checkpoint_at_end=_first_given(args.checkpoint_at_end, spec["checkpoint_at_end"]),
         local_dir=args.local_dir or spec["local_dir"],
+        keep_checkpoints_num=_first_given(args.keep_checkpoints_num, spec["keep_checkpoints_num"]),
+        checkpoint_score_attr=args.checkpoint_score_attr or spec["checkpoint_score_attr"],
+        restore=args.restore or spec["restore"],
     )
 
 
@@ -731,6 +754,9 @@ def train_experiment(spec: TrainSpec, display: ProgressDisplay, verbose: int = 0
     trainer = build_trainer(trainer_class, spec.env, spec.config, logger_creator, verbose)
     try:
         _check_stop_reachable(spec.stop, trainer.config)
+        if spec.restore:
+            _restore(trainer, find_checkpoint_dir(spec.restore))
+            display.message(f"Restored {spec.restore} (iteration {trainer.iteration})")
         display.message(f"Training {spec.run} on {spec.env}; results in {trainer.logdir}")
         return _training_loop(trainer, spec, display)
     finally:
@@ -738,37 +764,50 @@ def train_experiment(spec: TrainSpec, display: ProgressDisplay, verbose: int = 0
 
 
 def _training_loop(trainer: Any, spec: TrainSpec, display: ProgressDisplay) -> TrainOutcome:
+    """Trains with `corral.tune`'s trial loop (the one `tune.run` uses), showing progress."""
+    from corral.tune.tune import CheckpointKeeper, Trial, train_trial
+
     outcome = TrainOutcome(
         logdir=trainer.logdir, env=spec.env, stop=dict(spec.stop), config=trainer.config
     )
     display.stop = dict(spec.stop)
+    trial = Trial(trainable_name=spec.run, config=trainer.config, trial_id=spec.name)
+    trial.logdir = trainer.logdir
+
+    def on_result(result: dict) -> None:
+        outcome.record(result)
+        display.update(result)
+
+    def on_checkpoint(path: str) -> None:
+        outcome.last_checkpoint = path
+        display.message(f"Checkpoint saved: {path}")
+
+    def stop(trial_id: str, result: dict) -> bool:
+        if should_stop(spec.stop, result):
+            outcome.met = met_criterion(spec.stop, result)
+            return True
+        return False
+
     try:
-        while True:
-            result = trainer.train()
-            outcome.record(result)
-            display.update(result)
-            if spec.checkpoint_freq and trainer.iteration % spec.checkpoint_freq == 0:
-                _save(trainer, outcome, display)
-            if should_stop(spec.stop, result):
-                outcome.met = met_criterion(spec.stop, result)
-                break
+        keeper = CheckpointKeeper(spec.keep_checkpoints_num, spec.checkpoint_score_attr)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        train_trial(
+            trial,
+            trainer,
+            stop,
+            checkpoint_freq=spec.checkpoint_freq,
+            checkpoint_at_end=spec.checkpoint_at_end,
+            keeper=keeper,
+            on_result=on_result,
+            on_checkpoint=on_checkpoint,
+        )
     except KeyboardInterrupt:
         outcome.interrupted = True
         display.message("Interrupted: stopping training.")
     display.end_line()
-    if spec.checkpoint_at_end and not _saved_this_iteration(trainer, outcome):
-        _save(trainer, outcome, display)
     return outcome
-
-
-def _saved_this_iteration(trainer: Any, outcome: TrainOutcome) -> bool:
-    last = outcome.last_checkpoint
-    return last is not None and os.path.basename(last) == f"checkpoint_{trainer.iteration:06d}"
-
-
-def _save(trainer: Any, outcome: TrainOutcome, display: ProgressDisplay) -> None:
-    outcome.last_checkpoint = trainer.save()
-    display.message(f"Checkpoint saved: {outcome.last_checkpoint}")
 
 
 def _local_dir_logger_creator(trainer_class: type, spec: TrainSpec) -> Callable[[dict], Any]:

@@ -691,3 +691,25 @@ def test_a_goal_below_the_envs_threshold_is_not_called_solved():
         "Reached episode_reward_mean >= 150 on CartPole-v1 (its reward threshold is 475): "
         "training return 150.7"
     )
+
+
+def test_keep_checkpoints_num_and_restore(tmp_path, capsys):
+    local = tmp_path / "trials"
+    argv = train_args(
+        "--config", json.dumps(SMALL_PPO), "--stop", '{"training_iteration": 3}',
+        "--checkpoint-freq", "1", "--keep-checkpoints-num", "2", "--local-dir", str(local),
+        "--no-progress",
+    )  # fmt: skip
+    assert cli.main(argv) == 0
+    [trial] = local.iterdir()
+    kept = sorted(p.name for p in trial.iterdir() if p.name.startswith("checkpoint_"))
+    assert kept == ["checkpoint_000002", "checkpoint_000003"]
+    capsys.readouterr()
+    argv = train_args(
+        "--config", json.dumps(SMALL_PPO), "--stop", '{"training_iteration": 4}',
+        "--restore", str(trial / "checkpoint_000003"), "--local-dir", str(tmp_path / "again"),
+        "--no-progress",
+    )  # fmt: skip
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "(iteration 3)" in err and "Training finished after 4 iterations" in out

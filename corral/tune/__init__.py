@@ -6,6 +6,7 @@ plain scripts import it before deciding what to build.
 """
 
 from corral.tune.registry import register_env, register_input, register_trainable
+from corral.tune.search import choice, loguniform, randint, sample_from, uniform
 from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
 from corral.tune.tune import ExperimentAnalysis, Trial, grid_search, run
 
@@ -15,7 +16,12 @@ __all__ = [
     "ExportFormat",
     "Trainable",
     "Trial",
+    "choice",
     "grid_search",
+    "loguniform",
+    "randint",
+    "sample_from",
+    "uniform",
     "register_env",
     "register_input",
     "register_trainable",

@@ -14,7 +14,9 @@ import difflib
 import itertools
 import math
 import os
+import random
 import re
+import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -25,6 +27,7 @@ from typing import Any
 from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
 from corral.tune.result import CONFIG, DONE, default_results_dir
+from corral.tune.search import has_domains, resolve
 from corral.tune.trainable import Trainable, TrialInfo
 
 GRID_SEARCH = "grid_search"
@@ -58,6 +61,8 @@ class Trial:
     # Each checkpoint saved, with the (flattened) result it was saved after.
     checkpoints: list = field(default_factory=list)
     _history: dict = field(default_factory=dict, repr=False)
+    # Every result's numbers, flattened (for `ExperimentAnalysis.dataframe`).
+    _results: list = field(default_factory=list, repr=False)
 
     def __str__(self) -> str:
         return f"{self.trainable_name}_{self.trial_id}"
@@ -65,9 +70,11 @@ class Trial:
     def update_last_result(self, result: dict) -> None:
         """Records a new result: `last_result` and `metric_analysis`."""
         self.last_result = result
+        scalars = {}
         for key, value in flatten_dict({k: v for k, v in result.items() if k != CONFIG}).items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
+            scalars[key] = value
             values = self._history.setdefault(key, [])
             values.append(float(value))
             self.metric_analysis[key] = {
@@ -78,6 +85,7 @@ class Trial:
                 "last-5-avg": sum(values[-5:]) / len(values[-5:]),
                 "last-10-avg": sum(values[-10:]) / len(values[-10:]),
             }
+        self._results.append(scalars)
 
 
 class ExperimentAnalysis:
@@ -154,6 +162,29 @@ class ExperimentAnalysis:
         trial = self.best_trial
         return trial.checkpoint if trial else None
 
+    def dataframe(self, metric: str | None = None, mode: str | None = None) -> Any:
+        """A pandas DataFrame with one row per trial (Tune 1.13): its last result, or with
+        ``metric`` and ``mode`` its best one, flattened, plus ``trial_id`` and ``logdir``."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError(
+                "ExperimentAnalysis.dataframe() needs pandas: pip install pandas"
+            ) from None
+        if (metric is None) != (mode is None) or mode not in (None, "max", "min"):
+            raise ValueError(f"dataframe: give both metric and mode ('max'/'min'), got {mode!r}")
+        rows = []
+        for trial in self.trials:
+            results = trial._results or [{}]
+            row = results[-1]
+            if metric is not None:
+                scored = [r for r in results if _finite(r.get(metric))]
+                if scored:
+                    pick = max if mode == "max" else min
+                    row = pick(scored, key=lambda r: r[metric])
+            rows.append({**row, "trial_id": trial.trial_id, "logdir": trial.logdir})
+        return pandas.DataFrame(rows)
+
     @property
     def results(self) -> dict[str, dict]:
         """Last result of every trial, by trial id."""
@@ -190,6 +221,10 @@ class ExperimentAnalysis:
         return pick(scored, key=lambda pair: pair[0])[1]
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 def _scoped_value(trial: Trial, metric: str, mode: str, scope: str) -> float | None:
     if scope == "last":
         return _metric_value(trial.last_result, metric)
@@ -223,6 +258,9 @@ def run(
     *,
     metric: str | None = None,
     mode: str | None = None,
+    keep_checkpoints_num: int | None = None,
+    checkpoint_score_attr: str | None = None,
+    seed: int | None = None,
 ) -> ExperimentAnalysis:
     """Train trials of a trainable until each meets ``stop``; return their analysis.
 
@@ -243,6 +281,11 @@ def run(
     :param name: experiment folder name, by default the trainable's name.
     :param metric: default metric of the analysis' ``best_*`` helpers.
     :param mode: ``"max"`` or ``"min"``, default mode of those helpers.
+    :param keep_checkpoints_num: keep at most this many checkpoints per trial, the
+        best by ``checkpoint_score_attr``; the newest is never deleted.
+    :param checkpoint_score_attr: result key that ranks checkpoints (default
+        ``training_iteration``); a ``"min-"`` prefix ranks the lowest best, as in Tune.
+    :param seed: seed of the draws of search spaces (``choice``, ``uniform``, ...).
     """
     trainable_cls = _resolve_trainable(run_or_experiment)
     trainable_name = (
@@ -250,7 +293,8 @@ def run(
     )
     experiment_dir = os.path.join(local_dir or default_results_dir(), name or trainable_name)
     should_stop = _stop_condition(stop)
-    trials = _make_trials(trainable_name, config or {}, num_samples)
+    keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
+    trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
     for trial in trials:
         _run_trial(
             trial,
@@ -261,6 +305,7 @@ def run(
             checkpoint_at_end=checkpoint_at_end,
             restore=restore,
             verbose=verbose,
+            keeper=keeper,
         )
     return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
 
@@ -326,13 +371,17 @@ def _criteria_met(criteria: dict[str, Any], result: dict) -> bool:
     return False
 
 
-def _make_trials(trainable_name: str, config: dict, num_samples: int) -> list[Trial]:
+def _make_trials(
+    trainable_name: str, config: dict, num_samples: int, rng: random.Random
+) -> list[Trial]:
     run_id = uuid.uuid4().hex[:5]
     variants = _expand_grid(config)
     trials = []
     for _ in range(num_samples):
         for variant, tag in variants:
             index = len(trials)
+            if has_domains(variant):  # fresh draws for every trial
+                variant = resolve(variant, rng)
             trials.append(
                 Trial(
                     trainable_name=trainable_name,
@@ -387,6 +436,7 @@ def _run_trial(
     checkpoint_at_end: bool,
     restore: str | None,
     verbose: int,
+    keeper: CheckpointKeeper,
 ) -> None:
     trial.status = "RUNNING"
     trainable = trainable_cls(
@@ -396,10 +446,15 @@ def _run_trial(
     try:
         if restore:
             trainable.restore(restore)
-        _train_until_stopped(trial, trainable, should_stop, checkpoint_freq, verbose)
-        if checkpoint_at_end and not _checkpointed_now(trial, trainable):
-            trial.checkpoint = trainable.save()
-            trial.checkpoints.append((trial.checkpoint, trial.last_result))
+        train_trial(
+            trial,
+            trainable,
+            should_stop,
+            checkpoint_freq=checkpoint_freq,
+            checkpoint_at_end=checkpoint_at_end,
+            keeper=keeper,
+            verbose=verbose,
+        )
         trial.status = "TERMINATED"
     except BaseException:
         trial.status = "ERROR"
@@ -410,19 +465,91 @@ def _run_trial(
             print(f"Trial {trial} {trial.status} after {trainable.iteration} iterations")
 
 
-def _train_until_stopped(
-    trial: Trial, trainable: Trainable, should_stop: StopFn, checkpoint_freq: int, verbose: int
+def train_trial(
+    trial: Trial,
+    trainable: Trainable,
+    should_stop: StopFn,
+    *,
+    checkpoint_freq: int = 0,
+    checkpoint_at_end: bool = False,
+    keeper: CheckpointKeeper | None = None,
+    on_result: Callable[[dict], None] | None = None,
+    on_checkpoint: Callable[[str], None] | None = None,
+    verbose: int = 0,
 ) -> None:
-    while True:
-        result = trainable.train()
-        trial.update_last_result(result)
-        if verbose >= 2:
-            print(f"Trial {trial} iteration {trainable.iteration}: {_summary(result)}")
-        if checkpoint_freq and trainable.iteration % checkpoint_freq == 0:
-            trial.checkpoint = trainable.save()
-            trial.checkpoints.append((trial.checkpoint, result))
-        if result.get(DONE) or should_stop(trial.trial_id, result):
-            return
+    """The training loop of one trial: the one `tune.run` and `corral train` share.
+
+    Trains until a result is ``done`` or ``should_stop(trial_id, result)``, saving
+    every ``checkpoint_freq`` iterations and, with ``checkpoint_at_end``, once
+    more at the end (also when the loop is left by an exception such as Ctrl-C's
+    ``KeyboardInterrupt``, which is then re-raised) unless the last iteration was
+    just saved. ``keeper`` prunes old checkpoints; ``on_result`` sees every result,
+    ``on_checkpoint`` every checkpoint path.
+    """
+    keeper = keeper or CheckpointKeeper()
+
+    def save() -> None:
+        path = keeper.save(trial, trainable)
+        if on_checkpoint is not None:
+            on_checkpoint(path)
+
+    try:
+        while True:
+            result = trainable.train()
+            trial.update_last_result(result)
+            if on_result is not None:
+                on_result(result)
+            if verbose >= 2:
+                print(f"Trial {trial} iteration {trainable.iteration}: {_summary(result)}")
+            if checkpoint_freq and trainable.iteration % checkpoint_freq == 0:
+                save()
+            if result.get(DONE) or should_stop(trial.trial_id, result):
+                return
+    finally:
+        if checkpoint_at_end and trainable.iteration and not _checkpointed_now(trial, trainable):
+            save()
+
+
+class CheckpointKeeper:
+    """Saves a trial's checkpoints and keeps at most ``num`` of them (None: all).
+
+    Checkpoints are ranked by the result they were saved after, by ``score_attr``
+    (default ``training_iteration``; ``"min-<key>"`` ranks the lowest best). The
+    newest checkpoint is never deleted, nor are the ``num`` best; a checkpoint
+    whose result lacks the key ranks last.
+    """
+
+    def __init__(self, num: int | None = None, score_attr: str | None = None) -> None:
+        if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num < 1):
+            raise ValueError(f"keep_checkpoints_num must be an int >= 1 or None, got {num!r}")
+        self.num = num
+        score_attr = score_attr or "training_iteration"
+        self.minimise = score_attr.startswith("min-")
+        self.score_attr = score_attr[4:] if self.minimise else score_attr
+
+    def save(self, trial: Trial, trainable: Trainable) -> str:
+        """Saves a checkpoint of ``trainable``, records it on ``trial``, prunes; returns it."""
+        path = trainable.save()
+        trial.checkpoint = path
+        trial.checkpoints = [(p, r) for p, r in trial.checkpoints if p != path]
+        trial.checkpoints.append((path, trial.last_result))
+        if self.num is not None and len(trial.checkpoints) > self.num:
+            self._prune(trial)
+        return path
+
+    def _score(self, result: dict) -> float:
+        value = _metric_value(result, self.score_attr)
+        if value is None:
+            return -math.inf
+        return -value if self.minimise else value
+
+    def _prune(self, trial: Trial) -> None:
+        ranked = sorted(trial.checkpoints, key=lambda entry: self._score(entry[1]), reverse=True)
+        keep = {path for path, _ in ranked[: self.num]} | {trial.checkpoint}
+        for path, _ in trial.checkpoints:
+            if path not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+        trial.checkpoints = [(p, r) for p, r in trial.checkpoints if p in keep]
 
 
 def _checkpointed_now(trial: Trial, trainable: Trainable) -> bool:
