@@ -32,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.env.multi_agent_env import MultiAgentEnv
+from corral.utils import numpy_compat
 from corral.utils.error import EnvError
 
 logger = logging.getLogger(__name__)
@@ -245,6 +246,8 @@ def ensure_gymnasium_env(env: Any) -> Any:
     if env is None or not is_old_api_env(env):
         _convert_own_spaces(env)
         return env
+    # gym 0.23 and code of its time use NumPy 1.x names (np.bool8, np.product).
+    numpy_compat.install()
     if isinstance(env, MultiAgentEnv) or _looks_multi_agent(env):
         _warn_once(env, "corral's OldAPIMultiAgentEnv")
         return OldAPIMultiAgentEnv(env)

@@ -60,9 +60,19 @@ class Episode:
         """The policy id this agent is mapped to (fixed for the whole episode)."""
         if agent_id not in self._agent_to_policy:
             fn = self._policy_mapping_fn
-            self._agent_to_policy[agent_id] = (
-                fn(agent_id, self, worker=self.worker) if fn else "default_policy"
-            )
+            if fn is None:
+                policy_id = "default_policy"
+            else:
+                try:
+                    policy_id = fn(agent_id, self, worker=self.worker)
+                except TypeError as err:
+                    # RLlib 1.13 still calls the pre-1.x form `fn(agent_id)` (e.g.
+                    # `lambda aid, **kwargs: ...`) when the new signature does not fit.
+                    text = str(err)
+                    if "positional argument" not in text and "unexpected keyword" not in text:
+                        raise
+                    policy_id = fn(agent_id)
+            self._agent_to_policy[agent_id] = policy_id
         return self._agent_to_policy[agent_id]
 
     def last_observation_for(self, agent_id: Any = SINGLE_AGENT_ID) -> Any:

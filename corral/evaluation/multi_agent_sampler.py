@@ -49,6 +49,10 @@ class _AgentTrajectory:
         self.reward = 0.0
         self.steps = 0
         self.rows: dict[str, list] = defaultdict(list)
+        # Recurrent (stateful) policies: this agent's state, previous action and reward.
+        self.state: list[np.ndarray] | None = None
+        self.prev_action: Any = None
+        self.prev_reward = 0.0
 
     def act(self, obs: np.ndarray, action: Any, extra: dict[str, Any]) -> None:
         self.pending = _Pending(obs, action, extra, self.steps)
@@ -69,6 +73,7 @@ class _AgentTrajectory:
         for k, v in p.extra.items():
             rows[k].append(v)
         self.pending = None
+        self.prev_reward = self.reward
         self.reward = 0.0
 
     def take(self, eps_id: int, env_id: int) -> SampleBatch | None:
@@ -144,6 +149,7 @@ class MultiAgentSampler:
         self._episode_counter = 0
         self._finished: list[RolloutMetrics] = []
         self._ready: list[_Segment] = []
+        self._stateful: dict[int, tuple[Any, bool]] = {}
         # Per policy: what its agents' observations are checked against.
         self.check_obs_bounds = not config.get("disable_env_checking")
         self._obs_checks: dict[str, ObservationCheck] = {}
@@ -342,7 +348,11 @@ class MultiAgentSampler:
                 )
             policy = self.worker.policy_map[pid]
             obs = np.stack([self.slots[i].obs[agent] for i, agent in members])
-            batch_actions, extra = _policy_actions(policy, obs, explore)
+            trajectories = [self._trajectory(self.slots[i], agent, pid) for i, agent in members]
+            if self._is_stateful(policy):
+                batch_actions, extra = self._stateful_actions(policy, obs, explore, trajectories)
+            else:
+                batch_actions, extra = _policy_actions(policy, obs, explore)
             env_actions = (
                 policy.to_env_actions(batch_actions, self.unsquash, self.clip)
                 if hasattr(policy, "to_env_actions")
@@ -350,13 +360,51 @@ class MultiAgentSampler:
             )
             for k, (i, agent) in enumerate(members):
                 slot = self.slots[i]
-                trajectory = self._trajectory(slot, agent, pid)
+                trajectory = trajectories[k]
                 trajectory.act(
                     slot.obs[agent], batch_actions[k], {c: v[k] for c, v in extra.items()}
                 )
                 slot.episode._set_last(agent, action=batch_actions[k])
                 actions[i][agent] = env_actions[k]
         return actions, sum(len(m) for m in groups.values())
+
+    def _is_stateful(self, policy: Any) -> bool:
+        """Whether `policy` carries a state from step to step (an RNN, or a custom
+        policy whose `get_initial_state()` is not empty); asked once per policy."""
+        known = self._stateful.get(id(policy))
+        if known is None or known[0] is not policy:
+            known = self._stateful[id(policy)] = (policy, bool(policy.get_initial_state()))
+        return known[1]
+
+    def _stateful_actions(
+        self, policy: Any, obs: np.ndarray, explore: bool, trajectories: list
+    ) -> tuple[np.ndarray, dict]:
+        """Actions of a stateful policy: each agent's state, previous action and reward
+        go in (RLlib's `state_in_<i>`, `prev_actions`, `prev_rewards` views); the
+        returned `state_out_<i>` become the agents' states for their next step."""
+        for trajectory in trajectories:
+            if trajectory.state is None:  # the agent's first step in this episode
+                trajectory.state = [np.asarray(s) for s in policy.get_initial_state()]
+                trajectory.prev_action = _zero_action(policy.action_space)
+        n_states = len(trajectories[0].state)
+        states = [np.stack([t.state[j] for t in trajectories]) for j in range(n_states)]
+        prev_actions = np.stack([np.asarray(t.prev_action) for t in trajectories])
+        prev_rewards = np.array([t.prev_reward for t in trajectories], np.float32)
+        actions, extra = _policy_actions(policy, obs, explore, states, prev_actions, prev_rewards)
+        for k, trajectory in enumerate(trajectories):
+            trajectory.state = [
+                np.asarray(extra[f"state_out_{j}"][k])
+                if f"state_out_{j}" in extra
+                else states[j][k]
+                for j in range(n_states)
+            ]
+            trajectory.prev_action = actions[k]
+        extra = dict(extra)
+        for j, state in enumerate(states):
+            extra[f"state_in_{j}"] = state
+        extra[SampleBatch.PREV_ACTIONS] = prev_actions
+        extra[SampleBatch.PREV_REWARDS] = prev_rewards
+        return actions, extra
 
     def _record_step(
         self, i: int, obs: dict, rewards: dict, terminateds: dict, truncateds: dict, infos: dict
@@ -498,13 +546,40 @@ class MultiAgentSampler:
         return out
 
 
-def _policy_actions(policy: Any, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, dict]:
-    """Actions and extra fetches of a batch of preprocessed observations."""
+def _policy_actions(
+    policy: Any,
+    obs: np.ndarray,
+    explore: bool,
+    state: list[np.ndarray] | None = None,
+    prev_actions: np.ndarray | None = None,
+    prev_rewards: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict]:
+    """Actions and extra fetches (with `state_out_<i>`) of a batch of preprocessed
+    observations; `state` etc. for stateful policies."""
     fast = getattr(policy, "compute_actions_from_obs", None)
     if fast is not None:
-        return fast(obs, explore)
-    actions, _, extra = policy.compute_actions(obs, explore=explore)
-    return np.asarray(actions), {k: np.asarray(v) for k, v in (extra or {}).items()}
+        if state is None:
+            return fast(obs, explore)
+        return fast(obs, explore, state, prev_actions, prev_rewards)
+    actions, state_out, extra = policy.compute_actions(
+        obs,
+        state_batches=state,
+        prev_action_batch=prev_actions,
+        prev_reward_batch=prev_rewards,
+        explore=explore,
+    )
+    extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
+    for j, s in enumerate(state_out or []):
+        extra[f"state_out_{j}"] = np.asarray(s)
+    return np.asarray(actions), extra
+
+
+def _zero_action(space: Any) -> np.ndarray:
+    """The "previous action" of an agent's first step (RLlib: zeros)."""
+    shape = getattr(space, "shape", None) or ()
+    dtype = getattr(space, "dtype", None)
+    integral = dtype is not None and np.issubdtype(dtype, np.integer)
+    return np.zeros(shape, np.int64 if integral else np.float32)
 
 
 def _check_finite(batch: SampleBatch, worker_index: int) -> None:

@@ -27,7 +27,7 @@ from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
 from corral.evaluation.obs_check import env_name, spaces_match
 from corral.evaluation.sampler import SingleAgentSampler
-from corral.policy.policy import Policy, PolicySpec
+from corral.policy.policy import Policy, PolicySpec, declared_for
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
@@ -315,7 +315,14 @@ class RolloutWorker:
 
     def _register_policy(self, policy_id: str, policy: Policy) -> None:
         self.policy_map[policy_id] = policy
-        self.preprocessors[policy_id] = getattr(policy, "preprocessor", None)
+        preprocessor = getattr(policy, "preprocessor", None)
+        if preprocessor is None and getattr(policy, "observation_space", None) is not None:
+            # RLlib 1.13 preprocesses for every policy, custom ones too (one-hot Discrete,
+            # flattened Dict/Tuple observations), whether or not the policy has a model.
+            from corral.models.preprocessors import preprocessor_for_space
+
+            preprocessor = preprocessor_for_space(policy.observation_space)
+        self.preprocessors[policy_id] = preprocessor
         shape = getattr(getattr(policy, "preprocessor", None), "shape", None)
         filter_config = self.config.get("observation_filter", "NoFilter")
         if shape is None or filter_config == "NoFilter":
@@ -407,7 +414,10 @@ class RolloutWorker:
     def _postprocess(self, raw: SampleBatch) -> SampleBatch:
         policy = self.policy_map[DEFAULT_POLICY_ID]
         hook = self.sampler.call_postprocess_hook
-        if policy.postprocess_batched and not hook:
+        batched = policy.postprocess_batched and declared_for(
+            policy, "postprocess_batched", "postprocess_trajectory"
+        )
+        if batched and not hook:
             return policy.postprocess_trajectory(raw)
         pieces = []
         for trajectory in raw.split_by_episode():

@@ -199,6 +199,20 @@ class Policy:
         raise NotImplementedError(f"{type(self).__name__} does not support h5 import.")
 
 
+def declared_for(policy: Any, attr: str, method: str) -> bool:
+    """Whether the class attribute `attr` of `policy` was set at or below the class that
+    defines `method`: a user subclass that overrides `loss` (or
+    `postprocess_trajectory`) must not inherit a claim its parent made about its own
+    method (e.g. the columns PPO's loss reads, or that PPO's postprocessing takes a
+    whole fragment)."""
+    mro = type(policy).__mro__
+    method_owner = next((c for c in mro if method in c.__dict__), None)
+    attr_owner = next((c for c in mro if attr in c.__dict__), None)
+    return (
+        method_owner is not None and attr_owner is not None and issubclass(attr_owner, method_owner)
+    )
+
+
 def state_batches_of(input_dict: dict[str, Any]) -> list:
     """The `state_in_<i>` columns of an input dict, ordered by `i`."""
     keys = [k for k in input_dict if k.startswith("state_in_")]

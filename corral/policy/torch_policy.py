@@ -34,6 +34,8 @@ class TorchPolicy(Policy):
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
         self.preprocessor = preprocessor_for_space(observation_space)
+        # RLlib's `policy.device` (corral's policies act and learn on the CPU).
+        self.device = torch.device("cpu")
         self.dist_class, num_outputs = ModelCatalog.get_action_dist(
             action_space, config["model"], framework="torch"
         )

@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from corral.utils import numpy_compat
 from corral.utils.deprecation import Deprecated
+
+# RLlib 1.x code imports this module first: give it the NumPy 1.x names it may use.
+numpy_compat.install()
 
 __all__ = [
     "Deprecated",

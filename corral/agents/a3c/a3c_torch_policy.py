@@ -36,6 +36,8 @@ class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
 
         return A2C_DEFAULT_CONFIG
 
+    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
+    postprocess_batched = True
     train_columns = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,

@@ -28,6 +28,8 @@ class PGTorchPolicy(LearningRateSchedule, TorchPolicy):
 
         return DEFAULT_CONFIG
 
+    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
+    postprocess_batched = True
     train_columns = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:

@@ -52,6 +52,8 @@ class APPOTorchPolicy(
 ):
     """APPO on torch: V-trace (or GAE) advantages, clipped surrogate, target network."""
 
+    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
+    postprocess_batched = True
     train_columns = None  # the loss reads new_obs, terminateds, eps_id besides the usual
 
     @staticmethod

@@ -38,6 +38,8 @@ class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
 
         return DEFAULT_CONFIG
 
+    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
+    postprocess_batched = True
     train_columns = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,

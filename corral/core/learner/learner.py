@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from corral.policy.policy import declared_for
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.compression import is_compressed, unpack_column
@@ -130,8 +131,6 @@ def check_finite_update(
             f" (non-finite loss terms: {terms_text})." if bad_terms else " (the loss is finite)."
         )
     raise NonFiniteUpdateError(detail)
-
-
 
 
 @dataclass
@@ -428,7 +427,12 @@ class Learner:
         `minibatch_size // max_seq_len` whole sequences (never a split one),
         with `seq_lens`, each sequence's `state_in_<i>` and a `seq_mask`.
         """
-        columns = getattr(policy, "train_columns", None)
+        # A loss overridden below the class that listed its columns reads any column.
+        columns = (
+            getattr(policy, "train_columns", None)
+            if declared_for(policy, "train_columns", "loss")
+            else None
+        )
         is_recurrent = getattr(policy, "is_recurrent", None)
         if not (is_recurrent and is_recurrent()):
             tensors = _to_tensors(batch, columns)
@@ -568,6 +572,10 @@ def _pad_sequences(
     index = np.arange(n)
     new_trajectory = np.ones(n, bool)
     new_trajectory[1:] = eps[1:] != eps[:-1]
+    if SampleBatch.AGENT_INDEX in batch:
+        # Multi-agent: the agents of one episode are separate trajectories.
+        agents = batch[SampleBatch.AGENT_INDEX]
+        new_trajectory[1:] |= agents[1:] != agents[:-1]
     trajectory_start = np.maximum.accumulate(np.where(new_trajectory, index, 0))
     starts = np.flatnonzero(new_trajectory | ((index - trajectory_start) % max_len == 0))
     seq_lens = np.diff(np.append(starts, n))

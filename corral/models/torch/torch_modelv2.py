@@ -80,7 +80,14 @@ class TorchModelV2(nn.Module, ModelV2):
                 # RLlib always provides "obs_flat" (images flattened to [B, n]).
                 flat = obs.reshape(obs.shape[0], -1) if obs.dim() > 2 else obs
                 input_dict = {**input_dict, "obs_flat": flat}
-        outputs = super().__call__(input_dict, [] if state is None else state, seq_lens)
+        if state is None:
+            # RLlib 1.x: `model(train_batch)` takes the state and seq_lens from the batch.
+            state = []
+            while f"state_in_{len(state)}" in input_dict:
+                state.append(input_dict[f"state_in_{len(state)}"])
+        if seq_lens is None and state:
+            seq_lens = input_dict.get("seq_lens")
+        outputs = super().__call__(input_dict, state, seq_lens)
         # RLlib's `last_output()`; stored past nn.Module.__setattr__ (a plain tensor).
         self.__dict__["_last_output"] = outputs[0] if isinstance(outputs, tuple) else outputs
         return outputs
