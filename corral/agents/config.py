@@ -431,8 +431,16 @@ COMMON_CONFIG: TrainerConfigDict = {
     # needs the `ray` extra; corral calls `ray.init()` if Ray is not initialised).
     "backend": "local",
     # Learners: 0 trains in the driver; n > 0 runs n data-parallel learners whose
-    # gradients are averaged.
+    # gradients are averaged (processes on this machine with backend="local", Ray
+    # actors with backend="ray"). Each splits off 1/n of every train batch and runs
+    # minibatches of `sgd_minibatch_size / n` rows, so n learners compute what one
+    # learner would (RLlib 1.x's multi-GPU towers are n learners with one GPU each).
     "num_learners": 0,
+    # CPUs reserved per learner (num_learners > 0); also its torch thread count.
+    "num_cpus_per_learner": 1,
+    # GPUs per learner (num_learners > 0; fractional allowed): > 0 trains that
+    # learner on cuda (on the CPU with `_fake_gpus`).
+    "num_gpus_per_learner": 0,
     # Replace a remote worker that died by a fresh one holding the current weights
     # (instead of failing, or carrying on without it as `ignore_worker_failures`
     # does).
@@ -601,6 +609,8 @@ def _common_specs() -> dict[str, Spec]:
         # corral additions
         "backend": OneOf("local", "ray"),
         "num_learners": Int(0),
+        "num_cpus_per_learner": Float(0),
+        "num_gpus_per_learner": Float(0),
         "recreate_failed_workers": Bool(),
         "restart_failed_sub_environments": Bool(),
         "sample_timeout_s": Float(0, lo_open=True),
@@ -825,11 +835,6 @@ def _validate_framework_and_backend(config: TrainerConfigDict) -> None:
         )
 
     _check_int(config, "num_learners", 0)
-    if config.get("num_learners", 0) > 0:
-        raise NotImplementedError(
-            f"num_learners={config['num_learners']} (data-parallel learners) is not "
-            "implemented yet in corral; use num_learners=0 (train in the driver)."
-        )
     _check_int(config, "num_workers", 0)
     _check_int(config, "num_envs_per_worker", 1)
     _check_int(config, "evaluation_num_workers", 0)

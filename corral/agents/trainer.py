@@ -39,6 +39,7 @@ from corral.agents.config import (
     with_common_config,
 )
 from corral.core.learner import LearnerGroup
+from corral.core.learner.learner_group import LearnerFailure
 from corral.env.env_context import EnvContext
 from corral.env.utils import env_id_of, make_env_creator
 from corral.evaluation.backend import WorkerFailure, wait_all
@@ -1030,7 +1031,16 @@ class Trainer(Trainable):
         raised, or that did not answer in time, still answers a ping, yet it
         is broken (its env is mid-step, or it is too slow). A dropped or
         replaced worker is SIGKILLed, so a hung one does not linger.
+
+        A failed data-parallel learner (`LearnerFailure`) restarts the learner
+        group instead: as many learners with `recreate_failed_workers`, one fewer
+        with `ignore_worker_failures`.
         """
+        if isinstance(error, LearnerFailure) and self._learner_group is not None:
+            self._learner_group.recover(
+                error, keep_failed=bool(self.config.get("recreate_failed_workers"))
+            )
+            return
         failed = getattr(error, "handle", None)
         self._recover_worker_set(self.workers, failed, error, "rollout")
         if self.evaluation_workers is not None:
@@ -1332,7 +1342,9 @@ class Trainer(Trainable):
     # -- lifecycle ----------------------------------------------------------
 
     def cleanup(self) -> None:
-        """Stops every worker process (rollout and evaluation)."""
+        """Stops every worker process (rollout and evaluation) and remote learner."""
+        if getattr(self, "_learner_group", None) is not None:
+            self._learner_group.stop()
         for name in ("workers", "evaluation_workers"):
             worker_set = getattr(self, name, None)
             if worker_set is not None:

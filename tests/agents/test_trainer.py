@@ -48,9 +48,9 @@ def test_other_frameworks_are_refused():
         PPOTrainer(config={**SMALL, "framework": "tf"}, env="CartPole-v1")
 
 
-def test_learners_not_yet():
-    with pytest.raises(NotImplementedError, match="num_learners"):
-        PPOTrainer(config={**SMALL, "num_learners": 2}, env="CartPole-v1")
+def test_num_learners_must_be_an_int():
+    with pytest.raises(ValueError, match="num_learners"):
+        PPOTrainer(config={**SMALL, "num_learners": 1.5}, env="CartPole-v1")
 
 
 def test_result_keys(trainer):

@@ -127,8 +127,8 @@ def test_learning_actually_fits():
     assert policy.model.weight.item() == pytest.approx(3.0, abs=1e-2)
 
 
-def test_learner_group_rejects_data_parallel_for_now():
-    with pytest.raises(NotImplementedError, match="num_learners=2"):
-        LearnerGroup({"num_learners": 2}, {})
+def test_learner_group_checks_num_learners():
+    with pytest.raises(ValueError, match="num_learners must be an int >= 0, got -1"):
+        LearnerGroup({"num_learners": -1}, {})
     group = LearnerGroup({}, {"p": LinearPolicy()})
     assert group.local_learner is not None and group.is_local

@@ -1,18 +1,47 @@
-"""`LearnerGroup`: the learners of a trainer (one, in the driver, for now)."""
+"""`LearnerGroup`: the learners of a trainer.
+
+With `num_learners=0` (the default) there is one `Learner`, in the driver, updating the
+local worker's policies in place. With `num_learners=n > 0` there are n data-parallel
+learners in their own processes (`corral.core.learner.distributed`): on this machine
+with backend="local", as Ray actors in one placement group (one bundle of
+`num_cpus_per_learner` CPUs and `num_gpus_per_learner` GPUs each) with backend="ray".
+"""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from corral.core.learner.learner import Learner
+from corral.core.learner.learner import Learner, TrainingData, _resolve_refs
+from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
+from corral.utils.metrics import MetricsLogger
+
+logger = logging.getLogger(__name__)
+
+# Seconds to wait for the learners to start and to form their process group.
+LEARNER_START_TIMEOUT_S = 120.0
+
+
+class LearnerFailure(WorkerFailure):
+    """A data-parallel learner died or raised; the trainer recovers the learner group
+    as it recovers workers (`recreate_failed_workers`, `ignore_worker_failures`)."""
 
 
 class LearnerGroup:
     """Runs `Learner.update` on the trainer's learners and merges their metrics.
 
-    With `num_learners=0` (the default) there is one learner, in the driver,
-    updating the local worker's policies in place.
+    Args:
+        config: the trainer config (`num_learners`, `backend`, `num_cpus_per_learner`,
+            `num_gpus_per_learner`, `sample_timeout_s`, ...).
+        policies: policy id -> policy: the driver's policies (the local worker's
+            policy map). With remote learners they stay the source of truth: each
+            update sends their training state to the learners and loads learner 0's
+            new state back into them.
+        callbacks: `DefaultCallbacks` for the local learner (remote learners build
+            their own from `config["callbacks"]`).
+        policy_ids: the policies to train (default: all).
     """
 
     def __init__(
@@ -23,35 +52,306 @@ class LearnerGroup:
         *,
         policy_ids: Iterable[str] | None = None,
     ) -> None:
-        num_learners = int(config.get("num_learners", 0) or 0)
-        if num_learners > 0:
-            raise NotImplementedError(
-                f"num_learners={num_learners}: data-parallel learners are not implemented yet; "
-                "use num_learners=0 (train in the driver)."
-            )
+        num_learners = config.get("num_learners", 0) or 0
+        if isinstance(num_learners, bool) or not isinstance(num_learners, int) or num_learners < 0:
+            raise ValueError(f"num_learners must be an int >= 0, got {num_learners!r}.")
         self.config = config
-        self.local_learner = Learner(policies, config, callbacks, policy_ids=policy_ids)
+        self.policies = policies
+        self.num_learners = num_learners
+        self.local_learner: Learner | None = None
+        self._handles: list[Any] = []
+        self._placement: Any = None
+        self.metrics = MetricsLogger()
+        if num_learners == 0:
+            self.local_learner = Learner(policies, config, callbacks, policy_ids=policy_ids)
+            self._policy_ids = self.local_learner.policy_ids
+        else:
+            self._policy_ids = set(policies if policy_ids is None else policy_ids)
+            self._start(num_learners)
 
     @property
     def is_local(self) -> bool:
-        return True
+        """True when the driver's own learner trains (`num_learners=0`)."""
+        return self.local_learner is not None
 
-    def update(self, *args: Any, **kwargs: Any) -> dict | None:
-        """`Learner.update` on every learner; the result has `Stats` leaves."""
-        return self.local_learner.update(*args, **kwargs)
+    @property
+    def policy_ids(self) -> set[str]:
+        """The policies being trained."""
+        return self._policy_ids
+
+    @property
+    def remote_learners(self) -> list[Any]:
+        """Handles of the remote learners (learner k has rank k); empty when local."""
+        return list(self._handles)
+
+    # -- remote learners ---------------------------------------------------------
+
+    @property
+    def _timeout_s(self) -> float:
+        return float(self.config.get("sample_timeout_s") or DEFAULT_CALL_TIMEOUT_S)
+
+    def _start(self, n: int) -> None:
+        """Starts n learners, forms their process group (gloo, or nccl on GPUs)."""
+        from corral.core.learner.distributed import LearnerWorker, policy_build_spec
+
+        cfg = self.config
+        ray_backend = cfg.get("backend", "local") == "ray"
+        num_cpus = cfg.get("num_cpus_per_learner", 1)
+        num_gpus = cfg.get("num_gpus_per_learner", 0) or 0
+        # A GPU learner trains on cuda; `_fake_gpus` runs the same code on the CPU.
+        device = "cuda" if num_gpus and not cfg.get("_fake_gpus") else "cpu"
+        specs = {pid: policy_build_spec(self.policies[pid]) for pid in sorted(self._policy_ids)}
+        policy_ids = sorted(self._policy_ids)
+        env_vars = cfg.get("extra_python_environs_for_worker") or {}
+        threads = max(1, int(num_cpus or 1))
+
+        def factory_for(rank: int) -> Any:
+            return lambda: LearnerWorker(specs, cfg, policy_ids, rank, n, device)
+
+        if ray_backend:
+            from corral.evaluation.ray_backend import RayPlacement, RayWorker
+
+            bundle = {k: v for k, v in {"CPU": num_cpus, "GPU": num_gpus}.items() if v}
+            resources = {"num_cpus": num_cpus, "num_gpus": num_gpus}
+            if bundle:
+                self._placement = RayPlacement(cfg.get("placement_strategy", "PACK"), bundle)
+                self._placement.reserve(list(range(n)), LEARNER_START_TIMEOUT_S)
+            self._handles = [
+                RayWorker(
+                    rank + 1,
+                    factory_for(rank),
+                    env_vars,
+                    num_threads=threads,
+                    resources=resources,
+                    placement=self._placement.of(rank) if self._placement else None,
+                    call_timeout_s=self._timeout_s,
+                )
+                for rank in range(n)
+            ]
+        else:
+            from corral.evaluation.backend import ProcessWorker
+
+            self._handles = [
+                ProcessWorker(
+                    rank + 1,
+                    factory_for(rank),
+                    env_vars,
+                    num_threads=threads,
+                    call_timeout_s=self._timeout_s,
+                )
+                for rank in range(n)
+            ]
+        try:
+            for handle in self._handles:
+                handle.wait_ready(LEARNER_START_TIMEOUT_S)
+            address, port = (
+                self._handles[0].call("rendezvous_address", ray_backend).result(self._timeout_s)
+            )
+            wait_all(
+                [h.call("init_group", address, port, self._timeout_s) for h in self._handles],
+                LEARNER_START_TIMEOUT_S,
+            )
+        except BaseException:
+            self._stop_remote()
+            raise
+
+    def _call_all(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
+        return self._wait([h.call(method, *args, **kwargs) for h in self._handles])
+
+    def _wait(self, futures: list[Any]) -> list[Any]:
+        """All results; the first failure of any learner is raised at once.
+
+        (`wait_all` waits in order: a learner blocked in a collective with a dead
+        peer would hold it up until the timeout.)
+        """
+        deadline = time.monotonic() + self._timeout_s
+        try:
+            while not all(f.done() for f in futures):
+                for f in futures:
+                    if f.done():
+                        f.result(0)  # raises the learner's failure now
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.002)
+            return wait_all(futures, max(0.0, deadline - time.monotonic()))
+        except WorkerFailure as e:
+            raise LearnerFailure(
+                f"Learner {e.worker_index - 1} (of {len(self._handles)} data-parallel "
+                f"learners) failed: {e}",
+                e.worker_index,
+                e.handle,
+            ) from e
+
+    def _stop_remote(self) -> None:
+        for handle in self._handles:
+            try:
+                handle.kill()
+            except Exception:  # noqa: BLE001 - it is being dropped anyway
+                logger.debug("Could not kill learner %s", handle, exc_info=True)
+        self._handles = []
+        if self._placement is not None:
+            self._placement.release()
+            self._placement = None
+
+    def recover(self, error: BaseException | None = None, *, keep_failed: bool = True) -> None:
+        """Rebuilds the remote learners after a failure.
+
+        A process group cannot lose a member, so all learners are stopped and started
+        anew from the driver's policies (which hold the weights of the last finished
+        update). Their optimisers start fresh (their moments died with the failed
+        learner's group), which is logged.
+
+        Args:
+            error: the failure (for the log).
+            keep_failed: True (`recreate_failed_workers`): as many learners as before;
+                False (`ignore_worker_failures`): one fewer (at least one).
+        """
+        if self.is_local:
+            return
+        n = len(self._handles) if keep_failed else max(1, len(self._handles) - 1)
+        logger.warning(
+            "Restarting the data-parallel learners (%d) after a failure (%s); their "
+            "optimiser states start fresh.",
+            n,
+            error,
+        )
+        self._stop_remote()
+        self._start(n)
+
+    def stop(self) -> None:
+        """Ends the remote learners' processes (nothing to do for a local learner)."""
+        self._stop_remote()
+
+    # -- the Learner API ------------------------------------------------------------
+
+    def update(
+        self,
+        batch: Any = None,
+        batches: list | None = None,
+        batch_refs: list | None = None,
+        episodes: list | None = None,
+        episodes_refs: list | None = None,
+        data_iterators: list | None = None,
+        training_data: TrainingData | None = None,
+        *,
+        timesteps: dict[str, Any] | None = None,
+        num_total_minibatches: int = 0,
+        num_epochs: int = 1,
+        minibatch_size: int | None = None,
+        shuffle_batch_per_epoch: bool = False,
+        _no_metrics_reduce: bool = False,
+        **kwargs: Any,
+    ) -> dict | None:
+        """`Learner.update` on every learner; the result has `Stats` leaves.
+
+        With n remote learners the train batch is split into n shards
+        (`distributed.shard_batch`), each learner runs `minibatch_size // n` row
+        minibatches with gradients averaged across the learners, and the results are
+        merged with `MetricsLogger.aggregate` (means averaged, sums added).
+        """
+        if self.local_learner is not None:
+            return self.local_learner.update(
+                batch,
+                batches,
+                batch_refs,
+                episodes,
+                episodes_refs,
+                data_iterators,
+                training_data,
+                timesteps=timesteps,
+                num_total_minibatches=num_total_minibatches,
+                num_epochs=num_epochs,
+                minibatch_size=minibatch_size,
+                shuffle_batch_per_epoch=shuffle_batch_per_epoch,
+                _no_metrics_reduce=_no_metrics_reduce,
+                **kwargs,
+            )
+        from corral.core.learner.distributed import (
+            load_policy_train_state,
+            policy_train_state,
+            shard_batch,
+        )
+
+        if episodes_refs or data_iterators:
+            raise NotImplementedError(
+                "episodes_refs and data_iterators (Ray Data iterators) are not implemented "
+                "yet; pass batches, or `batch_refs` (Ray object refs of batches)."
+            )
+        if batch_refs:
+            batches = [*(batches or []), *_resolve_refs(batch_refs)]
+        data = (training_data or TrainingData(batch, batches, episodes)).solve()
+        shards, per_learner = shard_batch(data, len(self._handles), minibatch_size)
+        trained = sorted(
+            pid
+            for pid in shards[0].policy_batches
+            if pid in self._policy_ids and pid in self.policies
+        )
+        states = {pid: policy_train_state(self.policies[pid]) for pid in trained}
+        options = dict(
+            timesteps=timesteps,
+            num_total_minibatches=num_total_minibatches,
+            num_epochs=num_epochs,
+            minibatch_size=per_learner,
+            shuffle_batch_per_epoch=shuffle_batch_per_epoch,
+            **kwargs,
+        )
+        results = self._wait(
+            [h.call("update", states, shard, **options) for h, shard in zip(self._handles, shards)]
+        )
+        for pid, state in (results[0][1] or {}).items():
+            policy = self.policies[pid]
+            load_policy_train_state(policy, state, schedules=False)
+            # The rollout workers' weight sync sends only weights that changed.
+            policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
+        self.metrics.aggregate([metrics for metrics, _ in results if metrics is not None])
+        return None if _no_metrics_reduce else self.metrics.reduce()
 
     def add_policy(self, policy_id: str, policy: Any) -> None:
         """Every learner starts training `policy` (with a fresh optimiser)."""
-        self.local_learner.add_policy(policy_id, policy)
+        if self.local_learner is not None:
+            self.local_learner.add_policy(policy_id, policy)
+            return
+        from corral.core.learner.distributed import policy_build_spec, policy_train_state
+
+        if self.policies.get(policy_id) is not policy and isinstance(self.policies, dict):
+            self.policies[policy_id] = policy
+        spec, state = policy_build_spec(policy), policy_train_state(policy)
+        self._call_all("add_policy", policy_id, spec, state)
+        self._policy_ids.add(policy_id)
 
     def remove_policy(self, policy_id: str) -> None:
-        self.local_learner.remove_policy(policy_id)
+        if self.local_learner is not None:
+            self.local_learner.remove_policy(policy_id)
+            return
+        self._call_all("remove_policy", policy_id)
+        self._policy_ids.discard(policy_id)
 
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
-        self.local_learner.set_policies_to_train(policy_ids)
+        if self.local_learner is not None:
+            self.local_learner.set_policies_to_train(policy_ids)
+            return
+        wanted = set(policy_ids)
+        unknown = sorted(wanted - self._policy_ids)
+        if unknown:
+            raise NotImplementedError(
+                f"Policies {unknown} were not trained when the data-parallel learners "
+                "started; add them with `add_policy` to train them with num_learners > 0."
+            )
+        self._call_all("set_policies_to_train", sorted(wanted))
 
     def get_state(self) -> dict[str, Any]:
-        return self.local_learner.get_state()
+        """The learner state (optimisers, shuffling generator); learner 0's when remote
+        (all learners hold the same)."""
+        if self.local_learner is not None:
+            return self.local_learner.get_state()
+        from corral.core.learner.distributed import from_bytes
+
+        return from_bytes(self._wait([self._handles[0].call("get_learner_state")])[0])
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.local_learner.set_state(state)
+        if self.local_learner is not None:
+            self.local_learner.set_state(state)
+            return
+        from corral.core.learner.distributed import to_bytes
+
+        self._call_all("set_learner_state", to_bytes(state))

@@ -1,0 +1,324 @@
+"""Data-parallel learners: n `Learner`s in their own processes, one torch.distributed group.
+
+Each remote learner holds its own copy of the policies it trains. Per update the driver
+(`LearnerGroup`) sends every learner the driver policies' training state (weights of
+every torch module the policy holds, target networks included, and the schedule state)
+and one shard of the train batch; the learners run `Learner.update` on their shards with
+`minibatch_size / n` and average every gradient across the group as soon as backward
+has computed it (a post-accumulate-grad hook per parameter, DDP's scheme without
+buckets), so gradient clipping, the non-finite checks and the optimiser step all see the
+averaged gradient and every learner takes the bit-identical step. The mean stats that
+`policy.after_update` adapts to (PPO's KL coefficient) are averaged too, so no state
+drifts apart. Learner 0 then sends its new training state back; the driver loads it into
+its own policies, which stay the source of truth (what rollout workers are synced from,
+what checkpoints hold).
+
+The processes are the rollout workers' machinery (`corral.evaluation.backend`'s
+`ProcessWorker` with backend="local", `ray_backend.RayWorker` in a placement group with
+backend="ray"): a learner is a worker whose factory builds a `LearnerWorker`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import torch
+
+from corral.core.learner.learner import Learner
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+# (policy class, observation space, action space, policy config): how a learner
+# process builds its copy of a policy.
+PolicyBuildSpec = tuple[type, Any, Any, dict]
+
+
+def policy_build_spec(policy: Any) -> PolicyBuildSpec:
+    """What a learner process needs to build its own copy of `policy`."""
+    return (type(policy), policy.observation_space, policy.action_space, policy.config)
+
+
+# -- policy training state ----------------------------------------------------
+
+
+def policy_train_state(policy: Any) -> dict[str, Any]:
+    """Everything of `policy` that training reads or changes, as numpy and JSON values.
+
+    The state dict of every `torch.nn.Module` attribute (the model, and target networks
+    such as DQN's `target_model` or SAC's `target_q`, which are not in `get_weights()`),
+    the global timestep (schedules) and `extra_state()` (e.g. PPO's KL coefficient).
+    """
+    modules = {
+        name: {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
+        for name, module in vars(policy).items()
+        if isinstance(module, torch.nn.Module)
+    }
+    extra = policy.extra_state() if hasattr(policy, "extra_state") else {}
+    return {
+        "modules": modules,
+        "global_timestep": getattr(policy, "global_timestep", 0),
+        "extra": extra,
+    }
+
+
+def load_policy_train_state(policy: Any, state: Mapping[str, Any], *, schedules: bool) -> None:
+    """Loads `policy_train_state` output into `policy` (in place, on its device).
+
+    Args:
+        schedules: also run `on_global_var_update` with the state's timestep (in a
+            learner process, so that its `cur_lr` / entropy schedules match the driver's).
+    """
+    for name, tensors in state["modules"].items():
+        module = getattr(policy, name)
+        module.load_state_dict({k: torch.from_numpy(_writable(v)) for k, v in tensors.items()})
+    if state.get("extra") and hasattr(policy, "set_extra_state"):
+        policy.set_extra_state(state["extra"])
+    if schedules and hasattr(policy, "on_global_var_update"):
+        policy.on_global_var_update({"timestep": state.get("global_timestep", 0)})
+
+
+def _writable(array: np.ndarray) -> np.ndarray:
+    # Arrays read zero-copy from Ray's object store are read-only; torch wants writable.
+    array = np.asarray(array)
+    return array if array.flags.writeable else array.copy()
+
+
+def to_bytes(obj: Any) -> bytes:
+    """Tensors (optimiser states) as bytes: no tensor travels through a pipe by itself
+    (torch would pass it as shared memory), and they load back with weights_only."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def from_bytes(data: bytes) -> Any:
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+# -- sharding -----------------------------------------------------------------
+
+
+def shard_batch(
+    batch: MultiAgentBatch, num_shards: int, minibatch_size: int | None
+) -> tuple[list[MultiAgentBatch], int | None]:
+    """Splits each policy's rows into `num_shards` equal shards.
+
+    Rows go out in blocks of `minibatch_size // num_shards` (the per-learner minibatch),
+    round robin, so that without shuffling learner k's j-th minibatch is the k-th part of
+    the j-th minibatch a single learner would see: n learners then compute exactly one
+    learner's update. Without a minibatch size the blocks are `count // num_shards`
+    rows (contiguous shards). Shards are cut to equal length (at most
+    `num_shards * block - 1` rows are dropped), since every learner must run the same
+    number of minibatches: each one is a collective gradient average. A policy with
+    fewer rows than learners is left out of this update.
+
+    Returns:
+        (the shards, the per-learner minibatch size).
+    """
+    if minibatch_size is not None and minibatch_size < num_shards:
+        raise ValueError(
+            f"minibatch_size={minibatch_size} is smaller than num_learners={num_shards}: "
+            "each learner needs at least one row per minibatch."
+        )
+    per_learner = None if minibatch_size is None else minibatch_size // num_shards
+    parts: list[dict[str, SampleBatch]] = [{} for _ in range(num_shards)]
+    for pid, policy_batch in batch.policy_batches.items():
+        count = policy_batch.count
+        if count < num_shards:
+            continue
+        block = per_learner if per_learner is not None and per_learner * num_shards <= count else 0
+        block = block or count // num_shards
+        rows = np.arange(count)
+        owner = (rows // block) % num_shards
+        per_shard = [rows[owner == k] for k in range(num_shards)]
+        length = min(len(idx) for idx in per_shard)
+        for k, idx in enumerate(per_shard):
+            parts[k][pid] = policy_batch.take(idx[:length])
+    env_steps = batch.env_steps()
+    base, extra = divmod(env_steps, num_shards)
+    shards = [
+        MultiAgentBatch(part, base + (extra if k == 0 else 0)) for k, part in enumerate(parts)
+    ]
+    return shards, per_learner
+
+
+# -- the learner process --------------------------------------------------------
+
+
+class LearnerWorker:
+    """One data-parallel learner, living in a worker process (or Ray actor).
+
+    Args:
+        specs: policy id -> `PolicyBuildSpec` of each policy to train.
+        config: the trainer config.
+        policy_ids: the policies to train.
+        rank: this learner's rank in the group (0..world_size-1).
+        world_size: the number of learners.
+        device: "cpu", or "cuda" for a learner given a GPU.
+    """
+
+    def __init__(
+        self,
+        specs: Mapping[str, PolicyBuildSpec],
+        config: dict,
+        policy_ids: Iterable[str],
+        rank: int,
+        world_size: int,
+        device: str = "cpu",
+    ) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.device = torch.device(device)
+        self.config = config
+        self.policies: dict[str, Any] = {}
+        for pid, spec in specs.items():
+            self._build_policy(pid, spec)
+        callbacks_factory = config.get("callbacks")
+        callbacks = callbacks_factory() if callable(callbacks_factory) else None
+        self.learner = Learner(self.policies, config, callbacks, policy_ids=policy_ids)
+
+    def _build_policy(self, pid: str, spec: PolicyBuildSpec) -> Any:
+        cls, obs_space, action_space, policy_config = spec
+        policy = cls(obs_space, action_space, policy_config)
+        for module in vars(policy).values():
+            if isinstance(module, torch.nn.Module):
+                module.to(self.device)
+        self.policies[pid] = policy
+        return policy
+
+    # -- torch.distributed ----------------------------------------------------
+
+    def rendezvous_address(self, use_node_ip: bool) -> tuple[str, int]:
+        """(address, free port) for the group's TCP rendezvous, on this learner's node."""
+        address = "127.0.0.1"
+        if use_node_ip:
+            import ray
+
+            address = ray.util.get_node_ip_address()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return address, port
+
+    def init_group(self, address: str, port: int, timeout_s: float) -> int:
+        """Joins the process group (every learner must call this at once) and hooks the
+        policies' parameters to average their gradients; returns this process's pid."""
+        import torch.distributed as dist
+
+        if address == "127.0.0.1":
+            # Gloo listens on the interface its host name resolves to, which in
+            # containers is often not reachable: stay on loopback on one machine.
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{address}:{port}",
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
+        for policy in self.policies.values():
+            self._hook(policy)
+        return os.getpid()
+
+    def _hook(self, policy: Any) -> None:
+        """Gradient averaging on every trainable parameter, and averaged stats for
+        `after_update`, so that the learners' policies never drift apart."""
+        import torch.distributed as dist
+
+        world = float(self.world_size)
+
+        def average(param: torch.Tensor) -> None:
+            # Fires once per backward, after the gradient is accumulated: averaging is
+            # linear, so gradients accumulated over several backward passes still
+            # end up as the average of the learners' sums.
+            dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
+            param.grad.div_(world)
+
+        seen: set[int] = set()
+        for module in vars(policy).values():
+            if not isinstance(module, torch.nn.Module):
+                continue
+            for param in module.parameters():
+                if param.requires_grad and id(param) not in seen:
+                    seen.add(id(param))
+                    param.register_post_accumulate_grad_hook(average)
+        original = policy.after_update
+
+        def after_update(stats: dict[str, Any]) -> dict[str, Any]:
+            return original(self._mean_across_learners(stats))
+
+        policy.after_update = after_update
+
+    def _mean_across_learners(self, stats: dict[str, Any]) -> dict[str, Any]:
+        import torch.distributed as dist
+
+        names = sorted(k for k, v in stats.items() if _is_scalar(v))
+        if not names:
+            return stats
+        values = torch.tensor([float(stats[k]) for k in names], dtype=torch.float64)
+        values = values.to(self.device)
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+        means = (values / self.world_size).tolist()
+        return {**stats, **dict(zip(names, means))}
+
+    # -- updates ----------------------------------------------------------------
+
+    def update(
+        self, states: Mapping[str, Any], shard: MultiAgentBatch, **kwargs: Any
+    ) -> tuple[dict | None, dict[str, Any] | None]:
+        """Loads the driver's policy states, updates on this learner's shard.
+
+        Returns:
+            (the learner's reduced metrics, learner 0's new policy training states;
+            None from the other learners).
+        """
+        for pid, state in states.items():
+            load_policy_train_state(self.policies[pid], state, schedules=True)
+        metrics = self.learner.update(batch=shard, **kwargs)
+        new_states = None
+        if self.rank == 0:
+            new_states = {pid: policy_train_state(self.policies[pid]) for pid in states}
+        return metrics, new_states
+
+    def get_learner_state(self) -> bytes:
+        return to_bytes(self.learner.get_state())
+
+    def set_learner_state(self, data: bytes) -> None:
+        self.learner.set_state(from_bytes(data))
+
+    def policy_weights(self, pid: str) -> dict[str, Any]:
+        """The policy's training state (for checks that the learners agree)."""
+        return policy_train_state(self.policies[pid])
+
+    def add_policy(self, pid: str, spec: PolicyBuildSpec, state: Mapping[str, Any]) -> None:
+        policy = self._build_policy(pid, spec)
+        load_policy_train_state(policy, state, schedules=True)
+        self._hook(policy)
+        self.learner.add_policy(pid, policy)
+
+    def remove_policy(self, pid: str) -> None:
+        self.learner.remove_policy(pid)
+
+    def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
+        self.learner.set_policies_to_train(policy_ids)
+
+    def ping(self) -> str:
+        return "pong"
+
+    def stop(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _is_scalar(value: Any) -> bool:
+    if torch.is_tensor(value):
+        return value.numel() == 1
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
