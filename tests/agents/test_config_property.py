@@ -110,6 +110,10 @@ CAPS = {
     "num_cpus_for_driver": 2,
     "num_cpus_per_worker": 2,
     "lr": 1.0,
+    # Learner processes are slow to start; a GPU share needs a GPU.
+    "num_learners": 1,
+    "num_cpus_per_learner": 2,
+    "num_gpus_per_learner": 0,
 }
 DEFAULT_INT_CAP = 10_000
 DEFAULT_FLOAT_CAP = 1e3
