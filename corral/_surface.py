@@ -334,7 +334,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "build_sac_model_and_action_dist action_distribution_fn actor_critic_loss stats "
         "optimizer_fn ComputeTDErrorMixin TargetNetworkMixin setup_late_mixins",
     ),
-    "agents.pg.pg_torch_policy": (_FUNCTION_POLICY, "pg_torch_loss pg_loss_stats"),
     "agents.ppo.ppo": (_EXEC_PLAN, "UpdateKL warn_about_bad_reward_scales"),
     "agents.ppo.appo": (_EXEC_PLAN, "UpdateTargetAndKL"),
     "agents.ppo.appo_torch_policy": (
@@ -348,10 +347,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "calculate_rr_weights GenericOffPolicyTrainer",
     ),
     "agents.sac.sac": ("corral's SAC does not group optimizer keys", "OPTIMIZER_SHARED_CONFIGS"),
-    "agents.ddpg.noop_model": (
-        "corral's DDPG model needs no no-op model",
-        "NoopModel TorchNoopModel",
-    ),
     "agents.callbacks": ("corral does not track memory in callbacks", "MemoryTrackingCallbacks"),
     "evaluate": (
         "RLlib's `rllib evaluate` script; use corral's command line (`corral evaluate`)",

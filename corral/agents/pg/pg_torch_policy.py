@@ -57,3 +57,26 @@ class PGTorchPolicy(LearningRateSchedule, TorchPolicy):
         mask = train_batch.get(SEQ_MASK)
         policy_loss = -(weighted.mean() if mask is None else weighted[mask].mean())
         return policy_loss, {"policy_loss": policy_loss.detach(), "cur_lr": self.cur_lr}
+
+
+def pg_torch_loss(
+    policy: Any, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+) -> torch.Tensor:
+    """RLlib 1.13's PG loss function, ``-mean(log pi(a|s) * advantages)``, for
+    ``build_policy_class(loss_fn=...)`` / ``PGTorchPolicy.with_updates(loss_fn=...)``.
+
+    Stores the loss in ``model.tower_stats["policy_loss"]`` (read by :func:`pg_loss_stats`).
+    """
+    dist_inputs, _ = model(train_batch)
+    log_probs = dist_class(dist_inputs, model).logp(train_batch[SampleBatch.ACTIONS])
+    policy_loss = -torch.mean(log_probs * train_batch[SampleBatch.ADVANTAGES])
+    stats = getattr(model, "tower_stats", None)
+    if isinstance(stats, dict):
+        stats["policy_loss"] = policy_loss
+    return policy_loss
+
+
+def pg_loss_stats(policy: Any, train_batch: TensorDict) -> dict[str, torch.Tensor]:
+    """RLlib 1.13's PG stats function: ``{"policy_loss": mean over towers}``."""
+    losses = policy.get_tower_stats("policy_loss")
+    return {"policy_loss": torch.mean(torch.stack([torch.as_tensor(x) for x in losses]))}
