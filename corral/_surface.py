@@ -101,6 +101,40 @@ class Feature:
 # What corral does not build. README.md's list and `corral.agents.registry` read this.
 NOT_BUILT: tuple[Feature, ...] = (
     Feature(
+        "Execution plans",
+        "RLlib's iterator-based execution-plan operators (corral trainers run "
+        "`training_iteration()`; `synchronous_parallel_sample`, `train_one_step` and the "
+        "1.13 `MultiAgentReplayBuffer` are built)",
+        (
+            "execution.concurrency_ops",
+            "execution.learner_thread",
+            "execution.metric_ops",
+            "execution.multi_gpu_impl",
+            "execution.multi_gpu_learner_thread",
+            "execution.parallel_requests",
+            "execution.replay_ops",
+            "execution.tree_agg",
+            "execution.buffers.minibatch_buffer",
+            "execution.buffers.mixin_replay_buffer",
+        ),
+        (
+            "execution.rollout_ops:ParallelRollouts",
+            "execution.rollout_ops:AsyncGradients",
+            "execution.rollout_ops:ConcatBatches",
+            "execution.rollout_ops:SelectExperiences",
+            "execution.rollout_ops:StandardizeFields",
+            "execution.train_ops:TrainOneStep",
+            "execution.train_ops:MultiGPUTrainOneStep",
+            "execution.train_ops:ComputeGradients",
+            "execution.train_ops:ApplyGradients",
+            "execution.train_ops:AverageGradients",
+            "execution.train_ops:UpdateTargetNetwork",
+            "execution.buffers.multi_agent_replay_buffer:ReplayActor",
+            "execution.buffers.replay_buffer:warn_replay_capacity",
+            "execution.buffers.replay_buffer:warn_replay_buffer_size",
+        ),
+    ),
+    Feature(
         "A3C",
         "asynchronous advantage actor-critic (A2C, its synchronous form, is built)",
         modules=("agents.a3c.a3c",),
@@ -269,16 +303,8 @@ NOT_BUILT: tuple[Feature, ...] = (
 # surface test accepts either. Value: who provides it.
 
 _PENDING_BY: dict[str, str] = {
-    "execution": "the `corral.execution` package (RLlib's execution ops)",
     "evaluation.sample_batch_builder": "`corral.evaluation.sample_batch_builder`",
-    "policy.policy_template": "`corral.policy.policy_template.build_policy_class`",
     "policy.torch_policy_template": "`corral.policy.torch_policy_template.build_torch_policy`",
-    "policy.view_requirement": "`corral.policy.view_requirement.ViewRequirement`",
-    "agents.trainer_config": "`corral.agents.trainer_config.TrainerConfig`",
-    "agents.ppo:PPOConfig": "`PPOConfig` (TrainerConfig builders)",
-    "agents.ppo.ppo:PPOConfig": "`PPOConfig` (TrainerConfig builders)",
-    "agents.pg:PGConfig": "`PGConfig` (TrainerConfig builders)",
-    "agents.pg.pg:PGConfig": "`PGConfig` (TrainerConfig builders)",
     "agents.a3c:DEFAULT_CONFIG": "`corral.agents.a3c.DEFAULT_CONFIG`",
     "agents.a3c.a3c:DEFAULT_CONFIG": "`corral.agents.a3c.a3c.DEFAULT_CONFIG`",
     "agents.maml.maml_torch_policy:KLCoeffMixin": "a torch `KLCoeffMixin`",
@@ -466,6 +492,19 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any
 # importable "module:attr"; no attr: the module itself).
 _ALIASES: dict[str, str] = {
+    "execution.segment_tree:SegmentTree": "corral.utils.replay_buffers.segment_tree:SegmentTree",
+    "execution.segment_tree:SumSegmentTree": (
+        "corral.utils.replay_buffers.segment_tree:SumSegmentTree"
+    ),
+    "execution.segment_tree:MinSegmentTree": (
+        "corral.utils.replay_buffers.segment_tree:MinSegmentTree"
+    ),
+    "execution.buffers.replay_buffer:ReplayBuffer": (
+        "corral.utils.replay_buffers.replay_buffer:ReplayBuffer"
+    ),
+    "execution.buffers.replay_buffer:PrioritizedReplayBuffer": (
+        "corral.utils.replay_buffers.prioritized_replay_buffer:PrioritizedReplayBuffer"
+    ),
     ":register_trainable": "corral.tune.registry:register_trainable",
     "evaluation:SampleBatch": "corral.policy.sample_batch:SampleBatch",
     "evaluation:MultiAgentBatch": "corral.policy.sample_batch:MultiAgentBatch",
@@ -493,10 +532,15 @@ _ALIASES: dict[str, str] = {
 }
 
 # TF-only names the naming rule does not catch.
-_TF_NAMES: tuple[str, ...] = ("execution.multi_gpu_impl:LocalSyncParallelOptimizer",)
+_TF_NAMES: tuple[str, ...] = (
+    "execution.multi_gpu_impl:LocalSyncParallelOptimizer",
+    "agents.ddpg.noop_model:NoopModel",
+)
 
 # Torch counterparts the renaming rule does not find: "module:Name" or "module" -> text.
-_TF_COUNTERPARTS: dict[str, str] = {}
+_TF_COUNTERPARTS: dict[str, str] = {
+    "agents.ddpg.noop_model:NoopModel": "corral.agents.ddpg.noop_model.TorchNoopModel",
+}
 
 # TF policy class factories: calling one returns a stand-in class (instantiating raises).
 _TF_CLASS_FACTORIES = frozenset(

@@ -1,6 +1,6 @@
 """The vanilla policy gradient (REINFORCE)."""
 
-from corral.agents.pg.pg import DEFAULT_CONFIG, PGTrainer
+from corral.agents.pg.pg import DEFAULT_CONFIG, PGConfig, PGTrainer
 from corral.agents.pg.pg_torch_policy import PGTorchPolicy
 
-__all__ = ["DEFAULT_CONFIG", "PGTorchPolicy", "PGTrainer"]
+__all__ = ["DEFAULT_CONFIG", "PGConfig", "PGTorchPolicy", "PGTrainer"]

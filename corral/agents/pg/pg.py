@@ -16,6 +16,7 @@ from corral.agents.trainer import (
     NUM_ENV_STEPS_TRAINED,
     Trainer,
 )
+from corral.agents.trainer_config import PGConfig  # noqa: F401 - RLlib 1.13's path
 from corral.execution import synchronous_parallel_sample
 from corral.utils.config_spec import Float, Schedule
 

@@ -20,6 +20,7 @@ from corral.agents.trainer import (
     NUM_ENV_STEPS_TRAINED,
     Trainer,
 )
+from corral.agents.trainer_config import PPOConfig  # noqa: F401 - RLlib 1.13's path
 from corral.execution import synchronous_parallel_sample
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.config_spec import AnyOf, Bool, Float, Int, OneOf, Optional, Schedule
