@@ -213,3 +213,29 @@ def test_missing_name_of_a_real_module_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         filters.no_such_name  # noqa: B018
     assert not hasattr(filters, "__no_such_dunder__")
+
+
+def test_the_import_hook_keeps_modules_ordinary():
+    import importlib.util
+    import inspect
+    import pickle
+
+    from corral.models.tf.tf_modelv2 import TFModelV2
+
+    import corral.utils.framework as framework
+
+    # A real module loaded through the hook: source, reload and its own names still work.
+    assert "def try_import_torch" in inspect.getsource(framework)
+    assert importlib.reload(framework).try_import_torch()[0] is not None
+    # Modules without a file are packages whose dir() lists RLlib's names.
+    import corral.models.tf as models_tf
+
+    assert "TFModelV2" in dir(models_tf) and models_tf.__spec__.origin is None
+    assert importlib.util.find_spec("corral.agents.impala") is not None
+    # Stand-ins pickle by reference (e.g. a config dict holding one, sent to a worker).
+    assert pickle.loads(pickle.dumps(TFModelV2)) is TFModelV2
+    # Unknown names stay AttributeErrors, also on the root package.
+    import corral
+
+    assert not hasattr(corral, "no_such_name")
+    assert corral.Policy.__module__ == "corral.policy.policy"
