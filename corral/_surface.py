@@ -137,7 +137,7 @@ NOT_BUILT: tuple[Feature, ...] = (
     Feature(
         "A3C",
         "asynchronous advantage actor-critic (A2C, its synchronous form, is built)",
-        modules=("agents.a3c.a3c",),
+        names=("agents.a3c.a3c:A3CTrainer",),
         algorithms=("A3C",),
     ),
     Feature(
@@ -305,9 +305,6 @@ NOT_BUILT: tuple[Feature, ...] = (
 _PENDING_BY: dict[str, str] = {
     "evaluation.sample_batch_builder": "`corral.evaluation.sample_batch_builder`",
     "policy.torch_policy_template": "`corral.policy.torch_policy_template.build_torch_policy`",
-    "agents.a3c:DEFAULT_CONFIG": "`corral.agents.a3c.DEFAULT_CONFIG`",
-    "agents.a3c.a3c:DEFAULT_CONFIG": "`corral.agents.a3c.a3c.DEFAULT_CONFIG`",
-    "agents.maml.maml_torch_policy:KLCoeffMixin": "a torch `KLCoeffMixin`",
     "env.multi_agent_env:ENV_STATE": "`corral.env.multi_agent_env.ENV_STATE`",
     "env.apis.task_settable_env:TaskType": "`corral.env.apis.task_settable_env.TaskType`",
     "evaluation:SampleBatchBuilder": "`corral.evaluation.sample_batch_builder`",
@@ -492,6 +489,9 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any
 # importable "module:attr"; no attr: the module itself).
 _ALIASES: dict[str, str] = {
+    "agents.maml.maml_torch_policy:KLCoeffMixin": (
+        "corral.policy.kl_coeff_mixins:MAMLKLCoeffMixin"
+    ),
     "execution.segment_tree:SegmentTree": "corral.utils.replay_buffers.segment_tree:SegmentTree",
     "execution.segment_tree:SumSegmentTree": (
         "corral.utils.replay_buffers.segment_tree:SumSegmentTree"

@@ -40,8 +40,12 @@ class SpillListener(Protocol):
         """Takes back the state returned by `on_policy_spilled`."""
 
 
-class PolicyMap(MutableMapping):
+class PolicyMap(dict):
     """An LRU map from policy id to `Policy` that spills to disk beyond `capacity`.
+
+    A `dict` subclass, as RLlib 1.x's (`isinstance(policy_map, dict)` holds); all
+    access goes through the mapping methods below, which know about spilled policies
+    (the built-in dict storage is not used).
 
     Args:
         capacity: how many policies stay in memory (at least 1).
@@ -103,6 +107,35 @@ class PolicyMap(MutableMapping):
 
     def __contains__(self, policy_id: object) -> bool:
         return policy_id in self._specs
+
+    def __bool__(self) -> bool:
+        return bool(self._specs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PolicyMap):
+            return other is self
+        return MutableMapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # dict's own methods read its (unused) storage: use the mapping protocol instead.
+    get = MutableMapping.get
+    keys = MutableMapping.keys
+    items = MutableMapping.items
+    values = MutableMapping.values
+    pop = MutableMapping.pop
+    popitem = MutableMapping.popitem
+    clear = MutableMapping.clear
+    update = MutableMapping.update
+    setdefault = MutableMapping.setdefault
+
+    def copy(self) -> dict:
+        """A plain dict of the policies (loads spilled ones)."""
+        return dict(self.items())
+
+    def __reduce__(self) -> tuple:
+        # Pickle the attributes only (the dict storage is empty by design).
+        return (_new_policy_map, (type(self),), self.__dict__)
 
     # -- extras -------------------------------------------------------------
 
@@ -189,6 +222,10 @@ class PolicyMap(MutableMapping):
         return (
             f"PolicyMap(capacity={self.capacity}, in_memory={self.in_memory()}, all={list(self)})"
         )
+
+
+def _new_policy_map(cls: type) -> PolicyMap:
+    return dict.__new__(cls)
 
 
 def _safe_name(policy_id: str) -> str:

@@ -119,3 +119,15 @@ def test_learner_state_includes_spilled_policies(tmp_path):
     for pid in ("a", "b"):
         assert state["optimizers"][pid]["state"], pid  # Adam moments, not a fresh optimiser
     learner.set_state(state)
+
+
+def test_policy_map_is_a_dict_as_in_rllib_1():
+    import pickle
+
+    from corral.policy.policy_map import PolicyMap
+
+    policy_map = PolicyMap(capacity=2)
+    assert isinstance(policy_map, dict)
+    assert not policy_map and policy_map.get("missing") is None
+    assert dict(policy_map) == {} and list(policy_map.items()) == []
+    assert pickle.loads(pickle.dumps(policy_map)).capacity == 2
