@@ -369,8 +369,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "`corral.agents.off_policy.OffPolicyTrainer`",
         "calculate_rr_weights GenericOffPolicyTrainer",
     ),
-    "agents.sac.sac": ("corral's SAC does not group optimizer keys", "OPTIMIZER_SHARED_CONFIGS"),
-    "agents.callbacks": ("corral does not track memory in callbacks", "MemoryTrackingCallbacks"),
     "evaluate": (
         "RLlib's `rllib evaluate` script; use corral's command line (`corral evaluate`)",
         "EXAMPLE_USAGE create_parser RolloutSaver run DefaultMapping "

@@ -203,7 +203,10 @@ def test_import_corral_stays_lazy():
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout.split("\n")
-    assert out[0] == "['corral', 'corral._surface']"
+    loaded = eval(out[0])  # noqa: S307 (our own subprocess' repr of a list of names)
+    # Only the package and private helpers (the surface table, import hooks) load eagerly.
+    assert "corral._surface" in loaded
+    assert all(m == "corral" or m.startswith("corral._") for m in loaded), loaded
     assert out[1] == "False"
 
 

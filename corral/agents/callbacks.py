@@ -418,3 +418,45 @@ class MultiCallbacks(DefaultCallbacks):
     def on_train_result(self, *, trainer: Any, result: dict, **kwargs: Any) -> None:
         for cb in self._callback_list:
             cb.on_train_result(trainer=trainer, result=result, **kwargs)
+
+
+class MemoryTrackingCallbacks(DefaultCallbacks):
+    """RLlib 1.13's memory tracer (for debugging: ``tracemalloc`` slows execution down).
+
+    At each episode end it adds to ``episode.custom_metrics`` the sizes and counts of the
+    10 source lines that allocated most (``tracemalloc/<trace>/size``, ``.../count``) and
+    the worker process' memory (``tracemalloc/worker/rss``, ``data``, ``vms``; these need
+    ``psutil``).
+    """
+
+    def __init__(self, legacy_callbacks_dict: dict[str, Callable] | None = None) -> None:
+        super().__init__(legacy_callbacks_dict)
+        import tracemalloc
+
+        # Keep 10 frames per allocation so the traces say where memory is allocated.
+        tracemalloc.start(10)
+
+    def on_episode_end(
+        self,
+        *,
+        worker: RolloutWorker,
+        base_env: BaseEnv,
+        policies: dict[str, Policy],
+        episode: Episode,
+        **kwargs: Any,
+    ) -> None:
+        import os
+        import tracemalloc
+
+        for stat in tracemalloc.take_snapshot().statistics("lineno")[:10]:
+            trace = str(stat.traceback)
+            episode.custom_metrics[f"tracemalloc/{trace}/size"] = stat.size
+            episode.custom_metrics[f"tracemalloc/{trace}/count"] = stat.count
+        try:
+            import psutil
+        except ImportError:
+            return
+        info = psutil.Process(os.getpid()).memory_info()
+        episode.custom_metrics["tracemalloc/worker/rss"] = info.rss
+        episode.custom_metrics["tracemalloc/worker/data"] = getattr(info, "data", 0)
+        episode.custom_metrics["tracemalloc/worker/vms"] = info.vms

@@ -173,3 +173,22 @@ def test_per_worker_noise_scales():
     assert local.scale_schedule.value(0) == 0.0
     assert first.scale_schedule.value(0) == pytest.approx(0.4)
     assert last.scale_schedule.value(0) == pytest.approx(0.4**8)
+
+
+def test_memory_tracking_callbacks_and_sac_constant():
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from corral.agents.callbacks import MemoryTrackingCallbacks
+    from corral.agents.sac.sac import OPTIMIZER_SHARED_CONFIGS
+
+    assert "train_batch_size" in OPTIMIZER_SHARED_CONFIGS
+    callbacks = MemoryTrackingCallbacks()
+    try:
+        episode = SimpleNamespace(custom_metrics={})
+        _ = [bytearray(1000) for _ in range(10)]
+        callbacks.on_episode_end(worker=None, base_env=None, policies={}, episode=episode)
+        assert any(k.endswith("/size") for k in episode.custom_metrics)
+        assert episode.custom_metrics["tracemalloc/worker/rss"] > 0
+    finally:
+        tracemalloc.stop()

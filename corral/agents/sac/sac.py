@@ -37,6 +37,19 @@ _NET_DEFAULTS = {
     "custom_model_config": {},
 }
 
+# RLlib 1.13's list of the config keys its SAC optimizer shares with other off-policy
+# trainers (kept for code that reads it; corral's SAC does not use it).
+OPTIMIZER_SHARED_CONFIGS = [
+    "buffer_size",
+    "prioritized_replay",
+    "prioritized_replay_alpha",
+    "prioritized_replay_beta",
+    "prioritized_replay_eps",
+    "rollout_fragment_length",
+    "train_batch_size",
+    "learning_starts",
+]
+
 DEFAULT_CONFIG = with_common_config(
     {
         # === Model ===
