@@ -106,6 +106,8 @@ class SingleAgentSampler:
         self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
         self._buffers: dict[str, np.ndarray] | None = None
         self._t = 0
+        # complete_episodes: finished episodes not handed out yet, oldest first.
+        self._complete_queue: list[SampleBatch] = []
         # Episodes by id, while trajectories of theirs may still be postprocessed.
         self._episodes_by_id: dict[int, Episode] = {}
         # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
@@ -121,6 +123,7 @@ class SingleAgentSampler:
     def reset(self) -> None:
         """Starts new episodes in every sub-env (unfinished ones are dropped)."""
         self._pending = [[] for _ in range(self.num_envs)]
+        self._complete_queue = []
         self._reset_all(None)
 
     # -- setup --------------------------------------------------------------
@@ -235,6 +238,7 @@ class SingleAgentSampler:
     def _forget_finished_episodes(self) -> None:
         live = {ep.episode_id for ep in self.episodes}
         live.update(int(p[SampleBatch.EPS_ID][0]) for pend in self._pending for p in pend)
+        live.update(int(b[SampleBatch.EPS_ID][0]) for b in self._complete_queue)
         self._episodes_by_id = {k: v for k, v in self._episodes_by_id.items() if k in live}
 
     def _episode_batches(self, i: int, eps_id: int) -> dict[str, list[SampleBatch]]:
@@ -264,12 +268,19 @@ class SingleAgentSampler:
         self._forget_finished_episodes()
         if not self.complete_episodes:
             return self._run_fragment()
+        # RLlib's rule: whole episodes (a horizon cut ends one too), just enough of them
+        # for `rollout_fragment_length` steps per sub-env; episodes finished beyond that
+        # wait for the next call (nothing sampled is dropped).
+        target = self.fragment_length * self.num_envs
+        queue = self._complete_queue
+        while sum(b.count for b in queue) < target:
+            queue.extend(self._take_complete_episodes(self._run_fragment()))
         out: list[SampleBatch] = []
         steps = 0
-        while steps < self.fragment_length * self.num_envs or not out:
-            for batch in self._take_complete_episodes(self._run_fragment()):
-                out.append(batch)
-                steps += batch.count
+        while queue and (steps < target or not out):
+            batch = queue.pop(0)
+            out.append(batch)
+            steps += batch.count
         return concat_samples(out)
 
     def _run_fragment(self) -> SampleBatch:
