@@ -42,3 +42,9 @@ from corral._surface import install as _install  # noqa: E402
 from corral._surface import root_getattr as _root_getattr  # noqa: E402
 
 _install()
+
+# Ray Tune takes corral Trainer classes (`ray.tune.run(PPOTrainer, ...)`); the hook
+# imports nothing of Ray, it waits for the user to import `ray.tune`.
+from corral._ray_tune_hook import install_hook as _install_ray_tune_hook  # noqa: E402
+
+_install_ray_tune_hook()

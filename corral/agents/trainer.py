@@ -1311,25 +1311,51 @@ class Trainer(Trainable):
     # -- resources ----------------------------------------------------------
 
     @classmethod
-    def default_resource_request(cls, config: dict) -> dict:
-        """Placement-group bundles: driver, each worker, each evaluation worker."""
+    def default_resource_request(cls, config: dict) -> Any:
+        """What a trial of this config needs, as placement-group bundles.
+
+        One bundle for the driver (`num_cpus_for_driver`, `num_gpus`), one per rollout
+        worker and per evaluation worker (`num_cpus_per_worker`, `num_gpus_per_worker`,
+        `custom_resources_per_worker`) and one per data-parallel learner
+        (`num_cpus_per_learner`, `num_gpus_per_learner`), with `placement_strategy`.
+
+        Returns:
+            A Ray Tune `PlacementGroupFactory` when Ray is installed (Ray Tune then
+            reserves exactly this for each trial), else a `ResourceRequest` with the
+            same `bundles`, `strategy` and `required_resources`.
+        """
+        from corral.tune.resources import resource_request
+
+        bundles, strategy = cls._resource_bundles(config)
+        return resource_request(bundles, strategy)
+
+    @classmethod
+    def _resource_bundles(cls, config: dict) -> tuple[list[dict[str, float]], str]:
         cf = dict(cls._default_config, **config)
         eval_cf = cf.get("evaluation_config") or {}
         fake = cf.get("_fake_gpus")
         # Fake GPUs are simulated on the driver's CPU: nothing to reserve for them.
         driver = {"CPU": cf["num_cpus_for_driver"], "GPU": 0 if fake else cf["num_gpus"]}
         bundles = [driver]
+        # Fake GPUs on workers and learners are simulated on their CPUs too.
+        custom = dict(cf.get("custom_resources_per_worker") or {})
         for _ in range(cf["num_workers"]):
-            bundles.append({"CPU": cf["num_cpus_per_worker"], "GPU": cf["num_gpus_per_worker"]})
+            gpus = 0 if fake else cf["num_gpus_per_worker"]
+            bundles.append({"CPU": cf["num_cpus_per_worker"], "GPU": gpus, **custom})
         if cf["evaluation_interval"]:
             for _ in range(cf["evaluation_num_workers"]):
+                gpus = eval_cf.get("num_gpus_per_worker", cf["num_gpus_per_worker"])
                 bundles.append(
                     {
                         "CPU": eval_cf.get("num_cpus_per_worker", cf["num_cpus_per_worker"]),
-                        "GPU": eval_cf.get("num_gpus_per_worker", cf["num_gpus_per_worker"]),
+                        "GPU": 0 if fake else gpus,
+                        **custom,
                     }
                 )
-        return {"bundles": bundles, "strategy": cf.get("placement_strategy", "PACK")}
+        for _ in range(cf.get("num_learners") or 0):
+            gpus = 0 if fake else cf.get("num_gpus_per_learner", 0)
+            bundles.append({"CPU": cf.get("num_cpus_per_learner", 1), "GPU": gpus})
+        return bundles, cf.get("placement_strategy", "PACK")
 
     @classmethod
     def resource_help(cls, config: dict) -> str:

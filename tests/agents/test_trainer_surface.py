@@ -62,21 +62,43 @@ def test_default_resource_request():
         "placement_strategy": "SPREAD",
     }
     request = PPOTrainer.default_resource_request(config)
-    assert request["bundles"] == [
-        {"CPU": 3, "GPU": 0},
-        {"CPU": 2, "GPU": 0},
-        {"CPU": 2, "GPU": 0},
-        {"CPU": 5, "GPU": 0},
-    ]
-    assert request["strategy"] == "SPREAD"
+    # A Ray PlacementGroupFactory with Ray installed, else a look-alike: same fields;
+    # zero amounts are left out.
+    assert request.bundles == [{"CPU": 3}, {"CPU": 2}, {"CPU": 2}, {"CPU": 5}]
+    assert request.strategy == "SPREAD"
+    assert request.required_resources == {"CPU": 12}
     no_eval = PPOTrainer.default_resource_request({**config, "evaluation_interval": None})
-    assert len(no_eval["bundles"]) == 3 and no_eval["strategy"] == "SPREAD"
+    assert len(no_eval.bundles) == 3 and no_eval.strategy == "SPREAD"
     fake = PPOTrainer.default_resource_request(
-        {"num_workers": 0, "num_gpus": 2, "_fake_gpus": True}
+        {"num_workers": 1, "num_gpus": 2, "num_gpus_per_worker": 1, "_fake_gpus": True}
     )
-    assert fake["bundles"] == [{"CPU": 1, "GPU": 0}] and fake["strategy"] == "PACK"
+    assert fake.bundles == [{"CPU": 1}, {"CPU": 1}] and fake.strategy == "PACK"
     real = PPOTrainer.default_resource_request({"num_gpus": 1, "num_gpus_per_worker": 0.5})
-    assert real["bundles"][0]["GPU"] == 1 and real["bundles"][1]["GPU"] == 0.5
+    assert real.bundles[0]["GPU"] == 1 and real.bundles[1]["GPU"] == 0.5
+    learners = PPOTrainer.default_resource_request(
+        {"num_workers": 0, "num_learners": 2, "num_cpus_per_learner": 2}
+    )
+    assert learners.bundles == [{"CPU": 1}, {"CPU": 2}, {"CPU": 2}]
+
+
+def test_resource_request_without_ray(monkeypatch):
+    import importlib.util
+
+    from corral.tune import resources
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ray" else real_find_spec(name, *a),
+    )
+    request = resources.resource_request([{"CPU": 1, "GPU": 0}, {"CPU": 2, "GPU": 0.5}], "SPREAD")
+    assert isinstance(request, resources.ResourceRequest)
+    assert request.bundles == [{"CPU": 1}, {"CPU": 2, "GPU": 0.5}]
+    assert request.required_resources == {"CPU": 3, "GPU": 0.5}
+    assert request["strategy"] == "SPREAD"
+    with pytest.raises(ValueError, match="at least one bundle"):
+        resources.ResourceRequest([])
 
 
 def test_resource_help_mentions_the_config():
