@@ -395,6 +395,17 @@ class SingleAgentSampler:
                 batched=True,
             )
         if self.filter_obs:
+            # The bounds are those of the env's observations, not of filtered ones:
+            # with a filter they are checked here, per step, before it runs.
+            if self.obs_check.bounded and not self.obs_check.ok(new_obs):
+                i = next(i for i in range(self.num_envs) if not self.obs_check.ok(new_obs[i]))
+                raise self.obs_check.error(
+                    new_obs[i].copy(),
+                    env=self.envs[i],
+                    call="step",
+                    worker_index=self.worker.worker_index,
+                    env_index=i,
+                )
             new_obs[:] = self.obs_filter(new_obs)
         rew = buf[SampleBatch.REWARDS][t]
         rew[:] = rewards
@@ -467,8 +478,9 @@ class SingleAgentSampler:
 
     def _check_fragment_obs(self, next_obs: np.ndarray) -> None:
         """All of a fragment's observations inside the Box's bounds, in one vectorised
-        check (rows of dropped episodes excepted)."""
-        if not self.obs_check.bounded:
+        check (rows of dropped episodes excepted). Filtered fragments were checked
+        step by step before filtering (`_record_step`)."""
+        if not self.obs_check.bounded or self.filter_obs:
             return
         rows = next_obs if self._valid is None else next_obs[self._valid]
         if self.obs_check.ok(rows):

@@ -179,3 +179,12 @@ def test_multi_agent_out_of_bounds_and_switch():
         _train_once(Far, **config)
     result, _ = _train_once(Far, disable_env_checking=True, **config)
     assert result["timesteps_total"] > 0
+
+
+def test_bounds_are_checked_on_the_env_observation_not_the_filtered_one():
+    # A filter's output may leave the Box (Pendulum's cos/sin standardised): no error...
+    result, _ = _train_once("Pendulum-v1", observation_filter="MeanStdFilter")
+    assert result["timesteps_total"] >= 40
+    # ...but the env's own observation out of bounds still is one.
+    with pytest.raises(EnvError, match=r"element \[2\] is 2.5"):
+        _train_once(OutOfBoundsEnv, observation_filter="MeanStdFilter")
