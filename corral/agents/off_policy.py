@@ -164,6 +164,8 @@ class OffPolicyTrainer(Trainer):
         if cfg["prioritized_replay"]:
             self.local_replay_buffer.beta = self._annealed_beta()
         train_batch = self.local_replay_buffer.sample(num_updates * tbs)
+        if cfg["prioritized_replay"]:
+            self._start_td_error_logs(train_batch)
         results = self.learner_group.update(
             batch=train_batch,
             minibatch_size=tbs,
@@ -189,11 +191,30 @@ class OffPolicyTrainer(Trainer):
         frac = min(1.0, self._counters[NUM_ENV_STEPS_SAMPLED] / horizon)
         return start + frac * (end - start)
 
+    def _start_td_error_logs(self, train_batch: MultiAgentBatch) -> None:
+        """Asks each policy that can (`start_td_error_log`) to keep its losses' TD errors."""
+        local = self.workers.local_worker()
+        for pid in train_batch.policy_batches:
+            start = getattr(local.get_policy(pid), "start_td_error_log", None)
+            if start is not None:
+                start()
+
     def _update_priorities(self, train_batch: MultiAgentBatch) -> None:
+        """New priorities from the TD errors of the update's own losses (one per
+        trained row, as RLlib 1.x's `td_error` fetch); where a policy logged none, not
+        one per row or a non-finite one (a skipped minibatch), from `compute_td_error`."""
         local = self.workers.local_worker()
         updates = {}
         for pid, policy_batch in train_batch.policy_batches.items():
-            td_error = local.get_policy(pid).compute_td_error(policy_batch)
+            policy = local.get_policy(pid)
+            pop = getattr(policy, "pop_td_errors", None)
+            td_error = pop() if pop is not None else None
+            if (
+                td_error is None
+                or len(td_error) != policy_batch.count
+                or not np.isfinite(td_error).all()  # from a minibatch that was skipped
+            ):
+                td_error = policy.compute_td_error(policy_batch)
             updates[pid] = (policy_batch[BATCH_INDEXES], td_error)
         self.local_replay_buffer.update_priorities(updates)
 
@@ -252,9 +273,14 @@ def bootstrap_discount(batch: dict[str, torch.Tensor], gamma: float) -> torch.Te
 def polyak_update(source: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
     """theta' <- tau * theta + (1 - tau) * theta' for every parameter (Lillicrap et al.
     2015, arXiv:1509.02971, sec. 3); tau = 1 copies the weights."""
+    targets, sources = list(target.parameters()), list(source.parameters())
+    if len(targets) != len(sources):
+        raise ValueError(
+            f"polyak_update: the target has {len(targets)} parameters, the source {len(sources)}."
+        )
     with torch.no_grad():
-        for p_target, p in zip(target.parameters(), source.parameters()):
-            p_target.lerp_(p, tau)
+        # One multi-tensor kernel for all parameters instead of one lerp_ call per tensor.
+        torch._foreach_lerp_(targets, sources, tau)
 
 
 __all__ = [

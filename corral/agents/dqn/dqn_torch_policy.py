@@ -83,6 +83,8 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
         self.target_model = copy.deepcopy(self.model)
         self.target_model.requires_grad_(False)
         self.gamma = float(config["gamma"])
+        # Per-row TD errors of the losses since `start_td_error_log()` (None: not kept).
+        self._td_error_log: list[torch.Tensor] | None = None
 
     def make_model(self, num_outputs: int) -> torch.nn.Module:
         q = self.q_config
@@ -130,6 +132,8 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         loss, td_error, q_selected = self._td_loss(model, train_batch)
+        if self._td_error_log is not None:
+            self._td_error_log.append(td_error)
         with torch.no_grad():
             stats = {
                 "loss": loss,
@@ -191,6 +195,23 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
         with torch.no_grad():
             _, td_error, _ = self._td_loss(self.model, tensors)
         return td_error.numpy()
+
+    def start_td_error_log(self) -> None:
+        """Keeps the per-row TD errors of the following losses for `pop_td_errors`.
+
+        Prioritized replay then takes its new priorities from the loss's own TD
+        errors (RLlib 1.x's `td_error` learner fetch) instead of a second forward
+        pass over the trained rows.
+        """
+        self._td_error_log = []
+
+    def pop_td_errors(self) -> np.ndarray | None:
+        """The TD errors logged since `start_td_error_log()`, in minibatch order
+        (None if nothing was logged); stops logging."""
+        log, self._td_error_log = self._td_error_log, None
+        if not log:
+            return None
+        return torch.cat(log).numpy()
 
     # -- target network -----------------------------------------------------
 

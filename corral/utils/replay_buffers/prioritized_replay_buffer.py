@@ -14,7 +14,11 @@ import numpy as np
 
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.replay_buffers.replay_buffer import ReplayBuffer
-from corral.utils.replay_buffers.segment_tree import MinSegmentTree, SumSegmentTree
+from corral.utils.replay_buffers.segment_tree import (
+    MinSegmentTree,
+    SumSegmentTree,
+    set_leaves,
+)
 
 # Extra columns of a prioritized sample.
 WEIGHTS = "weights"
@@ -101,8 +105,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def _set_priorities(self, idx: np.ndarray, priorities: np.ndarray) -> None:
         # With duplicate indexes the last priority wins, as in a sequential loop.
         scaled = priorities**self.alpha
-        self._sum_tree[idx] = scaled
-        self._min_tree[idx] = scaled
+        set_leaves([self._sum_tree, self._min_tree], idx, scaled)
         self._max_priority = max(self._max_priority, float(priorities.max()))
 
     def stats(self) -> dict[str, Any]:

@@ -32,15 +32,37 @@ class SegmentTree:
         self.nodes = np.full(2 * capacity, neutral, dtype=np.float64)
 
     def __setitem__(self, idx: np.ndarray | int, value: np.ndarray | float) -> None:
+        if np.ndim(idx) == 0 and np.ndim(value) == 0:
+            self._set_one(int(idx), float(value))
+            return
         leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64)) + self.capacity
         self.nodes[leaves] = value
-        # Recompute the ancestors level by level; a node appears once per level.
-        parents = np.unique(leaves // 2)
+        # Recompute the ancestors level by level. A parent listed twice (two updated
+        # leaves below it) gets the same value twice, from children already final,
+        # so no de-duplication (np.unique, a sort per level) is needed.
+        parents = leaves >> 1
+        nodes, op = self.nodes, self.op
         while parents[0] >= 1:
-            self.nodes[parents] = self.op(self.nodes[2 * parents], self.nodes[2 * parents + 1])
-            if parents[0] == 1:
-                break
-            parents = np.unique(parents // 2)
+            left = parents << 1
+            nodes[parents] = op(nodes[left], nodes[left + 1])
+            parents >>= 1
+
+    def _set_one(self, idx: int, value: float) -> None:
+        """One leaf: a plain loop over its log2(capacity) ancestors (a replay `add` of
+        one transition per env step), cheaper than numpy calls on 1-element arrays."""
+        nodes = self.nodes
+        node = idx + self.capacity
+        nodes[node] = value
+        node >>= 1
+        if self.op is np.add:
+            while node:
+                nodes[node] = nodes[2 * node] + nodes[2 * node + 1]
+                node >>= 1
+        else:
+            op = self.op
+            while node:
+                nodes[node] = op(nodes[2 * node], nodes[2 * node + 1])
+                node >>= 1
 
     def __getitem__(self, idx: np.ndarray | int) -> np.ndarray:
         return self.nodes[np.asarray(idx) + self.capacity]
@@ -48,6 +70,30 @@ class SegmentTree:
     def reduce(self) -> float:
         """`op` over all leaves (the root)."""
         return float(self.nodes[1])
+
+
+def set_leaves(trees: list[SegmentTree], idx: np.ndarray | int, value: np.ndarray | float) -> None:
+    """`tree[idx] = value` for trees of one capacity (prioritized replay's sum and
+    min trees), walking the ancestors' indexes once for all of them."""
+    if np.size(idx) == 1 and np.size(value) == 1:  # e.g. one transition added
+        one, v = int(np.reshape(idx, -1)[0]), float(np.reshape(value, -1)[0])
+        for tree in trees:
+            tree._set_one(one, v)
+        return
+    capacity = trees[0].capacity
+    if any(tree.capacity != capacity for tree in trees):
+        raise ValueError("set_leaves needs trees of one capacity.")
+    leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64)) + capacity
+    for tree in trees:
+        tree.nodes[leaves] = value
+    parents = leaves >> 1
+    while parents[0] >= 1:
+        left = parents << 1
+        right = left + 1
+        for tree in trees:
+            nodes = tree.nodes
+            nodes[parents] = tree.op(nodes[left], nodes[right])
+        parents >>= 1
 
 
 class SumSegmentTree(SegmentTree):
