@@ -304,8 +304,6 @@ NOT_BUILT: tuple[Feature, ...] = (
 
 _PENDING_BY: dict[str, str] = {
     "policy.torch_policy_template": "`corral.policy.torch_policy_template.build_torch_policy`",
-    "env.multi_agent_env:ENV_STATE": "`corral.env.multi_agent_env.ENV_STATE`",
-    "env.apis.task_settable_env:TaskType": "`corral.env.apis.task_settable_env.TaskType`",
     # RLlib 1.x env helpers (corral.env is being extended for old gym envs).
     "env.base_env": "`corral.env` (RLlib 1.x env helpers)",
     "env.utils": "`corral.env` (RLlib 1.x env helpers)",

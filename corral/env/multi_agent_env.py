@@ -9,6 +9,10 @@ import gymnasium as gym
 
 from corral.env.base_env import BaseEnv
 
+# The key of the global state in an agent's observation dict (RLlib's `ENV_STATE`, used
+# by centralized-critic and QMIX-style envs).
+ENV_STATE = "state"
+
 
 class MultiAgentEnv(gym.Env):
     """An env whose observations, rewards, flags and infos are dicts keyed by agent id.

@@ -6,6 +6,9 @@ from typing import Any
 
 import gymnasium as gym
 
+# What a task is depends on the env (an int, a dict of parameters, ...): RLlib's alias.
+TaskType = Any
+
 
 class TaskSettableEnv(gym.Env):
     """An env with a task that the trainer's `env_task_fn` can change.
