@@ -293,9 +293,14 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Environment variables to set in each worker process.
     "extra_python_environs_for_worker": {},
     # === Resources ===
-    # GPUs for the driver (where learning happens); may be fractional.
+    # GPUs for the driver (where learning happens); may be fractional. > 0 trains
+    # the driver's learner on cuda: on copies of the policies, each update's batch
+    # copied to the GPU once, the new weights back to the CPU policies after it.
+    # One GPU is used; several GPUs are `num_learners` learners with
+    # `num_gpus_per_learner: 1` each (RLlib 1.x's multi-GPU towers).
     "num_gpus": 0,
-    # Pretend to have `num_gpus` GPUs using the CPU, to debug multi-GPU code.
+    # Run the GPU code paths (`num_gpus`, `num_gpus_per_learner`) on the CPU, to test
+    # them on machines without a GPU; reserves no GPUs.
     "_fake_gpus": False,
     # CPUs reserved per rollout worker.
     "num_cpus_per_worker": 1,
@@ -1141,9 +1146,7 @@ NOT_YET_IMPLEMENTED: dict[str, str] = {
     "shuffle_buffer_size": "shuffling of offline input",
     "actions_in_input_normalized": "normalised offline actions",
     "fake_sampler": "the fake sampler",
-    "num_gpus": "GPU training",
     "num_gpus_per_worker": "GPUs in rollout workers",
-    "_fake_gpus": "simulated GPUs",
     "eager_tracing": "TensorFlow eager tracing (corral is torch-only)",
     "model/use_attention": "attention (GTrXL) models",
     "model/custom_preprocessor": "custom preprocessors",

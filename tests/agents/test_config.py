@@ -38,6 +38,8 @@ CORRAL_DEFAULTS = {"framework", "callbacks", "sample_collector", "model"}
 CORRAL_KEYS = {
     "backend",
     "num_learners",
+    "num_cpus_per_learner",
+    "num_gpus_per_learner",
     "recreate_failed_workers",
     "restart_failed_sub_environments",
     "sample_timeout_s",
@@ -721,9 +723,7 @@ NON_DEFAULT_SAMPLES = {
     "shuffle_buffer_size": 100,
     "actions_in_input_normalized": True,
     "fake_sampler": True,
-    "num_gpus": 1,
     "num_gpus_per_worker": 0.5,
-    "_fake_gpus": True,
     "eager_tracing": True,
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",

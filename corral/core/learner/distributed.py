@@ -160,6 +160,8 @@ class LearnerWorker:
         rank: this learner's rank in the group (0..world_size-1).
         world_size: the number of learners.
         device: "cpu", or "cuda" for a learner given a GPU.
+        callbacks: the `DefaultCallbacks` to use (default: built from
+            `config["callbacks"]`, as a learner process must).
     """
 
     def __init__(
@@ -170,6 +172,7 @@ class LearnerWorker:
         rank: int,
         world_size: int,
         device: str = "cpu",
+        callbacks: Any = None,
     ) -> None:
         self.rank = rank
         self.world_size = world_size
@@ -178,9 +181,11 @@ class LearnerWorker:
         self.policies: dict[str, Any] = {}
         for pid, spec in specs.items():
             self._build_policy(pid, spec)
-        callbacks_factory = config.get("callbacks")
-        callbacks = callbacks_factory() if callable(callbacks_factory) else None
-        self.learner = Learner(self.policies, config, callbacks, policy_ids=policy_ids)
+        if callbacks is None and callable(config.get("callbacks")):
+            callbacks = config["callbacks"]()
+        self.learner = Learner(
+            self.policies, config, callbacks, policy_ids=policy_ids, device=self.device
+        )
 
     def _build_policy(self, pid: str, spec: PolicyBuildSpec) -> Any:
         cls, obs_space, action_space, policy_config = spec
@@ -229,6 +234,8 @@ class LearnerWorker:
     def _hook(self, policy: Any) -> None:
         """Gradient averaging on every trainable parameter, and averaged stats for
         `after_update`, so that the learners' policies never drift apart."""
+        if self.world_size == 1:  # the driver's learner alone: nothing to average
+            return
         import torch.distributed as dist
 
         world = float(self.world_size)
@@ -316,6 +323,28 @@ class LearnerWorker:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class InProcessLearner:
+    """A `LearnerWorker` in the driver behind the worker-handle interface (`call`
+    returns a finished future), so that the group drives it as it drives remote ones:
+    the driver's learner on a GPU (`num_gpus`), or on the CPU with `_fake_gpus`."""
+
+    worker_index = 1
+    pid = os.getpid()
+
+    def __init__(self, worker: LearnerWorker) -> None:
+        self.worker = worker
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        from corral.evaluation.backend import Future
+
+        future = Future(None, method)
+        future._set(getattr(self.worker, method)(*args, **kwargs))
+        return future
+
+    def kill(self) -> None:
+        pass
 
 
 def _is_scalar(value: Any) -> bool:

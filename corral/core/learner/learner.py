@@ -167,6 +167,8 @@ class Learner:
         config: the trainer config (`grad_clip`, `seed`).
         callbacks: optional `DefaultCallbacks`; `on_learn_on_batch` is called
             once per policy and update, before the first gradient step.
+        device: where the policies' models are (default: the CPU); each
+            update's train batch is copied there once (pinned, non-blocking).
     """
 
     def __init__(
@@ -176,7 +178,9 @@ class Learner:
         callbacks: Any = None,
         *,
         policy_ids: Iterable[str] | None = None,
+        device: str | torch.device | None = None,
     ) -> None:
+        self.device = torch.device("cpu" if device is None else device)
         # A worker's `PolicyMap` is used as it is (a live view: policies it
         # spills and reloads are looked up again); any other mapping is copied.
         self.policies = policies if isinstance(policies, PolicyMap) else dict(policies)
@@ -435,7 +439,7 @@ class Learner:
         )
         is_recurrent = getattr(policy, "is_recurrent", None)
         if not (is_recurrent and is_recurrent()):
-            tensors = _to_tensors(batch, columns)
+            tensors = self._to_device(_to_tensors(batch, columns))
             for idx in self._minibatch_indices(
                 batch.count, num_epochs, minibatch_size, shuffle, num_total_minibatches
             ):
@@ -445,7 +449,9 @@ class Learner:
         num_states = len(policy.get_initial_state())
         if columns is not None:
             columns = [*columns, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
-        rows, per_seq = _pad_sequences(batch, columns, num_states, max_len)
+        rows, per_seq = (
+            self._to_device(t) for t in _pad_sequences(batch, columns, num_states, max_len)
+        )
         num_seqs = len(per_seq[SampleBatch.SEQ_LENS])
         seqs_per_mb = None if minibatch_size is None else max(1, minibatch_size // max_len)
         offsets = torch.arange(max_len)
@@ -460,6 +466,13 @@ class Learner:
                 **{k: v[row_idx] for k, v in rows.items()},
                 **{k: v[idx] for k, v in per_seq.items()},
             }
+
+    def _to_device(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The update's tensors on the learner's device: one copy per update, from
+        pinned memory without blocking (minibatches then index on the device)."""
+        if self.device.type == "cpu":
+            return tensors
+        return {k: v.pin_memory().to(self.device, non_blocking=True) for k, v in tensors.items()}
 
     def _minibatch_indices(
         self,

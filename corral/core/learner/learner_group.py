@@ -24,6 +24,33 @@ logger = logging.getLogger(__name__)
 LEARNER_START_TIMEOUT_S = 120.0
 
 
+def _driver_device(config: dict) -> str | None:
+    """The device of the driver's learner: None (train the policies in place, on the
+    CPU), "cuda" for `num_gpus > 0`, "cpu" for `num_gpus > 0` with `_fake_gpus` (the
+    GPU code path: policy copies, one batch transfer per update, weights back)."""
+    num_gpus = config.get("num_gpus", 0) or 0
+    if num_gpus <= 0:
+        return None
+    if config.get("_fake_gpus"):
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"num_gpus={num_gpus}, but torch sees no CUDA GPU (torch "
+            f"{torch.__version__}, CUDA build: {torch.version.cuda is not None}). Set "
+            "num_gpus=0, or `_fake_gpus: True` to run the GPU code path on the CPU."
+        )
+    if num_gpus > 1:
+        logger.warning(
+            "num_gpus=%s: the driver's learner uses one GPU; RLlib 1.x's multi-GPU towers "
+            "are num_learners=%d learners with num_gpus_per_learner=1 in corral.",
+            num_gpus,
+            int(num_gpus),
+        )
+    return "cuda"
+
+
 class LearnerFailure(WorkerFailure):
     """A data-parallel learner died or raised; the trainer recovers the learner group
     as it recovers workers (`recreate_failed_workers`, `ignore_worker_failures`)."""
@@ -62,8 +89,24 @@ class LearnerGroup:
         self._handles: list[Any] = []
         self._placement: Any = None
         self.metrics = MetricsLogger()
-        if num_learners == 0:
+        device = _driver_device(config) if num_learners == 0 else None
+        if num_learners == 0 and device is None:
             self.local_learner = Learner(policies, config, callbacks, policy_ids=policy_ids)
+            self._policy_ids = self.local_learner.policy_ids
+        elif num_learners == 0:
+            # `num_gpus`: the driver's learner trains copies of the policies on the
+            # device; weights come back to the (CPU) policies after each update.
+            from corral.core.learner.distributed import (
+                InProcessLearner,
+                LearnerWorker,
+                policy_build_spec,
+            )
+
+            ids = sorted(policies if policy_ids is None else policy_ids)
+            specs = {pid: policy_build_spec(policies[pid]) for pid in ids}
+            worker = LearnerWorker(specs, config, ids, 0, 1, device, callbacks=callbacks)
+            self._handles = [InProcessLearner(worker)]
+            self.local_learner = worker.learner
             self._policy_ids = self.local_learner.policy_ids
         else:
             self._policy_ids = set(policies if policy_ids is None else policy_ids)
@@ -73,6 +116,11 @@ class LearnerGroup:
     def is_local(self) -> bool:
         """True when the driver's own learner trains (`num_learners=0`)."""
         return self.local_learner is not None
+
+    @property
+    def device(self) -> Any:
+        """Where the driver's learner trains (None with remote learners)."""
+        return None if self.local_learner is None else self.local_learner.device
 
     @property
     def policy_ids(self) -> set[str]:
@@ -249,7 +297,7 @@ class LearnerGroup:
         minibatches with gradients averaged across the learners, and the results are
         merged with `MetricsLogger.aggregate` (means averaged, sums added).
         """
-        if self.local_learner is not None:
+        if not self._handles:
             return self.local_learner.update(
                 batch,
                 batches,
@@ -280,7 +328,10 @@ class LearnerGroup:
         if batch_refs:
             batches = [*(batches or []), *_resolve_refs(batch_refs)]
         data = (training_data or TrainingData(batch, batches, episodes)).solve()
-        shards, per_learner = shard_batch(data, len(self._handles), minibatch_size)
+        if len(self._handles) == 1:
+            shards, per_learner = [data], minibatch_size
+        else:
+            shards, per_learner = shard_batch(data, len(self._handles), minibatch_size)
         trained = sorted(
             pid
             for pid in shards[0].policy_batches
@@ -308,7 +359,7 @@ class LearnerGroup:
 
     def add_policy(self, policy_id: str, policy: Any) -> None:
         """Every learner starts training `policy` (with a fresh optimiser)."""
-        if self.local_learner is not None:
+        if not self._handles:
             self.local_learner.add_policy(policy_id, policy)
             return
         from corral.core.learner.distributed import policy_build_spec, policy_train_state
@@ -320,14 +371,14 @@ class LearnerGroup:
         self._policy_ids.add(policy_id)
 
     def remove_policy(self, policy_id: str) -> None:
-        if self.local_learner is not None:
+        if not self._handles:
             self.local_learner.remove_policy(policy_id)
             return
         self._call_all("remove_policy", policy_id)
         self._policy_ids.discard(policy_id)
 
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
-        if self.local_learner is not None:
+        if not self._handles:
             self.local_learner.set_policies_to_train(policy_ids)
             return
         wanted = set(policy_ids)
@@ -342,14 +393,14 @@ class LearnerGroup:
     def get_state(self) -> dict[str, Any]:
         """The learner state (optimisers, shuffling generator); learner 0's when remote
         (all learners hold the same)."""
-        if self.local_learner is not None:
+        if not self._handles:
             return self.local_learner.get_state()
         from corral.core.learner.distributed import from_bytes
 
         return from_bytes(self._wait([self._handles[0].call("get_learner_state")])[0])
 
     def set_state(self, state: dict[str, Any]) -> None:
-        if self.local_learner is not None:
+        if not self._handles:
             self.local_learner.set_state(state)
             return
         from corral.core.learner.distributed import to_bytes
