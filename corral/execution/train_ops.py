@@ -29,11 +29,10 @@ def _train(trainer: Any, train_batch: Any, policies: Any, num_epochs: int, minib
             f"{sorted(local.policy_map.keys())}."
         )
     learner_group = trainer.learner_group
-    learner = learner_group.local_learner
     # RLlib trains exactly the policies asked for, `policies_to_train` or not.
-    missing = wanted - set(learner.policy_ids)
+    missing = wanted - set(learner_group.policy_ids)
     if missing:
-        learner_group.set_policies_to_train(set(learner.policy_ids) | missing)
+        learner_group.set_policies_to_train(set(learner_group.policy_ids) | missing)
     selected = MultiAgentBatch(
         {pid: b for pid, b in batch.policy_batches.items() if pid in wanted}, batch.count
     )

@@ -108,3 +108,30 @@ def test_a_dead_learner_fails_training_without_recovery_flags():
             trainer.train()
     finally:
         trainer.stop()
+
+
+def test_sac_learn_step_stays_identical_across_two_learners():
+    from corral.agents.sac import SACTrainer
+
+    trainer = SACTrainer(
+        config={
+            "num_workers": 0,
+            "num_learners": 2,
+            "learning_starts": 64,
+            "train_batch_size": 32,
+            "timesteps_per_iteration": 100,
+            "seed": 0,
+        },
+        env="Pendulum-v1",
+    )
+    try:
+        stats = trainer.train()["info"]["learner"]["default_policy"]["learner_stats"]
+        assert np.isfinite(stats["critic_loss"])
+        a, b = (
+            h.call("policy_weights", "default_policy").result()["modules"]
+            for h in trainer.learner_group.remote_learners
+        )
+        assert set(a) == {"model", "target_q"}  # target critics travel too
+        assert all(np.array_equal(a[m][k], b[m][k]) for m in a for k in a[m])
+    finally:
+        trainer.stop()

@@ -146,8 +146,11 @@ class LearnerGroup:
         ray_backend = cfg.get("backend", "local") == "ray"
         num_cpus = cfg.get("num_cpus_per_learner", 1)
         num_gpus = cfg.get("num_gpus_per_learner", 0) or 0
-        # A GPU learner trains on cuda; `_fake_gpus` runs the same code on the CPU.
+        # A GPU learner trains on cuda; `_fake_gpus` runs the same code on the CPU
+        # (and reserves no GPUs).
         device = "cuda" if num_gpus and not cfg.get("_fake_gpus") else "cpu"
+        if cfg.get("_fake_gpus"):
+            num_gpus = 0
         specs = {pid: policy_build_spec(self.policies[pid]) for pid in sorted(self._policy_ids)}
         policy_ids = sorted(self._policy_ids)
         env_vars = cfg.get("extra_python_environs_for_worker") or {}
