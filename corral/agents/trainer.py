@@ -38,6 +38,7 @@ from corral.agents.config import (
     validate_config,
     with_common_config,
 )
+from corral.core import _heap  # noqa: F401  (torch loaded, the heap frozen: see there)
 from corral.core.learner import LearnerGroup
 from corral.core.learner.learner_group import LearnerFailure
 from corral.env.env_context import EnvContext
