@@ -40,7 +40,7 @@ from corral.agents.config import (
 )
 from corral.core import _heap  # noqa: F401  (torch loaded, the heap frozen: see there)
 from corral.core.learner import LearnerGroup
-from corral.core.learner.learner_group import LearnerFailure
+from corral.core.learner.learner_group import LearnerFailure, check_gpus
 from corral.env.env_context import EnvContext
 from corral.env.utils import env_id_of, make_env_creator
 from corral.evaluation.backend import WorkerFailure, wait_all
@@ -202,6 +202,7 @@ class Trainer(Trainable):
         self._validate_config(self.config, trainer_obj_or_none=self)
         check_not_implemented(self.config, defaults)
         self.validate_config(self.config)
+        check_gpus(self.config)
         if not callable(self.config["callbacks"]):
             raise ValueError(
                 "`callbacks` must be a callable that returns a DefaultCallbacks subclass "

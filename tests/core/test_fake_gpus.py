@@ -77,10 +77,11 @@ def test_sac_trains_with_two_fake_gpus():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
-def test_num_gpus_without_cuda_says_what_to_do():
-    trainer = PPOTrainer(config={"num_workers": 0, "num_gpus": 0.5}, env="CartPole-v1")
-    try:
-        with pytest.raises(RuntimeError, match=r"num_gpus=0.5.*_fake_gpus"):
-            trainer.train()
-    finally:
-        trainer.stop()
+def test_gpus_without_cuda_say_what_to_do():
+    with pytest.raises(ValueError, match=r"num_gpus=0.5, but torch sees no CUDA.*_fake_gpus"):
+        PPOTrainer(config={"num_workers": 0, "num_gpus": 0.5}, env="CartPole-v1")
+    with pytest.raises(ValueError, match=r"num_gpus_per_learner=1, but torch sees no CUDA"):
+        PPOTrainer(
+            config={"num_workers": 0, "num_learners": 2, "num_gpus_per_learner": 1},
+            env="CartPole-v1",
+        )

@@ -33,14 +33,7 @@ def _driver_device(config: dict) -> str | None:
         return None
     if config.get("_fake_gpus"):
         return "cpu"
-    import torch
-
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            f"num_gpus={num_gpus}, but torch sees no CUDA GPU (torch "
-            f"{torch.__version__}, CUDA build: {torch.version.cuda is not None}). Set "
-            "num_gpus=0, or `_fake_gpus: True` to run the GPU code path on the CPU."
-        )
+    check_gpus(config)
     if num_gpus > 1:
         logger.warning(
             "num_gpus=%s: the driver's learner uses one GPU; RLlib 1.x's multi-GPU towers "
@@ -49,6 +42,32 @@ def _driver_device(config: dict) -> str | None:
             int(num_gpus),
         )
     return "cuda"
+
+
+def check_gpus(config: dict) -> None:
+    """Raise `ValueError` naming the key when the config asks for GPUs torch cannot see.
+
+    `num_gpus` (the driver's learner) needs CUDA here; `num_gpus_per_learner` only with
+    backend="local" (on a Ray cluster the GPUs are on other nodes, Ray checks them).
+    `_fake_gpus` needs none.
+    """
+    if config.get("_fake_gpus"):
+        return
+    wanted = [("num_gpus", config.get("num_gpus", 0) or 0)]
+    if config.get("backend", "local") == "local" and config.get("num_learners"):
+        wanted.append(("num_gpus_per_learner", config.get("num_gpus_per_learner", 0) or 0))
+    asked = [(key, value) for key, value in wanted if value > 0]
+    if not asked:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        key, value = asked[0]
+        raise ValueError(
+            f"{key}={value}, but torch sees no CUDA GPU (torch {torch.__version__}, CUDA "
+            f"build: {torch.version.cuda is not None}). Set {key}=0, or `_fake_gpus: True` "
+            "to run the GPU code path on the CPU."
+        )
 
 
 class LearnerFailure(WorkerFailure):
