@@ -250,25 +250,62 @@ class RayPlacement:
     Each `add_workers` call reserves a group for its new workers (all or
     nothing, with `placement_strategy`); a recreated worker goes back into
     the bundle of the one it replaces.
+
+    Inside a Ray Tune trial, whose placement group Tune reserved from
+    `Trainer.default_resource_request` (driver, rollout workers, evaluation workers,
+    learners, in that order), the actors go into the trial's own bundles instead:
+    `trial_offset` is the bundle of this set's first actor (index `first_index`), and
+    nothing is reserved twice.
     """
 
-    def __init__(self, strategy: str, bundle: dict[str, float]) -> None:
+    def __init__(
+        self,
+        strategy: str,
+        bundle: dict[str, float],
+        trial_offset: int | None = None,
+        first_index: int = 1,
+    ) -> None:
         self._ray = _ray()
         self._strategy = strategy
         self._bundle = bundle
         self._groups: list[Any] = []
         self._by_index: dict[int, tuple[Any, int]] = {}
+        self._trial_offset = trial_offset
+        self._first_index = first_index
+
+    def _trial_bundles(self, indices: list[int]) -> list[tuple[Any, int]] | None:
+        """(the trial's group, bundle) per index when running inside a Tune trial
+        whose bundles at this set's offset match this set's bundle; else None."""
+        if self._trial_offset is None:
+            return None
+        group = self._ray.util.get_current_placement_group()
+        if group is None:
+            return None
+        places = [(group, self._trial_offset + i - self._first_index) for i in indices]
+        specs = group.bundle_specs
+        wanted = {k: float(v) for k, v in self._bundle.items()}
+        for _, bundle in places:
+            if bundle >= len(specs):
+                return None
+            have = {k: float(v) for k, v in specs[bundle].items() if k in wanted or v}
+            if have != wanted:
+                return None
+        return places
 
     def reserve(self, indices: list[int], timeout: float) -> None:
         from ray.util.placement_group import placement_group
 
+        in_trial = self._trial_bundles(indices)
+        if in_trial is not None:
+            self._by_index.update(zip(indices, in_trial))
+            return
         group = placement_group([dict(self._bundle) for _ in indices], strategy=self._strategy)
         ready, _ = self._ray.wait([group.ready()], timeout=timeout)
         if not ready:
             self._ray.util.remove_placement_group(group)
             raise TimeoutError(
                 f"Ray could not reserve {len(indices)} x {self._bundle} "
-                f"({self._strategy}) for the rollout workers within {timeout} s; "
+                f"({self._strategy}) for the remote workers or learners within {timeout} s; "
                 f"the cluster has {self._ray.available_resources()} available."
             )
         self._groups.append(group)

@@ -145,7 +145,14 @@ class WorkerSet:
         if self._placement is None:
             from corral.evaluation.ray_backend import RayPlacement
 
-            self._placement = RayPlacement(self._config.get("placement_strategy", "PACK"), bundle)
+            # Inside a Tune trial: the bundles after the driver's (rollout workers),
+            # then the evaluation workers' (see `Trainer.default_resource_request`).
+            offset = 1
+            if self._config.get("in_evaluation"):
+                offset += int(self._config.get("num_workers", 0) or 0)
+            self._placement = RayPlacement(
+                self._config.get("placement_strategy", "PACK"), bundle, trial_offset=offset
+            )
         self._placement.reserve(indices, WORKER_START_TIMEOUT_S)
 
     def add_workers(self, num_workers: int) -> None:

@@ -129,3 +129,20 @@ def test_tune_run_and_restore_into_tune(tmp_path):
         assert trainable.train()["training_iteration"] == 3
     finally:
         trainable.stop()
+
+
+def test_a_trials_workers_and_learners_use_the_trials_own_bundles(tmp_path):
+    # 2 CPUs in all: the trial's group (driver + 1 worker, or driver + 1 learner) takes
+    # both, so the worker and the learner must go into its bundles, not a second group.
+    for extra in ({"num_workers": 1}, {"num_learners": 1}):
+        config = {**TINY, "backend": "ray", **extra}
+        request = PPOTrainer.default_resource_request(config)
+        assert request.required_resources == {"CPU": 2}
+        analysis = tune.run(
+            PPOTrainer,
+            config=config,
+            stop={"training_iteration": 1},
+            storage_path=str(tmp_path),
+            verbose=0,
+        )
+        assert analysis.trials[0].last_result["training_iteration"] == 1

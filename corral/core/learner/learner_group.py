@@ -184,7 +184,17 @@ class LearnerGroup:
             bundle = {k: v for k, v in {"CPU": num_cpus, "GPU": num_gpus}.items() if v}
             resources = {"num_cpus": num_cpus, "num_gpus": num_gpus}
             if bundle:
-                self._placement = RayPlacement(cfg.get("placement_strategy", "PACK"), bundle)
+                # Inside a Tune trial: the bundles after the driver's, the rollout
+                # and the evaluation workers' (see `Trainer.default_resource_request`).
+                offset = 1 + int(cfg.get("num_workers", 0) or 0)
+                if cfg.get("evaluation_interval"):
+                    offset += int(cfg.get("evaluation_num_workers", 0) or 0)
+                self._placement = RayPlacement(
+                    cfg.get("placement_strategy", "PACK"),
+                    bundle,
+                    trial_offset=offset,
+                    first_index=0,
+                )
                 self._placement.reserve(list(range(n)), LEARNER_START_TIMEOUT_S)
             self._handles = [
                 RayWorker(
