@@ -227,26 +227,42 @@ class LearnerWorker:
             world_size=self.world_size,
             timeout=timedelta(seconds=timeout_s),
         )
-        for policy in self.policies.values():
-            self._hook(policy)
+        for pid, policy in self.policies.items():
+            self._hook(policy, self.learner.optimizers.get(pid))
         return os.getpid()
 
-    def _hook(self, policy: Any) -> None:
+    def _hook(self, policy: Any, optimizer: Any = None) -> None:
         """Gradient averaging on every trainable parameter, and averaged stats for
-        `after_update`, so that the learners' policies never drift apart."""
+        `after_update`, so that the learners' policies never drift apart.
+
+        Each parameter's post-accumulate-grad hook queues its gradient; when the last
+        one of a backward pass is queued, all of them are averaged in one flattened
+        all-reduce (one message per minibatch, not one per parameter). A backward that
+        reaches only some parameters is flushed by the optimiser's step pre-hook. The
+        queue order is the backward order, the same on every learner, so the flattened
+        buffers line up. Averaging is linear: gradients accumulated over several
+        backward passes still end up as the average of the learners' sums.
+        """
         if self.world_size == 1:  # the driver's learner alone: nothing to average
             return
         import torch.distributed as dist
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
         world = float(self.world_size)
+        pending: list[torch.Tensor] = []
 
-        def average(param: torch.Tensor) -> None:
-            # Fires once per backward, after the gradient is accumulated: averaging is
-            # linear, so gradients accumulated over several backward passes still
-            # end up as the average of the learners' sums.
-            dist.all_reduce(param.grad, op=dist.ReduceOp.SUM)
-            param.grad.div_(world)
+        def flush(*_: Any) -> None:
+            if not pending:
+                return
+            grads = [p.grad for p in pending]
+            pending.clear()
+            flat = _flatten_dense_tensors(grads)
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+            flat.div_(world)
+            for grad, averaged in zip(grads, _unflatten_dense_tensors(flat, grads)):
+                grad.copy_(averaged)
 
+        params: list[torch.Tensor] = []
         seen: set[int] = set()
         for module in vars(policy).values():
             if not isinstance(module, torch.nn.Module):
@@ -254,7 +270,19 @@ class LearnerWorker:
             for param in module.parameters():
                 if param.requires_grad and id(param) not in seen:
                     seen.add(id(param))
-                    param.register_post_accumulate_grad_hook(average)
+                    params.append(param)
+
+        def queue(param: torch.Tensor) -> None:
+            pending.append(param)
+            if len(pending) == len(params):
+                flush()
+
+        for param in params:
+            param.register_post_accumulate_grad_hook(queue)
+        optimizers = optimizer.values() if isinstance(optimizer, Mapping) else [optimizer]
+        for opt in optimizers:
+            if opt is not None:
+                opt.register_step_pre_hook(flush)
         original = policy.after_update
 
         def after_update(stats: dict[str, Any]) -> dict[str, Any]:
@@ -306,8 +334,8 @@ class LearnerWorker:
     def add_policy(self, pid: str, spec: PolicyBuildSpec, state: Mapping[str, Any]) -> None:
         policy = self._build_policy(pid, spec)
         load_policy_train_state(policy, state, schedules=True)
-        self._hook(policy)
         self.learner.add_policy(pid, policy)
+        self._hook(policy, self.learner.optimizers.get(pid))
 
     def remove_policy(self, pid: str) -> None:
         self.learner.remove_policy(pid)
