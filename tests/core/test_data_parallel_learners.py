@@ -135,3 +135,26 @@ def test_sac_learn_step_stays_identical_across_two_learners():
         assert all(np.array_equal(a[m][k], b[m][k]) for m in a for k in a[m])
     finally:
         trainer.stop()
+
+
+def test_added_policies_and_checkpoints_with_two_learners(tmp_path):
+    config = {**SMALL, "num_learners": 2, "num_sgd_iter": 1}
+    trainer = PPOTrainer(config=config, env="CartPole-v1")
+    restored = PPOTrainer(config=config, env="CartPole-v1")
+    try:
+        trainer.train()
+        trainer.add_policy("other", type(trainer.get_policy()))
+        assert trainer.learner_group.policy_ids == {"default_policy", "other"}
+        trainer.train()
+        path = trainer.save(str(tmp_path))
+        restored.restore(path)
+        # The learners' optimisers were restored from learner 0's saved state.
+        saved = trainer.learner_group.get_state()["optimizers"]["default_policy"]["state"]
+        loaded = restored.learner_group.get_state()["optimizers"]["default_policy"]["state"]
+        assert all(
+            np.array_equal(saved[i]["exp_avg"].numpy(), loaded[i]["exp_avg"].numpy()) for i in saved
+        )
+        assert restored.train()["training_iteration"] == 3
+    finally:
+        trainer.stop()
+        restored.stop()

@@ -126,10 +126,12 @@ class LearnerGroup:
             worker = LearnerWorker(specs, config, ids, 0, 1, device, callbacks=callbacks)
             self._handles = [InProcessLearner(worker)]
             self.local_learner = worker.learner
-            self._policy_ids = self.local_learner.policy_ids
+            self._policy_ids = set(ids)
         else:
             self._policy_ids = set(policies if policy_ids is None else policy_ids)
             self._start(num_learners)
+        # The policies the device / remote learners hold copies of (trained or not).
+        self._built = set(self._policy_ids)
 
     @property
     def is_local(self) -> bool:
@@ -144,7 +146,7 @@ class LearnerGroup:
     @property
     def policy_ids(self) -> set[str]:
         """The policies being trained."""
-        return self._policy_ids
+        return self.local_learner.policy_ids if not self._handles else self._policy_ids
 
     @property
     def remote_learners(self) -> list[Any]:
@@ -170,7 +172,8 @@ class LearnerGroup:
         device = "cuda" if num_gpus and not cfg.get("_fake_gpus") else "cpu"
         if cfg.get("_fake_gpus"):
             num_gpus = 0
-        specs = {pid: policy_build_spec(self.policies[pid]) for pid in sorted(self._policy_ids)}
+        built = getattr(self, "_built", self._policy_ids)  # a restart keeps every copy
+        specs = {pid: policy_build_spec(self.policies[pid]) for pid in sorted(built)}
         policy_ids = sorted(self._policy_ids)
         env_vars = cfg.get("extra_python_environs_for_worker") or {}
         threads = max(1, int(num_cpus or 1))
@@ -401,6 +404,7 @@ class LearnerGroup:
         spec, state = policy_build_spec(policy), policy_train_state(policy)
         self._call_all("add_policy", policy_id, spec, state)
         self._policy_ids.add(policy_id)
+        self._built.add(policy_id)
 
     def remove_policy(self, policy_id: str) -> None:
         if not self._handles:
@@ -408,19 +412,24 @@ class LearnerGroup:
             return
         self._call_all("remove_policy", policy_id)
         self._policy_ids.discard(policy_id)
+        self._built.discard(policy_id)
 
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
         if not self._handles:
             self.local_learner.set_policies_to_train(policy_ids)
             return
         wanted = set(policy_ids)
-        unknown = sorted(wanted - self._policy_ids)
+        unknown = sorted(pid for pid in wanted - self._built if pid not in self.policies)
         if unknown:
-            raise NotImplementedError(
-                f"Policies {unknown} were not trained when the data-parallel learners "
-                "started; add them with `add_policy` to train them with num_learners > 0."
+            raise ValueError(
+                f"Cannot train policies {unknown}: the driver has no such policies "
+                f"(it has {sorted(self.policies)})."
             )
+        for pid in sorted(wanted - self._built):
+            # A policy the learners have no copy of yet (e.g. `Trainer.add_policy`).
+            self.add_policy(pid, self.policies[pid])
         self._call_all("set_policies_to_train", sorted(wanted))
+        self._policy_ids = wanted
 
     def get_state(self) -> dict[str, Any]:
         """The learner state (optimisers, shuffling generator); learner 0's when remote
