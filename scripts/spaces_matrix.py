@@ -64,6 +64,8 @@ _TINY: dict[str, Any] = {
     "timesteps_per_iteration": 32,
     "learning_starts": 16,
     "min_iter_time_s": 0,
+    # RLlib 1.13's name of the same key: APPO's defaults set it (10 s per iteration).
+    "min_time_s_per_reporting": 0,
     "seed": 0,
     "model": {"fcnet_hiddens": [8], "post_fcnet_hiddens": []},
     "Q_model": {"fcnet_hiddens": [8]},

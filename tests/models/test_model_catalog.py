@@ -161,8 +161,20 @@ def test_custom_model_class_gets_custom_model_config():
     assert model.value_function().shape == (2,)
 
 
-def test_custom_model_config_bad_kwarg_is_explained():
+def test_custom_model_without_kwargs_is_retried_without_them(caplog):
+    # RLlib 1.13: a model that takes no custom kwargs reads model_config["custom_model_config"].
     config = {"custom_model": SuperStyleModel, "custom_model_config": {"width": 5}}
+    model = ModelCatalog.get_model_v2(OBS, gym.spaces.Discrete(3), 3, config)
+    assert isinstance(model, SuperStyleModel)
+    assert "should accept its custom_model_config entries as **kwargs" in caplog.text
+
+
+def test_custom_model_config_bad_kwarg_is_explained():
+    class NeedsWidth(TorchModelV2):
+        def __init__(self, obs_space, action_space, num_outputs, model_config, name, *, depth):
+            super().__init__(obs_space, action_space, num_outputs, model_config, name)
+
+    config = {"custom_model": NeedsWidth, "custom_model_config": {"width": 5}}
     with pytest.raises(TypeError, match="custom_model_config"):
         ModelCatalog.get_model_v2(OBS, gym.spaces.Discrete(3), 3, config)
 

@@ -27,6 +27,15 @@ from corral.policy.torch_policy import (
     TorchPolicy,
 )
 
+# Bound of log(pi / mu) in the surrogate (exp(20) ~ 5e8, far past any clip range).
+_MAX_LOG_RATIO = 20.0
+
+
+def _bounded(log_ratio: torch.Tensor) -> torch.Tensor:
+    """A log importance ratio safe to exponentiate: within +-`_MAX_LOG_RATIO`, and 0
+    where a collapsed distribution gave inf - inf."""
+    return torch.nan_to_num(log_ratio, nan=0.0).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+
 
 class KLCoeffMixin:
     """Policy mixin: an adaptive KL coefficient `kl_coeff` (RLlib's `KLCoeffMixin`).
@@ -105,13 +114,17 @@ class APPOTorchPolicy(
         behaviour_logp = behaviour.logp(actions)
         old_logp = old.logp(actions)
         if cfg["vtrace"]:
-            advantages, value_targets = self._vtrace(train_batch, values, old_logp - behaviour_logp)
+            log_rhos = _bounded(old_logp - behaviour_logp)
+            advantages, value_targets = self._vtrace(train_batch, values, log_rhos)
         else:
             advantages = train_batch[SampleBatch.ADVANTAGES]
             value_targets = train_batch[SampleBatch.VALUE_TARGETS]
         # The behaviour policy may lag the target one: weight by their (clipped) ratio.
         is_ratio = torch.clamp(torch.exp(behaviour_logp - old_logp), 0.0, 2.0)
-        ratio = is_ratio * torch.exp(curr.logp(actions) - behaviour_logp)
+        # The log-ratio is bounded before exp(): a collapsed std (density spikes) must
+        # not overflow to inf (the clipped surrogate is flat far beyond 1 +- clip anyway).
+        log_ratio = _bounded(curr.logp(actions) - behaviour_logp)
+        ratio = is_ratio * torch.exp(log_ratio)
         clip = cfg["clip_param"]
         surrogate = torch.minimum(
             advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
@@ -119,9 +132,9 @@ class APPOTorchPolicy(
         policy_loss = -surrogate.mean()
         vf_loss = 0.5 * ((values - value_targets) ** 2).mean()
         entropy = curr.entropy().mean()
-        kl = old.kl(curr).mean()
         total = policy_loss + cfg["vf_loss_coeff"] * vf_loss - self.entropy_coeff * entropy
         if cfg["use_kl_loss"]:
+            kl = old.kl(curr).mean()
             total = total + self.kl_coeff * kl
         with torch.no_grad():
             stats = {
@@ -129,12 +142,12 @@ class APPOTorchPolicy(
                 "policy_loss": policy_loss,
                 "vf_loss": vf_loss,
                 "entropy": entropy,
-                "mean_kl": kl,
                 "vf_explained_var": explained_variance(value_targets, values),
                 "entropy_coeff": self.entropy_coeff,
                 "cur_lr": self.cur_lr,
             }
-            if cfg["use_kl_loss"]:
+            if cfg["use_kl_loss"]:  # RLlib reports the KL only when it is in the loss
+                stats["mean_kl"] = kl
                 stats["cur_kl_coeff"] = self.kl_coeff
         return total, stats
 

@@ -164,8 +164,11 @@ class LSTMWrapper(RecurrentNetwork):
         return torch.cat(parts, dim=-1) if len(parts) > 1 else features
 
     def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
+        obs = input_dict[SampleBatch.OBS]
+        if not torch.is_tensor(obs):  # restored Dict/Tuple observations: the flat rows
+            obs = input_dict["obs_flat"]
         return self._lstm_inputs(
-            input_dict.get("obs_flat", input_dict[SampleBatch.OBS]),
+            obs,
             input_dict.get(SampleBatch.PREV_ACTIONS),
             input_dict.get(SampleBatch.PREV_REWARDS),
         )
