@@ -146,3 +146,32 @@ def test_a_trials_workers_and_learners_use_the_trials_own_bundles(tmp_path):
             verbose=0,
         )
         assert analysis.trials[0].last_result["training_iteration"] == 1
+
+
+def test_ray_tune_imported_before_corral_takes_corral_classes_too():
+    import subprocess
+    import sys
+
+    code = (
+        "import ray.tune\n"
+        "from ray.tune.experiment import Experiment\n"
+        "from ray.tune.registry import get_trainable_cls\n"
+        "from corral.agents.ppo import PPOTrainer\n"
+        "name = Experiment.register_if_needed(PPOTrainer)\n"
+        "print(name, get_trainable_cls(name).corral_class.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["PPO", "PPOTrainer"]
+
+
+def test_import_corral_does_not_import_ray():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, corral\n"
+        "from corral.agents.ppo import PPOTrainer\n"
+        "print(any(m == 'ray' or m.startswith('ray.') for m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
