@@ -266,7 +266,10 @@ def run(
 
     :param run_or_experiment: a ``Trainable`` subclass, a name given to
         ``register_trainable``, or an algorithm name such as ``"PPO"``.
-    :param config: the config; ``grid_search([...])`` values are expanded.
+    :param config: the config; ``grid_search([...])`` values are expanded. With
+        ``"backend": "ray"`` the trials run in parallel under Ray Tune (on the cluster
+        ``ray.init()`` connects to), each in its ``default_resource_request`` placement
+        group; the returned analysis is the same.
     :param stop: ``{key: threshold}``, a trial stops once any ``result[key] >=
         threshold`` (nested keys joined by "/"), or ``stop(trial_id, result) ->
         bool``. A trial also stops when a result has ``done=True``. With no
@@ -295,6 +298,24 @@ def run(
     should_stop = _stop_condition(stop)
     keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
     trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
+    if (config or {}).get("backend") == "ray":
+        # The trials run in parallel under Ray Tune, each in its own placement group.
+        from corral.tune.ray_run import run_trials_on_ray
+
+        run_trials_on_ray(
+            trainable_cls,
+            trials,
+            experiment_root=local_dir or default_results_dir(),
+            name=name or trainable_name,
+            stop=stop,
+            checkpoint_freq=checkpoint_freq,
+            checkpoint_at_end=checkpoint_at_end,
+            restore=restore,
+            verbose=verbose,
+            keep_checkpoints_num=keep_checkpoints_num,
+            checkpoint_score_attr=checkpoint_score_attr,
+        )
+        return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
     for trial in trials:
         _run_trial(
             trial,

@@ -175,3 +175,29 @@ def test_import_corral_does_not_import_ray():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_corral_tune_run_with_backend_ray_hands_trials_to_ray_tune(tmp_path):
+    from corral import tune as corral_tune
+
+    analysis = corral_tune.run(
+        PPOTrainer,
+        config={**TINY, "backend": "ray", "lr": corral_tune.grid_search([1e-3, 1e-4])},
+        stop={"training_iteration": 2},
+        checkpoint_at_end=True,
+        local_dir=str(tmp_path),
+        metric="episode_reward_mean",
+        mode="max",
+        verbose=0,
+    )
+    assert [t.status for t in analysis.trials] == ["TERMINATED", "TERMINATED"]
+    assert sorted(t.config["lr"] for t in analysis.trials) == [1e-4, 1e-3]
+    assert all(t.last_result["training_iteration"] == 2 for t in analysis.trials)
+    best = analysis.best_trial
+    assert best.metric_analysis["training_iteration"]["max"] == 2
+    assert analysis.get_trial_checkpoints_paths(best, "training_iteration")[-1][1] == 2
+    restored = PPOTrainer.from_checkpoint(analysis.best_checkpoint)
+    try:
+        assert restored.iteration == 2
+    finally:
+        restored.stop()

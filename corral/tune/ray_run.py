@@ -1,0 +1,124 @@
+"""`corral.tune.run` with `backend="ray"`: the trials run in parallel under Ray Tune.
+
+corral resolves the trials itself (grid search, search-space draws, `num_samples`), so a
+trial's config is the same as in-process; Ray Tune then runs them as a grid over the trial
+indices, each trial with its own `default_resource_request` placement group, wherever the
+cluster has room. Their results, checkpoints and statuses are read back into corral's
+`Trial`s, so `run` returns the same `ExperimentAnalysis` either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from corral.tune.ray_adapter import as_ray_trainable
+
+# The one config key Ray Tune sees: which of corral's trials a Ray trial runs.
+TRIAL_INDEX = "corral_trial_index"
+
+
+def run_trials_on_ray(
+    trainable_cls: type,
+    trials: list[Any],
+    *,
+    experiment_root: str,
+    name: str,
+    stop: Any,
+    checkpoint_freq: int,
+    checkpoint_at_end: bool,
+    restore: str | None,
+    verbose: int,
+    keep_checkpoints_num: int | None,
+    checkpoint_score_attr: str | None,
+) -> None:
+    """Runs `trials` on Ray Tune (connecting with `ray.init()` when needed) and fills
+    each trial's results, checkpoints, status and logdir in place."""
+    import ray
+    from ray import tune
+
+    if not ray.is_initialized():
+        ray.init()
+    configs = [trial.config for trial in trials]
+    base = as_ray_trainable(trainable_cls)
+
+    class IndexedTrainable(base):  # type: ignore[misc, valid-type]
+        def setup(self, config: dict) -> None:
+            super().setup(configs[config[TRIAL_INDEX]])
+            if restore:
+                self.trainer.restore(restore)
+
+        @classmethod
+        def default_resource_request(cls, config: dict) -> Any:
+            return trainable_cls.default_resource_request(configs[config[TRIAL_INDEX]])
+
+    IndexedTrainable.__name__ = IndexedTrainable.__qualname__ = base.__name__
+    score = checkpoint_score_attr or "training_iteration"
+    minimise = score.startswith("min-")
+    checkpoint_config = tune.CheckpointConfig(
+        num_to_keep=keep_checkpoints_num,
+        checkpoint_score_attribute=score[4:] if minimise else score,
+        checkpoint_score_order="min" if minimise else "max",
+        checkpoint_frequency=checkpoint_freq,
+        checkpoint_at_end=checkpoint_at_end,
+    )
+    analysis = tune.run(
+        IndexedTrainable,
+        name=name,
+        config={TRIAL_INDEX: tune.grid_search(list(range(len(trials))))},
+        stop=_ray_stop(stop),
+        checkpoint_config=checkpoint_config,
+        storage_path=os.path.abspath(experiment_root),
+        verbose=min(int(verbose), 1),
+        raise_on_failed_trial=True,
+    )
+    for ray_trial in analysis.trials:
+        _read_back(trials[ray_trial.config[TRIAL_INDEX]], ray_trial)
+
+
+def _ray_stop(stop: Any) -> Any:
+    if stop is None or not callable(stop):
+        return stop
+    # corral's stop functions are `stop(trial_id, result)`, as Ray's are.
+    function: Callable[[str, dict], bool] = stop
+    return lambda trial_id, result: bool(function(trial_id, result))
+
+
+def _read_back(trial: Any, ray_trial: Any) -> None:
+    """Results, status, logdir and checkpoints of a finished Ray trial, into `trial`."""
+    # The trial's folder in the storage path (results, checkpoints); with remote
+    # storage, its staging copy on the driver.
+    logdir = ray_trial.path if os.path.isdir(ray_trial.path or "") else ray_trial.local_path
+    trial.logdir = logdir
+    trial.status = ray_trial.status
+    by_iteration: dict[int, dict] = {}
+    results_file = os.path.join(logdir, "result.json")
+    if os.path.isfile(results_file):
+        with open(results_file) as f:
+            for line in f:
+                if line.strip():
+                    result = json.loads(line)
+                    result.pop("config", None)
+                    trial.update_last_result(result)
+                    by_iteration[result.get("training_iteration", 0)] = result
+    checkpoints = []
+    for entry in sorted(os.listdir(logdir)):
+        path = os.path.join(logdir, entry)
+        if entry.startswith("checkpoint_") and os.path.isdir(path):
+            iteration = _checkpoint_iteration(path)
+            checkpoints.append((path, by_iteration.get(iteration, {})))
+    trial.checkpoints = checkpoints
+    latest = ray_trial.checkpoint
+    trial.checkpoint = latest.path if latest is not None else None
+
+
+def _checkpoint_iteration(path: str) -> int | None:
+    from corral.tune.trainable import CHECKPOINT_METADATA_FILE
+
+    try:
+        with open(os.path.join(path, CHECKPOINT_METADATA_FILE)) as f:
+            return int(json.load(f)["iteration"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
