@@ -9,6 +9,7 @@ is asked about GPUs only when it is already imported and CUDA is initialised.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -41,8 +42,6 @@ def _gpu_usage() -> dict[str, float]:
     for i in range(torch.cuda.device_count()):
         total = torch.cuda.get_device_properties(i).total_memory
         out[f"vram_util_percent{i}"] = 100.0 * torch.cuda.memory_reserved(i) / total
-        try:
+        with contextlib.suppress(Exception):  # needs pynvml, which is optional
             out[f"gpu_util_percent{i}"] = float(torch.cuda.utilization(i))
-        except Exception:  # noqa: BLE001 - needs pynvml, which is optional
-            pass
     return out
