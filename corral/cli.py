@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -540,7 +540,7 @@ def lookup_result(result: Mapping, key: str) -> Any:
     return value
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     """A real number that is not NaN: what a stop criterion or a "best" can compare."""
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
@@ -810,7 +810,7 @@ def _training_loop(trainer: Any, spec: TrainSpec, display: ProgressDisplay) -> T
     return outcome
 
 
-def _local_dir_logger_creator(trainer_class: type, spec: TrainSpec) -> Callable[[dict], Any]:
+def _local_dir_logger_creator(trainer_class: Any, spec: TrainSpec) -> Callable[[dict], Any]:
     """A logger creator that puts the trial folder under ``--local-dir``, named as by default."""
     from corral.tune.logger import UnifiedLogger
 
@@ -912,7 +912,7 @@ def _reward_threshold(env: Any) -> float | None:
 # --------------------------------------------------------------------------------------
 
 
-def get_trainer_class(name: str) -> type:
+def get_trainer_class(name: str) -> Any:
     """The trainer class of ``name``; unknown names are a usage error listing the known ones."""
     from corral.agents.registry import get_trainer_class as lookup
 
@@ -923,7 +923,7 @@ def get_trainer_class(name: str) -> type:
 
 
 def build_trainer(
-    trainer_class: type,
+    trainer_class: Any,
     env: Any,
     config: dict,
     logger_creator: Callable[[dict], Any] | None = None,
@@ -941,7 +941,7 @@ def build_trainer(
     )
 
 
-def _constructed(trainer_class: type, construct: Callable[[], Any], verbose: int = 0) -> Any:
+def _constructed(trainer_class: Any, construct: Callable[[], Any], verbose: int = 0) -> Any:
     """``construct()``, its config and env mistakes reported as a ``UsageError``.
 
     A ``CheckpointError`` passes through unchanged (its message names the file).
@@ -1051,7 +1051,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def evaluation_overrides(
     saved: Mapping,
-    trainer_class: type,
+    trainer_class: Any,
     overrides: Mapping,
     seed: int | None,
     policy: str | None = None,
@@ -1138,7 +1138,7 @@ def evaluation_mapping(policy_ids: list[str], chosen: str | None) -> Callable[..
 
 
 def _from_checkpoint(
-    trainer_class: type, checkpoint_dir: str, overrides: dict, logger_creator: Callable
+    trainer_class: Any, checkpoint_dir: str, overrides: dict, logger_creator: Callable
 ) -> Any:
     """``trainer_class.from_checkpoint``, its mistakes reported as one-line usage errors."""
     from corral.utils.error import CheckpointError
@@ -1210,7 +1210,7 @@ def _read_json_object(path: str, what: str) -> dict:
 
 
 def evaluation_config(
-    params: Mapping, trainer_class: type, overrides: Mapping, seed: int | None
+    params: Mapping, trainer_class: Any, overrides: Mapping, seed: int | None
 ) -> dict:
     """The trained config, made loadable and set up for a single local rollout.
 
@@ -1326,7 +1326,7 @@ def run_episode(
     from corral.env import MultiAgentEnv
 
     multi_agent = isinstance(env, MultiAgentEnv)
-    mapping = trainer.config["multiagent"]["policy_mapping_fn"] if multi_agent else None
+    mapping: Callable[..., Any] = trainer.config["multiagent"]["policy_mapping_fn"]
     obs, _ = env.reset(seed=seed)
     total, steps, done = 0.0, 0, False
     finished: set = set()  # agents whose own episode ended: they get no more actions

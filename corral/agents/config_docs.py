@@ -121,7 +121,7 @@ def _docs_of(module: Any) -> dict[str, tuple[str, bool]]:
     return _module_docs(path) if path else {}
 
 
-def markdown_reference(algorithms: Mapping[str, type]) -> str:
+def markdown_reference(algorithms: Mapping[str, Any]) -> str:
     """The config reference page: `COMMON_CONFIG` (and `model`), then each algorithm's
     own keys and the common keys whose default it changes."""
     from corral.agents.config import COMMON_CONFIG
