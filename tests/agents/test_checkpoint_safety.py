@@ -91,6 +91,17 @@ def _copy(path, tmp_path, name="copy"):
     return target
 
 
+def _restore_error(path, match):
+    """Restores `path` into a fresh trainer; returns the CheckpointError's message."""
+    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
+    try:
+        with pytest.raises(CheckpointError, match=match) as info:
+            trainer.restore(path)
+    finally:
+        trainer.stop()
+    return str(info.value)
+
+
 def _edit_json(checkpoint, relative, edit):
     path = os.path.join(checkpoint, relative)
     with open(path) as f:
@@ -197,24 +208,14 @@ def test_restore_does_not_import_an_added_policy_class(checkpoint, tmp_path, evi
     _edit_json(
         copy, "trainer_state.json", lambda s: _add_policy_entry(s, "corral_evil_mod.EvilPolicy")
     )
-    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
-    try:
-        with pytest.raises(CheckpointError, match="not imported in this process"):
-            trainer.restore(copy)
-    finally:
-        trainer.stop()
+    _restore_error(copy, "not imported in this process")
     assert not evil_module.exists()
 
 
 def test_restore_refuses_a_loaded_class_that_is_not_a_policy(checkpoint, tmp_path):
     copy = _copy(checkpoint[0], tmp_path)
     _edit_json(copy, "trainer_state.json", lambda s: _add_policy_entry(s, "subprocess:Popen"))
-    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
-    try:
-        with pytest.raises(CheckpointError, match="not a subclass of Policy"):
-            trainer.restore(copy)
-    finally:
-        trainer.stop()
+    _restore_error(copy, "not a subclass of Policy")
 
 
 class _ImportedPolicy(Policy):
@@ -236,12 +237,7 @@ def test_restore_resolves_a_policy_class_the_process_imported(checkpoint, tmp_pa
 def test_policy_folders_outside_the_checkpoint_are_refused(checkpoint, tmp_path, folder):
     copy = _copy(checkpoint[0], tmp_path)
     _edit_json(copy, "trainer_state.json", lambda s: s["policies"].update(default_policy=folder))
-    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
-    try:
-        with pytest.raises(CheckpointError, match="outside the checkpoint|relative path"):
-            trainer.restore(copy)
-    finally:
-        trainer.stop()
+    _restore_error(copy, "outside the checkpoint|relative path")
 
 
 # -- 3. integrity: manifest, finite weights, readable JSON -------------------------------------
@@ -258,13 +254,8 @@ def test_a_flipped_byte_is_named(checkpoint, tmp_path, relative):
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
-    try:
-        with pytest.raises(CheckpointError, match="SHA-256") as info:
-            trainer.restore(copy)
-    finally:
-        trainer.stop()
-    assert path in str(info.value)
+    message = _restore_error(copy, "SHA-256")
+    assert path in message
 
 
 def test_nan_weights_are_refused_even_with_a_matching_manifest(checkpoint, tmp_path):
@@ -276,24 +267,14 @@ def test_nan_weights_are_refused_even_with_a_matching_manifest(checkpoint, tmp_p
     weights[name].flat[0] = np.nan
     save_file(weights, path)
     checkpoint_files.write_manifest(copy, "PPO")
-    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
-    try:
-        with pytest.raises(CheckpointError, match=f"{name}.*NaN"):
-            trainer.restore(copy)
-    finally:
-        trainer.stop()
+    _restore_error(copy, f"{name}.*NaN")
 
 
 def test_files_added_after_saving_are_refused(checkpoint, tmp_path):
     copy = _copy(checkpoint[0], tmp_path)
     with open(os.path.join(copy, "extra_state.json"), "w") as f:
         f.write("{}")
-    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
-    try:
-        with pytest.raises(CheckpointError, match="extra_state.json is not in the manifest"):
-            trainer.restore(copy)
-    finally:
-        trainer.stop()
+    _restore_error(copy, "extra_state.json is not in the manifest")
 
 
 def test_manifest_records_what_api_md_lists(checkpoint):
@@ -329,13 +310,8 @@ def test_non_utf8_json_names_the_file(checkpoint, tmp_path):
     with open(path, "wb") as f:
         f.write(b'{"filters": "\xff\xfe"}')
     checkpoint_files.write_manifest(copy, "PPO")
-    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
-    try:
-        with pytest.raises(CheckpointError, match="is not UTF-8") as info:
-            trainer.restore(copy)
-    finally:
-        trainer.stop()
-    assert path in str(info.value)
+    message = _restore_error(copy, "is not UTF-8")
+    assert path in message
 
 
 def test_restore_across_algorithms_says_which_wrote_it(checkpoint):
