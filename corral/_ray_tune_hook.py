@@ -46,7 +46,7 @@ def _patch_registry(registry: Any) -> None:
     for name in _BINDERS:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "register_trainable", None) is original:
-            module.register_trainable = register_trainable
+            setattr(module, "register_trainable", register_trainable)  # noqa: B010
 
 
 class _PatchingLoader(importlib.abc.Loader):

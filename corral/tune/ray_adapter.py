@@ -23,7 +23,7 @@ from corral._ray_tune_hook import _is_corral_trainable
 _adapters: dict[type, type] = {}
 
 
-def as_ray_trainable(trainer_class: type) -> type:
+def as_ray_trainable(trainer_class: type[Any]) -> type[Any]:
     """The Ray Tune Trainable class that runs `trainer_class` (cached per class).
 
     Args:
@@ -43,7 +43,7 @@ def as_ray_trainable(trainer_class: type) -> type:
     return adapter
 
 
-def _make_adapter(trainer_class: type) -> type:
+def _make_adapter(trainer_class: type[Any]) -> type[Any]:
     from ray import tune
 
     from corral.tune.logger import NoopLogger

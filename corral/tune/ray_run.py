@@ -21,7 +21,7 @@ TRIAL_INDEX = "corral_trial_index"
 
 
 def run_trials_on_ray(
-    trainable_cls: type,
+    trainable_cls: type[Any],
     trials: list[Any],
     *,
     experiment_root: str,
@@ -108,7 +108,8 @@ def _read_back(trial: Any, ray_trial: Any) -> None:
         path = os.path.join(logdir, entry)
         if entry.startswith("checkpoint_") and os.path.isdir(path):
             iteration = _checkpoint_iteration(path)
-            checkpoints.append((path, by_iteration.get(iteration, {})))
+            result = {} if iteration is None else by_iteration.get(iteration, {})
+            checkpoints.append((path, result))
     trial.checkpoints = checkpoints
     latest = ray_trial.checkpoint
     trial.checkpoint = latest.path if latest is not None else None

@@ -249,12 +249,13 @@ class LearnerWorker:
         from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
         world = float(self.world_size)
-        pending: list[torch.Tensor] = []
+        pending: list[torch.nn.Parameter] = []
 
         def flush(*_: Any) -> None:
             if not pending:
                 return
-            grads = [p.grad for p in pending]
+            # Every queued parameter has its gradient: the hook runs after accumulation.
+            grads = [p.grad for p in pending if p.grad is not None]
             pending.clear()
             flat = _flatten_dense_tensors(grads)
             dist.all_reduce(flat, op=dist.ReduceOp.SUM)
@@ -262,7 +263,7 @@ class LearnerWorker:
             for grad, averaged in zip(grads, _unflatten_dense_tensors(flat, grads)):
                 grad.copy_(averaged)
 
-        params: list[torch.Tensor] = []
+        params: list[torch.nn.Parameter] = []
         seen: set[int] = set()
         for module in vars(policy).values():
             if not isinstance(module, torch.nn.Module):
@@ -272,7 +273,7 @@ class LearnerWorker:
                     seen.add(id(param))
                     params.append(param)
 
-        def queue(param: torch.Tensor) -> None:
+        def queue(param: torch.nn.Parameter) -> None:
             pending.append(param)
             if len(pending) == len(params):
                 flush()

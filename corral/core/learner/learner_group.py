@@ -123,7 +123,7 @@ class LearnerGroup:
 
             ids = sorted(policies if policy_ids is None else policy_ids)
             specs = {pid: policy_build_spec(policies[pid]) for pid in ids}
-            worker = LearnerWorker(specs, config, ids, 0, 1, device, callbacks=callbacks)
+            worker = LearnerWorker(specs, config, ids, 0, 1, str(device), callbacks=callbacks)
             self._handles = [InProcessLearner(worker)]
             self.local_learner = worker.learner
             self._policy_ids = set(ids)
@@ -132,6 +132,12 @@ class LearnerGroup:
             self._start(num_learners)
         # The policies the device / remote learners hold copies of (trained or not).
         self._built = set(self._policy_ids)
+
+    @property
+    def _learner(self) -> Learner:
+        """The driver's learner (only used when there are no learner handles)."""
+        assert self.local_learner is not None
+        return self.local_learner
 
     @property
     def is_local(self) -> bool:
@@ -146,7 +152,7 @@ class LearnerGroup:
     @property
     def policy_ids(self) -> set[str]:
         """The policies being trained."""
-        return self.local_learner.policy_ids if not self._handles else self._policy_ids
+        return self._learner.policy_ids if not self._handles else self._policy_ids
 
     @property
     def remote_learners(self) -> list[Any]:
@@ -333,7 +339,7 @@ class LearnerGroup:
         merged with `MetricsLogger.aggregate` (means averaged, sums added).
         """
         if not self._handles:
-            return self.local_learner.update(
+            return self._learner.update(
                 batch,
                 batches,
                 batch_refs,
@@ -395,7 +401,7 @@ class LearnerGroup:
     def add_policy(self, policy_id: str, policy: Any) -> None:
         """Every learner starts training `policy` (with a fresh optimiser)."""
         if not self._handles:
-            self.local_learner.add_policy(policy_id, policy)
+            self._learner.add_policy(policy_id, policy)
             return
         from corral.core.learner.distributed import policy_build_spec, policy_train_state
 
@@ -408,7 +414,7 @@ class LearnerGroup:
 
     def remove_policy(self, policy_id: str) -> None:
         if not self._handles:
-            self.local_learner.remove_policy(policy_id)
+            self._learner.remove_policy(policy_id)
             return
         self._call_all("remove_policy", policy_id)
         self._policy_ids.discard(policy_id)
@@ -416,7 +422,7 @@ class LearnerGroup:
 
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
         if not self._handles:
-            self.local_learner.set_policies_to_train(policy_ids)
+            self._learner.set_policies_to_train(policy_ids)
             return
         wanted = set(policy_ids)
         unknown = sorted(pid for pid in wanted - self._built if pid not in self.policies)
@@ -435,14 +441,14 @@ class LearnerGroup:
         """The learner state (optimisers, shuffling generator); learner 0's when remote
         (all learners hold the same)."""
         if not self._handles:
-            return self.local_learner.get_state()
+            return self._learner.get_state()
         from corral.core.learner.distributed import from_bytes
 
         return from_bytes(self._wait([self._handles[0].call("get_learner_state")])[0])
 
     def set_state(self, state: dict[str, Any]) -> None:
         if not self._handles:
-            self.local_learner.set_state(state)
+            self._learner.set_state(state)
             return
         from corral.core.learner.distributed import to_bytes
 
