@@ -206,6 +206,8 @@ class OffPolicyTrainer(Trainer):
         local = self.workers.local_worker()
         updates = {}
         for pid, policy_batch in train_batch.policy_batches.items():
+            if not local.is_policy_to_train(pid, train_batch):
+                continue  # not trained here (e.g. another trainer's policy): no TD errors
             policy = local.get_policy(pid)
             pop = getattr(policy, "pop_td_errors", None)
             td_error = pop() if pop is not None else None

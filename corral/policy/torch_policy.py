@@ -48,6 +48,11 @@ class TorchPolicy(Policy):
         # taken while it computes what `forward` / `value_function` would: a subclass
         # overriding either of them goes through the module call.
         self._fast_forward = _fast_forward_of(self.model)
+        self._fast_rnn_step = _fast_forward_of(
+            self.model,
+            "forward_inference_rnn",
+            ("forward", "forward_rnn", "rnn_inputs", "value_function"),
+        )
         self._initial_state = [
             np.asarray(s, np.float32) for s in self.model.get_initial_state() or []
         ]
@@ -135,7 +140,8 @@ class TorchPolicy(Policy):
         with torch.inference_mode():
             obs_t = torch.from_numpy(obs)
             if state is not None and self._initial_state:
-                dist_inputs, values, state_out = self.model.forward_inference_rnn(
+                step = self._fast_rnn_step or self._rnn_step_through_forward
+                dist_inputs, values, state_out = step(
                     obs_t,
                     [torch.from_numpy(np.asarray(s)) for s in state],
                     prev_actions,
@@ -162,6 +168,23 @@ class TorchPolicy(Policy):
         for i, s in enumerate(state_out):
             extra[f"state_out_{i}"] = s.numpy()
         return actions.numpy(), extra
+
+    def _rnn_step_through_forward(
+        self, obs: torch.Tensor, state: list[torch.Tensor], prev_actions: Any, prev_rewards: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """One step of a stateful model without a matching `forward_inference_rnn` (a
+        user's own recurrent model): the module call with RLlib's input dict, one-step
+        sequences."""
+        input_dict: dict[str, Any] = {SampleBatch.OBS: obs, "is_training": False}
+        if prev_actions is not None:
+            input_dict[SampleBatch.PREV_ACTIONS] = torch.as_tensor(np.asarray(prev_actions))
+        if prev_rewards is not None:
+            input_dict[SampleBatch.PREV_REWARDS] = torch.as_tensor(
+                np.asarray(prev_rewards, np.float32)
+            )
+        seq_lens = torch.ones(len(obs), dtype=torch.int32)
+        out, state_out = self.model(input_dict, state, seq_lens)
+        return out, self.model.value_function(), list(state_out)
 
     def _forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self._fast_forward is not None:
@@ -247,7 +270,8 @@ class TorchPolicy(Policy):
             return self.value(new_obs)
         state = [batch[f"state_out_{i}"][rows] for i in range(len(self._initial_state))]
         with torch.inference_mode():
-            _, values, _ = self.model.forward_inference_rnn(
+            step = self._fast_rnn_step or self._rnn_step_through_forward
+            _, values, _ = step(
                 torch.from_numpy(new_obs),
                 [torch.from_numpy(s) for s in state],
                 batch[SampleBatch.ACTIONS][rows],
@@ -411,17 +435,22 @@ class TorchPolicy(Policy):
         self.weights_seq += 1
 
 
-def _fast_forward_of(model: Any) -> Any:
-    """`model.forward_inference` when the class defining it also defines the `forward`
-    and `value_function` the model runs (so both give the same results), else None."""
-    fast = getattr(model, "forward_inference", None)
+def _fast_forward_of(
+    model: Any,
+    attr: str = "forward_inference",
+    same: tuple[str, ...] = ("forward", "value_function"),
+) -> Any:
+    """`model.<attr>` (a fast path) when the class defining it also defines the `forward`
+    and `value_function` (and the other methods in `same`) the model runs, so both give
+    the same results; else None."""
+    fast = getattr(model, attr, None)
     if fast is None:
         return None
     cls = type(model)
-    owner = next((c for c in cls.__mro__ if "forward_inference" in c.__dict__), None)
+    owner = next((c for c in cls.__mro__ if attr in c.__dict__), None)
     if owner is None:  # set on the instance: the user's own choice
         return fast
-    for name in ("forward", "value_function", "__call__"):
+    for name in (*same, "__call__"):
         if getattr(cls, name, None) is not getattr(owner, name, None):
             return None
     return fast
