@@ -25,13 +25,17 @@ class InferenceModule(torch.nn.Module):
     """`obs [B, ...] -> (action-distribution inputs [B, n], values [B])` of a policy model."""
 
     def __init__(self, model: torch.nn.Module) -> None:
+        from corral.policy.torch_policy import _fast_forward_of
+
         super().__init__()
         self.model = model
+        # The built-in fast path only where it computes what the model's own `forward`
+        # and `value_function` do (not for a subclass that overrides either).
+        self._fast = _fast_forward_of(model)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        fast = getattr(self.model, "forward_inference", None)
-        if fast is not None:
-            return fast(obs)
+        if self._fast is not None:
+            return self._fast(obs)
         out, _ = self.model({"obs": obs}, [], None)
         return out, self.model.value_function()
 
