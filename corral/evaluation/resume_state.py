@@ -90,20 +90,20 @@ class EnvReplayLog:
     def __init__(self, envs: list) -> None:
         self.envs = envs
         self.starts: list[dict | None] = [None] * len(envs)
-        # One row per step (the actions of all sub-envs, one append per step: the
-        # sampler's hot loop pays next to nothing); sub-env i's actions since its
-        # reset are `log[first[i]:]`, column i.
+        # One row per step: the policy's actions for all sub-envs (mapped to the
+        # env's space again on replay). Rows arrive a fragment at a time from the
+        # sampler's action buffer, so its per-step loop does no work for this.
+        # Sub-env i's actions since its reset are `log[first[i]:]`, column i.
         self.log: list[np.ndarray] = []
         self.first = [0] * len(envs)
+        # Where the fragment being sampled continues the log: the sampler sets it to
+        # the row after the step it is recording (resets then start there).
+        self.next_step = 0
         self.exact = True
 
     def before_reset(self, i: int, seed: int | None) -> None:
         """Call right before `envs[i].reset(seed=seed)`."""
-        self.first[i] = len(self.log)
-        oldest = min(self.first)
-        if oldest > 1024:  # rows no sub-env needs any more
-            del self.log[:oldest]
-            self.first = [f - oldest for f in self.first]
+        self.first[i] = len(self.log) + self.next_step
         if seed is not None:
             self.starts[i] = {"seed": int(seed)}
             return
@@ -111,15 +111,16 @@ class EnvReplayLog:
         # None: the env seeds itself from the OS on its first reset (not replayable).
         self.starts[i] = None if rng is None else {"bit_generator": rng.bit_generator.state}
 
-    def record(self, env_actions: Any) -> None:
-        """Call once per step with the actions sent to the sub-envs."""
+    def record_fragment(self, actions: np.ndarray) -> None:
+        """Call once per fragment with its `[T, num_envs, ...]` policy actions."""
+        self.next_step = 0
         if not self.exact:
             return
-        if not isinstance(env_actions, np.ndarray) or env_actions.dtype == object:
-            self.exact = False  # structured actions (Dict/Tuple spaces) are not replayed
-            self.log = []
-            return
-        self.log.append(env_actions.copy())
+        self.log.extend(np.array(actions))  # a copy: the sampler reuses its buffer
+        oldest = min(self.first)
+        if oldest:  # rows no sub-env needs any more
+            del self.log[:oldest]
+            self.first = [f - oldest for f in self.first]
         if len(self.log) > MAX_LOGGED_STEPS:
             logger.info(
                 "An env ran %d steps without a reset: checkpoints of this worker no longer "
@@ -140,9 +141,12 @@ class EnvReplayLog:
             envs.append({"start": start, "actions": actions})
         return {"envs": envs}
 
-    def replay(self, state: dict[str, Any]) -> list[Any]:
+    def replay(self, state: dict[str, Any], to_env: Any) -> list[Any]:
         """Brings every sub-env to the state `get_state` described; returns each one's
-        latest observation (of its reset, or of the last replayed step)."""
+        latest observation (of its reset, or of the last replayed step).
+
+        `to_env` maps a batch of policy actions to the env's actions (the sampler's
+        unsquashing and clipping)."""
         entries = state["envs"]
         if len(entries) != len(self.envs):
             raise ValueError(f"resume state of {len(entries)} sub-envs for {len(self.envs)}")
@@ -159,7 +163,7 @@ class EnvReplayLog:
                 obs, _ = env.reset()
             actions = list(np.asarray(entry["actions"])) if len(entry["actions"]) else []
             for action in actions:
-                obs = env.step(action)[0]
+                obs = env.step(to_env(action[None])[0])[0]
             self.starts[i] = start
             replayed.append(actions)
             observations.append(obs)

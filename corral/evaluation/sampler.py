@@ -309,7 +309,6 @@ class SingleAgentSampler:
             buf[SampleBatch.EPS_ID][t] = self.eps_ids
             buf[SampleBatch.T][t] = self.ep_len
             env_actions = policy.to_env_actions(actions, self.unsquash, self.clip)
-            self.replay_log.record(env_actions)
             t2 = time.perf_counter()
             if self.restarts is None:
                 results = step_all(env_actions)
@@ -369,6 +368,7 @@ class SingleAgentSampler:
     def _record_step(self, t: int, results: list, actions: np.ndarray) -> None:
         buf = self._buffers
         self._t = t  # the step being recorded (read by `Episode.batch_builder`)
+        self.replay_log.next_step = t + 1  # a sub-env reset now acts first at row t + 1
         try:
             raw_obs, rewards, terminateds, truncateds, infos = zip(*results)
         except ValueError:  # an env returned something else than Gymnasium's 5-tuple
@@ -499,6 +499,7 @@ class SingleAgentSampler:
 
     def _build_batch(self) -> SampleBatch:
         buf = self._buffers
+        self.replay_log.record_fragment(buf[SampleBatch.ACTIONS])
         rewards = buf[SampleBatch.REWARDS]
         if not np.isfinite(rewards).all():
             t, i = (int(x[0]) for x in np.nonzero(~np.isfinite(rewards)))
@@ -585,7 +586,9 @@ class SingleAgentSampler:
     def set_resume_state(self, state: dict[str, Any]) -> None:
         """Continues the episodes `get_resume_state` described: each sub-env is replayed
         to where it was, and the sampler's per-env arrays are taken over."""
-        raw_obs = self.replay_log.replay(state)
+        raw_obs = self.replay_log.replay(
+            state, lambda actions: self.policy.to_env_actions(actions, self.unsquash, self.clip)
+        )
         self.obs[:] = state["obs"]
         self.ep_len[:] = state["ep_len"]
         self.ep_ret[:] = state["ep_ret"]
