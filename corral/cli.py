@@ -106,6 +106,16 @@ _CODE_VALUED_PATHS = (
 )
 
 
+# `corral evaluate` steps the env itself: no remote workers, no evaluation of the
+# trainer's own, and an env on the driver.
+LOCAL_ROLLOUT = {
+    "num_workers": 0,
+    "evaluation_interval": None,
+    "evaluation_num_workers": 0,
+    "create_env_on_driver": True,
+}
+
+
 class UsageError(Exception):
     """A mistake on the command line or in its files; reported without a traceback."""
 
@@ -1085,12 +1095,7 @@ def evaluation_overrides(
         out.setdefault("multiagent", {})["policies"] = policies
         if set(policies) != {"default_policy"}:
             out["multiagent"]["policy_mapping_fn"] = evaluation_mapping(list(policies), policy)
-    out.update(
-        num_workers=0,
-        evaluation_interval=None,
-        evaluation_num_workers=0,
-        create_env_on_driver=True,
-    )
+    out.update(LOCAL_ROLLOUT)
     if seed is not None:
         out["seed"] = seed
     return deep_merge(out, overrides)
@@ -1221,12 +1226,7 @@ def evaluation_config(
     """
     config = usable_params(params, trainer_class.get_default_config())
     config = deep_merge(config, overrides)
-    config.update(
-        num_workers=0,
-        evaluation_interval=None,
-        evaluation_num_workers=0,
-        create_env_on_driver=True,
-    )
+    config.update(LOCAL_ROLLOUT)
     if seed is not None:
         config["seed"] = seed
     return config

@@ -62,6 +62,21 @@ class NonFiniteUpdateError(FloatingPointError):
         )
 
 
+def _optimizers(optimizer: Any) -> list[Any]:
+    return list(optimizer.values()) if isinstance(optimizer, Mapping) else [optimizer]
+
+
+def _grads_of(optimizer: Any) -> list[torch.Tensor]:
+    """Every gradient an optimiser (or each of a dict of them) is about to apply."""
+    return [
+        p.grad
+        for opt in _optimizers(optimizer)
+        for group in opt.param_groups
+        for p in group["params"]
+        if p.grad is not None
+    ]
+
+
 def _params_of(optimizer: Any) -> list[tuple[str, list[torch.Tensor]]]:
     """(group name, parameters) of an optimiser, or of each one of a dict of them."""
     if isinstance(optimizer, Mapping):
@@ -109,12 +124,12 @@ def check_finite_update(
         optimizer: the optimiser (or dict of optimisers) about to step.
         terms: the loss terms / stats, to name the non-finite ones in the error.
     """
-    groups = _params_of(optimizer)
-    grads = [p.grad for _, params in groups for p in params if p.grad is not None]
-    checked = grads if loss is None else [loss, *grads]
-    if _sum_is_finite(checked):
+    # Fast path, every minibatch: one scalar; the named groups are built only on failure.
+    grads = _grads_of(optimizer)
+    if _sum_is_finite(grads if loss is None else [loss, *grads]):
         return
     # Slow path, only on failure: say what is not finite.
+    groups = _params_of(optimizer)
     bad_terms = [name for name, value in (terms or {}).items() if not _all_finite(value)]
     terms_text = ", ".join(repr(t) for t in bad_terms)
     if loss is not None and not bool(torch.isfinite(loss).all()):
@@ -325,7 +340,12 @@ class Learner:
         if learn_step is None:
             for group in optimizer.param_groups:
                 group["lr"] = getattr(policy, "cur_lr", group["lr"])
-        params = [p for _, group in _params_of(optimizer) for p in group]
+        params = [
+            p
+            for opt in _optimizers(optimizer)
+            for group in opt.param_groups
+            for p in group["params"]
+        ]
         grad_clip = policy.config.get("grad_clip")
         skip_nonfinite = bool(self.config.get("skip_nonfinite_updates"))
         skipped = 0
