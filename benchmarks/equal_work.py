@@ -348,6 +348,26 @@ def run_corral(row: str, steps: int, fragment: int) -> dict[str, Any]:
 # -- Stable-Baselines3 --------------------------------------------------------------
 
 
+def _sb3_actor_critic_kwargs(s: dict[str, Any], fragment: int) -> dict[str, Any]:
+    """SB3's arguments shared by the SAC and TD3 rows: `fragment` env steps, then as many
+    gradient steps."""
+    return {
+        "policy": "MlpPolicy",
+        "env": s["env"],
+        "learning_rate": s["lr"],
+        "buffer_size": s["buffer"],
+        "learning_starts": s["learning_starts"],
+        "batch_size": s["batch"],
+        "tau": s["tau"],
+        "gamma": s["gamma"],
+        "train_freq": fragment,
+        "gradient_steps": fragment,
+        "policy_kwargs": {"net_arch": s["hiddens"]},
+        "seed": 0,
+        "device": "cpu",
+    }
+
+
 def run_sb3(row: str, steps: int, fragment: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     import stable_baselines3 as sb3
@@ -411,45 +431,18 @@ def run_sb3(row: str, steps: int, fragment: int) -> dict[str, Any]:
             device="cpu",
         )
     elif row == "sac":
-        s = SAC
-        model = sb3.SAC(
-            "MlpPolicy",
-            s["env"],
-            learning_rate=s["lr"],
-            buffer_size=s["buffer"],
-            learning_starts=s["learning_starts"],
-            batch_size=s["batch"],
-            tau=s["tau"],
-            gamma=s["gamma"],
-            train_freq=fragment,
-            gradient_steps=fragment,
-            policy_kwargs={"net_arch": s["hiddens"]},
-            seed=0,
-            device="cpu",
-        )
+        model = sb3.SAC(**_sb3_actor_critic_kwargs(SAC, fragment))
     elif row == "td3":
         import numpy as np
         from stable_baselines3.common.noise import NormalActionNoise
 
         s = TD3
         model = sb3.TD3(
-            "MlpPolicy",
-            s["env"],
-            learning_rate=s["lr"],
-            buffer_size=s["buffer"],
-            learning_starts=s["learning_starts"],
-            batch_size=s["batch"],
-            tau=s["tau"],
-            gamma=s["gamma"],
-            train_freq=fragment,
-            gradient_steps=fragment,
+            **_sb3_actor_critic_kwargs(s, fragment),
             policy_delay=s["policy_delay"],
             target_policy_noise=s["target_noise"],
             target_noise_clip=s["target_noise_clip"],
             action_noise=NormalActionNoise(np.zeros(1), s["explore_std"] * np.ones(1)),
-            policy_kwargs={"net_arch": s["hiddens"]},
-            seed=0,
-            device="cpu",
         )
     else:
         raise ValueError(f"unknown row {row!r}")
