@@ -42,6 +42,10 @@ class Policy:
         self.action_space = action_space
         self.config = config
         self.global_timestep = 0
+        # How many times the weights changed (updates, `set_weights` from a
+        # checkpoint import, ...): the worker set sends a policy's weights to the
+        # rollout workers only when this moved since the last sync.
+        self.weights_seq = 0
         # RLlib 1.13's trajectory view API: column -> ViewRequirement. Policies add
         # their own (e.g. "state_in_0" read from "state_out_0" at shift -1).
         from corral.policy.view_requirement import default_view_requirements
@@ -159,6 +163,22 @@ class Policy:
     def learn_on_batch(self, samples: SampleBatch) -> dict:
         """One update on `samples` through this policy's learner."""
         raise NotImplementedError(f"{type(self).__name__} cannot learn.")
+
+    def compute_gradients(self, postprocessed_batch: SampleBatch) -> tuple[list[Any], dict]:
+        """(gradients, info) of the loss on a batch, without a step (see `TorchPolicy`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot compute gradients.")
+
+    def apply_gradients(self, gradients: list[Any]) -> None:
+        """One optimiser step with gradients from `compute_gradients` (see `TorchPolicy`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot apply gradients.")
+
+    def bump_weights_seq(self) -> None:
+        """Records that the weights changed, so the next weight sync sends them.
+
+        Called by whatever changes the weights in place: the `Learner` after each
+        update, `apply_gradients`, an imported model.
+        """
+        self.weights_seq += 1
 
     def on_global_var_update(self, global_vars: dict) -> None:
         """Called with e.g. {"timestep": n} before each round of sampling."""

@@ -9,6 +9,7 @@ numpy arrays. Learning goes through `loss`, which algorithms implement and a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -24,6 +25,9 @@ from corral.utils.schedules import make_schedule
 from corral.utils.spaces import unflatten_actions
 
 TensorDict = dict[str, torch.Tensor]
+
+# The id of a policy in the `Learner` of its own updates (see `_own_learner`).
+_OWN_ID = "default_policy"
 
 
 class TorchPolicy(Policy):
@@ -58,9 +62,6 @@ class TorchPolicy(Policy):
         ]
         self.exploration = self.make_exploration()
         self._init_action_bounds(action_space)
-        # Bumped by the learner after each update; lets the worker set skip
-        # sending weights that did not change.
-        self.weights_seq = 0
 
     # -- construction -------------------------------------------------------
 
@@ -356,13 +357,50 @@ class TorchPolicy(Policy):
         return {}
 
     def learn_on_batch(self, samples: SampleBatch) -> dict:
-        from corral.core.learner import Learner
+        """One update on `samples` (all rows, one minibatch) by this policy's own learner."""
         from corral.utils.metrics import stats_to_values
 
+        results = self._own_learner().update(batch=samples)
+        return stats_to_values(results).get(_OWN_ID, {})
+
+    def compute_gradients(
+        self, postprocessed_batch: SampleBatch
+    ) -> tuple[list[np.ndarray | None], dict[str, Any]]:
+        """RLlib 1.13's gradients of the loss on a batch, without an optimiser step.
+
+        Args:
+            postprocessed_batch: a train batch of this policy (e.g. with advantages).
+
+        Returns:
+            (gradients, info): one numpy array per model parameter (in the
+            optimiser's order, which is `model.parameters()`'s for the default
+            `make_optimizer`; None where the loss has no gradient), already clipped
+            to `grad_clip`; info is `{"learner_stats": {...}}`.
+
+        Raises:
+            NotImplementedError: the policy updates itself in `learn_step`.
+            NonFiniteUpdateError: the loss or a gradient is NaN/inf.
+        """
+        return self._own_learner().compute_gradients(_OWN_ID, postprocessed_batch)
+
+    def apply_gradients(self, gradients: Sequence[np.ndarray | torch.Tensor | None]) -> None:
+        """One step of this policy's optimiser with `gradients` (as `compute_gradients`
+        returns them, e.g. from a remote worker); bumps `weights_seq`.
+
+        The optimiser is the one `learn_on_batch` steps (its moments are shared), so
+        `apply_gradients(compute_gradients(b)[0])` leaves the same weights as
+        `learn_on_batch(b)` (which also runs `after_update` and the callbacks).
+        """
+        self._own_learner().apply_gradients(_OWN_ID, gradients)
+
+    def _own_learner(self) -> Any:
+        """The `Learner` of this policy's own updates (`learn_on_batch`, gradients),
+        built on first use. (A trainer trains its policies through its `LearnerGroup`.)"""
         if getattr(self, "_learner", None) is None:
-            self._learner = Learner({"default_policy": self}, self.config)
-        results = self._learner.update(batch=samples)
-        return stats_to_values(results).get("default_policy", {})
+            from corral.core.learner import Learner
+
+            self._learner = Learner({_OWN_ID: self}, self.config)
+        return self._learner
 
     # -- state --------------------------------------------------------------
 
@@ -432,7 +470,7 @@ class TorchPolicy(Policy):
 
         layers = model_io.read_h5_layers(import_file)
         self.set_weights(model_io.h5_layers_to_state(layers, self.get_weights(), import_file))
-        self.weights_seq += 1
+        self.bump_weights_seq()
 
 
 def _fast_forward_of(

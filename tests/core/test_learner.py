@@ -13,6 +13,7 @@ class LinearPolicy:
     """Fits y = w x; records the rows of every minibatch it sees."""
 
     train_columns = ("x", "y")
+    weights_seq = 0
 
     def __init__(self):
         self.config = {"grad_clip": None}
@@ -30,6 +31,9 @@ class LinearPolicy:
 
     def after_update(self, stats):
         return {}
+
+    def bump_weights_seq(self):
+        self.weights_seq += 1
 
 
 def data(n=10):

@@ -11,6 +11,7 @@ class TwoOptimizerPolicy:
     """Two parameters, each with its own optimiser and loss, updated by `learn_step`."""
 
     train_columns = ("obs",)
+    weights_seq = 0
 
     def __init__(self) -> None:
         self.config = {}
@@ -38,6 +39,9 @@ class TwoOptimizerPolicy:
 
     def after_update(self, stats):
         return {}
+
+    def bump_weights_seq(self):
+        self.weights_seq += 1
 
 
 def test_learn_step_replaces_loss_backward_step_and_checkpoints_all_optimizers():

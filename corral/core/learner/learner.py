@@ -22,11 +22,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from corral.core.learner.finite import (
+    NonFiniteUpdateError,
+    Optimizers,
+    check_finite_update,
+    optimizers_of,
+    sum_is_finite,
+)
 from corral.policy.policy import declared_for
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.compression import is_compressed, unpack_column
 from corral.utils.metrics import MetricsLogger
+from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
 
 # Column of recurrent training minibatches: True on real steps, False on padding.
 SEQ_MASK = "seq_mask"
@@ -38,114 +46,15 @@ NUM_ENV_STEPS_SAMPLED_LIFETIME = "num_env_steps_sampled_lifetime"
 # (`skip_nonfinite_updates`), and updates undone because a step overflowed the weights.
 NUM_NONFINITE_UPDATES_SKIPPED = "num_nonfinite_updates_skipped"
 
-
-class NonFiniteUpdateError(FloatingPointError):
-    """A loss or gradient that is NaN or infinite, caught before the optimiser step.
-
-    The message names the policy and the loss terms (or parameter groups) that are
-    not finite; the weights are as they were before the failed step.
-
-    Attributes:
-        detail: what was not finite.
-        policy_id: the policy being trained (set by the `Learner`).
-    """
-
-    def __init__(self, detail: str, policy_id: str | None = None) -> None:
-        self.detail = detail
-        self.policy_id = policy_id
-        who = f"Policy {policy_id!r}" if policy_id is not None else "A policy"
-        super().__init__(
-            f"{who}: {detail} The optimiser step was not taken, so the weights are unchanged "
-            "(still finite). Look for NaN/inf in the env's rewards and for learning settings "
-            "that diverge (lr, grad_clip, loss coefficients); `skip_nonfinite_updates: True` "
-            "skips such updates (counted as `num_nonfinite_updates_skipped`) instead."
-        )
-
-
-def _optimizers(optimizer: Any) -> list[Any]:
-    return list(optimizer.values()) if isinstance(optimizer, Mapping) else [optimizer]
-
-
-def _grads_of(optimizer: Any) -> list[torch.Tensor]:
-    """Every gradient an optimiser (or each of a dict of them) is about to apply."""
-    return [
-        p.grad
-        for opt in _optimizers(optimizer)
-        for group in opt.param_groups
-        for p in group["params"]
-        if p.grad is not None
-    ]
-
-
-def _params_of(optimizer: Any) -> list[tuple[str, list[torch.Tensor]]]:
-    """(group name, parameters) of an optimiser, or of each one of a dict of them."""
-    if isinstance(optimizer, Mapping):
-        return [pair for name, opt in optimizer.items() for pair in _named_groups(opt, name)]
-    return _named_groups(optimizer, "")
-
-
-def _named_groups(optimizer: Any, prefix: str) -> list[tuple[str, list[torch.Tensor]]]:
-    out = []
-    for i, group in enumerate(optimizer.param_groups):
-        name = group.get("name", f"group {i}" if len(optimizer.param_groups) > 1 else "")
-        label = "/".join(x for x in (prefix, str(name)) if x) or "all parameters"
-        out.append((label, list(group["params"])))
-    return out
-
-
-def _sum_is_finite(tensors: Iterable[torch.Tensor]) -> bool:
-    # NaN and inf survive a sum, so one scalar (one sync) tells whether any element
-    # of any tensor is non-finite; far cheaper than isfinite() per tensor. (Only
-    # finite values adding up past float32's max would read as non-finite too, which
-    # flags numbers that are broken anyway.)
-    sums = [t.detach().sum() for t in tensors]
-    return not sums or bool(torch.isfinite(torch.stack(sums).sum()))
-
-
-def _all_finite(value: Any) -> bool:
-    if torch.is_tensor(value):
-        return bool(torch.isfinite(value.detach()).all())
-    if isinstance(value, float | np.floating):
-        return bool(np.isfinite(value))
-    return True
-
-
-def check_finite_update(
-    loss: torch.Tensor | None, optimizer: Any, terms: Mapping[str, Any] | None = None
-) -> None:
-    """Raise `NonFiniteUpdateError` unless the loss and every gradient are finite.
-
-    Call it after `backward()` and before gradient clipping and `optimizer.step()`
-    (the `Learner` does for `loss`-based policies; a policy's `learn_step` calls it
-    itself), so that a NaN never reaches the weights or the optimiser's moments.
-
-    Args:
-        loss: the total loss that was backpropagated (None: check gradients only).
-        optimizer: the optimiser (or dict of optimisers) about to step.
-        terms: the loss terms / stats, to name the non-finite ones in the error.
-    """
-    # Fast path, every minibatch: one scalar; the named groups are built only on failure.
-    grads = _grads_of(optimizer)
-    if _sum_is_finite(grads if loss is None else [loss, *grads]):
-        return
-    # Slow path, only on failure: say what is not finite.
-    groups = _params_of(optimizer)
-    bad_terms = [name for name, value in (terms or {}).items() if not _all_finite(value)]
-    terms_text = ", ".join(repr(t) for t in bad_terms)
-    if loss is not None and not bool(torch.isfinite(loss).all()):
-        detail = f"the loss is {float(loss.detach().reshape(-1)[0])}"
-        detail += f" (non-finite terms: {terms_text})." if bad_terms else "."
-    else:
-        bad_groups = [
-            label
-            for label, params in groups
-            if not _sum_is_finite([p.grad for p in params if p.grad is not None])
-        ]
-        detail = "the gradient of " + ", ".join(repr(g) for g in bad_groups) + " is NaN or inf"
-        detail += (
-            f" (non-finite loss terms: {terms_text})." if bad_terms else " (the loss is finite)."
-        )
-    raise NonFiniteUpdateError(detail)
+__all__ = [
+    "ALL_MODULES",
+    "SEQ_MASK",
+    "Learner",
+    "NonFiniteUpdateError",
+    "TrainingData",
+    "check_finite_update",
+    "loss_and_stats",
+]
 
 
 @dataclass
@@ -338,15 +247,8 @@ class Learner:
             self.callbacks.on_learn_on_batch(policy=policy, train_batch=batch, result=extra)
         learn_step = getattr(policy, "learn_step", None)
         if learn_step is None:
-            for group in optimizer.param_groups:
-                group["lr"] = getattr(policy, "cur_lr", group["lr"])
-        params = [
-            p
-            for opt in _optimizers(optimizer)
-            for group in opt.param_groups
-            for p in group["params"]
-        ]
-        grad_clip = policy.config.get("grad_clip")
+            _follow_lr_schedule(policy, optimizer)
+        params = _params_of(optimizer)
         skip_nonfinite = bool(self.config.get("skip_nonfinite_updates"))
         skipped = 0
         stats: dict[str, Any] = {}
@@ -360,15 +262,7 @@ class Learner:
                 if learn_step is not None:
                     mb_stats = learn_step(mb, optimizer)
                 else:
-                    loss, mb_stats = loss_and_stats(
-                        policy, policy.loss(policy.model, policy.dist_class, mb), mb
-                    )
-                    for param in params:  # cheaper than zero_grad(set_to_none=True)
-                        param.grad = None
-                    loss.backward()
-                    check_finite_update(loss, optimizer, mb_stats)
-                    if grad_clip:
-                        mb_stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+                    mb_stats = _backward(policy, mb, params, optimizer)
                     optimizer.step()
             except NonFiniteUpdateError as err:
                 if not skip_nonfinite:
@@ -397,7 +291,7 @@ class Learner:
             self.metrics.log_value(
                 (pid, NUM_NONFINITE_UPDATES_SKIPPED), skipped, reduce="sum", clear_on_reduce=True
             )
-        policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
+        policy.bump_weights_seq()
         mean_stats = {name: self.metrics.peek((pid, name)) for name in stats}
         for name, value in policy.after_update(mean_stats).items():
             self.metrics.log_value((pid, name), value, window=1)
@@ -408,6 +302,116 @@ class Learner:
         self.metrics.log_value(
             (pid, "num_module_steps_trained"), batch.count, reduce="sum", clear_on_reduce=True
         )
+
+    # -- RLlib 1.13's Policy.compute_gradients / apply_gradients -----------------
+
+    def compute_gradients(
+        self, policy_id: str, batch: SampleBatch
+    ) -> tuple[list[np.ndarray | None], dict[str, Any]]:
+        """The gradients of the policy's loss on the whole `batch`, without a step.
+
+        The same loss -> backward -> finite check -> `grad_clip` as one minibatch of
+        `update`, so `apply_gradients(compute_gradients(b))` on the same learner
+        moves the weights exactly as `update(batch=b)` with one minibatch does
+        (clipping happens here, as in RLlib: the gradients a worker sends are
+        already clipped). Unlike `update` it runs no `on_learn_on_batch` callback,
+        no `after_update` hook and logs no metrics.
+
+        Args:
+            policy_id: a policy this learner trains (with `loss`, not `learn_step`).
+            batch: the policy's postprocessed train batch.
+
+        Returns:
+            (gradients, info): one numpy array per parameter the optimiser updates,
+            in its order (None for a parameter the loss does not reach), and
+            `{"learner_stats": {name: float}}`.
+
+        Raises:
+            NonFiniteUpdateError: the loss or a gradient is NaN/inf (whatever
+                `skip_nonfinite_updates` says: there is no update here to skip).
+        """
+        policy, optimizer = self._loss_policy(policy_id, "compute_gradients")
+        params = _params_of(optimizer)
+        mb = next(self._minibatches(policy, batch, 1, None, False, 0))
+        try:
+            stats = _backward(policy, mb, params, optimizer)
+        except NonFiniteUpdateError as err:
+            _clear_grads(params)
+            raise NonFiniteUpdateError(err.detail, policy_id) from None
+        grads = [None if p.grad is None else p.grad.detach().cpu().numpy() for p in params]
+        _clear_grads(params)  # the arrays own the gradients now
+        learner_stats = {
+            name: float(value.detach().float().mean()) if torch.is_tensor(value) else value
+            for name, value in stats.items()
+        }
+        return grads, {LEARNER_STATS_KEY: learner_stats}
+
+    def apply_gradients(
+        self, policy_id: str, gradients: Sequence[np.ndarray | torch.Tensor | None]
+    ) -> None:
+        """One optimiser step of the policy with the given gradients.
+
+        Args:
+            policy_id: a policy this learner trains (with `loss`, not `learn_step`).
+            gradients: as `compute_gradients` returns them (numpy arrays or tensors,
+                one per parameter in the optimiser's order; None: no gradient).
+                They are applied as given: `grad_clip` was applied when they were
+                computed. The learning rate follows the policy's `cur_lr`.
+
+        Raises:
+            ValueError: `gradients` has another length, or an entry another shape,
+                than the parameters.
+            NonFiniteUpdateError: a gradient is NaN/inf (the weights stay as they are).
+        """
+        policy, optimizer = self._loss_policy(policy_id, "apply_gradients")
+        params = _params_of(optimizer)
+        if len(gradients) != len(params):
+            raise ValueError(
+                f"apply_gradients for policy {policy_id!r}: got {len(gradients)} gradients, "
+                f"expected one per parameter ({len(params)}), as compute_gradients returns."
+            )
+        for i, (param, grad) in enumerate(zip(params, gradients)):
+            if grad is None:
+                param.grad = None
+                continue
+            if isinstance(grad, np.ndarray) and not grad.flags.writeable:
+                grad = grad.copy()  # e.g. zero-copy from Ray's object store
+            tensor = torch.as_tensor(grad, dtype=param.dtype, device=param.device)
+            if tensor.shape != param.shape:
+                raise ValueError(
+                    f"apply_gradients for policy {policy_id!r}: gradient {i} has shape "
+                    f"{tuple(tensor.shape)}, expected the parameter's {tuple(param.shape)}."
+                )
+            # A copy: the optimiser must not write into (or keep) the caller's array.
+            param.grad = tensor.clone()
+        try:
+            check_finite_update(None, optimizer)
+            _follow_lr_schedule(policy, optimizer)
+            optimizer.step()
+        except NonFiniteUpdateError as err:
+            raise NonFiniteUpdateError(err.detail, policy_id) from None
+        finally:
+            _clear_grads(params)
+        policy.bump_weights_seq()
+
+    def _loss_policy(self, policy_id: str, what: str) -> tuple[Any, torch.optim.Optimizer]:
+        """The policy and its (single) optimiser, for the gradient-level API."""
+        if policy_id not in self.policy_ids:
+            raise KeyError(
+                f"{what}: this learner does not train policy {policy_id!r} "
+                f"(it trains {sorted(self.policy_ids)})."
+            )
+        policy = self.policies[policy_id]
+        optimizer = self._optimizer_reloading(policy_id)
+        if getattr(policy, "learn_step", None) is not None or not isinstance(
+            optimizer, torch.optim.Optimizer
+        ):
+            raise NotImplementedError(
+                f"{what}: {type(policy).__name__} updates itself in `learn_step` (with its "
+                "own optimisers), so it has no single gradient to compute or apply; "
+                "train it with `update` / `learn_on_batch`."
+            )
+        return policy, optimizer
 
     def _snapshot(self, pid: str, params: list[torch.Tensor]) -> list[torch.Tensor]:
         """A copy of `params` in buffers kept per policy (reallocated when the
@@ -429,7 +433,7 @@ class Learner:
     @staticmethod
     def _restore_if_nonfinite(params: list[torch.Tensor], snapshot: list[torch.Tensor]) -> bool:
         """Copies the snapshot back if any weight is NaN/inf; True if it did."""
-        if _sum_is_finite(params):
+        if sum_is_finite(params):
             return False
         with torch.no_grad():
             torch._foreach_copy_([p.data for p in params], snapshot)
@@ -540,6 +544,46 @@ class Learner:
                 _load_optimizer_state(optimizer, opt_state)
         if "generator" in state:
             self._generator.set_state(state["generator"])
+
+
+def _params_of(optimizer: Optimizers) -> list[torch.Tensor]:
+    """Every parameter the optimiser (or each of a dict of them) updates, in order."""
+    return [
+        p for opt in optimizers_of(optimizer) for group in opt.param_groups for p in group["params"]
+    ]
+
+
+def _clear_grads(params: list[torch.Tensor]) -> None:
+    for param in params:  # cheaper than zero_grad(set_to_none=True)
+        param.grad = None
+
+
+def _follow_lr_schedule(policy: Any, optimizer: torch.optim.Optimizer) -> None:
+    """Sets the optimiser's rate to the policy's `cur_lr` (`LearningRateSchedule`), if any."""
+    for group in optimizer.param_groups:
+        group["lr"] = getattr(policy, "cur_lr", group["lr"])
+
+
+def _backward(
+    policy: Any,
+    minibatch: dict[str, torch.Tensor],
+    params: list[torch.Tensor],
+    optimizer: Optimizers,
+) -> dict[str, Any]:
+    """Loss -> backward -> finite check -> `grad_clip` on one minibatch; returns its stats.
+
+    The gradients are left on `params` for the caller's optimiser step.
+    """
+    loss, stats = loss_and_stats(
+        policy, policy.loss(policy.model, policy.dist_class, minibatch), minibatch
+    )
+    _clear_grads(params)
+    loss.backward()
+    check_finite_update(loss, optimizer, stats)
+    grad_clip = policy.config.get("grad_clip")
+    if grad_clip:
+        stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    return stats
 
 
 def loss_and_stats(policy: Any, out: Any, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:

@@ -394,7 +394,7 @@ class LearnerGroup:
             policy = self.policies[pid]
             load_policy_train_state(policy, state, schedules=False)
             # The rollout workers' weight sync sends only weights that changed.
-            policy.weights_seq = getattr(policy, "weights_seq", 0) + 1
+            policy.bump_weights_seq()
         self.metrics.aggregate([metrics for metrics, _ in results if metrics is not None])
         return None if _no_metrics_reduce else self.metrics.reduce()
 

@@ -1,0 +1,128 @@
+"""The learner's guard against NaN/inf: checks a loss and its gradients before a step.
+
+One scalar per minibatch on the fast path (see `_sum_is_finite`); the names of the
+non-finite loss terms and parameter groups are worked out only on failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+# One optimiser, or a dict of them (name -> optimiser) for `learn_step` policies.
+Optimizers = torch.optim.Optimizer | Mapping[str, torch.optim.Optimizer]
+
+
+class NonFiniteUpdateError(FloatingPointError):
+    """A loss or gradient that is NaN or infinite, caught before the optimiser step.
+
+    The message names the policy and the loss terms (or parameter groups) that are
+    not finite; the weights are as they were before the failed step.
+
+    Attributes:
+        detail: what was not finite.
+        policy_id: the policy being trained (set by the `Learner`).
+    """
+
+    def __init__(self, detail: str, policy_id: str | None = None) -> None:
+        self.detail = detail
+        self.policy_id = policy_id
+        who = f"Policy {policy_id!r}" if policy_id is not None else "A policy"
+        super().__init__(
+            f"{who}: {detail} The optimiser step was not taken, so the weights are unchanged "
+            "(still finite). Look for NaN/inf in the env's rewards and for learning settings "
+            "that diverge (lr, grad_clip, loss coefficients); `skip_nonfinite_updates: True` "
+            "skips such updates (counted as `num_nonfinite_updates_skipped`) instead."
+        )
+
+
+def optimizers_of(optimizer: Optimizers) -> list[torch.optim.Optimizer]:
+    """The optimiser, or each one of a dict of them."""
+    return list(optimizer.values()) if isinstance(optimizer, Mapping) else [optimizer]
+
+
+def _grads_of(optimizer: Optimizers) -> list[torch.Tensor]:
+    """Every gradient an optimiser (or each of a dict of them) is about to apply."""
+    return [
+        p.grad
+        for opt in optimizers_of(optimizer)
+        for group in opt.param_groups
+        for p in group["params"]
+        if p.grad is not None
+    ]
+
+
+def _params_of(optimizer: Optimizers) -> list[tuple[str, list[torch.Tensor]]]:
+    """(group name, parameters) of an optimiser, or of each one of a dict of them."""
+    if isinstance(optimizer, Mapping):
+        return [pair for name, opt in optimizer.items() for pair in _named_groups(opt, name)]
+    return _named_groups(optimizer, "")
+
+
+def _named_groups(
+    optimizer: torch.optim.Optimizer, prefix: str
+) -> list[tuple[str, list[torch.Tensor]]]:
+    out = []
+    for i, group in enumerate(optimizer.param_groups):
+        name = group.get("name", f"group {i}" if len(optimizer.param_groups) > 1 else "")
+        label = "/".join(x for x in (prefix, str(name)) if x) or "all parameters"
+        out.append((label, list(group["params"])))
+    return out
+
+
+def sum_is_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    # NaN and inf survive a sum, so one scalar (one sync) tells whether any element
+    # of any tensor is non-finite; far cheaper than isfinite() per tensor. (Only
+    # finite values adding up past float32's max would read as non-finite too, which
+    # flags numbers that are broken anyway.)
+    sums = [t.detach().sum() for t in tensors]
+    return not sums or bool(torch.isfinite(torch.stack(sums).sum()))
+
+
+def _all_finite(value: Any) -> bool:
+    if torch.is_tensor(value):
+        return bool(torch.isfinite(value.detach()).all())
+    if isinstance(value, float | np.floating):
+        return bool(np.isfinite(value))
+    return True
+
+
+def check_finite_update(
+    loss: torch.Tensor | None, optimizer: Optimizers, terms: Mapping[str, Any] | None = None
+) -> None:
+    """Raise `NonFiniteUpdateError` unless the loss and every gradient are finite.
+
+    Call it after `backward()` and before gradient clipping and `optimizer.step()`
+    (the `Learner` does for `loss`-based policies; a policy's `learn_step` calls it
+    itself), so that a NaN never reaches the weights or the optimiser's moments.
+
+    Args:
+        loss: the total loss that was backpropagated (None: check gradients only).
+        optimizer: the optimiser (or dict of optimisers) about to step.
+        terms: the loss terms / stats, to name the non-finite ones in the error.
+    """
+    # Fast path, every minibatch: one scalar; the named groups are built only on failure.
+    grads = _grads_of(optimizer)
+    if sum_is_finite(grads if loss is None else [loss, *grads]):
+        return
+    # Slow path, only on failure: say what is not finite.
+    groups = _params_of(optimizer)
+    bad_terms = [name for name, value in (terms or {}).items() if not _all_finite(value)]
+    terms_text = ", ".join(repr(t) for t in bad_terms)
+    if loss is not None and not bool(torch.isfinite(loss).all()):
+        detail = f"the loss is {float(loss.detach().reshape(-1)[0])}"
+        detail += f" (non-finite terms: {terms_text})." if bad_terms else "."
+    else:
+        bad_groups = [
+            label
+            for label, params in groups
+            if not sum_is_finite([p.grad for p in params if p.grad is not None])
+        ]
+        detail = "the gradient of " + ", ".join(repr(g) for g in bad_groups) + " is NaN or inf"
+        detail += (
+            f" (non-finite loss terms: {terms_text})." if bad_terms else " (the loss is finite)."
+        )
+    raise NonFiniteUpdateError(detail)
