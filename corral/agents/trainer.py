@@ -47,6 +47,14 @@ from corral.evaluation.backend import WorkerFailure, wait_all
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics, collect_metrics, summarize_episodes
 from corral.evaluation.worker_set import WORKER_START_TIMEOUT_S, WorkerSet
+from corral.execution.common import (  # noqa: F401  (the names: RLlib 1.13's trainer has them)
+    NUM_AGENT_STEPS_SAMPLED,
+    NUM_AGENT_STEPS_TRAINED,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_TRAINED,
+    count_sampled,
+    steps_sampled,
+)
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.tune.logger import UnifiedLogger, logger_from_config
@@ -72,11 +80,6 @@ logger = logging.getLogger(__name__)
 # How many times `step()` retries `step_attempt()` after worker failures in a
 # row; more than a few in a row means something is persistently broken.
 MAX_WORKER_FAILURE_RETRIES = 3
-
-NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
-NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
-NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
-NUM_AGENT_STEPS_TRAINED = "num_agent_steps_trained"
 
 CHECKPOINT_FORMAT_VERSION = 1
 # File stem of `_extra_checkpoint_state` in a checkpoint directory.
@@ -377,12 +380,8 @@ class Trainer(Trainable):
     def _train_iteration(self) -> dict:
         start = time.perf_counter()
         # Timesteps count agent steps when `multiagent/count_steps_by` says so.
-        counter = (
-            NUM_AGENT_STEPS_SAMPLED
-            if self.config["multiagent"]["count_steps_by"] == "agent_steps"
-            else NUM_ENV_STEPS_SAMPLED
-        )
-        steps_before = self._counters[counter]
+        count_steps_by = self.config["multiagent"]["count_steps_by"]
+        steps_before = steps_sampled(self._counters, count_steps_by)
         min_time = self.config["min_iter_time_s"] or 0
         min_steps = self.config["timesteps_per_iteration"] or 0
         # RLlib 1.13 users override `training_iteration()` (1.13's name), corral's
@@ -394,7 +393,7 @@ class Trainer(Trainable):
         )
         while True:
             learner_info = step()
-            steps = self._counters[counter] - steps_before
+            steps = steps_sampled(self._counters, count_steps_by) - steps_before
             if time.perf_counter() - start >= min_time and steps >= min_steps:
                 break
         return self._compile_results(learner_info, steps)
@@ -420,10 +419,9 @@ class Trainer(Trainable):
             max_env_steps=None if by_agent else size,
             max_agent_steps=size if by_agent else None,
         ).as_multi_agent()
-        self._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
-        self._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
+        sampled = count_sampled(self._counters, batch)
         results = multi_gpu_train_one_step(self, batch)
-        self.workers.sync_weights(global_vars={"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]})
+        self.workers.sync_weights(global_vars={"timestep": sampled})
         return results
 
     def training_iteration(self) -> dict:
@@ -441,13 +439,12 @@ class Trainer(Trainable):
                 result.setdefault("custom_metrics", {})[pid] = dict(custom)
         self._episodes_total += result["episodes_this_iter"]
         counters = dict(self._counters)
-        by_agent = self.config["multiagent"]["count_steps_by"] == "agent_steps"
         result.update(
             {
                 "info": {"learner": learner_info, **counters},
                 "timesteps_this_iter": steps_this_iter,
-                "timesteps_total": counters.get(
-                    NUM_AGENT_STEPS_SAMPLED if by_agent else NUM_ENV_STEPS_SAMPLED, 0
+                "timesteps_total": steps_sampled(
+                    counters, self.config["multiagent"]["count_steps_by"]
                 ),
                 "agent_timesteps_total": counters.get(NUM_AGENT_STEPS_SAMPLED, 0),
                 "episodes_total": self._episodes_total,

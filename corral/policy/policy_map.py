@@ -12,7 +12,6 @@ instead of holding on to the objects, which may be replaced by a reload.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -20,9 +19,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Protocol
 
-import numpy as np
-
 from corral.policy.policy import Policy
+from corral.utils.checkpoints import read_weights_and_state, write_weights_and_state
 
 WEIGHTS_FILE = "weights.safetensors"
 STATE_FILE = "state.json"
@@ -179,34 +177,29 @@ class PolicyMap(dict):
 
     def _spill(self, policy_id: str, policy: Policy) -> None:
         import torch
-        from safetensors.numpy import save_file
 
         folder = self._policy_dir(policy_id)
-        os.makedirs(folder, exist_ok=True)
-        state = dict(policy.get_state())
-        weights = state.pop("weights", {})
-        save_file(
-            {k: np.ascontiguousarray(v) for k, v in weights.items()},
-            os.path.join(folder, WEIGHTS_FILE),
-        )
         seq = getattr(policy, "weights_seq", 0)
         self._seqs[policy_id] = seq
-        state["weights_seq"] = seq
-        with open(os.path.join(folder, STATE_FILE), "w") as f:
-            json.dump(state, f)
+        write_weights_and_state(
+            folder,
+            {**policy.get_state(), "weights_seq": seq},
+            weights_file=WEIGHTS_FILE,
+            state_file=STATE_FILE,
+        )
         attached = [listener.on_policy_spilled(policy_id) for listener in self._listeners]
         torch.save(attached, os.path.join(folder, ATTACHED_FILE))
 
     def _restore(self, policy_id: str) -> Policy:
         import torch
-        from safetensors.numpy import load_file
 
         folder = self._policy_dir(policy_id)
         cls, obs_space, act_space, config = self._specs[policy_id]
         policy = cls(obs_space, act_space, config)
-        with open(os.path.join(folder, STATE_FILE)) as f:
-            state = json.load(f)
-        state["weights"] = load_file(os.path.join(folder, WEIGHTS_FILE))
+        # The map wrote these files itself: a diverged policy's NaNs come back as they were.
+        state = read_weights_and_state(
+            folder, weights_file=WEIGHTS_FILE, state_file=STATE_FILE, check_finite=False
+        )
         seq = state.pop("weights_seq", 0)
         policy.set_state(state)
         if hasattr(policy, "weights_seq"):

@@ -17,7 +17,7 @@ layout), these rules apply to every file in it:
   checkpoint or the new one. Temporary folders left by a killed save are
   removed by the next save into the same parent.
 * **Reads stay inside.** Paths named by a checkpoint's own files are resolved
-  with `inside`, which refuses anything that leaves the checkpoint folder.
+  with `corral.utils.checkpoints.inside`, which refuses anything that leaves the checkpoint folder.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import ctypes
 import ctypes.util
 import errno
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -35,8 +34,10 @@ import sys
 import tempfile
 import uuid
 import warnings
-from typing import Any
 
+# `inside` and `read_json` live with the rest of checkpoint persistence; imported here
+# (and so still importable from here) for the manifest's checks.
+from corral.utils.checkpoints import inside, read_json, write_json
 from corral.utils.error import CheckpointError
 
 MANIFEST = "manifest.json"
@@ -70,8 +71,7 @@ def write_manifest(checkpoint_dir: str, algorithm: str) -> None:
         "algorithm": algorithm,
         "files": files,
     }
-    with open(os.path.join(checkpoint_dir, MANIFEST), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
+    write_json(os.path.join(checkpoint_dir, MANIFEST), manifest, indent=1, sort_keys=True)
 
 
 def verify_manifest(checkpoint_dir: str) -> dict | None:
@@ -154,49 +154,6 @@ def _sha256(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-# -- paths and JSON ---------------------------------------------------------------------
-
-
-def inside(checkpoint_dir: str, relative: Any, named_by: str) -> str:
-    """`checkpoint_dir/relative`, refused unless it stays inside `checkpoint_dir`.
-
-    Args:
-        checkpoint_dir: the checkpoint folder.
-        relative: a relative path read from one of the checkpoint's files.
-        named_by: that file (for the error message).
-    """
-    if not isinstance(relative, str) or not relative or os.path.isabs(relative):
-        raise CheckpointError(
-            f"{named_by} names the path {relative!r}; expected a relative path inside the "
-            "checkpoint."
-        )
-    root = os.path.realpath(checkpoint_dir)
-    if os.path.commonpath([root, os.path.realpath(os.path.join(root, relative))]) != root:
-        raise CheckpointError(
-            f"{named_by} names the path {relative!r}, which leads outside the checkpoint "
-            f"{checkpoint_dir}; a checkpoint may only refer to its own files."
-        )
-    return os.path.normpath(os.path.join(checkpoint_dir, relative))
-
-
-def read_json(path: str, what: str) -> Any:
-    """The JSON document at `path`; a `CheckpointError` naming the file and `what` it
-    should hold when it is missing, not UTF-8 or not JSON."""
-    try:
-        with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing (expected {what} as JSON).") from None
-    except UnicodeDecodeError as e:
-        raise CheckpointError(
-            f"{path} is not UTF-8 text ({e}); expected {what} as JSON (corrupted?)."
-        ) from None
-    except json.JSONDecodeError as e:
-        raise CheckpointError(
-            f"{path} is not valid JSON ({e}); expected {what} (truncated or corrupted?)."
-        ) from None
 
 
 # -- atomic placement -------------------------------------------------------------------

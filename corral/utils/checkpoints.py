@@ -16,6 +16,15 @@ Loading executes no code from the checkpoint: safetensors and JSON are plain
 data, the torch file is read with `weights_only=True`, every path a file names
 must stay inside the checkpoint, loaded weights must be finite, and class names
 are resolved by `corral.utils.checkpoint_config` (never imported).
+
+This module is corral's one home of checkpoint persistence: finding a
+checkpoint folder (`find_checkpoint_dir`), JSON files whose errors name the
+file (`read_json` / `write_json`), paths a checkpoint's files name
+(`inside`), and the "weights.safetensors + state JSON" pair a policy is stored
+as (`write_weights_and_state` / `read_weights_and_state`: trainer
+checkpoints, `PolicyMap` spills and `Policy.export_checkpoint` all use it).
+The manifest and atomic placement of whole checkpoint folders are in
+`corral.utils.checkpoint_files`.
 """
 
 from __future__ import annotations
@@ -26,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from corral.utils.checkpoint_files import inside, read_json
 from corral.utils.error import CheckpointError
 
 TRAINER_STATE = "trainer_state.json"
@@ -36,22 +44,196 @@ WEIGHTS = "weights.safetensors"
 POLICY_STATE = "policy_state.json"
 
 
+# -- finding a checkpoint, paths and JSON -------------------------------------
+
+
+def find_checkpoint_dir(
+    path: str | os.PathLike,
+    marker: str = TRAINER_STATE,
+    expected: str = "a checkpoint folder written by `Trainer.save()` or `corral train`",
+) -> str:
+    """The checkpoint directory holding `marker`: `path` itself or its nearest ancestor.
+
+    Ancestors count because RLlib hands out paths of files inside the checkpoint
+    (`.../checkpoint_000010/checkpoint-10`).
+
+    Args:
+        path: a checkpoint folder or a path inside one (`~` is expanded).
+        marker: the file that marks the folder (`trainer_state.json` for a
+            trainer's checkpoint, `.tune_metadata.json` for any `Trainable`'s).
+        expected: what the folder should be, for the error message.
+
+    Raises:
+        CheckpointError: `path` does not exist, or neither it nor an ancestor
+            holds `marker`.
+    """
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    if not os.path.exists(path):
+        raise CheckpointError(f"Checkpoint {path} does not exist; expected {expected}.")
+    start = path if os.path.isdir(path) else os.path.dirname(path)
+    candidate = start
+    while not os.path.isfile(os.path.join(candidate, marker)):
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            raise CheckpointError(
+                f"{path} is not a checkpoint: no {marker} in it or above it "
+                f"({os.path.join(start, marker)} not found; expected {expected})."
+            )
+        candidate = parent
+    return candidate
+
+
+def inside(checkpoint_dir: str, relative: Any, named_by: str) -> str:
+    """`checkpoint_dir/relative`, refused unless it stays inside `checkpoint_dir`.
+
+    Args:
+        checkpoint_dir: the checkpoint folder.
+        relative: a relative path read from one of the checkpoint's files.
+        named_by: that file (for the error message).
+
+    Raises:
+        CheckpointError: `relative` is not a relative path, or leads outside.
+    """
+    if not isinstance(relative, str) or not relative or os.path.isabs(relative):
+        raise CheckpointError(
+            f"{named_by} names the path {relative!r}; expected a relative path inside the "
+            "checkpoint."
+        )
+    root = os.path.realpath(checkpoint_dir)
+    if os.path.commonpath([root, os.path.realpath(os.path.join(root, relative))]) != root:
+        raise CheckpointError(
+            f"{named_by} names the path {relative!r}, which leads outside the checkpoint "
+            f"{checkpoint_dir}; a checkpoint may only refer to its own files."
+        )
+    return os.path.normpath(os.path.join(checkpoint_dir, relative))
+
+
+def read_json(path: str, what: str) -> Any:
+    """The JSON document at `path`.
+
+    Args:
+        path: the file.
+        what: what it should hold (e.g. "the trainer state"), for error messages.
+
+    Raises:
+        CheckpointError: naming the file and `what`, when it is missing, not
+            UTF-8 or not JSON.
+    """
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing (expected {what} as JSON).") from None
+    except UnicodeDecodeError as e:
+        raise CheckpointError(
+            f"{path} is not UTF-8 text ({e}); expected {what} as JSON (corrupted?)."
+        ) from None
+    except json.JSONDecodeError as e:
+        raise CheckpointError(
+            f"{path} is not valid JSON ({e}); expected {what} (truncated or corrupted?)."
+        ) from None
+
+
+def read_json_object(path: str, what: str) -> dict:
+    """`read_json`, refused (`CheckpointError` naming the file) unless it is a JSON object."""
+    obj = read_json(path, what)
+    if not isinstance(obj, dict):
+        raise CheckpointError(
+            f"{path} holds {type(obj).__name__}; expected {what} as a JSON object."
+        )
+    return obj
+
+
+def write_json(path: str, obj: Any, *, indent: int | None = None, sort_keys: bool = False) -> None:
+    """Writes `obj` as UTF-8 JSON to `path`.
+
+    numpy scalars and arrays become numbers and lists; any other value JSON
+    cannot hold is written as its `repr` (a string), so a save never fails on
+    an odd config value; reading it back gives that string, never an object.
+    """
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, default=_json_default, indent=indent, sort_keys=sort_keys)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return repr(value)
+
+
+# -- a policy as "weights.safetensors + state JSON" ---------------------------
+
+
+def write_weights_and_state(
+    folder: str,
+    state: dict,
+    *,
+    weights_file: str = WEIGHTS,
+    state_file: str = POLICY_STATE,
+) -> None:
+    """Writes a policy's state as two plain-data files in `folder` (created if needed).
+
+    Args:
+        folder: where to write.
+        state: `Policy.get_state()`: its `"weights"` (name -> array) go to
+            `weights_file` (safetensors), everything else to `state_file` (JSON).
+        weights_file: the safetensors file's name.
+        state_file: the JSON file's name.
+    """
+    from safetensors.numpy import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    rest = dict(state)
+    weights = {k: np.ascontiguousarray(v) for k, v in rest.pop("weights", {}).items()}
+    save_file(weights, os.path.join(folder, weights_file))
+    write_json(os.path.join(folder, state_file), rest)
+
+
+def read_weights_and_state(
+    folder: str,
+    *,
+    weights_file: str = WEIGHTS,
+    state_file: str = POLICY_STATE,
+    expected_weights: dict | None = None,
+    check_finite: bool = True,
+) -> dict:
+    """The policy state `write_weights_and_state` wrote, `"weights"` as numpy arrays.
+
+    Args:
+        folder: where the two files are.
+        weights_file: the safetensors file's name.
+        state_file: the JSON file's name.
+        expected_weights: name -> array of the policy it will be loaded into;
+            the files must hold the same names and shapes (None: not checked).
+        check_finite: refuse floating-point weights holding NaN or infinity.
+
+    Raises:
+        CheckpointError: naming the file that is missing, unreadable, of
+            another model, or not finite.
+    """
+    path = os.path.join(folder, weights_file)
+    weights = _read_weights(path)
+    if expected_weights is not None:
+        _check_weights(path, weights, expected_weights)
+    if check_finite:
+        _check_finite(path, weights)
+    rest = read_json_object(os.path.join(folder, state_file), "a policy state")
+    return {**rest, "weights": weights}
+
+
 def write_trainer_state(
     checkpoint_dir: str, trainer_state: dict, worker_state: dict, learner_state: dict
 ) -> None:
     import torch
-    from safetensors.numpy import save_file
 
     policy_dirs = {}
     for i, (pid, pstate) in enumerate(worker_state["policy_states"].items()):
         rel = os.path.join("policies", str(i))
-        os.makedirs(os.path.join(checkpoint_dir, rel), exist_ok=True)
-        weights = {k: np.ascontiguousarray(v) for k, v in pstate["weights"].items()}
-        save_file(weights, os.path.join(checkpoint_dir, rel, WEIGHTS))
-        rest = {k: v for k, v in pstate.items() if k != "weights"}
-        _write_json(os.path.join(checkpoint_dir, rel, POLICY_STATE), rest)
+        write_weights_and_state(os.path.join(checkpoint_dir, rel), pstate)
         policy_dirs[pid] = rel
-    _write_json(
+    write_json(
         os.path.join(checkpoint_dir, WORKER_STATE),
         {
             "filters": worker_state.get("filters", {}),
@@ -59,7 +241,7 @@ def write_trainer_state(
         },
     )
     torch.save(learner_state, os.path.join(checkpoint_dir, LEARNER_STATE))
-    _write_json(
+    write_json(
         os.path.join(checkpoint_dir, TRAINER_STATE), {**trainer_state, "policies": policy_dirs}
     )
 
@@ -69,11 +251,7 @@ def read_trainer_meta(checkpoint_dir: str) -> dict:
     to rebuild the policy map before `read_trainer_state` checks it."""
     if os.path.isfile(checkpoint_dir):
         checkpoint_dir = os.path.dirname(checkpoint_dir)
-    path = os.path.join(checkpoint_dir, TRAINER_STATE)
-    state = read_json(path, "the trainer state")
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path} holds {type(state).__name__}; expected a JSON object.")
-    return state
+    return read_json_object(os.path.join(checkpoint_dir, TRAINER_STATE), "the trainer state")
 
 
 def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tuple[dict, dict, dict]:
@@ -100,12 +278,9 @@ def read_trainer_state(checkpoint_dir: str, expected_worker_state: dict) -> tupl
     state_file = os.path.join(checkpoint_dir, TRAINER_STATE)
     for pid, rel in policy_dirs.items():
         folder = inside(checkpoint_dir, rel, state_file)
-        path = os.path.join(folder, WEIGHTS)
-        weights = _read_weights(path)
-        _check_weights(path, weights, expected[pid]["weights"])
-        _check_finite(path, weights)
-        rest = read_json(os.path.join(folder, POLICY_STATE), "a policy state")
-        policy_states[pid] = {**rest, "weights": weights}
+        policy_states[pid] = read_weights_and_state(
+            folder, expected_weights=expected[pid]["weights"]
+        )
     worker = read_json(os.path.join(checkpoint_dir, WORKER_STATE), "the worker state")
     learner_path = os.path.join(checkpoint_dir, LEARNER_STATE)
     try:
@@ -160,19 +335,6 @@ def _check_weights(path: str, loaded: dict, expected: dict) -> None:
         )
 
 
-def _write_json(path: str, obj: Any) -> None:
-    with open(path, "w") as f:
-        json.dump(obj, f, default=_json_default)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return repr(value)
-
-
 # -- nested state with numpy arrays (e.g. replay buffers) ---------------------
 
 _ARRAY_REF = "__array__"
@@ -201,7 +363,7 @@ def write_array_state(directory: str, name: str, state: dict) -> None:
 
     skeleton = strip(state, "")
     save_file(arrays, os.path.join(directory, f"{name}.safetensors"))
-    _write_json(os.path.join(directory, f"{name}.json"), skeleton)
+    write_json(os.path.join(directory, f"{name}.json"), skeleton)
 
 
 def has_array_state(directory: str, name: str) -> bool:
