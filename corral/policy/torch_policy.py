@@ -452,17 +452,14 @@ class TorchPolicy(Policy):
 
         Plain data only, so loading it can never run code.
         """
-        import json
-        import os
+        from corral.utils.checkpoints import write_weights_and_state
 
-        from safetensors.numpy import save_file
-
-        os.makedirs(export_dir, exist_ok=True)
-        state = self.get_state()
-        weights = {k: np.ascontiguousarray(v) for k, v in state.pop("weights").items()}
-        save_file(weights, os.path.join(export_dir, f"{filename_prefix}.safetensors"))
-        with open(os.path.join(export_dir, f"{filename_prefix}_state.json"), "w") as f:
-            json.dump(state, f)
+        write_weights_and_state(
+            export_dir,
+            self.get_state(),
+            weights_file=f"{filename_prefix}.safetensors",
+            state_file=f"{filename_prefix}_state.json",
+        )
 
     def import_model_from_h5(self, import_file: str) -> None:
         """Loads weights from an HDF5 file whose groups are named like the model's layers."""
