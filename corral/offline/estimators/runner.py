@@ -1,0 +1,105 @@
+"""Estimators on rollout workers, and their estimates in `train()` results.
+
+A rollout worker reading offline input builds its estimators once (`make_estimators`),
+feeds them every batch it reads (`OffPolicyEstimator.process`), and the trainer gathers
+what they estimated since the last iteration from all workers
+(`collect_off_policy_estimates`) into `result["off_policy_estimator"]`.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from corral.offline.estimators.direct_method import DirectMethod, DoublyRobust
+from corral.offline.estimators.importance_sampling import (
+    ImportanceSampling,
+    WeightedImportanceSampling,
+)
+from corral.offline.estimators.off_policy_estimator import OffPolicyEstimate, OffPolicyEstimator
+
+# `input_evaluation` name -> estimator class.
+ESTIMATORS: dict[str, type[OffPolicyEstimator]] = {
+    "is": ImportanceSampling,
+    "wis": WeightedImportanceSampling,
+    "dm": DirectMethod,
+    "dr": DoublyRobust,
+}
+# The `input_evaluation` entry that is not an estimator: run the env next to the input.
+SIMULATION = "simulation"
+
+
+def check_input_evaluation(methods: Iterable[Any]) -> None:
+    """Raises `ValueError` naming an `input_evaluation` entry that is not known."""
+    for method in methods:
+        known = method == SIMULATION or method in ESTIMATORS
+        if not known and not (isinstance(method, type) and issubclass(method, OffPolicyEstimator)):
+            raise ValueError(
+                f"Unknown `input_evaluation` method {method!r}; expected one of "
+                f"{[*ESTIMATORS, SIMULATION]} or an OffPolicyEstimator subclass."
+            )
+
+
+def make_estimators(worker: Any) -> list[OffPolicyEstimator]:
+    """The estimators a worker runs on its offline input (none when it samples its env).
+
+    `input_evaluation` entries: "is", "wis", "dm", "dr" or an `OffPolicyEstimator`
+    subclass; "simulation" is handled by the worker itself. Estimates are of the worker's
+    default policy with the policy's `gamma`; "dm"/"dr" fit their Q model with
+    `input_config["q_model"]` (keyword arguments of `FQETorchModel`) when given.
+    """
+    config = worker.config
+    methods = list(config.get("input_evaluation") or [])
+    check_input_evaluation(methods)
+    if config.get("input", "sampler") == "sampler" or config.get("in_evaluation"):
+        return []
+    policy = worker.get_policy()
+    if policy is None:
+        return []
+    gamma = policy.config.get("gamma", config.get("gamma", 0.99))
+    q_model_config = (config.get("input_config") or {}).get("q_model")
+    estimators: list[OffPolicyEstimator] = []
+    for method in methods:
+        if method == SIMULATION:
+            continue
+        cls = ESTIMATORS[method] if isinstance(method, str) else method
+        if issubclass(cls, DirectMethod):
+            estimators.append(cls(policy, gamma, q_model_config=q_model_config))
+        else:
+            estimators.append(cls(policy, gamma))
+    return estimators
+
+
+def summarize_estimates(estimates: Iterable[OffPolicyEstimate]) -> dict[str, dict[str, float]]:
+    """{estimator name: {metric: mean over the estimates}} (RLlib 1.x's summary)."""
+    gathered: dict[str, dict[str, list[float]]] = collections.defaultdict(
+        lambda: collections.defaultdict(list)
+    )
+    for estimate in estimates:
+        for key, value in estimate.metrics.items():
+            gathered[estimate.estimator_name][key].append(float(value))
+    return {
+        name: {key: float(np.mean(values)) for key, values in metrics.items()}
+        for name, metrics in gathered.items()
+    }
+
+
+def worker_estimates(worker: Any) -> list[OffPolicyEstimate]:
+    """Drains the estimates a worker's estimators made since the last call."""
+    out: list[OffPolicyEstimate] = []
+    for estimator in getattr(worker, "reward_estimators", None) or []:
+        out.extend(estimator.get_metrics())
+    return out
+
+
+def collect_off_policy_estimates(workers: Any) -> dict[str, dict[str, float]]:
+    """The summary of the estimates of a `WorkerSet`'s local and healthy remote workers."""
+    from corral.evaluation.backend import wait_all
+
+    estimates = worker_estimates(workers.local_worker())
+    for result in wait_all([w.apply(worker_estimates) for w in workers.healthy_remote_workers()]):
+        estimates.extend(result)
+    return summarize_estimates(estimates)
