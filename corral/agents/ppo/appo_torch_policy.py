@@ -1,10 +1,17 @@
-"""APPO's policy: PPO's clipped surrogate on V-trace corrected advantages, with a target net.
+"""APPO's policy: PPO's clipped surrogate against a target network, on V-trace advantages.
 
-Espeholt et al. 2018 (IMPALA, arXiv:1802.01561) for V-trace; the loss follows RLlib 1.13's
-APPO: the ratio of the current policy to the behaviour policy is corrected by the
-(clipped) ratio of the target ("old") policy to the behaviour policy, advantages and
-value targets come from V-trace run against the target policy (or from GAE with
-`vtrace=False`), and an optional KL term (`use_kl_loss`) keeps the policy near the target.
+Follows RLlib 1.13's `appo_surrogate_loss` (means over the batch):
+
+    ratio_s = clip(mu/pi_old, 0, 2) * pi/mu          (pi current, mu behaviour,
+    L_pi = -mean(min(A_s ratio_s, A_s clip(ratio_s, 1 - eps, 1 + eps)))   pi_old target)
+    L = L_pi + vf_loss_coeff * 0.5 * mean((V(x_s) - v_s)^2) - entropy_coeff * mean(H)
+        [+ kl_coeff * mean(KL(pi_old || pi)) with `use_kl_loss`]
+
+With `vtrace` (default) v_s and A_s are V-trace's (`corral.agents.impala`) for the
+target policy pi_old, over the trajectory pieces of the train batch; with `vtrace=False`
+they are the GAE advantages and value targets the workers computed. The target network
+is refreshed after every `target_update_frequency` learner updates (then the adaptive KL
+coefficient moves too).
 """
 
 from __future__ import annotations
@@ -13,11 +20,11 @@ import copy
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 
+from corral.agents.impala.impala_torch_policy import make_optimizer_for, vtrace_targets
 from corral.agents.off_policy import TargetNetworkStateMixin
-from corral.agents.ppo.ppo_torch_policy import explained_variance
+from corral.core.learner.learner import SEQ_MASK
 from corral.evaluation.postprocessing import compute_gae_for_sample_batch
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import (
@@ -26,6 +33,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
+from corral.utils.torch_utils import explained_variance
 
 # Bound of log(pi / mu) in the surrogate (exp(20) ~ 5e8, far past any clip range).
 _MAX_LOG_RATIO = 20.0
@@ -59,11 +67,11 @@ class KLCoeffMixin:
 class APPOTorchPolicy(
     LearningRateSchedule, EntropyCoeffSchedule, KLCoeffMixin, TargetNetworkStateMixin, TorchPolicy
 ):
-    """APPO on torch: V-trace (or GAE) advantages, clipped surrogate, target network."""
+    """APPO on torch: clipped surrogate on V-trace (or GAE) advantages, target network."""
 
     # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
     postprocess_batched = True
-    train_columns = None  # the loss reads new_obs, terminateds, eps_id besides the usual
+    train_columns = None  # the loss reads eps_id, t, unroll_id, terminateds, ...
 
     @staticmethod
     def get_default_config() -> dict:
@@ -81,6 +89,10 @@ class APPOTorchPolicy(
         )
         self.target_model = copy.deepcopy(self.model)
         self.target_model.requires_grad_(False)
+        self._updates_since_target = 0
+
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        return make_optimizer_for(self)
 
     def update_target(self, tau: float = 1.0) -> None:
         """Copies the current weights into the target ("old") policy (APPO's `tau` is 1)."""
@@ -96,10 +108,23 @@ class APPOTorchPolicy(
             return sample_batch  # V-trace runs in the loss, on the whole train batch
         return compute_gae_for_sample_batch(self, sample_batch)
 
-    def _target_forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _target_outputs(self, batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target network's (logits, values) on the train batch (no gradients)."""
         with torch.no_grad():
-            out, _ = self.target_model({SampleBatch.OBS: obs}, [], None)
+            if not self.is_recurrent():
+                out, _ = self.target_model({SampleBatch.OBS: batch[SampleBatch.OBS]}, [], None)
+            else:
+                state = [batch[f"state_in_{i}"] for i in range(len(self.get_initial_state()))]
+                out, _ = self.target_model(batch, state, batch[SampleBatch.SEQ_LENS])
             return out, self.target_model.value_function()
+
+    def _bootstrap_fn(self, batch: TensorDict) -> Any:
+        def values_at(rows: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                self.model({SampleBatch.OBS: batch[SampleBatch.NEXT_OBS][rows]}, [], None)
+                return self.model.value_function()
+
+        return values_at
 
     def loss(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
@@ -109,32 +134,44 @@ class APPOTorchPolicy(
         actions = train_batch[SampleBatch.ACTIONS]
         curr = dist_class(dist_inputs, model)
         behaviour = dist_class(train_batch[SampleBatch.ACTION_DIST_INPUTS], model)
-        target_logits, _ = self._target_forward(train_batch[SampleBatch.OBS])
+        target_logits, _ = self._target_outputs(train_batch)
         old = dist_class(target_logits, model)
         behaviour_logp = behaviour.logp(actions)
         old_logp = old.logp(actions)
         if cfg["vtrace"]:
-            log_rhos = _bounded(old_logp - behaviour_logp)
-            advantages, value_targets = self._vtrace(train_batch, values, log_rhos)
+            value_targets, advantages, mask = vtrace_targets(
+                self,
+                train_batch,
+                values,
+                _bounded(old_logp - behaviour_logp),
+                None if self.is_recurrent() else self._bootstrap_fn(train_batch),
+            )
         else:
             advantages = train_batch[SampleBatch.ADVANTAGES]
             value_targets = train_batch[SampleBatch.VALUE_TARGETS]
-        # The behaviour policy may lag the target one: weight by their (clipped) ratio.
-        is_ratio = torch.clamp(torch.exp(behaviour_logp - old_logp), 0.0, 2.0)
-        # The log-ratio is bounded before exp(): a collapsed std (density spikes) must
-        # not overflow to inf (the clipped surrogate is flat far beyond 1 +- clip anyway).
-        log_ratio = _bounded(curr.logp(actions) - behaviour_logp)
-        ratio = is_ratio * torch.exp(log_ratio)
+            padded = train_batch.get(SEQ_MASK)
+            mask = torch.ones_like(values, dtype=torch.bool) if padded is None else padded.bool()
+        weight = mask.to(values.dtype)
+        count = weight.sum().clamp(min=1.0)
+
+        def mean(t: torch.Tensor) -> torch.Tensor:
+            return (t * weight).sum() / count
+
+        # The behaviour policy lags the target one: weight by their (clipped) ratio.
+        is_ratio = torch.clamp(torch.exp(_bounded(behaviour_logp - old_logp)), 0.0, 2.0)
+        # Bounded before exp(): a collapsed std must not overflow to inf (the clipped
+        # surrogate is flat far beyond 1 +- clip anyway).
+        ratio = is_ratio * torch.exp(_bounded(curr.logp(actions) - behaviour_logp))
         clip = cfg["clip_param"]
         surrogate = torch.minimum(
             advantages * ratio, advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
         )
-        policy_loss = -surrogate.mean()
-        vf_loss = 0.5 * ((values - value_targets) ** 2).mean()
-        entropy = curr.entropy().mean()
+        policy_loss = -mean(surrogate)
+        vf_loss = 0.5 * mean((values - value_targets) ** 2)
+        entropy = mean(curr.entropy())
+        kl = mean(old.kl(curr))
         total = policy_loss + cfg["vf_loss_coeff"] * vf_loss - self.entropy_coeff * entropy
         if cfg["use_kl_loss"]:
-            kl = old.kl(curr).mean()
             total = total + self.kl_coeff * kl
         with torch.no_grad():
             stats = {
@@ -142,74 +179,46 @@ class APPOTorchPolicy(
                 "policy_loss": policy_loss,
                 "vf_loss": vf_loss,
                 "entropy": entropy,
-                "vf_explained_var": explained_variance(value_targets, values),
+                "mean_kl": kl,
+                "vf_explained_var": explained_variance(value_targets[mask], values[mask]),
                 "entropy_coeff": self.entropy_coeff,
                 "cur_lr": self.cur_lr,
             }
-            if cfg["use_kl_loss"]:  # RLlib reports the KL only when it is in the loss
-                stats["mean_kl"] = kl
+            if cfg["use_kl_loss"]:
                 stats["cur_kl_coeff"] = self.kl_coeff
         return total, stats
 
-    def _vtrace(
-        self, batch: TensorDict, values: torch.Tensor, log_rhos: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """V-trace targets v_s and policy-gradient advantages (IMPALA eq. 1, lambda 1).
-
-        The batch holds trajectories one after another (a fragment per env, in time
-        order); a trajectory piece ends where `eps_id` changes or the episode ended.
-        There the recursion restarts, bootstrapped with the target net's value of
-        `new_obs` (0 after a terminal step).
-        """
-        cfg = self.config
-        gamma = float(cfg["gamma"])
-        rewards = batch[SampleBatch.REWARDS].double()
-        terminated = batch[SampleBatch.TERMINATEDS].bool()
-        truncated = batch[SampleBatch.TRUNCATEDS].bool()
-        eps = batch[SampleBatch.EPS_ID]
-        n = len(rewards)
-        cont = torch.zeros(n, dtype=torch.bool)
-        cont[:-1] = (eps[1:] == eps[:-1]) & ~(terminated[:-1] | truncated[:-1])
-        values_d = values.detach().double()
-        ends = torch.nonzero(~cont & ~terminated).flatten()
-        next_values = torch.zeros(n, dtype=torch.float64)
-        next_values[:-1] = torch.where(cont[:-1], values_d[1:], torch.zeros(()).double())
-        if len(ends):
-            _, boot = self._target_forward(batch[SampleBatch.NEXT_OBS][ends])
-            next_values[ends] = boot.double()
-        rhos = torch.exp(log_rhos.detach().double())
-        clipped_rhos = torch.clamp(rhos, max=float(cfg["vtrace_clip_rho_threshold"]))
-        cs = torch.clamp(rhos, max=1.0)
-        deltas = clipped_rhos * (rewards + gamma * next_values - values_d)
-        # acc_s = v_s - V(x_s) = delta_s + gamma c_s acc_{s+1} within a trajectory piece.
-        acc = np.zeros(n)
-        d, c, k = deltas.numpy(), cs.numpy(), cont.numpy()
-        running = 0.0
-        for s in range(n - 1, -1, -1):
-            running = d[s] + (gamma * c[s] * running if k[s] else 0.0)
-            acc[s] = running
-        vs = torch.from_numpy(acc) + values_d
-        vs_next = torch.zeros(n, dtype=torch.float64)
-        vs_next[:-1] = torch.where(cont[:-1], vs[1:], torch.zeros(()).double())
-        vs_next[ends] = next_values[ends]
-        pg_rhos = torch.clamp(rhos, max=float(cfg["vtrace_clip_pg_rho_threshold"]))
-        advantages = pg_rhos * (rewards + gamma * vs_next - values_d)
-        return advantages.float(), vs.float()
+    def target_update_frequency(self) -> int:
+        """Learner updates between two target refreshes."""
+        freq = self.config.get("target_update_frequency")
+        if freq is None:
+            freq = int(self.config["num_sgd_iter"]) * int(self.config["minibatch_buffer_size"])
+        return max(1, int(freq))
 
     def after_update(self, stats: dict[str, float]) -> dict[str, float]:
-        """RLlib 1.13's `UpdateTargetAndKL`: the target follows every training step; the
-        KL coefficient adapts when the KL term is used."""
+        """RLlib 1.13's `UpdateTargetAndKL`: every `target_update_frequency` updates the
+        target follows the current policy and, with `use_kl_loss`, the KL coefficient adapts."""
+        self._updates_since_target += 1
+        if self._updates_since_target < self.target_update_frequency():
+            return {}
+        self._updates_since_target = 0
         self.update_target()
+        out = {"num_target_updates": 1.0}
         if self.config["use_kl_loss"] and stats.get("mean_kl") is not None:
-            return {"cur_kl_coeff": self.update_kl(float(stats["mean_kl"]))}
-        return {}
+            out["cur_kl_coeff"] = self.update_kl(float(stats["mean_kl"]))
+        return out
 
     def extra_state(self) -> dict[str, Any]:
-        return {"kl_coeff": self.kl_coeff, "entropy_coeff": self.entropy_coeff}
+        return {
+            "kl_coeff": self.kl_coeff,
+            "entropy_coeff": self.entropy_coeff,
+            "updates_since_target": self._updates_since_target,
+        }
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.kl_coeff = state.get("kl_coeff", self.kl_coeff)
         self.entropy_coeff = state.get("entropy_coeff", self.entropy_coeff)
+        self._updates_since_target = state.get("updates_since_target", 0)
 
 
 # RLlib 1.13's name of the class.
