@@ -27,13 +27,14 @@ from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
 from corral.evaluation.obs_check import env_name, spaces_match
 from corral.evaluation.sampler import SingleAgentSampler
-from corral.policy.policy import Policy, PolicySpec, declared_for
+from corral.offline.input_reader import SamplerInput
+from corral.offline.inputs import make_worker_io, read_fragment
+from corral.policy.policy import Policy, PolicySpec
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
     SampleBatch,
-    concat_samples,
 )
 from corral.utils.compression import compress_batch
 from corral.utils.filter import Filter, NoFilter, get_filter
@@ -98,7 +99,8 @@ class RolloutWorker:
         self.async_env: BaseEnv | None = None
         if self._needs_env():
             self.async_env = self._make_vector_env()
-            self.env = self.async_env.envs[0]
+            # None with env=None: offline training needs no env.
+            self.env = self.async_env.envs[0] if self.async_env is not None else None
         multiagent = config["multiagent"]
         self.policy_mapping_fn: Callable = multiagent.get("policy_mapping_fn") or (
             _default_policy_mapping_fn
@@ -116,6 +118,8 @@ class RolloutWorker:
         self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
         self.sampler = self._make_sampler()
         self._sample_marks: list[int] = []
+        # `input` / `output` (corral.offline): where sample() reads and writes batches.
+        self.io_context, self.input_reader, self.output_writer = make_worker_io(self)
 
     @property
     def policy_config(self) -> dict:
@@ -254,6 +258,9 @@ class RolloutWorker:
                     known += list(self.get_spaces().values())
                 if known and all(pair == known[0] for pair in known):
                     obs_space, act_space = known[0]
+            if self.env is None:  # no env (offline data): the config's spaces, as RLlib 1.13
+                obs_space = obs_space or self.config.get("observation_space")
+                act_space = act_space or self.config.get("action_space")
             if obs_space is None or act_space is None:
                 raise ValueError(
                     f"Cannot infer the spaces of policy '{pid}': no agent of the env maps to "
@@ -392,7 +399,24 @@ class RolloutWorker:
     # -- sampling -----------------------------------------------------------
 
     def sample(self) -> SampleBatch | MultiAgentBatch:
-        """One postprocessed fragment (`rollout_fragment_length` x envs steps)."""
+        """One fragment from `input`: the envs ("sampler") or offline data; written to `output`."""
+        if self.input_reader is None:
+            raise ValueError(NO_ENV_MESSAGE)
+        if isinstance(self.input_reader, SamplerInput):
+            batch = self.sample_from_env()
+        else:
+            batch = read_fragment(self)
+        self.callbacks.on_sample_end(worker=self, samples=batch)
+        # Before compression (RLlib's order): files hold plain columns.
+        self.output_writer.write(batch)
+        if self.config.get("compress_observations"):
+            # After postprocessing and the callbacks (RLlib's order): they see plain
+            # observations; replay buffers and learners unpack the rows they use.
+            compress_batch(batch)
+        return batch
+
+    def sample_from_env(self) -> SampleBatch | MultiAgentBatch:
+        """One postprocessed fragment of the envs (`rollout_fragment_length` x envs steps)."""
         if self.sampler is None:
             raise ValueError(NO_ENV_MESSAGE)
         # Where this sample's finished episodes begin in the sampler's list, so
@@ -401,43 +425,9 @@ class RolloutWorker:
         self._sample_marks.append(len(self.sampler._finished))
         if len(self._sample_marks) > 1000:  # no get_metrics for a long time: keep it small
             del self._sample_marks[:-1000]
-        raw = self.sampler.sample()
-        # The multi-agent sampler postprocesses per agent trajectory itself.
-        batch = raw if isinstance(raw, MultiAgentBatch) else self._postprocess(raw)
-        self.callbacks.on_sample_end(worker=self, samples=batch)
-        if self.config.get("compress_observations"):
-            # After postprocessing and the callbacks (RLlib's order): they see plain
-            # observations; replay buffers and learners unpack the rows they use.
-            compress_batch(batch)
-        return batch
-
-    def _postprocess(self, raw: SampleBatch) -> SampleBatch:
-        policy = self.policy_map[DEFAULT_POLICY_ID]
-        hook = self.sampler.call_postprocess_hook
-        batched = policy.postprocess_batched and declared_for(
-            policy, "postprocess_batched", "postprocess_trajectory"
-        )
-        if batched and not hook:
-            return policy.postprocess_trajectory(raw)
-        pieces = []
-        for trajectory in raw.split_by_episode():
-            original = trajectory.copy()
-            post = policy.postprocess_trajectory(trajectory)
-            if hook:
-                # RLlib 1.13's shapes: the trajectory's episode, {agent: (policy, batch)}.
-                episode_for = getattr(self.sampler, "episode_for", None)
-                eps_id = trajectory[SampleBatch.EPS_ID][0] if trajectory.count else None
-                self.callbacks.on_postprocess_trajectory(
-                    worker=self,
-                    episode=episode_for(eps_id) if episode_for and eps_id is not None else None,
-                    agent_id="agent0",
-                    policy_id=DEFAULT_POLICY_ID,
-                    policies=self.policy_map,
-                    postprocessed_batch=post,
-                    original_batches={"agent0": (policy, original)},
-                )
-            pieces.append(post)
-        return concat_samples(pieces)
+        # Both samplers postprocess each trajectory with its policy and the
+        # `on_postprocess_trajectory` hook (`sampler_base.postprocess_trajectory`).
+        return self.sampler.sample()
 
     def recreate_sub_environment(self, index: int) -> Any:
         """Closes sub-env `index` and builds a new one in its place
@@ -639,6 +629,7 @@ class RolloutWorker:
         return os.getpid()
 
     def stop(self) -> None:
+        self.output_writer.close()
         if self.async_env is not None:
             self.async_env.stop()
 

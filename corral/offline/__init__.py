@@ -1,0 +1,33 @@
+"""Offline data: writing sampled experiences and training from recorded ones.
+
+RLlib 1.13's `ray.rllib.offline`: `InputReader`/`OutputWriter` and their JSON forms
+(`JsonReader`, `JsonWriter`, RLlib's own files included), `ShuffledInput`, `MixedInput`
+and `IOContext`; plus Parquet (`ParquetReader`, `ParquetWriter`) and Minari datasets
+(`MinariReader`). A rollout worker builds its reader and writer from the config keys
+``input``, ``output`` and their companions (see `corral.offline.inputs`).
+"""
+
+from corral.offline.input_reader import InputReader, SamplerInput
+from corral.offline.io_context import IOContext
+from corral.offline.json_reader import JsonReader
+from corral.offline.json_writer import JsonWriter
+from corral.offline.minari_reader import MinariReader
+from corral.offline.mixed_input import MixedInput
+from corral.offline.output_writer import NoopOutput, OutputWriter
+from corral.offline.parquet import ParquetReader, ParquetWriter
+from corral.offline.shuffled_input import ShuffledInput
+
+__all__ = [
+    "IOContext",
+    "InputReader",
+    "JsonReader",
+    "JsonWriter",
+    "MinariReader",
+    "MixedInput",
+    "NoopOutput",
+    "OutputWriter",
+    "ParquetReader",
+    "ParquetWriter",
+    "SamplerInput",
+    "ShuffledInput",
+]

@@ -1,0 +1,202 @@
+"""Column codecs of the JSON experience files: corral's compressed format and RLlib's.
+
+A batch is one JSON object per line, RLlib 1.x's layout: ``{"type": "SampleBatch",
+<column>: <values>, ...}`` or ``{"type": "MultiAgentBatch", "count": <env steps>,
+"policy_batches": {<policy id>: {<column>: <values>, ...}}}``. A plain column is a JSON
+list. A column named in ``output_compress_columns`` is one string:
+
+- corral writes ``"npy-lz4:" + base64(LZ4 frame(NumPy .npy bytes))``. The ``.npy`` format
+  keeps dtype, shape and bytes exactly (a bit-exact round trip) and is read with
+  ``allow_pickle=False``: no pickle is involved on either side. Columns NumPy cannot
+  store without pickle (dtype object, e.g. ``infos``) are written as plain lists.
+- RLlib wrote ``base64(LZ4 frame(pickle of the array))``; those are read with
+  :func:`corral.offline.safe_pickle.restricted_loads`, never the stock unpickler.
+
+Plain lists carry no dtype: float lists are read as float32 (corral's batches are
+float32 throughout), integer lists as int64, booleans as bool.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+from typing import Any
+
+import numpy as np
+
+from corral.offline.safe_pickle import RefusedPickleError, restricted_loads
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+try:
+    import lz4.frame as _lz4_frame
+except ImportError:  # pragma: no cover - lz4 is a dependency of corral
+    _lz4_frame = None
+
+NPY_LZ4_PREFIX = "npy-lz4:"
+# The LZ4 frame magic number, base64-encoded: how RLlib's compressed columns begin.
+_RLLIB_PREFIX = base64.b64encode(b"\x04\x22\x4d\x18")[:5].decode("ascii")
+
+
+class MalformedRecordError(ValueError):
+    """A line of an experience file is not a batch record; names the file and line."""
+
+
+def _lz4() -> Any:
+    if _lz4_frame is None:
+        raise ImportError("Compressed offline columns need the `lz4` package: pip install lz4.")
+    return _lz4_frame
+
+
+def compress_column(array: np.ndarray) -> str:
+    """One column as ``npy-lz4:`` text (bit-exact; see the module docstring)."""
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    packed = _lz4().compress(buf.getvalue())
+    return NPY_LZ4_PREFIX + base64.b64encode(packed).decode("ascii")
+
+
+def decompress_column(text: str, where: str) -> np.ndarray:
+    """The array of a compressed column, corral's format or RLlib's.
+
+    Raises:
+        MalformedRecordError: the text is neither format (`where` names the source).
+        RefusedPickleError: an RLlib column's pickle names anything but numpy data.
+    """
+    try:
+        if text.startswith(NPY_LZ4_PREFIX):
+            raw = _lz4().decompress(base64.b64decode(text[len(NPY_LZ4_PREFIX) :]))
+            return np.load(io.BytesIO(raw), allow_pickle=False)
+        if text.startswith(_RLLIB_PREFIX):
+            raw = _lz4().decompress(base64.b64decode(text))
+            value = restricted_loads(raw, where)
+            return value if isinstance(value, np.ndarray) else np.asarray(value)
+    except RefusedPickleError:
+        raise
+    except (binascii.Error, RuntimeError, ValueError) as err:
+        raise MalformedRecordError(f"{where}: corrupt compressed column: {err}") from err
+    raise MalformedRecordError(
+        f"{where}: a string where a column was expected, and not a compressed column "
+        f"(starts with {text[:16]!r}; expected {NPY_LZ4_PREFIX!r} or RLlib's base64 LZ4)."
+    )
+
+
+def _plain(values: Any) -> Any:
+    arr = np.asarray(values)
+    if arr.dtype == np.float64:
+        return arr.astype(np.float32)
+    return arr
+
+
+def encode_column(name: str, value: Any, compress: bool) -> Any:
+    """A column as JSON-ready data: compressed text, or a (nested) list."""
+    if isinstance(value, np.ndarray):
+        if compress and value.dtype != object:
+            return compress_column(value)
+        return value.tolist()
+    return value
+
+
+def decode_column(name: str, value: Any, where: str) -> Any:
+    """The inverse of `encode_column` (RLlib's compressed columns included)."""
+    if isinstance(value, str):
+        return decompress_column(value, f"{where}, column {name!r}")
+    if name == SampleBatch.INFOS:
+        return list(value)
+    return _plain(value)
+
+
+def _json_default(obj: Any) -> Any:
+    # RLlib's SafeFallbackEncoder: numpy scalars as numbers, anything else as its str().
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return str(obj)
+
+
+def batch_to_json(batch: SampleBatch | MultiAgentBatch, compress_columns: Any) -> str:
+    """One batch as one JSON line (without the newline), RLlib 1.x's record layout."""
+    compress = set(compress_columns or ())
+    out: dict[str, Any]
+    if isinstance(batch, MultiAgentBatch):
+        out = {
+            "type": "MultiAgentBatch",
+            "count": int(batch.count),
+            "policy_batches": {
+                str(pid): {k: encode_column(k, v, k in compress) for k, v in b.items()}
+                for pid, b in batch.policy_batches.items()
+            },
+        }
+    else:
+        out = {"type": "SampleBatch"}
+        out.update({k: encode_column(k, v, k in compress) for k, v in batch.items()})
+    return json.dumps(out, default=_json_default)
+
+
+def _with_done_columns(columns: dict[str, Any]) -> dict[str, Any]:
+    """RLlib 1.x wrote only ``dones``, 2.x ``terminateds``/``truncateds``: fill in the rest."""
+    dones = columns.get(SampleBatch.DONES)
+    terms = columns.get(SampleBatch.TERMINATEDS)
+    if dones is not None and terms is None:
+        columns[SampleBatch.TERMINATEDS] = np.asarray(dones, dtype=bool)
+        columns.setdefault(SampleBatch.TRUNCATEDS, np.zeros(len(dones), dtype=bool))
+    elif terms is not None and dones is None:
+        truncs = columns.get(SampleBatch.TRUNCATEDS)
+        done = np.asarray(terms, dtype=bool)
+        if truncs is not None:
+            done = done | np.asarray(truncs, dtype=bool)
+        columns[SampleBatch.DONES] = done
+    return columns
+
+
+def _sample_batch(columns: dict[str, Any], where: str) -> SampleBatch:
+    decoded = {k: decode_column(k, v, where) for k, v in columns.items()}
+    try:
+        return SampleBatch(_with_done_columns(decoded))
+    except ValueError as err:
+        raise MalformedRecordError(f"{where}: {err}") from err
+
+
+def batch_from_json(line: str | bytes, where: str) -> SampleBatch | MultiAgentBatch:
+    """Parses one JSON record (RLlib 1.x/2.x or corral) into a batch.
+
+    Args:
+        line: the record's text.
+        where: names the source in errors, e.g. ``"out.json, line 7"``.
+
+    Raises:
+        MalformedRecordError: not JSON, no known ``type``, or columns of unequal length.
+    """
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise MalformedRecordError(f"{where}: not a JSON record ({err.msg}).") from err
+    return batch_from_json_data(data, where)
+
+
+def batch_from_json_data(data: Any, where: str) -> SampleBatch | MultiAgentBatch:
+    """A batch from an already parsed JSON record (see `batch_from_json`)."""
+    if not isinstance(data, dict) or "type" not in data:
+        raise MalformedRecordError(f"{where}: a batch record must be an object with a 'type'.")
+    data = dict(data)
+    kind = data.pop("type")
+    if kind == "SampleBatch":
+        return _sample_batch(data, where)
+    if kind == "MultiAgentBatch":
+        policy_batches = data.get("policy_batches")
+        if not isinstance(policy_batches, dict) or "count" not in data:
+            raise MalformedRecordError(
+                f"{where}: a MultiAgentBatch record needs 'count' and 'policy_batches'."
+            )
+        return MultiAgentBatch(
+            {
+                pid: _sample_batch(cols, f"{where}, policy {pid!r}")
+                for pid, cols in policy_batches.items()
+            },
+            int(data["count"]),
+        )
+    raise MalformedRecordError(
+        f"{where}: unknown record type {kind!r}; expected 'SampleBatch' or 'MultiAgentBatch'."
+    )
