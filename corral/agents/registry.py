@@ -23,6 +23,8 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "PG": ("corral.agents.pg", "PGTrainer"),
     "A2C": ("corral.agents.a3c", "A2CTrainer"),
     "APPO": ("corral.agents.ppo.appo", "APPOTrainer"),
+    "A3C": ("corral.agents.a3c", "A3CTrainer"),
+    "IMPALA": ("corral.agents.impala", "ImpalaTrainer"),
 }
 
 
