@@ -35,10 +35,11 @@ def _policies(ioctx: IOContext) -> Any:
 def adapt_batch(batch: SampleBatchType, ioctx: IOContext, where: str) -> SampleBatchType:
     """`batch` as the worker of `ioctx` needs it (see the module docstring)."""
     policies = _policies(ioctx)
-    only_default = isinstance(batch, MultiAgentBatch) and set(batch.policy_batches) == {
-        DEFAULT_POLICY_ID
-    }
-    if only_default and (policies is None or len(policies) == 1):
+    if (
+        isinstance(batch, MultiAgentBatch)
+        and set(batch.policy_batches) == {DEFAULT_POLICY_ID}
+        and (policies is None or len(policies) == 1)
+    ):
         batch = batch.policy_batches[DEFAULT_POLICY_ID]
     if policies is None:
         return batch

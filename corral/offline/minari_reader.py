@@ -36,15 +36,13 @@ def _flat(values: Any, space: gym.Space) -> np.ndarray:
     if isinstance(space, gym.spaces.Box):
         arr = np.asarray(values)
         return arr.astype(np.float32) if arr.dtype == np.float64 else arr
-    if isinstance(values, dict | tuple):
-        rows = len(next(iter(values.values())) if isinstance(values, dict) else values[0])
-        items = [
-            gym.spaces.utils.unflatten(space, gym.spaces.utils.flatten(space, _row(values, i)))
-            for i in range(rows)
-        ]
+    if isinstance(values, dict | tuple):  # Minari stores Dict/Tuple observations by leaf
+        first = next(iter(values.values())) if isinstance(values, dict) else values[0]
+        items: list[Any] = [_row(values, i) for i in range(len(first))]
     else:
         items = list(values)
-    return np.stack([gym.spaces.utils.flatten(space, x) for x in items]).astype(np.float32)
+    rows = [np.asarray(gym.spaces.utils.flatten(space, x)) for x in items]
+    return np.stack(rows).astype(np.float32)
 
 
 def _row(values: Any, i: int) -> Any:

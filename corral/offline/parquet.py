@@ -223,8 +223,9 @@ class ParquetReader(InputReader):
         pid = (file.schema_arrow.metadata or {}).get(_POLICY, DEFAULT_POLICY_ID.encode()).decode()
         for i in range(file.num_row_groups):
             where = f"{path}, row group {i}"
-            batch: SampleBatchType = table_to_batch(file.read_row_group(i), where)
-            if pid != DEFAULT_POLICY_ID:
-                batch = MultiAgentBatch({pid: batch}, batch.count)
+            rows = table_to_batch(file.read_row_group(i), where)
+            batch: SampleBatchType = (
+                rows if pid == DEFAULT_POLICY_ID else MultiAgentBatch({pid: rows}, rows.count)
+            )
             batch = adapt_batch(batch, self.ioctx, where)
             yield postprocess_if_needed(batch, self.ioctx)

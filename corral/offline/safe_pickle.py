@@ -50,7 +50,7 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
     for module in ("numpy.core", "numpy._core"):
         table[(f"{module}.multiarray", "_reconstruct")] = _multiarray._reconstruct
         table[(f"{module}.multiarray", "scalar")] = _multiarray.scalar
-        table[(f"{module}.numeric", "_frombuffer")] = _numeric._frombuffer
+        table[(f"{module}.numeric", "_frombuffer")] = _numeric._frombuffer  # type: ignore[attr-defined]
     return table
 
 
