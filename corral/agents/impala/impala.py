@@ -167,6 +167,18 @@ CONFIG_SPECS = {
 }
 
 
+def make_learner_thread(local_worker: Any, config: dict) -> LearnerThread:
+    """RLlib 1.13's factory: the learner thread for `config` (one device: corral has no
+    multi-GPU learner thread), training `local_worker`'s policies with its own Learner."""
+    return LearnerThread(
+        local_worker,
+        minibatch_buffer_size=config["minibatch_buffer_size"],
+        num_sgd_iter=config["num_sgd_iter"],
+        learner_queue_size=config["learner_queue_size"],
+        learner_queue_timeout=config["learner_queue_timeout"],
+    )
+
+
 class MixInReplay:
     """RLlib's `MixInReplay`: each new fragment comes out with `replay_proportion`
     replayed ones on average, drawn uniformly from the last `num_slots` fragments."""
