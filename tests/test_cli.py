@@ -13,6 +13,21 @@ from pathlib import Path
 import pytest
 
 from corral import cli
+from corral.cli import train as cli_train
+from corral.tune.result import (
+    DONE,
+    EPISODE_REWARD_MAX,
+    EPISODE_REWARD_MEAN,
+    EPISODE_REWARD_MIN,
+    EVALUATION,
+    EXPR_RESULT_FILE,
+    TIME_THIS_ITER_S,
+    TIME_TOTAL_S,
+    TIMESTEPS_THIS_ITER,
+    TIMESTEPS_TOTAL,
+    TRAINER_RESULT_KEYS,
+    TRAINING_ITERATION,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CARTPOLE_YAML = REPO / "tuned_examples" / "ppo" / "cartpole-ppo.yaml"
@@ -310,16 +325,16 @@ def test_no_progress_shows_nothing():
 def fake_result(iteration: int, reward: float | None = None) -> dict:
     reward = 10.0 * iteration if reward is None else reward
     return {
-        "training_iteration": iteration,
-        "timesteps_total": 1000 * iteration,
-        "timesteps_this_iter": 1000,
-        "time_this_iter_s": 2.0,
-        "time_total_s": 65.0,
-        "episode_reward_mean": reward,
-        "episode_reward_min": 1.0 * iteration,
-        "episode_reward_max": 20.0 * iteration,
-        "evaluation": {"episode_reward_mean": 15.0 * iteration},
-        "done": False,
+        TRAINING_ITERATION: iteration,
+        TIMESTEPS_TOTAL: 1000 * iteration,
+        TIMESTEPS_THIS_ITER: 1000,
+        TIME_THIS_ITER_S: 2.0,
+        TIME_TOTAL_S: 65.0,
+        EPISODE_REWARD_MEAN: reward,
+        EPISODE_REWARD_MIN: 1.0 * iteration,
+        EPISODE_REWARD_MAX: 20.0 * iteration,
+        EVALUATION: {EPISODE_REWARD_MEAN: 15.0 * iteration},
+        DONE: False,
     }
 
 
@@ -358,7 +373,7 @@ class ScriptedTrainer:
 def scripted(monkeypatch):
     ScriptedTrainer.instances = []
     ScriptedTrainer.interrupt_at = None
-    monkeypatch.setattr(cli, "get_trainer_class", lambda name: ScriptedTrainer)
+    monkeypatch.setattr(cli_train, "get_trainer_class", lambda name: ScriptedTrainer)
     return ScriptedTrainer
 
 
@@ -503,6 +518,10 @@ def test_train_then_evaluate_cartpole(tmp_path, capsys):
     assert (trial / "params.json").is_file() and checkpoint.is_dir()
     assert "Training finished after 2 iterations (512 timesteps" in out
     assert f"last checkpoint: {checkpoint}" in out
+    # Every key a stop criterion may name without a section is in every real result, so
+    # the loop's stop rule never meets a validated key missing.
+    results = [json.loads(line) for line in (trial / EXPR_RESULT_FILE).read_text().splitlines()]
+    assert [sorted(TRAINER_RESULT_KEYS - set(r)) for r in results] == [[], []]
 
     assert cli.main(["evaluate", str(checkpoint), "--episodes", "2", "--seed", "0"]) == 0
     out, _ = capsys.readouterr()

@@ -12,7 +12,6 @@ import copy
 import json
 import os
 import platform
-import tempfile
 import threading
 import time
 import uuid
@@ -41,9 +40,9 @@ from corral.tune.result import (
     TIMESTEPS_THIS_ITER,
     TIMESTEPS_TOTAL,
     TRAINING_ITERATION,
-    default_results_dir,
+    new_logdir,
 )
-from corral.utils import checkpoint_files
+from corral.utils import checkpoint_files, checkpoints
 from corral.utils.error import CheckpointError
 
 CHECKPOINT_METADATA_FILE = ".tune_metadata.json"
@@ -118,11 +117,7 @@ class Trainable:
         self._result_logger.update_config(self.config)
 
     def _create_default_logger(self, config: dict) -> Logger:
-        results_dir = default_results_dir()
-        os.makedirs(results_dir, exist_ok=True)
-        timestr = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
-        logdir = tempfile.mkdtemp(prefix=f"{type(self).__name__}_{timestr}", dir=results_dir)
-        return UnifiedLogger(config, logdir)
+        return UnifiedLogger(config, new_logdir(type(self).__name__))
 
     def _reset_since_restore(self) -> None:
         self._time_since_restore = 0.0
@@ -266,7 +261,12 @@ class Trainable:
             try:
                 saved = self.save_checkpoint(tmp_dir)
                 metadata = self._progress_metadata() | _describe_saved(saved, tmp_dir)
-                _write_json(os.path.join(tmp_dir, CHECKPOINT_METADATA_FILE), metadata)
+                checkpoints.write_json(
+                    os.path.join(tmp_dir, CHECKPOINT_METADATA_FILE),
+                    metadata,
+                    indent=2,
+                    sort_keys=True,
+                )
                 checkpoint_files.write_manifest(tmp_dir, self._checkpoint_algorithm())
                 checkpoint_files.fsync_tree(tmp_dir)
                 checkpoint_files.move_into_place(tmp_dir, target)
@@ -415,38 +415,18 @@ def _describe_saved(saved: Any, tmp_dir: str) -> dict:
     )
 
 
-def _write_json(path: str, obj: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-
-
 def _find_checkpoint_dir(checkpoint_path: str | os.PathLike) -> str:
-    """The directory holding the metadata file: ``checkpoint_path`` or its nearest ancestor.
-
-    Ancestors are searched because RLlib hands out paths of files inside the
-    checkpoint directory (``.../checkpoint_000010/checkpoint-10``).
-    """
-    path = os.path.abspath(os.fspath(checkpoint_path))
-    if not os.path.exists(path):
-        raise CheckpointError(
-            f"Checkpoint {path} does not exist; expected a directory written by Trainable.save()"
-        )
-    start = path if os.path.isdir(path) else os.path.dirname(path)
-    candidate = start
-    while not os.path.isfile(os.path.join(candidate, CHECKPOINT_METADATA_FILE)):
-        parent = os.path.dirname(candidate)
-        if parent == candidate:
-            raise CheckpointError(
-                f"{os.path.join(start, CHECKPOINT_METADATA_FILE)} not found: expected the "
-                f"metadata file Trainable.save() writes into every checkpoint directory"
-            )
-        candidate = parent
-    return candidate
+    """The folder holding ``.tune_metadata.json``: ``checkpoint_path`` or its nearest ancestor."""
+    return checkpoints.find_checkpoint_dir(
+        checkpoint_path,
+        marker=CHECKPOINT_METADATA_FILE,
+        expected="a directory written by Trainable.save()",
+    )
 
 
 def _read_metadata(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, CHECKPOINT_METADATA_FILE)
-    metadata = _load_json(path, "the checkpoint metadata Trainable.save() writes")
+    metadata = checkpoints.read_json(path, "the checkpoint metadata Trainable.save() writes")
     if not _is_valid_metadata(metadata):
         raise CheckpointError(
             f"{path} is not checkpoint metadata: expected a JSON object with an integer "
@@ -472,11 +452,4 @@ def _rebuild_saved(metadata: dict, checkpoint_dir: str) -> str | dict:
     if kind == _KIND_PATH:
         return os.path.normpath(os.path.join(checkpoint_dir, metadata["checkpoint_path"]))
     path = os.path.join(checkpoint_dir, CHECKPOINT_STATE_FILE)
-    state = _load_json(path, "the dict save_checkpoint() returned")
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path} holds {type(state).__name__}; expected a JSON object")
-    return state
-
-
-def _load_json(path: str, expected: str) -> Any:
-    return checkpoint_files.read_json(path, expected)
+    return checkpoints.read_json_object(path, "the dict save_checkpoint() returned")

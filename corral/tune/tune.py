@@ -10,28 +10,39 @@ run sequentially and an exception in one ends the run.
 from __future__ import annotations
 
 import copy
-import difflib
 import itertools
 import math
 import os
 import random
 import re
-import shutil
-import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
+from corral.tune.callback import Callback
+from corral.tune.logger import Logger, UnifiedLogger
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
-from corral.tune.result import CONFIG, DONE, default_results_dir
+from corral.tune.result import TRAINING_ITERATION, default_results_dir, new_logdir
 from corral.tune.search import has_domains, resolve
+from corral.tune.stopping import StopFn, metric_value, stop_condition
 from corral.tune.trainable import Trainable, TrialInfo
+from corral.tune.trial import Trial
+
+# `TrialLoop` and `CheckpointKeeper` are the loop `tune.run` and `corral train` share
+# (`CheckpointKeeper` importable from here as before it got its own module).
+from corral.tune.trial_runner import CheckpointKeeper, TrialLoop
+
+__all__ = [
+    "CheckpointKeeper",
+    "ExperimentAnalysis",
+    "StopFn",
+    "Trial",
+    "TrialLoop",
+    "grid_search",
+    "run",
+]
 
 GRID_SEARCH = "grid_search"
-StopFn = Callable[[str, dict], bool]
 
 
 def grid_search(values: Iterable[Any]) -> dict[str, list[Any]]:
@@ -41,51 +52,6 @@ def grid_search(values: Iterable[Any]) -> dict[str, list[Any]]:
     that spell it out by hand are expanded too.
     """
     return {GRID_SEARCH: list(values)}
-
-
-@dataclass
-class Trial:
-    """One run of a trainable with one resolved config."""
-
-    trainable_name: str
-    config: dict
-    trial_id: str
-    experiment_tag: str = ""
-    logdir: str | None = None
-    last_result: dict = field(default_factory=dict)
-    checkpoint: str | None = None
-    status: str = "PENDING"  # then RUNNING, and TERMINATED or ERROR
-    # Tune 1.13's per-metric summary over all results: metric (nested keys joined by
-    # "/") -> {"max", "min", "avg", "last", "last-5-avg", "last-10-avg"}.
-    metric_analysis: dict = field(default_factory=dict)
-    # Each checkpoint saved, with the (flattened) result it was saved after.
-    checkpoints: list = field(default_factory=list)
-    _history: dict = field(default_factory=dict, repr=False)
-    # Every result's numbers, flattened (for `ExperimentAnalysis.dataframe`).
-    _results: list = field(default_factory=list, repr=False)
-
-    def __str__(self) -> str:
-        return f"{self.trainable_name}_{self.trial_id}"
-
-    def update_last_result(self, result: dict) -> None:
-        """Records a new result: `last_result` and `metric_analysis`."""
-        self.last_result = result
-        scalars = {}
-        for key, value in flatten_dict({k: v for k, v in result.items() if k != CONFIG}).items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
-            scalars[key] = value
-            values = self._history.setdefault(key, [])
-            values.append(float(value))
-            self.metric_analysis[key] = {
-                "max": max(values),
-                "min": min(values),
-                "avg": sum(values) / len(values),
-                "last": values[-1],
-                "last-5-avg": sum(values[-5:]) / len(values[-5:]),
-                "last-10-avg": sum(values[-10:]) / len(values[-10:]),
-            }
-        self._results.append(scalars)
 
 
 class ExperimentAnalysis:
@@ -178,7 +144,7 @@ class ExperimentAnalysis:
             results = trial._results or [{}]
             row = results[-1]
             if metric is not None:
-                scored = [r for r in results if _finite(r.get(metric))]
+                scored = [r for r in results if metric_value(r, metric) is not None]
                 if scored:
                     pick = max if mode == "max" else min
                     row = pick(scored, key=lambda r: r[metric])
@@ -195,8 +161,8 @@ class ExperimentAnalysis:
     ) -> list[tuple[str, float | None]]:
         """Every checkpoint of ``trial`` as ``(path, value of metric when it was saved)``;
         the metric defaults to ``training_iteration``."""
-        metric = metric or self.default_metric or "training_iteration"
-        return [(path, _metric_value(result, metric)) for path, result in trial.checkpoints]
+        metric = metric or self.default_metric or TRAINING_ITERATION
+        return [(path, metric_value(result, metric)) for path, result in trial.checkpoints]
 
     def get_best_checkpoint(
         self, trial: Trial, metric: str | None = None, mode: str | None = None
@@ -221,26 +187,13 @@ class ExperimentAnalysis:
         return pick(scored, key=lambda pair: pair[0])[1]
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
 def _scoped_value(trial: Trial, metric: str, mode: str, scope: str) -> float | None:
     if scope == "last":
-        return _metric_value(trial.last_result, metric)
+        return metric_value(trial.last_result, metric)
     summary = trial.metric_analysis.get(metric)
     if not summary:
         return None
     value = summary[mode] if scope == "all" else summary[scope]
-    return value if math.isfinite(value) else None
-
-
-def _metric_value(result: dict, metric: str) -> float | None:
-    value = flatten_dict({k: v for k, v in result.items() if k != CONFIG}).get(metric)
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
     return value if math.isfinite(value) else None
 
 
@@ -261,6 +214,7 @@ def run(
     keep_checkpoints_num: int | None = None,
     checkpoint_score_attr: str | None = None,
     seed: int | None = None,
+    callbacks: Sequence[Callback] | None = None,
 ) -> ExperimentAnalysis:
     """Train trials of a trainable until each meets ``stop``; return their analysis.
 
@@ -289,16 +243,22 @@ def run(
     :param checkpoint_score_attr: result key that ranks checkpoints (default
         ``training_iteration``); a ``"min-"`` prefix ranks the lowest best, as in Tune.
     :param seed: seed of the draws of search spaces (``choice``, ``uniform``, ...).
+    :param callbacks: ``tune.Callback`` hooks called as each trial starts, reports a
+        result, saves a checkpoint and ends (the local path; not with ``"backend": "ray"``).
     """
     trainable_cls = _resolve_trainable(run_or_experiment)
     trainable_name = (
         run_or_experiment if isinstance(run_or_experiment, str) else trainable_cls.__name__
     )
     experiment_dir = os.path.join(local_dir or default_results_dir(), name or trainable_name)
-    should_stop = _stop_condition(stop)
     keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
     trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
     if (config or {}).get("backend") == "ray":
+        if callbacks:
+            raise ValueError(
+                "tune.run(callbacks=...) runs its hooks on the local path only; with "
+                '"backend": "ray" pass Ray Tune callbacks to ray.tune.run instead'
+            )
         # The trials run in parallel under Ray Tune, each in its own placement group.
         from corral.tune.ray_run import run_trials_on_ray
 
@@ -316,18 +276,23 @@ def run(
             checkpoint_score_attr=checkpoint_score_attr,
         )
         return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
+    loop = TrialLoop(
+        stop_condition(stop),
+        restore=restore,
+        checkpoint_freq=checkpoint_freq,
+        checkpoint_at_end=checkpoint_at_end,
+        keeper=keeper,
+        callbacks=list(callbacks or ()),
+        verbose=verbose,
+    )
     for trial in trials:
-        _run_trial(
-            trial,
-            trainable_cls,
-            experiment_dir,
-            should_stop,
-            checkpoint_freq=checkpoint_freq,
-            checkpoint_at_end=checkpoint_at_end,
-            restore=restore,
-            verbose=verbose,
-            keeper=keeper,
-        )
+        trial.status = "RUNNING"  # also while its trainable is being built
+        try:
+            trainable = _build_trainable(trial, trainable_cls, experiment_dir)
+        except BaseException:
+            trial.status = "ERROR"
+            raise
+        loop.run(trial, trainable, trials)
     return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
 
 
@@ -367,37 +332,12 @@ def _algorithm_class(name: str) -> type[Trainable]:
     )
 
 
-def _stop_condition(stop: Mapping[str, Any] | StopFn | None) -> StopFn:
-    if stop is None:
-        return lambda trial_id, result: False
-    if isinstance(stop, Mapping):
-        criteria = dict(stop)
-        return lambda trial_id, result: _criteria_met(criteria, result)
-    if callable(stop):
-        return stop
-    raise TypeError(f"stop must be a dict, a callable or None, got {stop!r}")
-
-
-def _criteria_met(criteria: dict[str, Any], result: dict) -> bool:
-    flat = flatten_dict({k: v for k, v in result.items() if k != CONFIG})
-    for key, threshold in criteria.items():
-        if key not in flat:
-            close = difflib.get_close_matches(key, flat, n=3)
-            raise ValueError(
-                f"Stop criterion {key!r} is not a key of the training result"
-                + (f"; did you mean {close}?" if close else f"; keys: {sorted(flat)}")
-            )
-        if flat[key] is not None and flat[key] >= threshold:
-            return True
-    return False
-
-
 def _make_trials(
     trainable_name: str, config: dict, num_samples: int, rng: random.Random
 ) -> list[Trial]:
     run_id = uuid.uuid4().hex[:5]
     variants = _expand_grid(config)
-    trials = []
+    trials: list[Trial] = []
     for _ in range(num_samples):
         for variant, tag in variants:
             index = len(trials)
@@ -447,150 +387,21 @@ def _set_path(config: dict, path: tuple, value: Any) -> None:
     config[path[-1]] = value
 
 
-def _run_trial(
-    trial: Trial,
-    trainable_cls: type[Trainable],
-    experiment_dir: str,
-    should_stop: StopFn,
-    *,
-    checkpoint_freq: int,
-    checkpoint_at_end: bool,
-    restore: str | None,
-    verbose: int,
-    keeper: CheckpointKeeper,
-) -> None:
-    trial.status = "RUNNING"
+def _build_trainable(
+    trial: Trial, trainable_cls: type[Trainable], experiment_dir: str
+) -> Trainable:
     trainable = trainable_cls(
         config=trial.config, logger_creator=_trial_logger_creator(trial, experiment_dir)
     )
     trainable._trial_info = TrialInfo(name=str(trial), trial_id=trial.trial_id)
-    try:
-        if restore:
-            trainable.restore(restore)
-        train_trial(
-            trial,
-            trainable,
-            should_stop,
-            checkpoint_freq=checkpoint_freq,
-            checkpoint_at_end=checkpoint_at_end,
-            keeper=keeper,
-            verbose=verbose,
-        )
-        trial.status = "TERMINATED"
-    except BaseException:
-        trial.status = "ERROR"
-        raise
-    finally:
-        trainable.stop()
-        if verbose >= 1:
-            print(f"Trial {trial} {trial.status} after {trainable.iteration} iterations")
-
-
-def train_trial(
-    trial: Trial,
-    trainable: Trainable,
-    should_stop: StopFn,
-    *,
-    checkpoint_freq: int = 0,
-    checkpoint_at_end: bool = False,
-    keeper: CheckpointKeeper | None = None,
-    on_result: Callable[[dict], None] | None = None,
-    on_checkpoint: Callable[[str], None] | None = None,
-    verbose: int = 0,
-) -> None:
-    """The training loop of one trial: the one `tune.run` and `corral train` share.
-
-    Trains until a result is ``done`` or ``should_stop(trial_id, result)``, saving
-    every ``checkpoint_freq`` iterations and, with ``checkpoint_at_end``, once
-    more at the end (also when the loop is left by an exception such as Ctrl-C's
-    ``KeyboardInterrupt``, which is then re-raised) unless the last iteration was
-    just saved. ``keeper`` prunes old checkpoints; ``on_result`` sees every result,
-    ``on_checkpoint`` every checkpoint path.
-    """
-    keeper = keeper or CheckpointKeeper()
-
-    def save() -> None:
-        path = keeper.save(trial, trainable)
-        if on_checkpoint is not None:
-            on_checkpoint(path)
-
-    try:
-        while True:
-            result = trainable.train()
-            trial.update_last_result(result)
-            if on_result is not None:
-                on_result(result)
-            if verbose >= 2:
-                print(f"Trial {trial} iteration {trainable.iteration}: {_summary(result)}")
-            if checkpoint_freq and trainable.iteration % checkpoint_freq == 0:
-                save()
-            if result.get(DONE) or should_stop(trial.trial_id, result):
-                return
-    finally:
-        if checkpoint_at_end and trainable.iteration and not _checkpointed_now(trial, trainable):
-            save()
-
-
-class CheckpointKeeper:
-    """Saves a trial's checkpoints and keeps at most ``num`` of them (None: all).
-
-    Checkpoints are ranked by the result they were saved after, by ``score_attr``
-    (default ``training_iteration``; ``"min-<key>"`` ranks the lowest best). The
-    newest checkpoint is never deleted, nor are the ``num`` best; a checkpoint
-    whose result lacks the key ranks last.
-    """
-
-    def __init__(self, num: int | None = None, score_attr: str | None = None) -> None:
-        if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num < 1):
-            raise ValueError(f"keep_checkpoints_num must be an int >= 1 or None, got {num!r}")
-        self.num = num
-        score_attr = score_attr or "training_iteration"
-        self.minimise = score_attr.startswith("min-")
-        self.score_attr = score_attr[4:] if self.minimise else score_attr
-
-    def save(self, trial: Trial, trainable: Trainable) -> str:
-        """Saves a checkpoint of ``trainable``, records it on ``trial``, prunes; returns it."""
-        path = trainable.save()
-        trial.checkpoint = path
-        trial.checkpoints = [(p, r) for p, r in trial.checkpoints if p != path]
-        trial.checkpoints.append((path, trial.last_result))
-        if self.num is not None and len(trial.checkpoints) > self.num:
-            self._prune(trial)
-        return path
-
-    def _score(self, result: dict) -> float:
-        value = _metric_value(result, self.score_attr)
-        if value is None:
-            return -math.inf
-        return -value if self.minimise else value
-
-    def _prune(self, trial: Trial) -> None:
-        ranked = sorted(trial.checkpoints, key=lambda entry: self._score(entry[1]), reverse=True)
-        keep = {path for path, _ in ranked[: self.num]} | {trial.checkpoint}
-        for path, _ in trial.checkpoints:
-            if path not in keep:
-                shutil.rmtree(path, ignore_errors=True)
-        trial.checkpoints = [(p, r) for p, r in trial.checkpoints if p in keep]
-
-
-def _checkpointed_now(trial: Trial, trainable: Trainable) -> bool:
-    expected = f"checkpoint_{trainable.iteration:06d}"
-    return trial.checkpoint is not None and os.path.basename(trial.checkpoint) == expected
-
-
-def _summary(result: dict) -> str:
-    keys = ("episode_reward_mean", "timesteps_total", "time_total_s")
-    return ", ".join(f"{k}={result[k]}" for k in keys if result.get(k) is not None)
+    return trainable
 
 
 def _trial_logger_creator(trial: Trial, experiment_dir: str) -> Callable[[dict], Logger]:
     """Creates the trial's logdir under the experiment folder and records it on the trial."""
 
     def create(config: dict) -> Logger:
-        os.makedirs(experiment_dir, exist_ok=True)
-        timestr = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
-        prefix = f"{trial}_{_safe_tag(trial.experiment_tag)}_{timestr}"
-        trial.logdir = tempfile.mkdtemp(prefix=prefix, dir=experiment_dir)
+        trial.logdir = new_logdir(f"{trial}_{_safe_tag(trial.experiment_tag)}", experiment_dir)
         return UnifiedLogger(config, trial.logdir, trial=trial)
 
     return create

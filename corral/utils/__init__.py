@@ -11,6 +11,7 @@ stays cheap.
 # annotations`.
 import contextlib
 import copy
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -49,11 +50,15 @@ def force_list(elements: Any = None, to_tuple: bool = False) -> list | tuple:
 force_tuple = partial(force_list, to_tuple=True)
 
 
-def merge_dicts(d1: dict, d2: dict) -> dict:
-    """A deep copy of `d1` deep-updated with `d2` (new keys allowed at every level)."""
+def merge_dicts(d1: Mapping, d2: Mapping) -> dict:
+    """A deep copy of `d1` deep-updated with `d2` (new keys allowed at every level).
+
+    corral's one recursive merge is `deep_update` (`corral.agents.config`); this is its
+    copying form, for configs, overrides and experiment specs (the command line's too).
+    """
     from corral.agents.config import deep_update
 
-    merged = copy.deepcopy(d1)
+    merged = copy.deepcopy(dict(d1))
     deep_update(merged, d2, True, [])
     return merged
 

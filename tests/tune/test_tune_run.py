@@ -1,9 +1,20 @@
+import math
 import os
 
 import pytest
 
 from corral import tune
 from corral.tune import Trainable, grid_search, register_trainable
+from corral.tune.result import (
+    DONE,
+    EPISODE_REWARD_MEAN,
+    EVALUATION,
+    EVALUATION_REWARD_MEAN,
+    INFO,
+    TRAINING_ITERATION,
+    new_logdir,
+)
+from corral.tune.stopping import met_criterion, should_stop
 
 
 @pytest.fixture(autouse=True)
@@ -154,3 +165,107 @@ def test_verbose_prints_progress(tmp_path, capsys):
 def test_empty_grid_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="grid_search for lr has no values"):
         tune.run(Counter, config={"lr": grid_search([])}, local_dir=str(tmp_path), verbose=0)
+
+
+# -- one stop rule, one loop, hooks (shared with `corral train`) --------------------------
+
+
+class EvaluatesEverySecondIteration(Counter):
+    """Like a trainer with evaluation_interval=2: `evaluation` only in even iterations."""
+
+    def step(self):
+        result = super().step()
+        if self.count % 2 == 0:
+            result[EVALUATION] = {EPISODE_REWARD_MEAN: 10.0 * self.count}
+        result[EPISODE_REWARD_MEAN] = math.nan  # no episode finished yet
+        return result
+
+
+def test_a_section_key_missing_in_some_iterations_waits_for_them(tmp_path):
+    analysis = tune.run(
+        EvaluatesEverySecondIteration,
+        stop={EVALUATION_REWARD_MEAN: 40, EPISODE_REWARD_MEAN: 0},  # the NaN never meets 0
+        local_dir=str(tmp_path),
+        verbose=0,
+    )
+    assert analysis.trials[0].last_result[TRAINING_ITERATION] == 4
+
+
+def test_stop_rule_reads_nested_keys_and_refuses_typos_outside_the_sections():
+    result = {"count": 3, INFO: {"count_squared": 9}}
+    assert met_criterion({"info/count_squared": 9}, result) == ("info/count_squared", 9)
+    assert met_criterion({"custom_metrics/x": 1, "count": 4}, result) is None
+    with pytest.raises(ValueError, match=r"'cuont'.*'count'"):
+        met_criterion({"cuont": 1}, result)
+    with pytest.raises(ValueError, match="is not a number"):
+        met_criterion({"name": 1}, {"name": "abc"})
+    assert should_stop({}, {DONE: True}) and not should_stop({"count": 4}, result)
+
+
+class Recorder(tune.Callback):
+    def __init__(self):
+        self.events = []
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.events.append(("start", iteration, info["trainable"].iteration))
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.events.append(("result", iteration, result["count"]))
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self.events.append(("checkpoint", iteration, os.path.basename(checkpoint)))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.events.append(("complete", iteration, trial.status))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.events.append(("error", iteration, trial.status))
+
+
+def test_callbacks_see_every_event_of_the_trial_loop(tmp_path):
+    recorder = Recorder()
+    tune.run(
+        Counter,
+        stop={"count": 2},
+        checkpoint_freq=2,
+        local_dir=str(tmp_path),
+        verbose=0,
+        callbacks=[recorder],
+    )
+    assert recorder.events == [
+        ("start", 0, 0),
+        ("result", 1, 1),
+        ("result", 2, 2),
+        ("checkpoint", 2, "checkpoint_000002"),
+        ("complete", 2, "TERMINATED"),
+    ]
+
+
+def test_a_failing_hook_ends_the_trial_as_an_error_and_stops_the_trainable(tmp_path):
+    stopped = []
+
+    class Refuses(Recorder):
+        def on_trial_start(self, iteration, trials, trial, **info):
+            info["trainable"].cleanup = lambda: stopped.append(True)
+            raise RuntimeError("not this one")
+
+    recorder = Refuses()
+    with pytest.raises(RuntimeError, match="not this one"):
+        tune.run(Counter, stop={"count": 2}, local_dir=str(tmp_path), callbacks=[recorder])
+    assert recorder.events == [("error", 0, "ERROR")] and stopped == [True]
+
+
+def test_callbacks_are_refused_on_the_ray_path(tmp_path):
+    with pytest.raises(ValueError, match="local path only"):
+        tune.run(Counter, config={"backend": "ray"}, callbacks=[Recorder()], verbose=0)
+
+
+def test_trial_folders_are_named_by_one_namer(tmp_path):
+    first, second = (
+        new_logdir("PPO_CartPole-v1", str(tmp_path)),
+        new_logdir("PPO_CartPole-v1", str(tmp_path)),
+    )
+    assert first != second
+    for path in (first, second):
+        assert os.path.dirname(path) == str(tmp_path) and os.path.isdir(path)
+        assert os.path.basename(path).startswith("PPO_CartPole-v1_20")

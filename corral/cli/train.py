@@ -1,0 +1,196 @@
+"""``corral train``: trains experiments on ``corral.tune``'s trial loop, with a live display.
+
+The loop, its stop rule and its checkpoint keeping are ``corral.tune.trial_runner``'s
+(the ones ``tune.run`` uses); this module builds the trainer so that config mistakes
+end in one line, and hooks the display and the final summary in as a ``tune.Callback``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from corral.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    UsageError,
+    build_trainer,
+    checkpoint_errors_as_usage,
+    find_checkpoint_dir,
+    get_trainer_class,
+    json_object,
+    non_negative_int,
+    positive_int,
+)
+from corral.cli.experiments import DEFAULT_STOP, TrainSpec, check_stop_reachable, train_specs
+from corral.cli.progress import ProgressDisplay
+from corral.cli.summary import TrainOutcome, print_summary
+from corral.tune.callback import Callback
+from corral.tune.stopping import met_criterion, stop_condition
+
+
+def add_train_parser(commands: Any) -> None:
+    train = commands.add_parser(
+        "train",
+        help="train an algorithm on an env",
+        description="Train an algorithm, like RLlib 1.x's `rllib train`.",
+        epilog="Example: corral train --run PPO --env CartPole-v1 "
+        "--stop '{\"episode_reward_mean\": 475}' --checkpoint-at-end",
+    )
+    train.add_argument("--run", help="algorithm name, e.g. PPO")
+    train.add_argument("--env", help="Gymnasium id, registered env name or dotted class path")
+    train.add_argument(
+        "--config",
+        type=json_object,
+        help="trainer config as a JSON object, merged over the file's config",
+    )
+    train.add_argument(
+        "--stop",
+        type=json_object,
+        help="stop when any result[key] >= value, e.g. '{\"timesteps_total\": 100000}'; "
+        f"nested keys joined by '/' (default: {json.dumps(DEFAULT_STOP)})",
+    )
+    train.add_argument("--checkpoint-freq", type=non_negative_int, help="checkpoint every N iters")
+    train.add_argument(
+        "--checkpoint-at-end",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write a checkpoint when training ends (also after Ctrl-C)",
+    )
+    train.add_argument(
+        "--keep-checkpoints-num",
+        type=positive_int,
+        help="keep only this many checkpoints, the best by --checkpoint-score-attr "
+        "(the newest is always kept)",
+    )
+    train.add_argument(
+        "--checkpoint-score-attr",
+        help="result key ranking checkpoints (default training_iteration; 'min-KEY': lowest best)",
+    )
+    train.add_argument("--restore", help="checkpoint to restore before training")
+    train.add_argument("--local-dir", help="directory for the trial folders (logs, checkpoints)")
+    train.add_argument(
+        "-f",
+        "--config-file",
+        dest="config_file",
+        help="RLlib-style experiment YAML (name -> run, env, stop, config, ...)",
+    )
+    train.add_argument("--seed", type=int, help="sets config['seed']")
+    train.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="-v: log_level INFO, -vv: DEBUG (and tracebacks for errors)",
+    )
+    train.add_argument("--no-progress", action="store_true", help="no per-iteration progress")
+    train.set_defaults(handler=run_train, subparser=train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """``corral train``: trains each experiment in turn until its stop criteria are met."""
+    _configure_logging(args.verbose)
+    specs = train_specs(args)
+    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
+    for spec in specs:
+        if len(specs) > 1:
+            display.message(f"== Experiment {spec.name} ==")
+        outcome = train_experiment(spec, display, verbose=args.verbose)
+        print_summary(outcome, sys.stdout)
+        if outcome.interrupted:
+            return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _configure_logging(verbose: int) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def train_experiment(spec: TrainSpec, display: ProgressDisplay, verbose: int = 0) -> TrainOutcome:
+    """Builds the trainer and runs it as one trial of ``corral.tune``'s loop until
+    ``spec.stop`` (or Ctrl-C); the trainer is always stopped."""
+    from corral.tune.trial import Trial
+    from corral.tune.trial_runner import CheckpointKeeper, TrialLoop
+
+    try:
+        keeper = CheckpointKeeper(spec.keep_checkpoints_num, spec.checkpoint_score_attr)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    # Found before the trainer is built: a wrong path fails in a second.
+    restore = find_checkpoint_dir(spec.restore) if spec.restore else None
+    trainer_class = get_trainer_class(spec.run)
+    logger_creator = _local_dir_logger_creator(trainer_class, spec) if spec.local_dir else None
+    trainer = build_trainer(trainer_class, spec.env, spec.config, logger_creator, verbose)
+    outcome = TrainOutcome(
+        logdir=trainer.logdir, env=spec.env, stop=dict(spec.stop), config=trainer.config
+    )
+    display.stop = dict(spec.stop)
+    trial = Trial(trainable_name=spec.run, config=trainer.config, trial_id=spec.name)
+    try:
+        with checkpoint_errors_as_usage():  # a damaged --restore checkpoint
+            TrialLoop(
+                stop_condition(spec.stop),
+                restore=restore,
+                checkpoint_freq=spec.checkpoint_freq,
+                checkpoint_at_end=spec.checkpoint_at_end,
+                keeper=keeper,
+                callbacks=[TrainProgress(spec, display, outcome)],
+            ).run(trial, trainer)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        display.message("Interrupted: stopping training.")
+    else:
+        outcome.met = met_criterion(spec.stop, outcome.last_result)
+    display.end_line()
+    return outcome
+
+
+class TrainProgress(Callback):
+    """The hook ``corral train`` puts into the trial loop: checks, display and summary."""
+
+    def __init__(self, spec: TrainSpec, display: ProgressDisplay, outcome: TrainOutcome) -> None:
+        self.spec = spec
+        self.display = display
+        self.outcome = outcome
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Refuses criteria the trainer can never meet; says what was restored and where
+        results go."""
+        trainer = info["trainable"]
+        check_stop_reachable(self.spec.stop, trainer.config)
+        if self.spec.restore:
+            self.display.message(f"Restored {self.spec.restore} (iteration {iteration})")
+        self.display.message(
+            f"Training {self.spec.run} on {self.spec.env}; results in {trainer.logdir}"
+        )
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        """Shows the iteration and keeps its figures for the summary."""
+        self.outcome.record(result)
+        self.display.update(result)
+
+    def on_checkpoint(
+        self, iteration: int, trials: list, trial: Any, checkpoint: str, **info: Any
+    ) -> None:
+        """Says where the checkpoint went (the summary names the last one)."""
+        self.outcome.last_checkpoint = checkpoint
+        self.display.message(f"Checkpoint saved: {checkpoint}")
+
+
+def _local_dir_logger_creator(trainer_class: Any, spec: TrainSpec) -> Callable[[dict], Any]:
+    """A logger creator that puts the trial folder under ``--local-dir``, named as by default."""
+    from corral.tune.logger import UnifiedLogger
+    from corral.tune.result import new_logdir
+
+    local_dir = os.path.abspath(os.path.expanduser(spec.local_dir or "."))
+    trainer_name = getattr(trainer_class, "_name", trainer_class.__name__)
+    env_name = str(spec.env).replace("/", "_")
+    return lambda config: UnifiedLogger(config, new_logdir(f"{trainer_name}_{env_name}", local_dir))

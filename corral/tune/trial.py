@@ -1,0 +1,53 @@
+"""``Trial``: one run of a trainable with one resolved config, as Ray Tune's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from corral.tune.logger import flatten_dict
+from corral.tune.result import CONFIG
+
+
+@dataclass
+class Trial:
+    """One run of a trainable with one resolved config."""
+
+    trainable_name: str
+    config: dict
+    trial_id: str
+    experiment_tag: str = ""
+    logdir: str | None = None
+    last_result: dict = field(default_factory=dict)
+    checkpoint: str | None = None
+    status: str = "PENDING"  # then RUNNING, and TERMINATED or ERROR
+    # Tune 1.13's per-metric summary over all results: metric (nested keys joined by
+    # "/") -> {"max", "min", "avg", "last", "last-5-avg", "last-10-avg"}.
+    metric_analysis: dict = field(default_factory=dict)
+    # Each checkpoint saved, with the (flattened) result it was saved after.
+    checkpoints: list = field(default_factory=list)
+    _history: dict = field(default_factory=dict, repr=False)
+    # Every result's numbers, flattened (for `ExperimentAnalysis.dataframe`).
+    _results: list = field(default_factory=list, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.trainable_name}_{self.trial_id}"
+
+    def update_last_result(self, result: dict) -> None:
+        """Records a new result: `last_result` and `metric_analysis`."""
+        self.last_result = result
+        scalars = {}
+        for key, value in flatten_dict({k: v for k, v in result.items() if k != CONFIG}).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            scalars[key] = value
+            values = self._history.setdefault(key, [])
+            values.append(float(value))
+            self.metric_analysis[key] = {
+                "max": max(values),
+                "min": min(values),
+                "avg": sum(values) / len(values),
+                "last": values[-1],
+                "last-5-avg": sum(values[-5:]) / len(values[-5:]),
+                "last-10-avg": sum(values[-10:]) / len(values[-10:]),
+            }
+        self._results.append(scalars)
