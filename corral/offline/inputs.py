@@ -157,6 +157,14 @@ def read_fragment(worker: Any) -> Any:
     from corral.policy.sample_batch import concat_samples
 
     config = worker.config
+    if config.get("in_evaluation") and not isinstance(worker.input_reader, SamplerInput):
+        # Evaluation counts finished env episodes; offline batches bring none, so the
+        # evaluation loop would wait forever.
+        raise ValueError(
+            f"An evaluation worker reads input={config.get('input')!r}, but evaluation needs "
+            "episodes from an env: set evaluation_config={'input': 'sampler'} (and "
+            "evaluation_config['env'] if the trainer has no env)."
+        )
     by_agent = (config.get("multiagent") or {}).get("count_steps_by") == "agent_steps"
     limit = int(config.get("rollout_fragment_length") or 1)
     max_batches = (
