@@ -43,7 +43,8 @@ class Episode:
         self._last_actions: dict[Any, Any] = {}
         self._last_rewards: dict[Any, float] = {}
         self._last_infos: dict[Any, dict] = {}
-        # Set by the sampler: returns {policy id: [SampleBatch, ...]} of this episode.
+        # Set by the sampler: `fn(episode)` returns {policy id: [SampleBatch, ...]} of
+        # this episode (one bound method for all episodes: nothing built per episode).
         self._batch_builder_fn: Any = None
 
     @property
@@ -54,7 +55,7 @@ class Episode:
         `SampleBatch`es with `obs`, `actions`, `rewards`, `terminateds`, `truncateds`
         and `dones`. Built when read."""
         fn = self._batch_builder_fn
-        return PolicyCollectorGroup(fn() if fn is not None else {})
+        return PolicyCollectorGroup(fn(self) if fn is not None else {})
 
     def policy_for(self, agent_id: Any = SINGLE_AGENT_ID) -> str:
         """The policy id this agent is mapped to (fixed for the whole episode)."""

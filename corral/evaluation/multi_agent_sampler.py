@@ -8,24 +8,31 @@ observation arrives (rewards received in between are summed into it), when
 it is done, or when the episode ends. Builders hand out contiguous
 per-agent trajectories, so postprocessing (GAE) never runs across agents.
 The result is a `MultiAgentBatch` of postprocessed per-policy batches whose
-count is env steps.
+count is env steps. What surrounds the loop (config, episode ids and hooks,
+the horizon rule, metrics, reward clipping, rendering, restarts,
+postprocessing) is `corral.evaluation.sampler_base`, shared with the
+single-agent sampler.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from corral.env.gym_compat import check_reset_output, step_output_error
+from corral.env.gym_compat import step_output_error
 from corral.evaluation.episode import Episode
-from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.obs_check import ObservationCheck
-from corral.evaluation.sampler import SubEnvRestarts, _Timers, restart_enabled
+from corral.evaluation.sampler_base import (
+    SamplerBase,
+    clip_rewards_in_place,
+    nonfinite_reward_error,
+    postprocess_trajectory,
+)
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
-from corral.utils.error import EnvError
 
 ALL = "__all__"
 
@@ -62,6 +69,7 @@ class _AgentTrajectory:
     def close(self, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
         """Completes the pending transition (new_obs None: the agent left without one)."""
         p = self.pending
+        assert p is not None, "no pending action to complete"
         rows = self.rows
         rows[SampleBatch.OBS].append(p.obs)
         rows[SampleBatch.NEXT_OBS].append(p.obs if new_obs is None else new_obs)
@@ -117,51 +125,34 @@ class _EnvSlot:
         self.steps_since_flush = 0
 
 
-class MultiAgentSampler:
+class MultiAgentSampler(SamplerBase):
     """Samples fragments from sub-envs that are `MultiAgentEnv`s.
 
     `rollout_fragment_length` counts env steps per sub-env, or agent steps
-    when `multiagent/count_steps_by` is "agent_steps". Horizons follow
-    `SingleAgentSampler`: a `horizon` cut truncates every agent; with
-    `soft_horizon` the env is not reset; `no_done_at_end` turns terminations
-    into truncations.
+    when `multiagent/count_steps_by` is "agent_steps". Episode ends follow
+    `EpisodeEndRule` as in the single-agent sampler: a `horizon` cut truncates
+    every agent; with `soft_horizon` the env is not reset; `no_done_at_end`
+    turns terminations into truncations. `clip_rewards` clips each agent's
+    rewards in its batch (returns stay unclipped), recurrent policies get and
+    record their `state_in_<i>` / `state_out_<i>`, `prev_actions` and
+    `prev_rewards` per agent, and `render_env` renders the first sub-env.
     """
 
     def __init__(self, worker: Any, base_env: Any, config: dict) -> None:
-        self.worker = worker
-        self.env = base_env
-        self.envs = base_env.get_sub_environments()
-        self.num_envs = len(self.envs)
-        self.callbacks = worker.callbacks
-        self.fragment_length = int(config["rollout_fragment_length"])
-        self.complete_episodes = config["batch_mode"] == "complete_episodes"
+        super().__init__(worker, base_env, config)
         multiagent = config["multiagent"]
         self.count_agent_steps = multiagent.get("count_steps_by") == "agent_steps"
         self.observation_fn = multiagent.get("observation_fn")
-        self.horizon = int(config["horizon"]) if config.get("horizon") else None
-        self.soft_horizon = bool(config.get("soft_horizon"))
-        self.no_done_at_end = bool(config.get("no_done_at_end"))
-        self.unsquash = bool(config.get("normalize_actions"))
-        self.clip = bool(config.get("clip_actions"))
-        self.call_step_hook = self.callbacks.overrides("on_episode_step")
-        self.call_postprocess_hook = self.callbacks.overrides("on_postprocess_trajectory")
-        self.timers = _Timers()
-        self._episode_counter = 0
-        self._finished: list[RolloutMetrics] = []
         self._ready: list[_Segment] = []
         self._stateful: dict[int, tuple[Any, bool]] = {}
         # Per policy: what its agents' observations are checked against.
-        self.check_obs_bounds = not config.get("disable_env_checking")
         self._obs_checks: dict[str, ObservationCheck] = {}
-        # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
-        # its episode (never flushed yet, it lives in its slot) dropped.
-        self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
         """Starts new episodes in every sub-env (unfinished ones are dropped)."""
         self._ready = []
-        self._reset_all(None)
+        super().reset()
 
     # -- episodes -----------------------------------------------------------
 
@@ -171,35 +162,21 @@ class MultiAgentSampler:
             obs, infos = self._reset_env(i, seed=None if seed is None else seed + i)
             self.slots.append(self._start_episode(i, obs, infos))
 
-    def _reset_env(self, i: int, seed: int | None = None) -> tuple[dict, dict]:
-        """Resets sub-env `i`; with restarts on, a sub-env whose reset raises is rebuilt."""
-        if self.restarts is None:
-            env = self.envs[i]
-            return check_reset_output(env, env.reset(seed=seed))
-        return self.restarts.reset(i, seed)
-
     def _start_episode(self, i: int, raw_obs: dict, infos: dict) -> _EnvSlot:
-        self._episode_counter += 1
-        eps_id = (self.worker.worker_index << 40) + self._episode_counter
         # The mapping fn is captured here: a new one set by add_policy/remove_policy
         # applies from the next episode on.
         episode = Episode(
-            eps_id,
+            self._new_episode_id(),
             i,
             self.worker.policy_map,
             policy_mapping_fn=self.worker.policy_mapping_fn,
             worker=self.worker,
         )
         slot = _EnvSlot(episode)
-        self.callbacks.on_episode_start(
-            worker=self.worker,
-            base_env=self.env,
-            policies=self.worker.policy_map,
-            episode=episode,
-            env_index=i,
-        )
+        policy_map = self.worker.policy_map
+        self._episode_started(episode, i, [policy_map[p] for p in policy_map.in_memory()])
         obs = self._apply_observation_fn(episode, raw_obs)
-        self._observe(slot, obs, infos, acting=set(obs), call="reset")
+        self._observe(slot, self._preprocess_all(slot, obs, "reset"), obs, infos, acting=set(obs))
         return slot
 
     def _apply_observation_fn(self, episode: Episode, raw_obs: dict) -> dict:
@@ -213,42 +190,45 @@ class MultiAgentSampler:
             episode=episode,
         )
 
-    def _observe(
-        self, slot: _EnvSlot, raw_obs: dict, infos: dict, acting: set, call: str = "step"
-    ) -> None:
-        """Preprocesses (and checks) new observations; agents in `acting` act next."""
+    def _preprocess_all(self, slot: _EnvSlot, raw_obs: dict, call: str) -> dict:
+        """Each agent's observation as its policy sees it, checked (finite and, unless
+        `disable_env_checking`, inside its Box's bounds) before anything reads it."""
+        episode = slot.episode
+        return {
+            agent: self._preprocess(episode.policy_for(agent), o, (episode.env_id, agent, call))
+            for agent, o in raw_obs.items()
+        }
+
+    def _observe(self, slot: _EnvSlot, obs: dict, raw_obs: dict, infos: dict, acting: set) -> None:
+        """Takes in new (preprocessed) observations; agents in `acting` act next."""
         episode = slot.episode
         slot.obs = {}
-        for agent, o in raw_obs.items():
-            pid = episode.policy_for(agent)
-            obs = self._preprocess(pid, o, origin=(episode.env_id, agent, call))
-            episode._set_last(agent, obs=obs, raw_obs=o, info=infos.get(agent))
+        for agent, o in obs.items():
+            episode._set_last(agent, obs=o, raw_obs=raw_obs[agent], info=infos.get(agent))
             trajectory = slot.trajectories.get(agent)
             if trajectory is not None and trajectory.pending is not None:
-                trajectory.close(obs, False, False)
+                trajectory.close(o, False, False)
             if agent in acting:
-                slot.obs[agent] = obs
+                slot.obs[agent] = o
 
-    def _preprocess(self, policy_id: str, raw: Any, origin: tuple | None = None) -> np.ndarray:
-        """The policy's view of one agent's observation. With `origin` (sub-env index,
-        agent, "reset"/"step") it is checked first: finite and, unless
-        `disable_env_checking`, inside its Box's bounds."""
+    def _preprocess(self, policy_id: str, raw: Any, origin: tuple) -> np.ndarray:
+        """The policy's view of one agent's observation, checked first; `origin` is
+        (sub-env index, agent, "reset"/"step") for the error."""
         preprocessor = self.worker.preprocessors.get(policy_id)
         obs = np.asarray(raw if preprocessor is None else preprocessor.transform(raw), np.float32)
-        if origin is not None:
-            check = self._obs_checks.get(policy_id)
-            if check is None:
-                check = self._obs_checks[policy_id] = self._make_obs_check(policy_id, obs)
-            if not check.ok(obs):
-                i, agent, call = origin
-                raise check.error(
-                    obs,
-                    env=self.envs[i],
-                    call=call,
-                    worker_index=self.worker.worker_index,
-                    env_index=i,
-                    agent=agent,
-                )
+        check = self._obs_checks.get(policy_id)
+        if check is None:
+            check = self._obs_checks[policy_id] = self._make_obs_check(policy_id, obs)
+        if not check.ok(obs):
+            i, agent, call = origin
+            raise check.error(
+                obs,
+                env=self.envs[i],
+                call=call,
+                worker_index=self.worker.worker_index,
+                env_index=i,
+                agent=agent,
+            )
         # The policy's observation filter (NoFilter by default: returns obs as it is).
         obs_filter = self.worker.filters.get(policy_id)
         return obs if obs_filter is None else obs_filter(obs)
@@ -308,6 +288,9 @@ class MultiAgentSampler:
             results, failures = self.restarts.step_all(actions, lambda i: None)
             failed = dict(failures)
         t2 = time.perf_counter()
+        if self.render_env:
+            self._render()
+            t2 = time.perf_counter()
         for i, result in enumerate(results):
             if i in failed:
                 self._drop_faulty_episode(i, failed[i])
@@ -326,9 +309,8 @@ class MultiAgentSampler:
         reported as faulty; a rebuilt sub-env starts a new one."""
         episode = self.slots[i].episode
         episode.length += 1  # the step that raised
-        self._finished.append(
-            RolloutMetrics.from_episode(episode, self.timers.as_dict(), faulty=True)
-        )
+        self._episode_ended(episode, i, faulty=True)
+        assert self.restarts is not None  # only called with restarts on
         obs, infos = self.restarts.restart(i, error)
         self.slots[i] = self._start_episode(i, obs, infos)
 
@@ -415,11 +397,8 @@ class MultiAgentSampler:
         slot.steps_since_flush += 1
         for agent, r in rewards.items():
             r = float(r)
-            if not np.isfinite(r):
-                raise EnvError(
-                    f"Sub-env {i} of worker {self.worker.worker_index} returned reward {r} "
-                    f"for agent {agent!r}."
-                )
+            if not math.isfinite(r):
+                raise nonfinite_reward_error(self.envs[i], i, self.worker.worker_index, r, agent)
             episode.agent_rewards[(agent, episode.policy_for(agent))] += r
             episode.total_reward += r
             episode._set_last(agent, reward=r)
@@ -427,26 +406,21 @@ class MultiAgentSampler:
             if trajectory is not None and trajectory.pending is not None:
                 trajectory.reward += r
         all_done = bool(terminateds.get(ALL)) or bool(truncateds.get(ALL))
-        hit_horizon = self.horizon is not None and episode.length >= self.horizon and not all_done
+        cut = bool(self.end_rule.cut(episode.length, all_done))
         done_agents = {
             a
             for a in set(terminateds) | set(truncateds)
             if a != ALL and (terminateds.get(a) or truncateds.get(a))
         }
         seen = self._apply_observation_fn(episode, obs)
-        acting = set() if all_done or hit_horizon else set(seen) - done_agents
-        self._close_done(slot, seen, terminateds, truncateds, done_agents, all_done, hit_horizon)
-        self._observe(slot, seen, infos, acting)
-        if all_done or hit_horizon:
-            self._end_episode(i, obs, infos, reset=not (hit_horizon and self.soft_horizon))
+        processed = self._preprocess_all(slot, seen, "step")
+        acting = set() if all_done or cut else set(seen) - done_agents
+        self._close_done(slot, processed, terminateds, truncateds, done_agents, all_done, cut)
+        self._observe(slot, processed, seen, infos, acting)
+        if all_done or cut:
+            self._end_episode(i, obs, infos, reset=self.end_rule.resets_env(cut))
         elif self.call_step_hook:
-            self.callbacks.on_episode_step(
-                worker=self.worker,
-                base_env=self.env,
-                policies=self.worker.policy_map,
-                episode=episode,
-                env_index=i,
-            )
+            self._episode_step_hook(episode, i)
 
     def _close_done(
         self,
@@ -456,41 +430,34 @@ class MultiAgentSampler:
         truncateds: dict,
         done_agents: set,
         all_done: bool,
-        hit_horizon: bool,
+        cut: bool,
     ) -> None:
-        """Closes the transitions of agents that are done (or all, when the episode ends)."""
-        episode_over = all_done or hit_horizon
+        """Closes the transitions of agents that are done (all of them when the episode
+        ends), with their flags from `EpisodeEndRule`."""
+        closing = [
+            (agent, trajectory)
+            for agent, trajectory in slot.trajectories.items()
+            if trajectory.pending is not None and (all_done or cut or agent in done_agents)
+        ]
+        if not closing:
+            return
         all_terminated = bool(terminateds.get(ALL))
-        for agent, trajectory in slot.trajectories.items():
-            if trajectory.pending is None or not (episode_over or agent in done_agents):
-                continue
-            terminated = bool(terminateds.get(agent, all_terminated))
-            truncated = not terminated
-            if hit_horizon and self.soft_horizon and not self.no_done_at_end:
-                terminated, truncated = True, False
-            if self.no_done_at_end:
-                terminated, truncated = False, True
-            new_obs = None
-            if agent in obs:
-                new_obs = self._preprocess(trajectory.policy_id, obs[agent])
-            trajectory.close(new_obs, terminated, truncated)
+        # What the env said of each agent (done by itself, or with the whole env);
+        # the others close only because the horizon cut the episode.
+        env_done = np.array([all_done or agent in done_agents for agent, _ in closing])
+        terminated = env_done & np.array(
+            [bool(terminateds.get(agent, all_terminated)) for agent, _ in closing]
+        )
+        truncated = env_done & ~terminated
+        self.end_rule.mark(terminated, truncated, ~env_done if cut else None)
+        for k, (agent, trajectory) in enumerate(closing):
+            trajectory.close(obs.get(agent), bool(terminated[k]), bool(truncated[k]))
 
     def _end_episode(self, i: int, last_obs: dict, infos: dict, reset: bool) -> None:
         slot = self.slots[i]
-        episode = slot.episode
-        self.callbacks.on_episode_end(
-            worker=self.worker,
-            base_env=self.env,
-            policies=self.worker.policy_map,
-            episode=episode,
-            env_index=i,
-        )
-        self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict()))
+        self._episode_ended(slot.episode, i)
         self._flush(slot)
-        if reset:
-            obs, infos = self._reset_env(i)
-        else:
-            obs = last_obs
+        obs, infos = self._reset_env(i) if reset else (last_obs, infos)
         self.slots[i] = self._start_episode(i, obs, infos)
 
     def _flush(self, slot: _EnvSlot) -> None:
@@ -508,42 +475,31 @@ class MultiAgentSampler:
     # -- postprocessing -----------------------------------------------------
 
     def _postprocess(self, segments: list[_Segment]) -> MultiAgentBatch:
-        """Postprocesses each agent's trajectory with its policy; groups by policy."""
+        """Postprocesses each agent's trajectory with its policy; groups by policy.
+
+        Every observation in the trajectories was checked when it arrived
+        (`_preprocess`); rewards are clipped here (`clip_rewards`), after the
+        episode metrics took them unclipped."""
         per_policy: dict[str, list[SampleBatch]] = defaultdict(list)
         policy_map = self.worker.policy_map
         for segment in segments:
+            for _, batch in segment.trajectories.values():
+                clip_rewards_in_place(batch[SampleBatch.REWARDS], self.reward_clip)
             for agent, (pid, batch) in segment.trajectories.items():
-                _check_finite(batch, self.worker.worker_index)
                 if pid not in policy_map:
                     continue  # removed while the episode ran: nobody trains on it
-                policy = policy_map[pid]
                 # RLlib 1.13's `other_agent_batches`: {agent_id: (policy, batch)}.
                 others = {
                     a: (policy_map.get(p), b)
                     for a, (p, b) in segment.trajectories.items()
                     if a != agent
                 }
-                original = batch.copy() if self.call_postprocess_hook else batch
-                post = policy.postprocess_trajectory(batch, others, segment.episode)
-                if self.call_postprocess_hook:
-                    self.callbacks.on_postprocess_trajectory(
-                        worker=self.worker,
-                        episode=segment.episode,
-                        agent_id=agent,
-                        policy_id=pid,
-                        policies=policy_map,
-                        postprocessed_batch=post,
-                        original_batches={**others, agent: (policy, original)},
-                    )
+                post = postprocess_trajectory(self, pid, agent, batch, segment.episode, others)
                 per_policy[pid].append(post)
         env_steps = sum(s.env_steps for s in segments)
         return MultiAgentBatch(
             {pid: concat_samples(batches) for pid, batches in per_policy.items()}, env_steps
         )
-
-    def get_metrics(self) -> list[RolloutMetrics]:
-        out, self._finished = self._finished, []
-        return out
 
 
 def _policy_actions(
@@ -580,8 +536,3 @@ def _zero_action(space: Any) -> np.ndarray:
     dtype = getattr(space, "dtype", None)
     integral = dtype is not None and np.issubdtype(dtype, np.integer)
     return np.zeros(shape, np.int64 if integral else np.float32)
-
-
-def _check_finite(batch: SampleBatch, worker_index: int) -> None:
-    if not np.isfinite(batch[SampleBatch.NEXT_OBS]).all():
-        raise EnvError(f"An env of worker {worker_index} returned NaN or inf in an observation.")

@@ -3,90 +3,73 @@
 Each call to `sample()` steps every sub-env `T` times (`rollout_fragment_length`)
 into preallocated `[T, num_envs, ...]` numpy buffers, then lays the buffers out
 env-major (one env's steps contiguous) as a `SampleBatch`. Per step, the
-Python work is: one batched policy call, one `env.step` per sub-env, and a
-handful of row writes; episode bookkeeping runs only when an episode ends,
-and the per-step callback only when the callbacks class overrides it.
+Python work is: one batched policy call, one `env.step` per sub-env, a
+handful of row writes and one finiteness check of the new observations;
+episode bookkeeping runs only when an episode ends, and the per-step callback
+only when the callbacks class overrides it. What surrounds the loop (config,
+episode ids and hooks, the horizon rule, metrics, restarts, postprocessing)
+is `corral.evaluation.sampler_base`, shared with the multi-agent sampler.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
 import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from corral.env.gym_compat import check_reset_output, step_output_error
+from corral.env.gym_compat import step_output_error
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
-from corral.evaluation.metrics import RolloutMetrics
-from corral.evaluation.obs_check import ObservationCheck, env_name
+from corral.evaluation.obs_check import ObservationCheck, all_finite
 from corral.evaluation.resume_state import EnvReplayLog
+
+# Moved to `sampler_base` (shared with the multi-agent sampler); importable from here too.
+from corral.evaluation.sampler_base import (
+    MAX_SUB_ENV_RESTARTS_IN_A_ROW,
+    SamplerBase,
+    SubEnvRestarts,
+    clip_rewards_in_place,
+    nonfinite_reward_error,
+    postprocess_trajectory,
+    restart_enabled,
+    reward_clip_bounds,
+)
 from corral.models.preprocessors import NoPreprocessor
+from corral.policy.policy import declared_for
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
 from corral.utils.error import EnvError
 from corral.utils.filter import NoFilter
 
-logger = logging.getLogger(__name__)
+__all__ = [
+    "MAX_SUB_ENV_RESTARTS_IN_A_ROW",
+    "SingleAgentSampler",
+    "SubEnvRestarts",
+    "restart_enabled",
+    "reward_clip_bounds",
+]
 
 
-class _Timers:
-    """Mean milliseconds per step of each part of the loop (RLlib's sampler_perf)."""
-
-    __slots__ = ("env_wait", "inference", "processing", "render", "steps")
-
-    def __init__(self) -> None:
-        self.env_wait = self.inference = self.processing = self.render = 0.0
-        self.steps = 0
-
-    def as_dict(self) -> dict[str, float]:
-        n = max(self.steps, 1)
-        return {
-            "mean_env_wait_ms": 1000 * self.env_wait / n,
-            "mean_inference_ms": 1000 * self.inference / n,
-            "mean_action_processing_ms": 1000 * self.processing / n,
-            "mean_raw_obs_processing_ms": 0.0,
-            "mean_env_render_ms": 1000 * self.render / n,
-        }
-
-
-class SingleAgentSampler:
+class SingleAgentSampler(SamplerBase):
     """Samples fragments from a `VectorEnv` with one policy.
 
-    Horizon semantics (RLlib's, mapped onto Gymnasium's flags):
-    - a `horizon` cut is a truncation (the episode ends, values bootstrap);
-    - `soft_horizon`: at the horizon the episode ends for metrics and batches
-      but the env is not reset; it is marked terminated unless
-      `no_done_at_end` is set;
-    - `no_done_at_end`: no step is ever marked terminated (episode ends
-      become truncations, so value targets bootstrap through them).
+    Episode ends follow `EpisodeEndRule` (horizon, `soft_horizon`,
+    `no_done_at_end`); `sample()` returns the fragment postprocessed by the policy.
     """
 
     def __init__(self, worker: Any, vector_env: Any, policy: Any, config: dict) -> None:
-        self.worker = worker
-        self.env = vector_env
-        self.envs = vector_env.get_sub_environments()
-        self.num_envs = len(self.envs)
+        super().__init__(worker, vector_env, config)
         self.policy = policy
         self.policy_id = DEFAULT_POLICY_ID
-        self.callbacks = worker.callbacks
-        self.fragment_length = int(config["rollout_fragment_length"])
-        self.complete_episodes = config["batch_mode"] == "complete_episodes"
-        self.horizon = self._resolve_horizon(config.get("horizon"))
-        self.soft_horizon = bool(config.get("soft_horizon"))
-        self.no_done_at_end = bool(config.get("no_done_at_end"))
-        self.unsquash = bool(config.get("normalize_actions"))
-        self.clip = bool(config.get("clip_actions"))
         self.preprocessor = policy.preprocessor
         self.fast_obs = isinstance(self.preprocessor, NoPreprocessor)
         self.obs_shape = tuple(self.preprocessor.shape)
         # Every observation (reset and step) must be finite and, unless
-        # `disable_env_checking`, inside a Box's bounds: one vectorised check per step.
+        # `disable_env_checking`, inside a Box's bounds: finiteness once per vector
+        # step on the whole row block, the bounds once per fragment.
         self.obs_check = ObservationCheck(
             self.preprocessor.original_space,
             self.obs_shape,
-            bounds=self.fast_obs and not config.get("disable_env_checking"),
+            bounds=self.fast_obs and self.check_obs_bounds,
         )
         # Recurrent policies: the sampler carries each env's state (reset with
         # its episode) and feeds back the previous action and reward.
@@ -95,14 +78,11 @@ class SingleAgentSampler:
         # the default NoFilter costs nothing (the flag skips the call).
         self.obs_filter = worker.filters.get(self.policy_id, NoFilter())
         self.filter_obs = not isinstance(self.obs_filter, NoFilter)
-        self.reward_clip = reward_clip_bounds(config.get("clip_rewards"), self.envs[0])
-        self.call_step_hook = self.callbacks.overrides("on_episode_step")
-        self.call_postprocess_hook = self.callbacks.overrides("on_postprocess_trajectory")
-        self.timers = _Timers()
-        # `render_env`: the worker that shows the env renders its first sub-env each step.
-        self.render_env = bool(getattr(worker, "render_env", False)) and _can_render(self.envs[0])
-        self._episode_counter = 0
-        self._finished: list[RolloutMetrics] = []
+        # The policy postprocesses a whole fragment in one call (PPO's GAE) unless
+        # a subclass overrides `postprocess_trajectory` without saying it may.
+        self.postprocess_batched = bool(policy.postprocess_batched) and declared_for(
+            policy, "postprocess_batched", "postprocess_trajectory"
+        )
         self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
         self._buffers: dict[str, np.ndarray] | None = None
         self._t = 0
@@ -110,10 +90,8 @@ class SingleAgentSampler:
         self._complete_queue: list[SampleBatch] = []
         # Episodes by id, while trajectories of theirs may still be postprocessed.
         self._episodes_by_id: dict[int, Episode] = {}
-        # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
-        # its episode dropped. `_valid` ([T, N], made on the first fault of a
-        # fragment) marks the rows kept; complete episodes drop by episode id.
-        self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
+        # Sub-env restarts: `_valid` ([T, N], made on the first fault of a fragment)
+        # marks the rows kept; complete episodes drop by episode id.
         self._valid: np.ndarray | None = None
         self._faulty_eps: set[int] = set()
         # How each sub-env was reset and stepped since, for exact resumes.
@@ -124,15 +102,9 @@ class SingleAgentSampler:
         """Starts new episodes in every sub-env (unfinished ones are dropped)."""
         self._pending = [[] for _ in range(self.num_envs)]
         self._complete_queue = []
-        self._reset_all(None)
+        super().reset()
 
     # -- setup --------------------------------------------------------------
-
-    def _resolve_horizon(self, horizon: int | None) -> int | None:
-        if horizon:
-            return int(horizon)
-        # Gymnasium's TimeLimit already truncates at max_episode_steps.
-        return None
 
     def _reset_all(self, seed: int | None) -> None:
         self.obs = np.zeros((self.num_envs, *self.obs_shape), np.float32)
@@ -143,16 +115,13 @@ class SingleAgentSampler:
         if self.recurrent:
             self._reset_recurrent_inputs()
         for i in range(self.num_envs):
-            obs = self._reset_env(i, seed=None if seed is None else seed + i)
+            obs = self._reset_sub_env(i, seed=None if seed is None else seed + i)
             self._start_episode(i, obs)
 
-    def _reset_env(self, i: int, seed: int | None = None) -> Any:
-        """Resets sub-env `i`; with restarts on, a sub-env whose reset raises is rebuilt."""
+    def _reset_sub_env(self, i: int, seed: int | None = None) -> Any:
+        """Resets sub-env `i` (logged for exact resumes); returns its observation."""
         self.replay_log.before_reset(i, seed)
-        if self.restarts is None:
-            env = self.envs[i]
-            return check_reset_output(env, env.reset(seed=seed))[0]
-        return self.restarts.reset(i, seed)[0]
+        return self._reset_env(i, seed)[0]
 
     def _reset_recurrent_inputs(self) -> None:
         n = self.num_envs
@@ -173,24 +142,18 @@ class SingleAgentSampler:
         self._write_obs(i, raw_obs)
         self.ep_len[i] = 0
         self.ep_ret[i] = 0.0
-        self._episode_counter += 1
-        eps_id = (self.worker.worker_index << 40) + self._episode_counter
+        eps_id = self._new_episode_id()
         self.eps_ids[i] = eps_id
-        episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
-        episode._batch_builder_fn = functools.partial(self._episode_batches, i, eps_id)
-        self._episodes_by_id[eps_id] = episode
-        exploration = getattr(self.policy, "exploration", None)
-        if exploration is not None:  # e.g. Ornstein-Uhlenbeck noise restarts per episode
-            exploration.on_episode_start(policy=self.policy, environment=self.env, episode=episode)
+        episode = self._make_episode(i, eps_id)
         episode._set_last(SINGLE_AGENT_ID, obs=self.obs[i], raw_obs=raw_obs)
+        self._episode_started(episode, i, (self.policy,))
+
+    def _make_episode(self, i: int, eps_id: int) -> Episode:
+        episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
+        episode._batch_builder_fn = self._episode_batches
+        self._episodes_by_id[eps_id] = episode
         self.episodes[i] = episode
-        self.callbacks.on_episode_start(
-            worker=self.worker,
-            base_env=self.env,
-            policies=self.worker.policy_map,
-            episode=episode,
-            env_index=i,
-        )
+        return episode
 
     def _write_obs(self, i: int, raw_obs: Any, call: str = "reset") -> None:
         obs = raw_obs if self.fast_obs else self.preprocessor.transform(raw_obs)
@@ -208,7 +171,7 @@ class SingleAgentSampler:
             )
         self.obs[i] = self.obs_filter(obs) if self.filter_obs else obs
 
-    def _allocate(self, actions: np.ndarray, extra: dict[str, np.ndarray]) -> None:
+    def _allocate(self, actions: np.ndarray, extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         T, N = self.fragment_length, self.num_envs
         buf = {
             SampleBatch.OBS: np.zeros((T, N, *self.obs_shape), np.float32),
@@ -228,6 +191,13 @@ class SingleAgentSampler:
             buf[SampleBatch.PREV_ACTIONS] = np.zeros((T, *self.prev_actions.shape), actions.dtype)
             buf[SampleBatch.PREV_REWARDS] = np.zeros((T, N), np.float32)
         self._buffers = buf
+        return buf
+
+    @property
+    def _buf(self) -> dict[str, np.ndarray]:
+        """The fragment buffers (allocated at the first step)."""
+        assert self._buffers is not None, "no step sampled yet"
+        return self._buffers
 
     # -- sampling -----------------------------------------------------------
 
@@ -241,9 +211,10 @@ class SingleAgentSampler:
         live.update(int(b[SampleBatch.EPS_ID][0]) for b in self._complete_queue)
         self._episodes_by_id = {k: v for k, v in self._episodes_by_id.items() if k in live}
 
-    def _episode_batches(self, i: int, eps_id: int) -> dict[str, list[SampleBatch]]:
+    def _episode_batches(self, episode: Episode) -> dict[str, list[SampleBatch]]:
         """This episode's steps in the current fragment (and pieces kept from earlier
         fragments), for `Episode.batch_builder`."""
+        i, eps_id = episode.env_id, episode.episode_id
         batches = [p for p in self._pending[i] if p[SampleBatch.EPS_ID][0] == eps_id]
         buf = self._buffers
         if buf is not None:
@@ -264,10 +235,26 @@ class SingleAgentSampler:
         return {self.policy_id: batches}
 
     def sample(self) -> SampleBatch:
-        """One fragment: `T` steps of every sub-env (or complete episodes)."""
+        """One fragment, `T` steps of every sub-env (or complete episodes),
+        postprocessed by the policy."""
         self._forget_finished_episodes()
-        if not self.complete_episodes:
-            return self._run_fragment()
+        raw = self._complete_episodes() if self.complete_episodes else self._run_fragment()
+        if self.postprocess_batched and not self.call_postprocess_hook:
+            return postprocess_trajectory(self, self.policy_id, SINGLE_AGENT_ID, raw, None)
+        return concat_samples(
+            [
+                postprocess_trajectory(
+                    self,
+                    self.policy_id,
+                    SINGLE_AGENT_ID,
+                    trajectory,
+                    self.episode_for(trajectory[SampleBatch.EPS_ID][0]),
+                )
+                for trajectory in raw.split_by_episode()
+            ]
+        )
+
+    def _complete_episodes(self) -> SampleBatch:
         # RLlib's rule: whole episodes (a horizon cut ends one too), just enough of them
         # for `rollout_fragment_length` steps per sub-env; episodes finished beyond that
         # wait for the next call (nothing sampled is dropped).
@@ -285,50 +272,53 @@ class SingleAgentSampler:
 
     def _run_fragment(self) -> SampleBatch:
         policy, timers = self.policy, self.timers
+        compute = policy.compute_actions_from_obs
+        to_env = policy.to_env_actions
         step_all = self.env.step_all
-        explore = self.worker.explore
+        explore, recurrent, restarts = self.worker.explore, self.recurrent, self.restarts
+        unsquash, clip = self.unsquash, self.clip
+        clock = time.perf_counter
         T = self.fragment_length
+        failures = None
         for t in range(T):
-            t0 = time.perf_counter()
-            if self.recurrent:
-                actions, extra = policy.compute_actions_from_obs(
+            t0 = clock()
+            if recurrent:
+                actions, extra = compute(
                     self.obs, explore, self.states, self.prev_actions, self.prev_rewards
                 )
             else:
-                actions, extra = policy.compute_actions_from_obs(self.obs, explore)
-            t1 = time.perf_counter()
-            if self._buffers is None:
-                self._allocate(actions, extra)
+                actions, extra = compute(self.obs, explore)
+            t1 = clock()
             buf = self._buffers
-            if self.recurrent:
-                self._record_recurrent_inputs(t, actions, extra)
+            if buf is None:
+                buf = self._allocate(actions, extra)
+            if recurrent:
+                self._record_recurrent_inputs(buf, t, actions, extra)
             buf[SampleBatch.OBS][t] = self.obs
             buf[SampleBatch.ACTIONS][t] = actions
             for k, v in extra.items():
                 buf[k][t] = v
             buf[SampleBatch.EPS_ID][t] = self.eps_ids
             buf[SampleBatch.T][t] = self.ep_len
-            env_actions = policy.to_env_actions(actions, self.unsquash, self.clip)
-            t2 = time.perf_counter()
-            if self.restarts is None:
+            env_actions = to_env(actions, unsquash, clip)
+            t2 = clock()
+            if restarts is None:
                 results = step_all(env_actions)
-                failures = None
             else:
-                results, failures = self.restarts.step_all(env_actions, self._stand_in_result)
-            t3 = time.perf_counter()
+                results, failures = restarts.step_all(env_actions, self._stand_in_result)
+            t3 = clock()
             if self.render_env:
-                self.envs[0].render()
-                timers.render += time.perf_counter() - t3
-                t3 = time.perf_counter()
-            self._record_step(t, results, actions)
+                self._render()
+                t3 = clock()
+            self._record_step(buf, t, results, actions)
             if failures:
                 for i, error in failures:
                     self._drop_faulty_episode(i, t, error)
             timers.inference += t1 - t0
             timers.env_wait += t3 - t2
-            timers.processing += (t2 - t1) + (time.perf_counter() - t3)
+            timers.processing += (t2 - t1) + (clock() - t3)
         timers.steps += T
-        return self._build_batch()
+        return self._build_batch(self._buf)
 
     def _stand_in_result(self, i: int) -> tuple:
         """What a failed sub-env "returned": its last observation, no reward, not done
@@ -344,20 +334,17 @@ class SingleAgentSampler:
         else:
             if self._valid is None:
                 self._valid = np.ones((self.fragment_length, self.num_envs), np.bool_)
-            rows = self._buffers[SampleBatch.EPS_ID][: t + 1, i] == eps_id
+            rows = self._buf[SampleBatch.EPS_ID][: t + 1, i] == eps_id
             self._valid[: t + 1, i] &= ~rows
-        episode = self.episodes[i]
-        episode.length = int(self.ep_len[i])
-        episode.total_reward = float(self.ep_ret[i])
-        self._finished.append(
-            RolloutMetrics.from_episode(episode, self.timers.as_dict(), faulty=True)
-        )
+        self._episode_ended(self._sync_episode(i), i, faulty=True)
+        assert self.restarts is not None  # only called with restarts on
         obs = self.restarts.restart(i, error)[0]
         self._start_episode(i, obs)
 
-    def _record_recurrent_inputs(self, t: int, actions: np.ndarray, extra: dict) -> None:
+    def _record_recurrent_inputs(
+        self, buf: dict[str, np.ndarray], t: int, actions: np.ndarray, extra: dict
+    ) -> None:
         """Stores this step's RNN inputs, then advances them to the next step."""
-        buf = self._buffers
         for i, state in enumerate(self.states):
             buf[f"state_in_{i}"][t] = state
         buf[SampleBatch.PREV_ACTIONS][t] = self.prev_actions
@@ -365,8 +352,9 @@ class SingleAgentSampler:
         self.states = [np.array(extra[f"state_out_{i}"]) for i in range(len(self.states))]
         self.prev_actions = np.array(actions)
 
-    def _record_step(self, t: int, results: list, actions: np.ndarray) -> None:
-        buf = self._buffers
+    def _record_step(
+        self, buf: dict[str, np.ndarray], t: int, results: list, actions: np.ndarray
+    ) -> None:
         self._t = t  # the step being recorded (read by `Episode.batch_builder`)
         self.replay_log.next_step = t + 1  # a sub-env reset now acts first at row t + 1
         try:
@@ -386,7 +374,7 @@ class SingleAgentSampler:
                 new_obs[i] = self.preprocessor.transform(o)
         # NaN/inf must not reach the policy (it would act on it) nor the batch: one
         # vectorised check per step. The bounds are checked once per fragment.
-        if not np.isfinite(new_obs).all():
+        if not all_finite(new_obs):
             raise self.obs_check.error(
                 new_obs,
                 env=self.envs,
@@ -417,63 +405,50 @@ class SingleAgentSampler:
         self.ep_ret += rew
         if self.recurrent:
             self.prev_rewards = rew.copy()
-        hit_horizon = None
-        if self.horizon is not None:
-            hit_horizon = (self.ep_len >= self.horizon) & ~term
-            trunc |= hit_horizon
-        done = term | trunc
-        if self.no_done_at_end:
-            trunc |= term
-            term[:] = False
+        # Any episode end? Asked of the env's flags as they came (cheaper than of
+        # the arrays); a horizon cut is one too.
+        ended = True in terminateds or True in truncateds
+        cut = None
+        rule = self.end_rule
+        if rule.active:
+            cut = rule.cut(self.ep_len, term | trunc)
+            rule.mark(term, trunc, cut)
+            ended = ended or bool(cut is not None and cut.any())
         self.obs[:] = new_obs
         if self.call_step_hook:
             self._call_step_hooks(t, raw_obs, actions, rewards, infos)
-        if done.any():
-            for i in np.flatnonzero(done):
-                soft = self.soft_horizon and hit_horizon is not None and hit_horizon[i]
-                if soft and not self.no_done_at_end:
-                    term[i], trunc[i] = True, False
-                self._end_episode(i, infos[i], reset=not soft, last_obs=raw_obs[i])
+        if ended:
+            for i in np.flatnonzero(term | trunc).tolist():
+                reset = rule.resets_env(None if cut is None else cut[i])
+                self._end_episode(i, infos[i], reset=reset, last_obs=raw_obs[i])
+
+    def _sync_episode(self, i: int) -> Episode:
+        """The `Episode` of sub-env `i` with its length and returns brought up to date
+        (the loop keeps them in arrays)."""
+        episode = self.episodes[i]
+        episode.length = int(self.ep_len[i])
+        episode.total_reward = float(self.ep_ret[i])
+        episode.agent_rewards[(SINGLE_AGENT_ID, self.policy_id)] = episode.total_reward
+        return episode
 
     def _call_step_hooks(self, t, raw_obs, actions, rewards, infos) -> None:
-        for i, episode in enumerate(self.episodes):
-            episode.length = int(self.ep_len[i])
-            episode.total_reward = float(self.ep_ret[i])
-            episode.agent_rewards[(SINGLE_AGENT_ID, self.policy_id)] = episode.total_reward
+        for i in range(self.num_envs):
+            episode = self._sync_episode(i)
             episode._set_last(
                 SINGLE_AGENT_ID,
-                obs=self._buffers[SampleBatch.NEXT_OBS][t][i],
+                obs=self._buf[SampleBatch.NEXT_OBS][t][i],
                 raw_obs=raw_obs[i],
                 action=actions[i],
                 reward=float(rewards[i]),
                 info=infos[i],
             )
-            self.callbacks.on_episode_step(
-                worker=self.worker,
-                base_env=self.env,
-                policies=self.worker.policy_map,
-                episode=episode,
-                env_index=i,
-            )
+            self._episode_step_hook(episode, i)
 
     def _end_episode(self, i: int, info: dict, reset: bool, last_obs: Any) -> None:
-        episode = self.episodes[i]
-        episode.length = int(self.ep_len[i])
-        episode.total_reward = float(self.ep_ret[i])
-        episode.agent_rewards[(SINGLE_AGENT_ID, self.policy_id)] = episode.total_reward
+        episode = self._sync_episode(i)
         episode._set_last(SINGLE_AGENT_ID, raw_obs=last_obs, info=info)
-        self.callbacks.on_episode_end(
-            worker=self.worker,
-            base_env=self.env,
-            policies=self.worker.policy_map,
-            episode=episode,
-            env_index=i,
-        )
-        self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict()))
-        if reset:
-            obs = self._reset_env(i)
-        else:
-            obs = last_obs
+        self._episode_ended(episode, i)
+        obs = self._reset_sub_env(i) if reset else last_obs
         self._start_episode(i, obs, keep_state=not reset)
 
     def _check_fragment_obs(self, next_obs: np.ndarray) -> None:
@@ -497,25 +472,16 @@ class SingleAgentSampler:
                         env_index=i,
                     )
 
-    def _build_batch(self) -> SampleBatch:
-        buf = self._buffers
+    def _build_batch(self, buf: dict[str, np.ndarray]) -> SampleBatch:
         self.replay_log.record_fragment(buf[SampleBatch.ACTIONS])
         rewards = buf[SampleBatch.REWARDS]
-        if not np.isfinite(rewards).all():
+        if not all_finite(rewards):
             t, i = (int(x[0]) for x in np.nonzero(~np.isfinite(rewards)))
-            raise EnvError(
-                f"Env '{env_name(self.envs[i])}' (sub-env {i} of worker "
-                f"{self.worker.worker_index}) returned a NaN or inf reward ({rewards[t, i]}) "
-                "from step()."
+            raise nonfinite_reward_error(
+                self.envs[i], i, self.worker.worker_index, float(rewards[t, i])
             )
         self._check_fragment_obs(buf[SampleBatch.NEXT_OBS])
-        if self.reward_clip is not None:
-            # After the metrics took the raw rewards: episode returns stay unclipped.
-            low, high = self.reward_clip
-            if low is None:
-                np.sign(rewards, out=rewards)
-            else:
-                np.clip(rewards, low, high, out=rewards)
+        clip_rewards_in_place(rewards, self.reward_clip)
         columns = {k: _env_major(v) for k, v in buf.items()}
         term = columns[SampleBatch.TERMINATEDS]
         columns[SampleBatch.DONES] = term | columns[SampleBatch.TRUNCATEDS]
@@ -557,10 +523,6 @@ class SingleAgentSampler:
         self._faulty_eps.clear()
         return done_eps
 
-    def get_metrics(self) -> list[RolloutMetrics]:
-        out, self._finished = self._finished, []
-        return out
-
     # -- exact resumes (see corral.evaluation.resume_state) ---------------------
 
     def get_resume_state(self) -> dict[str, Any] | None:
@@ -600,154 +562,13 @@ class SingleAgentSampler:
             self.prev_rewards = np.array(state["prev_rewards"])
         self._episodes_by_id = {}
         for i in range(self.num_envs):
-            eps_id = int(self.eps_ids[i])
-            episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
-            episode._batch_builder_fn = functools.partial(self._episode_batches, i, eps_id)
-            episode.length = int(self.ep_len[i])
-            episode.total_reward = float(self.ep_ret[i])
+            self._make_episode(i, int(self.eps_ids[i]))
+            episode = self._sync_episode(i)
             episode._set_last(SINGLE_AGENT_ID, obs=self.obs[i], raw_obs=raw_obs[i])
-            self.episodes[i] = episode
-            self._episodes_by_id[eps_id] = episode
 
 
 def _is_step_tuple(result: Any) -> bool:
     return isinstance(result, tuple) and len(result) == 5
-
-
-# How many rebuilt copies of a sub-env may raise in a row (in reset()) before
-# the sampler gives up on it.
-MAX_SUB_ENV_RESTARTS_IN_A_ROW = 3
-
-
-def restart_enabled(config: dict) -> bool:
-    """Whether `restart_failed_sub_environments` is on (RLlib 2.0's key)."""
-    return bool(config.get("restart_failed_sub_environments"))
-
-
-class SubEnvRestarts:
-    """`restart_failed_sub_environments`: steps and resets sub-envs so that one
-    that raises is caught, closed and rebuilt, while the others go on.
-
-    Shared by both samplers; the sampler drops the broken episode.
-
-    Args:
-        worker: the `RolloutWorker` (`recreate_sub_environment(i)` rebuilds one).
-        sampler: the sampler, whose `envs` list holds the sub-envs.
-    """
-
-    def __init__(self, worker: Any, sampler: Any) -> None:
-        self.worker = worker
-        self.sampler = sampler
-
-    def step_all(
-        self, actions: Sequence[Any], stand_in: Callable[[int], Any]
-    ) -> tuple[list, list[tuple[int, BaseException]]]:
-        """Steps every sub-env; a failed one's result is `stand_in(i)`.
-
-        Returns the results and the (index, exception) of each failed sub-env.
-        """
-        try_step = getattr(self.sampler.env, "try_step_all", None)
-        if try_step is not None:  # remote sub-envs: stepped in parallel
-            outcomes = list(try_step(actions))
-        else:
-            outcomes = []
-            for env, action in zip(self.sampler.envs, actions):
-                try:
-                    outcomes.append(env.step(action))
-                except Exception as e:  # noqa: BLE001 - the sub-env is restarted
-                    outcomes.append(e)
-        failures = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
-        for i, _ in failures:
-            outcomes[i] = stand_in(i)
-        return outcomes, failures
-
-    def reset(self, i: int, seed: int | None = None) -> tuple[Any, dict]:
-        """`reset()` of sub-env `i`; if it raises, the sub-env is rebuilt (the
-        restart is reported as a faulty episode without steps)."""
-        env = self.sampler.envs[i]
-        try:
-            out = env.reset(seed=seed)
-        except Exception as e:  # noqa: BLE001 - the sub-env is restarted
-            self.sampler._finished.append(_empty_faulty_metrics())
-            return self.restart(i, e)
-        return check_reset_output(env, out)
-
-    def restart(self, i: int, error: BaseException) -> tuple[Any, dict]:
-        """Closes sub-env `i`, builds a new one in its place and resets it."""
-        worker_index = self.worker.worker_index
-        for attempt in range(1, MAX_SUB_ENV_RESTARTS_IN_A_ROW + 1):
-            logger.warning(
-                "Sub-env %d of worker %d raised %s: %s; restarting it "
-                "(restart_failed_sub_environments); its episode is dropped.",
-                i,
-                worker_index,
-                type(error).__name__,
-                error,
-            )
-            env = self.worker.recreate_sub_environment(i)
-            # Only the single-agent sampler keeps a replay log (for bit-identical resumes).
-            replay_log = getattr(self.sampler, "replay_log", None)
-            if replay_log is not None:
-                replay_log.before_reset(i, None)
-            try:
-                out = env.reset()
-            except Exception as e:  # noqa: BLE001 - retried, then reported
-                if attempt == MAX_SUB_ENV_RESTARTS_IN_A_ROW:
-                    raise EnvError(
-                        f"Sub-env {i} of worker {worker_index} could not be restarted: "
-                        f"{MAX_SUB_ENV_RESTARTS_IN_A_ROW} rebuilt copies raised in reset() in "
-                        f"a row, the last {type(e).__name__}: {e}"
-                    ) from e
-                self.sampler._finished.append(_empty_faulty_metrics())
-                error = e
-                continue
-            return check_reset_output(env, out)
-        raise AssertionError("unreachable")
-
-
-def _empty_faulty_metrics() -> RolloutMetrics:
-    """A restart that cut no episode short (the sub-env raised before its first step)."""
-    return RolloutMetrics(0, 0.0, {}, {}, {}, {}, {}, True)
-
-
-def _can_render(env: Any) -> bool:
-    from corral.env.remote_vector_env import can_render
-
-    if can_render(env):
-        return True
-    logger.warning(
-        "render_env=True, but the env cannot render (no render_mode and no render() of "
-        "its own); create it with render_mode='human' or 'rgb_array'. Not rendering."
-    )
-    return False
-
-
-def reward_clip_bounds(clip_rewards: Any, env: Any) -> tuple[float | None, float] | None:
-    """What `clip_rewards` means for `env`: None (no clipping), `(None, 0)` (sign), or
-    `(low, high)` bounds.
-
-    RLlib's rule: None clips to the sign for Atari envs only (the DQN paper's reward
-    scale), True always does, a number `v > 0` clips to `[-v, v]`, a pair to its bounds.
-    """
-    if clip_rewards is None:
-        from corral.env.utils import is_atari
-
-        return (None, 0.0) if is_atari(env) else None
-    if clip_rewards is True:
-        return (None, 0.0)
-    if clip_rewards is False:
-        return None
-    if isinstance(clip_rewards, (tuple, list)) and len(clip_rewards) == 2:
-        low, high = float(clip_rewards[0]), float(clip_rewards[1])
-        if low > high:
-            raise ValueError(f"clip_rewards={clip_rewards!r}: the low bound exceeds the high one.")
-        return (low, high)
-    if isinstance(clip_rewards, (int, float)):
-        return (-float(clip_rewards), float(clip_rewards)) if clip_rewards > 0 else None
-    raise ValueError(
-        f"clip_rewards={clip_rewards!r}: expected None, True, False, a positive number or a "
-        "(low, high) pair."
-    )
 
 
 def _env_major(arr: np.ndarray) -> np.ndarray:

@@ -1,0 +1,437 @@
+"""What the single-agent and the multi-agent sampler share: everything around their loops.
+
+The two samplers keep their own hot loops (`sampler.SingleAgentSampler` writes
+`[T, num_envs]` buffers with no per-step dicts; `multi_agent_sampler.MultiAgentSampler`
+keeps one trajectory per agent). Everything else is written once, here:
+
+- `SamplerBase`: the config both read, episode ids, the episode start/end callbacks
+  and metrics, `get_metrics`, timers, rendering and sub-env restarts;
+- `EpisodeEndRule`: RLlib's `horizon` / `soft_horizon` / `no_done_at_end` rule, on
+  Gymnasium's terminated/truncated flags;
+- `reward_clip_bounds` / `clip_rewards_in_place`: `clip_rewards`;
+- `postprocess_trajectory`: a policy's `postprocess_trajectory` with the
+  `on_postprocess_trajectory` callback, for one agent's trajectory;
+- `nonfinite_reward_error`: the error for a NaN/inf reward.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from corral.env.gym_compat import check_reset_output
+from corral.evaluation.episode import Episode
+from corral.evaluation.metrics import RolloutMetrics
+from corral.evaluation.obs_check import env_name
+from corral.policy.sample_batch import SampleBatch
+from corral.utils.error import EnvError
+
+logger = logging.getLogger(__name__)
+
+# How many rebuilt copies of a sub-env may raise in a row (in reset()) before
+# the sampler gives up on it.
+MAX_SUB_ENV_RESTARTS_IN_A_ROW = 3
+
+
+class SamplerTimers:
+    """Mean milliseconds per step of each part of the loop (RLlib's sampler_perf)."""
+
+    __slots__ = ("env_wait", "inference", "processing", "render", "steps")
+
+    def __init__(self) -> None:
+        self.env_wait = self.inference = self.processing = self.render = 0.0
+        self.steps = 0
+
+    def as_dict(self) -> dict[str, float]:
+        n = max(self.steps, 1)
+        return {
+            "mean_env_wait_ms": 1000 * self.env_wait / n,
+            "mean_inference_ms": 1000 * self.inference / n,
+            "mean_action_processing_ms": 1000 * self.processing / n,
+            "mean_raw_obs_processing_ms": 0.0,
+            "mean_env_render_ms": 1000 * self.render / n,
+        }
+
+
+class EpisodeEndRule:
+    """RLlib's horizon rule, mapped onto Gymnasium's terminated/truncated flags.
+
+    - a `horizon` cut (the episode reached `horizon` steps and the env did not end
+      it itself) is a truncation: the episode ends, values bootstrap;
+    - `soft_horizon`: at the cut the episode ends for metrics and batches but the
+      env is not reset; its last step is marked terminated unless
+      `no_done_at_end` is set;
+    - `no_done_at_end`: no step is ever marked terminated (episode ends become
+      truncations, so value targets bootstrap through them).
+
+    Both samplers apply it to numpy arrays: one entry per sub-env (single-agent)
+    or per agent whose transition closes (multi-agent).
+    """
+
+    def __init__(self, horizon: Any, soft_horizon: Any, no_done_at_end: Any) -> None:
+        # None (or 0): no cut of corral's; Gymnasium's TimeLimit truncates at
+        # the env's max_episode_steps anyway.
+        self.horizon = int(horizon) if horizon else None
+        self.soft_horizon = bool(soft_horizon)
+        self.no_done_at_end = bool(no_done_at_end)
+        # Whether `mark` changes anything (the single-agent loop skips it when not).
+        self.active = self.horizon is not None or self.no_done_at_end
+
+    @classmethod
+    def from_config(cls, config: dict) -> EpisodeEndRule:
+        return cls(config.get("horizon"), config.get("soft_horizon"), config.get("no_done_at_end"))
+
+    def cut(self, length: Any, env_done: Any) -> Any:
+        """Where the horizon cuts an episode: `length` reached the horizon and the env
+        did not end the episode itself (arrays or scalars; None without a horizon)."""
+        if self.horizon is None:
+            return None
+        return np.logical_and(np.greater_equal(length, self.horizon), np.logical_not(env_done))
+
+    def mark(self, terminated: np.ndarray, truncated: np.ndarray, cut: np.ndarray | None) -> None:
+        """Sets the flags of episode ends in place: cut rows become truncations (soft
+        horizon: terminations), and `no_done_at_end` turns terminations into
+        truncations."""
+        if cut is not None:
+            if self.soft_horizon and not self.no_done_at_end:
+                terminated |= cut
+            else:
+                truncated |= cut
+        if self.no_done_at_end:
+            truncated |= terminated
+            terminated[...] = False
+
+    def resets_env(self, cut: Any) -> bool:
+        """Whether an episode that ended with this `cut` flag resets its env (a soft
+        horizon keeps the env running)."""
+        return not (self.soft_horizon and cut is not None and bool(cut))
+
+
+def reward_clip_bounds(clip_rewards: Any, env: Any) -> tuple[float | None, float] | None:
+    """What `clip_rewards` means for `env`: None (no clipping), `(None, 0)` (sign), or
+    `(low, high)` bounds.
+
+    RLlib's rule: None clips to the sign for Atari envs only (the DQN paper's reward
+    scale), True always does, a number `v > 0` clips to `[-v, v]`, a pair to its bounds.
+    """
+    if clip_rewards is None:
+        from corral.env.utils import is_atari
+
+        return (None, 0.0) if is_atari(env) else None
+    if clip_rewards is True:
+        return (None, 0.0)
+    if clip_rewards is False:
+        return None
+    if isinstance(clip_rewards, (tuple, list)) and len(clip_rewards) == 2:
+        low, high = float(clip_rewards[0]), float(clip_rewards[1])
+        if low > high:
+            raise ValueError(f"clip_rewards={clip_rewards!r}: the low bound exceeds the high one.")
+        return (low, high)
+    if isinstance(clip_rewards, (int, float)):
+        return (-float(clip_rewards), float(clip_rewards)) if clip_rewards > 0 else None
+    raise ValueError(
+        f"clip_rewards={clip_rewards!r}: expected None, True, False, a positive number or a "
+        "(low, high) pair."
+    )
+
+
+def clip_rewards_in_place(rewards: np.ndarray, bounds: tuple[float | None, float] | None) -> None:
+    """Applies `reward_clip_bounds`' result to a reward column (after the metrics took
+    the raw rewards: episode returns stay unclipped)."""
+    if bounds is None:
+        return
+    low, high = bounds
+    if low is None:
+        np.sign(rewards, out=rewards)
+    else:
+        np.clip(rewards, low, high, out=rewards)
+
+
+def nonfinite_reward_error(
+    env: Any, env_index: int, worker_index: int, value: float, agent: Any = None
+) -> EnvError:
+    """The error for a NaN or inf reward from `env.step()`."""
+    who = f"agent {agent!r} of " if agent is not None else ""
+    return EnvError(
+        f"Env '{env_name(env)}' ({who}sub-env {env_index} of worker {worker_index}) returned "
+        f"a NaN or inf reward ({value}) from step()."
+    )
+
+
+def postprocess_trajectory(
+    sampler: Any,
+    policy_id: str,
+    agent_id: Any,
+    batch: SampleBatch,
+    episode: Episode | None,
+    other_agent_batches: dict[Any, tuple[Any, SampleBatch]] | None = None,
+) -> SampleBatch:
+    """One agent's trajectory postprocessed by its policy (GAE, n-step, ...), then
+    shown to `on_postprocess_trajectory` (when the callbacks override it).
+
+    Args:
+        sampler: the sampler (its worker, callbacks and `call_postprocess_hook`).
+        policy_id: the policy that acted (and postprocesses).
+        agent_id: the agent (`SINGLE_AGENT_ID` for single-agent envs).
+        batch: the trajectory; a single-agent fragment of several trajectories when
+            the policy postprocesses batched (`Policy.postprocess_batched`).
+        episode: the trajectory's episode (None for a batched fragment).
+        other_agent_batches: RLlib 1.13's `{agent_id: (policy, batch)}` of the
+            other agents of the same episode.
+    """
+    worker = sampler.worker
+    policy_map = worker.policy_map
+    policy = policy_map[policy_id]
+    others = other_agent_batches if other_agent_batches is not None else {}
+    hook = sampler.call_postprocess_hook
+    original = batch.copy() if hook else batch
+    post = policy.postprocess_trajectory(batch, others, episode)
+    if hook:
+        sampler.callbacks.on_postprocess_trajectory(
+            worker=worker,
+            episode=episode,
+            agent_id=agent_id,
+            policy_id=policy_id,
+            policies=policy_map,
+            postprocessed_batch=post,
+            original_batches={**others, agent_id: (policy, original)},
+        )
+    return post
+
+
+class SamplerBase:
+    """The plumbing of a sampler over a worker's sub-envs.
+
+    Subclasses implement `sample()` (postprocessed batches), `_reset_all(seed)`
+    and their loop; they call `_episode_started` / `_episode_ended` around each
+    episode.
+
+    Args:
+        worker: the `RolloutWorker` (callbacks, policy map, seeds, flags).
+        env: the worker's `BaseEnv`.
+        config: the trainer config.
+    """
+
+    def __init__(self, worker: Any, env: Any, config: dict) -> None:
+        self.worker = worker
+        self.env = env
+        # The list itself: a restarted sub-env replaces its entry.
+        self.envs = env.get_sub_environments()
+        self.num_envs = len(self.envs)
+        self.callbacks = worker.callbacks
+        self.fragment_length = int(config["rollout_fragment_length"])
+        self.complete_episodes = config["batch_mode"] == "complete_episodes"
+        self.end_rule = EpisodeEndRule.from_config(config)
+        self.unsquash = bool(config.get("normalize_actions"))
+        self.clip = bool(config.get("clip_actions"))
+        # Observations must lie in their Box's bounds unless `disable_env_checking`
+        # (finiteness is always checked).
+        self.check_obs_bounds = not config.get("disable_env_checking")
+        self.reward_clip = reward_clip_bounds(config.get("clip_rewards"), self.envs[0])
+        # Hooks the callbacks class leaves as the base no-op are not called at all.
+        self.call_start_hook = self.callbacks.overrides("on_episode_start")
+        self.call_end_hook = self.callbacks.overrides("on_episode_end")
+        self.call_step_hook = self.callbacks.overrides("on_episode_step")
+        self.call_postprocess_hook = self.callbacks.overrides("on_postprocess_trajectory")
+        self.timers = SamplerTimers()
+        # `render_env`: the worker that shows the env renders its first sub-env each step.
+        self.render_env = bool(getattr(worker, "render_env", False)) and _can_render(self.envs[0])
+        self._episode_counter = 0
+        self._finished: list[RolloutMetrics] = []
+        # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
+        # its episode dropped.
+        self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
+
+    # RLlib's names for the rule's settings.
+    @property
+    def horizon(self) -> int | None:
+        return self.end_rule.horizon
+
+    @property
+    def soft_horizon(self) -> bool:
+        return self.end_rule.soft_horizon
+
+    @property
+    def no_done_at_end(self) -> bool:
+        return self.end_rule.no_done_at_end
+
+    def sample(self) -> Any:
+        """One fragment (or complete episodes), postprocessed."""
+        raise NotImplementedError
+
+    def _reset_all(self, seed: int | None) -> None:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Starts new episodes in every sub-env (unfinished ones are dropped)."""
+        self._reset_all(None)
+
+    def get_metrics(self) -> list[RolloutMetrics]:
+        """The metrics of the episodes finished since the last call."""
+        out, self._finished = self._finished, []
+        return out
+
+    # -- episodes -------------------------------------------------------------
+
+    def _new_episode_id(self) -> int:
+        """A new episode id, unique across the workers of a trainer."""
+        self._episode_counter += 1
+        return (self.worker.worker_index << 40) + self._episode_counter
+
+    def _reset_env(self, i: int, seed: int | None = None) -> tuple[Any, dict]:
+        """Resets sub-env `i`; with restarts on, a sub-env whose reset raises is rebuilt."""
+        if self.restarts is None:
+            env = self.envs[i]
+            return check_reset_output(env, env.reset(seed=seed))
+        return self.restarts.reset(i, seed)
+
+    def _episode_started(self, episode: Episode, env_index: int, policies: Sequence[Any]) -> None:
+        """Runs the start hooks of a new episode: each acting policy's exploration
+        (e.g. Ornstein-Uhlenbeck noise restarts) and `on_episode_start`."""
+        for policy in policies:
+            exploration = getattr(policy, "exploration", None)
+            if exploration is not None:
+                exploration.on_episode_start(policy=policy, environment=self.env, episode=episode)
+        if self.call_start_hook:
+            self.callbacks.on_episode_start(
+                worker=self.worker,
+                base_env=self.env,
+                policies=self.worker.policy_map,
+                episode=episode,
+                env_index=env_index,
+            )
+
+    def _episode_ended(self, episode: Episode, env_index: int, faulty: bool = False) -> None:
+        """`on_episode_end` (not for a faulty episode: its sub-env raised) and the
+        episode's metrics."""
+        if self.call_end_hook and not faulty:
+            self.callbacks.on_episode_end(
+                worker=self.worker,
+                base_env=self.env,
+                policies=self.worker.policy_map,
+                episode=episode,
+                env_index=env_index,
+            )
+        self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict(), faulty))
+
+    def _episode_step_hook(self, episode: Episode, env_index: int) -> None:
+        self.callbacks.on_episode_step(
+            worker=self.worker,
+            base_env=self.env,
+            policies=self.worker.policy_map,
+            episode=episode,
+            env_index=env_index,
+        )
+
+    def _render(self) -> None:
+        """Renders the first sub-env (`render_env`), timed as RLlib's `env_render`."""
+        t0 = time.perf_counter()
+        self.envs[0].render()
+        self.timers.render += time.perf_counter() - t0
+
+
+class SubEnvRestarts:
+    """`restart_failed_sub_environments`: steps and resets sub-envs so that one
+    that raises is caught, closed and rebuilt, while the others go on.
+
+    Shared by both samplers; the sampler drops the broken episode.
+
+    Args:
+        worker: the `RolloutWorker` (`recreate_sub_environment(i)` rebuilds one).
+        sampler: the sampler, whose `envs` list holds the sub-envs.
+    """
+
+    def __init__(self, worker: Any, sampler: Any) -> None:
+        self.worker = worker
+        self.sampler = sampler
+
+    def step_all(
+        self, actions: Sequence[Any], stand_in: Callable[[int], Any]
+    ) -> tuple[list, list[tuple[int, BaseException]]]:
+        """Steps every sub-env; a failed one's result is `stand_in(i)`.
+
+        Returns the results and the (index, exception) of each failed sub-env.
+        """
+        try_step = getattr(self.sampler.env, "try_step_all", None)
+        if try_step is not None:  # remote sub-envs: stepped in parallel
+            outcomes = list(try_step(actions))
+        else:
+            outcomes = []
+            for env, action in zip(self.sampler.envs, actions):
+                try:
+                    outcomes.append(env.step(action))
+                except Exception as e:  # noqa: BLE001 - the sub-env is restarted
+                    outcomes.append(e)
+        failures = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
+        for i, _ in failures:
+            outcomes[i] = stand_in(i)
+        return outcomes, failures
+
+    def reset(self, i: int, seed: int | None = None) -> tuple[Any, dict]:
+        """`reset()` of sub-env `i`; if it raises, the sub-env is rebuilt (the
+        restart is reported as a faulty episode without steps)."""
+        env = self.sampler.envs[i]
+        try:
+            out = env.reset(seed=seed)
+        except Exception as e:  # noqa: BLE001 - the sub-env is restarted
+            self.sampler._finished.append(_empty_faulty_metrics())
+            return self.restart(i, e)
+        return check_reset_output(env, out)
+
+    def restart(self, i: int, error: BaseException) -> tuple[Any, dict]:
+        """Closes sub-env `i`, builds a new one in its place and resets it."""
+        worker_index = self.worker.worker_index
+        for attempt in range(1, MAX_SUB_ENV_RESTARTS_IN_A_ROW + 1):
+            logger.warning(
+                "Sub-env %d of worker %d raised %s: %s; restarting it "
+                "(restart_failed_sub_environments); its episode is dropped.",
+                i,
+                worker_index,
+                type(error).__name__,
+                error,
+            )
+            env = self.worker.recreate_sub_environment(i)
+            # Only the single-agent sampler keeps a replay log (for bit-identical resumes).
+            replay_log = getattr(self.sampler, "replay_log", None)
+            if replay_log is not None:
+                replay_log.before_reset(i, None)
+            try:
+                out = env.reset()
+            except Exception as e:  # noqa: BLE001 - retried, then reported
+                if attempt == MAX_SUB_ENV_RESTARTS_IN_A_ROW:
+                    raise EnvError(
+                        f"Sub-env {i} of worker {worker_index} could not be restarted: "
+                        f"{MAX_SUB_ENV_RESTARTS_IN_A_ROW} rebuilt copies raised in reset() in "
+                        f"a row, the last {type(e).__name__}: {e}"
+                    ) from e
+                self.sampler._finished.append(_empty_faulty_metrics())
+                error = e
+                continue
+            return check_reset_output(env, out)
+        raise AssertionError("unreachable")
+
+
+def restart_enabled(config: dict) -> bool:
+    """Whether `restart_failed_sub_environments` is on (RLlib 2.0's key)."""
+    return bool(config.get("restart_failed_sub_environments"))
+
+
+def _empty_faulty_metrics() -> RolloutMetrics:
+    """A restart that cut no episode short (the sub-env raised before its first step)."""
+    return RolloutMetrics(0, 0.0, {}, {}, {}, {}, {}, True)
+
+
+def _can_render(env: Any) -> bool:
+    from corral.env.remote_vector_env import can_render
+
+    if can_render(env):
+        return True
+    logger.warning(
+        "render_env=True, but the env cannot render (no render_mode and no render() of "
+        "its own); create it with render_mode='human' or 'rgb_array'. Not rendering."
+    )
+    return False
