@@ -25,13 +25,14 @@ import os
 import pickle
 import signal
 import time
-import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import Any, cast
 
 import gymnasium as gym
 
 from corral.env.vector_env import VectorEnv
+from corral.utils.child_process import serve
 from corral.utils.error import EnvError
 
 # Seconds `close()` waits for a sub-env to close itself before it is killed.
@@ -175,7 +176,8 @@ class RemoteVectorEnv(VectorEnv):
             for h in handles:
                 h.close()
             raise
-        super().__init__(handles)
+        # The handles quack like the envs they stand for (see `RemoteSubEnv`).
+        super().__init__(cast(list[gym.Env], handles))
 
     def step_all(self, actions: Sequence[Any]) -> list[tuple]:
         """Sends every sub-env its action, then collects the results in order.
@@ -183,17 +185,18 @@ class RemoteVectorEnv(VectorEnv):
         All replies are read even when one fails, so the pipes stay in step;
         the first failure is raised afterwards.
         """
-        outcomes = self.try_step_all(actions)
-        for outcome in outcomes:
+        results: list[tuple] = []
+        for outcome in self.try_step_all(actions):
             if isinstance(outcome, EnvError):
                 raise outcome
-        return outcomes
+            results.append(outcome)
+        return results
 
     def try_step_all(self, actions: Sequence[Any]) -> list[tuple | EnvError]:
         """Like `step_all`, but a failed sub-env's entry is its `EnvError` (with the
         sub-env's own exception and traceback) instead of a raise, so the others'
         results are kept (`restart_failed_sub_environments`)."""
-        envs = self.envs
+        envs = self._handles()
         for env, action in zip(envs, actions):
             env._send(("step", action))
         outcomes: list[tuple | EnvError] = []
@@ -204,9 +207,13 @@ class RemoteVectorEnv(VectorEnv):
                 outcomes.append(e)
         return outcomes
 
+    def _handles(self) -> list[RemoteSubEnv]:
+        """The sub-envs' handles (`self.envs`, which a restarted sub-env replaces in place)."""
+        return cast(list[RemoteSubEnv], self.envs)
+
     def stop(self) -> None:
         """Closes every sub-env and ends its process."""
-        for env in self.envs:
+        for env in self._handles():
             env.close()
 
 
@@ -268,60 +275,45 @@ class _ForkedChild:
 
 
 def _env_main(
-    conn: Any, make_env: Callable[[int], gym.Env], vector_index: int, inherited: list[Any]
+    conn: Connection, make_env: Callable[[int], gym.Env], vector_index: int, inherited: list[Any]
 ) -> None:
-    for other in inherited:
-        with contextlib.suppress(OSError):
-            other.close()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    serve(conn, lambda: _build_env(make_env, vector_index), _answer, inherited)
+
+
+def _build_env(make_env: Callable[[int], gym.Env], vector_index: int) -> tuple[gym.Env, dict]:
+    """The sub-env, and what its owner's handle mirrors of it (spaces, spec, ...)."""
+    env = make_env(vector_index)
+    from corral.env.multi_agent_env import MultiAgentEnv
+
+    spec = getattr(env, "spec", None)
     try:
-        env = make_env(vector_index)
-        from corral.env.multi_agent_env import MultiAgentEnv
-
-        spec = getattr(env, "spec", None)
-        try:
-            pickle.dumps(spec)
-        except Exception:  # noqa: BLE001 - a spec with unpicklable kwargs is just left out
-            spec = None
-        info = {
-            "observation_space": env.observation_space,
-            "action_space": env.action_space,
-            "spec": spec,
-            "render_mode": getattr(env, "render_mode", None),
-            "metadata": dict(getattr(env, "metadata", {}) or {}),
-            "can_render": can_render(env),
-            "is_multi_agent": isinstance(env, MultiAgentEnv),
-        }
-    except BaseException as e:  # noqa: BLE001 - reported to the owner
-        conn.send(("err", _describe(e)))
-        return
-    conn.send(("ok", info))
-    while True:
-        try:
-            kind, payload = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            if kind == "step":
-                reply = ("ok", env.step(payload))
-            elif kind == "reset":
-                reply = ("ok", env.reset(**payload))
-            elif kind == "call":
-                method, args, kwargs = payload
-                attr = getattr(env, method)
-                reply = ("ok", attr(*args, **kwargs) if callable(attr) else attr)
-            else:  # "close"
-                with contextlib.suppress(Exception):
-                    env.close()
-                conn.send(("ok", None))
-                return
-        except BaseException as e:  # noqa: BLE001 - reported to the owner
-            reply = ("err", _describe(e))
-        try:
-            conn.send(reply)
-        except Exception as e:  # noqa: BLE001 - the result could not be pickled
-            conn.send(("err", _describe(e)))
+        pickle.dumps(spec)
+    except Exception:  # noqa: BLE001 - a spec with unpicklable kwargs is just left out
+        spec = None
+    info = {
+        "observation_space": env.observation_space,
+        "action_space": env.action_space,
+        "spec": spec,
+        "render_mode": getattr(env, "render_mode", None),
+        "metadata": dict(getattr(env, "metadata", {}) or {}),
+        "can_render": can_render(env),
+        "is_multi_agent": isinstance(env, MultiAgentEnv),
+    }
+    return env, info
 
 
-def _describe(e: BaseException) -> tuple[str, str, str]:
-    return type(e).__name__, str(e), traceback.format_exc()
+def _answer(env: gym.Env, request: tuple[str, Any]) -> tuple[Any, bool]:
+    """One request of the owner: (reply value, whether it was the last)."""
+    kind, payload = request
+    if kind == "step":
+        return env.step(payload), False
+    if kind == "reset":
+        return env.reset(**payload), False
+    if kind == "call":
+        method, args, kwargs = payload
+        attr = getattr(env, method)
+        return (attr(*args, **kwargs) if callable(attr) else attr), False
+    # "close"
+    with contextlib.suppress(Exception):
+        env.close()
+    return None, True

@@ -33,13 +33,16 @@ import signal
 import sys
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Iterable
+from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import cloudpickle
+
+from corral.evaluation.worker_handle import RemoteMethod, WorkerFuture, WorkerHandle, WorkerSpec
+from corral.utils.child_process import DescribedError, prepare_worker_process, serve
 
 # How long a call may take when the handle is given no limit (COMMON_CONFIG's
 # `sample_timeout_s` default): the driver never waits forever.
@@ -58,7 +61,7 @@ class WorkerFailure(RuntimeError):
     `recreate_failed_workers`), not as a bug in the driver.
     """
 
-    def __init__(self, message: str, worker_index: int, handle: Any = None) -> None:
+    def __init__(self, message: str, worker_index: int, handle: WorkerHandle | None = None) -> None:
         super().__init__(message)
         self.worker_index = worker_index
         # The handle of the failed worker, so recovery knows which worker (of
@@ -83,7 +86,7 @@ class WorkerTimeoutError(WorkerFailure, TimeoutError):
     treated as failed. Also a `TimeoutError`, for code that waits with a limit."""
 
 
-def timeout_error(handle: Any, what: str, waited: float) -> WorkerTimeoutError:
+def timeout_error(handle: WorkerHandle, what: str, waited: float) -> WorkerTimeoutError:
     """The error for `handle` not answering `what` within `waited` seconds."""
     return WorkerTimeoutError(
         f"Rollout worker {handle.worker_index} (pid {handle.pid}) did not answer `{what}` "
@@ -105,7 +108,7 @@ class Future:
 
     __slots__ = ("_event", "_value", "_error", "_handle", "_what")
 
-    def __init__(self, handle: Any = None, what: str = "call") -> None:
+    def __init__(self, handle: WorkerHandle | None = None, what: str = "call") -> None:
         self._event = threading.Event()
         self._value: Any = None
         self._error: BaseException | None = None
@@ -135,7 +138,8 @@ class Future:
         if timeout is None:
             timeout = self.default_timeout()
         if not self._event.wait(timeout):
-            waited = timeout if _since is None else time.monotonic() - _since
+            # (Only a finite wait ends here: `timeout` is a number.)
+            waited = float(timeout or 0.0) if _since is None else time.monotonic() - _since
             if self._handle is None:
                 raise TimeoutError(f"No reply from the worker within {waited:.1f} s.")
             raise timeout_error(self._handle, self._what, waited)
@@ -144,7 +148,7 @@ class Future:
         return self._value
 
 
-def wait_all(futures: Iterable[Any], timeout: float | None = None) -> list[Any]:
+def wait_all(futures: Iterable[WorkerFuture], timeout: float | None = None) -> list[Any]:
     """Results of all `futures` in order (the first failure is raised).
 
     The futures run at the same time, so they share one deadline: `timeout`
@@ -165,44 +169,23 @@ def wait_all(futures: Iterable[Any], timeout: float | None = None) -> list[Any]:
 get = wait_all
 
 
-class _RemoteMethod:
-    def __init__(self, handle: ProcessWorker, name: str) -> None:
-        self._handle, self._name = handle, name
-
-    def remote(self, *args: Any, **kwargs: Any) -> Future:
-        return self._handle.call(self._name, *args, **kwargs)
-
-
 class ProcessWorker:
-    """A `RolloutWorker` in a child process of this machine.
+    """A `RolloutWorker` (or learner) in a child process of this machine; a `WorkerHandle`.
 
     Args:
-        worker_index: the worker's index in its worker set (1..n).
-        factory: builds the worker inside the child (called with no args).
-        env_vars: extra environment variables for the child
-            (`extra_python_environs_for_worker`).
-        num_threads: torch threads in the child (`num_cpus_per_worker`).
-        call_timeout_s: how long `result()` of a call waits by default
-            (`sample_timeout_s`); past it the worker is treated as failed.
+        spec: the worker to start (index, factory, environment, threads, call timeout).
     """
 
     # The driver's ends of the pipes of all live workers of this process: a
     # forked child closes its copies, so that each worker sees EOF (and exits)
     # when the driver dies, instead of a younger sibling keeping the pipe open.
-    _parent_ends: weakref.WeakSet = weakref.WeakSet()
+    _parent_ends: weakref.WeakSet[Connection] = weakref.WeakSet()
 
-    def __init__(
-        self,
-        worker_index: int,
-        factory: Callable[[], Any],
-        env_vars: dict[str, str] | None = None,
-        num_threads: int = 1,
-        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
-    ) -> None:
-        self.worker_index = worker_index
-        self.call_timeout_s = call_timeout_s
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.worker_index = spec.worker_index
+        self.call_timeout_s = spec.call_timeout_s
         fork = sys.platform.startswith("linux")
-        ctx = mp.get_context("fork" if fork else "spawn")
+        ctx = mp.get_context("fork") if fork else mp.get_context("spawn")
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         self._conn = parent_conn
         # Only a forked child inherits the driver's pipe ends (spawn passes none).
@@ -215,16 +198,8 @@ class ProcessWorker:
         )
         self._process = ctx.Process(
             target=_worker_main,
-            args=(
-                child_conn,
-                factory,
-                worker_index,
-                env_vars or {},
-                max(1, int(num_threads)),
-                inherited,
-                watch,
-            ),
-            name=f"corral-worker-{worker_index}",
+            args=(child_conn, spec, inherited, watch),
+            name=f"corral-worker-{spec.worker_index}",
             daemon=True,
         )
         self._process.start()
@@ -259,10 +234,10 @@ class ProcessWorker:
         """Runs `func(worker, *args, **kwargs)` in the child."""
         return self._send(("apply", cloudpickle.dumps(func), args, kwargs))
 
-    def __getattr__(self, name: str) -> _RemoteMethod:
+    def __getattr__(self, name: str) -> RemoteMethod:
         if name.startswith("_"):
             raise AttributeError(name)
-        return _RemoteMethod(self, name)
+        return RemoteMethod(self, name)
 
     def _send(self, message: tuple) -> Future:
         kind, target = message[0], message[1]
@@ -338,7 +313,7 @@ class ProcessWorker:
         """SIGKILLs the process (a stopped or hung one too) and closes the pipe."""
         if self._process.is_alive():
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._process.pid, signal.SIGKILL)
+                self._process.kill()  # SIGKILL
             self._process.join(timeout=5.0)
         self._outbox.put(None)
         # The process is gone, so a send in progress fails at once: let the
@@ -352,7 +327,7 @@ class ProcessWorker:
         return f"ProcessWorker(index={self.worker_index}, pid={self.pid})"
 
 
-def _format_remote(handle: ProcessWorker, payload: tuple[str, str, str]) -> str:
+def _format_remote(handle: WorkerHandle, payload: DescribedError) -> str:
     kind, message, tb = payload
     return (
         f"Rollout worker {handle.worker_index} (pid {handle.pid}) raised {kind}: {message}\n"
@@ -402,61 +377,30 @@ def _set_parent_death_signal(sig: int) -> None:
 
 
 def _worker_main(
-    conn: Any,
-    factory: Callable[[], Any],
-    worker_index: int,
-    env_vars: dict[str, str],
-    num_threads: int,
-    inherited: list[Any] = (),
+    conn: Connection,
+    spec: WorkerSpec,
+    inherited: list[Connection],
     watch: _ParentWatch | None = None,
 ) -> None:
-    # Close this process's copies of the driver's pipe ends (its own worker's
-    # and its elder siblings'): then EOF on `conn` means the driver is gone.
-    for other in inherited:
-        with contextlib.suppress(OSError):
-            other.close()
-    if watch is not None:
-        watch.start()
-    os.environ.update({k: str(v) for k, v in env_vars.items()})
-    # Workers sample with small batches: one thread each is fastest, and n
-    # workers on n cores must not fight over threads.
-    import torch
+    """The child process: builds the worker, then runs the driver's requests."""
 
-    torch.set_num_threads(num_threads)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        worker = factory()
-    except BaseException as e:  # noqa: BLE001 - reported to the driver
-        conn.send(("err", _describe(e)))
-        return
-    conn.send(("ok", None))
-    while True:
-        try:
-            kind, target, args, kwargs = conn.recv()
-        except (EOFError, OSError):
-            return
-        if kind == "stop":
-            _stop_quietly(worker)
-            conn.send(("ok", None))
-            return
-        try:
-            if kind == "call":
-                result = getattr(worker, target)(*args, **kwargs)
-            else:
-                result = cloudpickle.loads(target)(worker, *args, **kwargs)
-            reply = ("ok", result)
-        except BaseException as e:  # noqa: BLE001 - reported to the driver
-            reply = ("err", _describe(e))
-        try:
-            conn.send(reply)
-        except Exception as e:  # the result could not be pickled
-            conn.send(("err", _describe(e)))
+    def build() -> tuple[Any, None]:
+        if watch is not None:
+            watch.start()
+        prepare_worker_process(spec.env_vars, spec.num_threads)
+        return spec.factory(), None
+
+    serve(conn, build, _answer, inherited)
 
 
-def _describe(e: BaseException) -> tuple[str, str, str]:
-    return type(e).__name__, str(e), traceback.format_exc()
-
-
-def _stop_quietly(worker: Any) -> None:
-    with contextlib.suppress(Exception):  # the process exits anyway
+def _answer(worker: Any, request: tuple[str, Any, tuple, dict]) -> tuple[Any, bool]:
+    """One request of the driver: (reply value, whether it was the last)."""
+    kind, target, args, kwargs = request
+    if kind == "call":
+        return getattr(worker, target)(*args, **kwargs), False
+    if kind == "apply":
+        return cloudpickle.loads(target)(worker, *args, **kwargs), False
+    # "stop": close the envs and exit (the process exits anyway if this fails).
+    with contextlib.suppress(Exception):
         worker.stop()
+    return None, True

@@ -25,13 +25,9 @@ from typing import Any
 
 import cloudpickle
 
-from corral.evaluation.backend import (
-    DEFAULT_CALL_TIMEOUT_S,
-    RemoteWorkerError,
-    WorkerCrashedError,
-    _RemoteMethod,
-    timeout_error,
-)
+from corral.evaluation.backend import RemoteWorkerError, WorkerCrashedError, timeout_error
+from corral.evaluation.worker_handle import RemoteMethod, WorkerSpec
+from corral.utils.child_process import prepare_worker_process
 
 RAY_MISSING = (
     "backend='ray' needs Ray, which is not installed: `pip install \"corral[ray]\"` "
@@ -54,16 +50,17 @@ def _ray() -> Any:
 
 
 class _RolloutActor:
-    """Lives in a Ray worker process and holds one `RolloutWorker`."""
+    """Lives in a Ray worker process and holds one `RolloutWorker` (or learner).
 
-    def __init__(
-        self, factory: bytes, worker_index: int, env_vars: dict[str, str], num_threads: int
-    ) -> None:
-        os.environ.update({k: str(v) for k, v in env_vars.items()})
-        import torch
+    Args:
+        factory: the cloudpickled `WorkerSpec.factory` (it may be a closure), unpickled
+            after the environment is set (its modules may read it at import).
+        env_vars, num_threads: as in `WorkerSpec`.
+    """
 
-        torch.set_num_threads(num_threads)
-        self._worker = None
+    def __init__(self, factory: bytes, env_vars: dict[str, str], num_threads: int) -> None:
+        prepare_worker_process(env_vars, num_threads)
+        self._worker: Any = None
         self._error: BaseException | None = None
         try:
             self._worker = cloudpickle.loads(factory)()
@@ -124,7 +121,8 @@ class RayFuture:
         try:
             return ray.get(self._ref, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
-            waited = timeout if _since is None else time.monotonic() - _since
+            # (Only a finite wait ends here: `timeout` is a number.)
+            waited = float(timeout or 0.0) if _since is None else time.monotonic() - _since
             raise timeout_error(self._handle, self._what, waited) from None
         except ray.exceptions.RayActorError as e:
             raise self._handle._crashed(e) from None
@@ -141,34 +139,24 @@ class RayFuture:
 
 
 class RayWorker:
-    """A `RolloutWorker` in a Ray actor; the handle interface of `ProcessWorker`.
+    """A `RolloutWorker` (or learner) in a Ray actor; a `WorkerHandle`, as `ProcessWorker`.
 
     Args:
-        worker_index: the worker's index in its worker set (1..n).
-        factory: builds the worker inside the actor (called with no args;
-            cloudpickled, so closures and lambdas are fine).
-        env_vars: extra environment variables for the actor
-            (`extra_python_environs_for_worker`).
-        num_threads: torch threads in the actor.
+        spec: the worker to start (index, factory, environment, threads, call timeout).
         resources: Ray actor options (`num_cpus`, `num_gpus`, `resources`).
         placement: (placement group, bundle index) to schedule the actor in.
-        call_timeout_s: how long `result()` of a call waits by default
-            (`sample_timeout_s`); past it the actor is treated as failed.
     """
 
     def __init__(
         self,
-        worker_index: int,
-        factory: Callable[[], Any],
-        env_vars: dict[str, str] | None = None,
-        num_threads: int = 1,
+        spec: WorkerSpec,
+        *,
         resources: dict[str, Any] | None = None,
         placement: tuple[Any, int] | None = None,
-        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         self._ray = _ray()
-        self.worker_index = worker_index
-        self.call_timeout_s = call_timeout_s
+        self.worker_index = spec.worker_index
+        self.call_timeout_s = spec.call_timeout_s
         self.pid: int | None = None
         self._dead: WorkerCrashedError | None = None
         options: dict[str, Any] = {"max_restarts": 0, **(resources or {})}
@@ -182,9 +170,7 @@ class RayWorker:
         self._actor = (
             _actor_class(self._ray)
             .options(**options)
-            .remote(
-                cloudpickle.dumps(factory), worker_index, env_vars or {}, max(1, int(num_threads))
-            )
+            .remote(cloudpickle.dumps(spec.factory), spec.env_vars, spec.num_threads)
         )
         self._ready = RayFuture(self, self._actor.ready.remote(), "start")
 
@@ -204,10 +190,10 @@ class RayWorker:
             self, self._actor.apply.remote(cloudpickle.dumps(func), args, kwargs), "apply"
         )
 
-    def __getattr__(self, name: str) -> _RemoteMethod:
+    def __getattr__(self, name: str) -> RemoteMethod:
         if name.startswith("_"):
             raise AttributeError(name)
-        return _RemoteMethod(self, name)
+        return RemoteMethod(self, name)
 
     def _crashed(self, cause: BaseException) -> WorkerCrashedError:
         if self._dead is None:

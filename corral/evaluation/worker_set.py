@@ -7,17 +7,16 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.env.env_context import EnvContext
-from corral.evaluation.backend import (
-    DEFAULT_CALL_TIMEOUT_S,
-    ProcessWorker,
-    WorkerFailure,
-    wait_all,
-)
+from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
 from corral.evaluation.rollout_worker import RolloutWorker
+from corral.evaluation.worker_handle import WorkerHandle, WorkerSpec, start_worker
 from corral.policy.policy import PolicySpec
+
+if TYPE_CHECKING:
+    from corral.evaluation.ray_backend import RayPlacement
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +52,8 @@ class WorkerSet:
         self._policy_specs = policy_specs_from_config(self._config, policy_class)
         # Read once here, so that a bad value fails at construction, not at the first wait.
         _ = (self.sample_timeout_s, self.health_probe_timeout_s)
-        self._remote_workers: list[ProcessWorker] = []
-        self._placement: Any = None  # RayPlacement, with backend="ray"
+        self._remote_workers: list[WorkerHandle] = []
+        self._placement: RayPlacement | None = None  # with backend="ray"
         self._synced_seq: dict[int, dict[str, int]] = {}
         self._local_worker: RolloutWorker | None = None
         if _setup:
@@ -88,26 +87,20 @@ class WorkerSet:
     ) -> RolloutWorker:
         return self._worker_factory(index, num_workers)(spaces)
 
-    def _make_remote(self, index: int) -> ProcessWorker:
+    def _make_remote(self, index: int) -> WorkerHandle:
         """Starts remote worker `index` on the configured backend (does not wait)."""
-        factory = self._worker_factory(index, self._config.get("num_workers", 0))
-        env_vars = self._config.get("extra_python_environs_for_worker") or {}
-        num_threads = max(1, int(self._config.get("num_cpus_per_worker", 1) or 1))
-        timeout = self.sample_timeout_s
-        if self._config.get("backend", "local") == "ray":
-            from corral.evaluation.ray_backend import RayWorker
-
-            return RayWorker(
-                index,
-                factory,
-                env_vars,
-                num_threads=num_threads,
-                resources=self._ray_resources(),
-                placement=self._placement.of(index) if self._placement else None,
-                call_timeout_s=timeout,
-            )
-        return ProcessWorker(
-            index, factory, env_vars, num_threads=num_threads, call_timeout_s=timeout
+        spec = WorkerSpec(
+            index,
+            self._worker_factory(index, self._config.get("num_workers", 0)),
+            self._config.get("extra_python_environs_for_worker") or {},
+            max(1, int(self._config.get("num_cpus_per_worker", 1) or 1)),
+            self.sample_timeout_s,
+        )
+        return start_worker(
+            spec,
+            self._config.get("backend", "local"),
+            resources=self._ray_resources(),
+            placement=self._placement.of(index) if self._placement else None,
         )
 
     @property
@@ -171,8 +164,8 @@ class WorkerSet:
         self._remote_workers.extend(new)
 
     def recreate_worker(
-        self, index: int, prepare: Callable[[ProcessWorker], None] | None = None
-    ) -> ProcessWorker:
+        self, index: int, prepare: Callable[[WorkerHandle], None] | None = None
+    ) -> WorkerHandle:
         """Replaces remote worker `index` (its `worker_index`, not its position)
         by a fresh one with the local worker's weights and filters.
 
@@ -205,15 +198,22 @@ class WorkerSet:
     # -- access -------------------------------------------------------------
 
     def local_worker(self) -> RolloutWorker:
+        """The driver's own worker (index 0): its policies are the ones trained."""
+        if self._local_worker is None:
+            raise RuntimeError(
+                "This WorkerSet was built with _setup=False: it has no local worker."
+            )
         return self._local_worker
 
-    def remote_workers(self) -> list[ProcessWorker]:
+    def remote_workers(self) -> list[WorkerHandle]:
+        """The remote workers' handles (a copy of the list)."""
         return list(self._remote_workers)
 
-    def healthy_remote_workers(self) -> list[ProcessWorker]:
+    def healthy_remote_workers(self) -> list[WorkerHandle]:
+        """The remote workers not known to be dead (see `probe_remote_workers`)."""
         return [w for w in self._remote_workers if w.is_alive()]
 
-    def reset(self, new_remote_workers: list[ProcessWorker]) -> None:
+    def reset(self, new_remote_workers: list[WorkerHandle]) -> None:
         """Replaces the remote workers (e.g. by the healthy ones)."""
         self._remote_workers = list(new_remote_workers)
 
@@ -295,9 +295,7 @@ class WorkerSet:
     def foreach_env_with_context(self, func: Callable) -> list[list[Any]]:
         return self.foreach_worker(lambda w: w.foreach_env_with_context(func))
 
-    def probe_remote_workers(
-        self, timeout: float | None = None
-    ) -> list[tuple[ProcessWorker, bool]]:
+    def probe_remote_workers(self, timeout: float | None = None) -> list[tuple[WorkerHandle, bool]]:
         """Pings every remote worker at once; (worker, healthy) pairs.
 
         A worker is unhealthy when it is dead or does not answer within

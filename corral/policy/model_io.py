@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from corral.models.torch.torch_modelv2 import TorchModelV2
 
 # The torch.export-based ONNX exporter writes opset 18 and later; older opsets
 # need the TorchScript-based exporter, which still honours them exactly.
@@ -24,7 +27,7 @@ _ROOT = "<root>"
 class InferenceModule(torch.nn.Module):
     """`obs [B, ...] -> (action-distribution inputs [B, n], values [B])` of a policy model."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: TorchModelV2) -> None:
         from corral.policy.torch_policy import _fast_forward_of
 
         super().__init__()
@@ -45,7 +48,7 @@ def example_obs(obs_shape: tuple[int, ...]) -> torch.Tensor:
     return torch.zeros((2, *obs_shape), dtype=torch.float32)
 
 
-def export_torchscript(model: torch.nn.Module, obs_shape: tuple[int, ...], export_dir: str) -> str:
+def export_torchscript(model: TorchModelV2, obs_shape: tuple[int, ...], export_dir: str) -> str:
     """Writes `model.pt` (TorchScript, loadable by `torch.jit.load` and libtorch)
     and `model_state_dict.pt` (tensors only); returns the model's path."""
     os.makedirs(export_dir, exist_ok=True)
@@ -63,7 +66,7 @@ def export_torchscript(model: torch.nn.Module, obs_shape: tuple[int, ...], expor
 
 
 def export_onnx(
-    model: torch.nn.Module, obs_shape: tuple[int, ...], export_dir: str, opset: int
+    model: TorchModelV2, obs_shape: tuple[int, ...], export_dir: str, opset: int
 ) -> str:
     """Writes `model.onnx`: input `obs`, outputs `output` (action-distribution
     inputs) and `value`, with a dynamic batch dimension; returns its path."""

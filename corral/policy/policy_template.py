@@ -71,7 +71,7 @@ def build_policy_class(
     after_init: Callable | None = None,
     make_model: Callable | None = None,
     mixins: list[type] | None = None,
-    _base: type | None = None,
+    _base: type[TorchPolicy] | None = None,
     **not_built: Any,
 ) -> type:
     """A torch policy class named `name` whose methods are the given functions.
@@ -113,7 +113,7 @@ def build_policy_class(
             f"build_policy_class(name={name!r}): the hooks {given} are not built in corral; "
             f"the built ones are {list(_BUILT_HOOKS)}."
         )
-    base = _base or TorchPolicy
+    base: type[TorchPolicy] = _base or TorchPolicy
     if loss_fn is None and base.loss is TorchPolicy.loss:
         raise ValueError(f"build_policy_class(name={name!r}) needs a `loss_fn`.")
     original_kwargs = {
@@ -142,7 +142,7 @@ def build_policy_class(
             validate_spaces(self, observation_space, action_space, config)
         if before_init is not None:
             before_init(self, observation_space, action_space, config)
-        base.__init__(self, observation_space, action_space, config)
+        base.__init__(self, observation_space, action_space, config)  # type: ignore[misc]
         if before_loss_init is not None:
             before_loss_init(self, observation_space, action_space, config)
         if after_init is not None:

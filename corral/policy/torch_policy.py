@@ -18,6 +18,7 @@ import torch
 
 from corral.models import ModelCatalog
 from corral.models.preprocessors import preprocessor_for_space
+from corral.models.torch.torch_modelv2 import TorchModelV2
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
@@ -43,11 +44,11 @@ class TorchPolicy(Policy):
         self.dist_class, num_outputs = ModelCatalog.get_action_dist(
             action_space, config["model"], framework="torch"
         )
-        self.model = self.make_model(num_outputs)
+        self.model: TorchModelV2 = self.make_model(num_outputs)
         # RLlib 1.13's per-tower loss terms (`model.tower_stats["policy_loss"] = ...`),
         # which RLlib-style losses fill and `extra_grad_info` reports.
         if not hasattr(self.model, "tower_stats"):
-            self.model.tower_stats = {}
+            vars(self.model)["tower_stats"] = {}  # a plain attribute, not a buffer
         # The model's own `forward_inference` (the built-in models' fast path) is only
         # taken while it computes what `forward` / `value_function` would: a subclass
         # overriding either of them goes through the module call.
@@ -65,7 +66,7 @@ class TorchPolicy(Policy):
 
     # -- construction -------------------------------------------------------
 
-    def make_model(self, num_outputs: int) -> torch.nn.Module:
+    def make_model(self, num_outputs: int) -> TorchModelV2:
         """Builds this policy's model (override for algorithm-specific nets)."""
         return ModelCatalog.get_model_v2(
             self.preprocessor.observation_space,
@@ -126,7 +127,7 @@ class TorchPolicy(Policy):
         state: list[np.ndarray] | None = None,
         prev_actions: np.ndarray | None = None,
         prev_rewards: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, TensorDict]:
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions and extra fetches for a batch of preprocessed float32 obs.
 
         Returns (actions, {action_logp, action_dist_inputs, vf_preds}) as
@@ -288,9 +289,11 @@ class TorchPolicy(Policy):
         """
         if not self._initial_state:
             # Through the module call (forward hooks fire), with RLlib's `is_training`.
-            out, _ = self.model(
-                {SampleBatch.OBS: train_batch[SampleBatch.OBS], "is_training": True}, [], None
-            )
+            input_dict: dict[str, Any] = {
+                SampleBatch.OBS: train_batch[SampleBatch.OBS],
+                "is_training": True,
+            }
+            out, _ = self.model(input_dict, [], None)
             return out, self.model.value_function()
         state = [train_batch[f"state_in_{i}"] for i in range(len(self._initial_state))]
         out, _ = self.model(train_batch, state, train_batch[SampleBatch.SEQ_LENS])
@@ -313,7 +316,7 @@ class TorchPolicy(Policy):
         """
         if self._nested_actions:
             return unflatten_actions(self.action_space, actions, unsquash, clip)
-        if self._low is None or not (unsquash or clip):
+        if self._low is None or self._high is None or not (unsquash or clip):
             return actions
         if unsquash:
             actions = self._low + (actions + 1.0) * 0.5 * (self._high - self._low)
@@ -330,7 +333,7 @@ class TorchPolicy(Policy):
     def extra_grad_info(self, train_batch: TensorDict) -> dict[str, Any]:
         """Learner stats of a loss that returned a bare tensor (RLlib's `stats_fn`):
         the mean of each `model.tower_stats` entry."""
-        stats = {}
+        stats: dict[str, Any] = {}
         for name, value in getattr(self.model, "tower_stats", {}).items():
             if torch.is_tensor(value) and value.numel() > 0:
                 stats[name] = value.detach().float().mean()

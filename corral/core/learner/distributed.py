@@ -23,7 +23,7 @@ from __future__ import annotations
 import io
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from corral.core.learner.learner import Learner
+from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, Future
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 # (policy class, observation space, action space, policy config): how a learner
@@ -355,25 +356,46 @@ class LearnerWorker:
 
 
 class InProcessLearner:
-    """A `LearnerWorker` in the driver behind the worker-handle interface (`call`
-    returns a finished future), so that the group drives it as it drives remote ones:
-    the driver's learner on a GPU (`num_gpus`), or on the CPU with `_fake_gpus`."""
+    """A `LearnerWorker` in the driver behind the `WorkerHandle` interface (calls return
+    finished futures), so that the group drives it as it drives remote ones: the
+    driver's learner on a GPU (`num_gpus`), or on the CPU with `_fake_gpus`.
+
+    A call that raises, raises in the caller (there is no process to fail).
+    """
 
     worker_index = 1
-    pid = os.getpid()
+    call_timeout_s = DEFAULT_CALL_TIMEOUT_S
 
     def __init__(self, worker: LearnerWorker) -> None:
         self.worker = worker
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        from corral.evaluation.backend import Future
+    @property
+    def pid(self) -> int | None:
+        return os.getpid()
 
-        future = Future(None, method)
-        future._set(getattr(self.worker, method)(*args, **kwargs))
-        return future
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Nothing to wait for: the learner was built in the driver."""
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Future:
+        return _finished(method, getattr(self.worker, method)(*args, **kwargs))
+
+    def apply(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        return _finished("apply", func(self.worker, *args, **kwargs))
+
+    def is_alive(self) -> bool:
+        return True
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self.worker.stop()
 
     def kill(self) -> None:
         pass
+
+
+def _finished(what: str, value: Any) -> Future:
+    future = Future(None, what)
+    future._set(value)
+    return future
 
 
 def _is_scalar(value: Any) -> bool:

@@ -15,9 +15,9 @@ metrics and optimiser checkpoints stay here either way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -29,12 +29,17 @@ from corral.core.learner.finite import (
     optimizers_of,
     sum_is_finite,
 )
+from corral.core.learner.policy_protocol import LossPolicy, TensorDict, TrainablePolicy
 from corral.policy.policy import declared_for
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.compression import is_compressed, unpack_column
 from corral.utils.metrics import MetricsLogger
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
+
+if TYPE_CHECKING:
+    from corral.agents.callbacks import DefaultCallbacks
+    from corral.policy.policy import Policy
 
 # Column of recurrent training minibatches: True on real steps, False on padding.
 SEQ_MASK = "seq_mask"
@@ -80,13 +85,38 @@ class TrainingData:
         return concat_samples(parts).as_multi_agent()
 
 
+def training_data_of(
+    batch: SampleBatch | MultiAgentBatch | None = None,
+    batches: Sequence[SampleBatch | MultiAgentBatch] | None = None,
+    batch_refs: Sequence[Any] | None = None,
+    episodes: Sequence[SampleBatch | MultiAgentBatch] | None = None,
+    episodes_refs: Sequence[Any] | None = None,
+    data_iterators: Sequence[Any] | None = None,
+    training_data: TrainingData | None = None,
+) -> MultiAgentBatch:
+    """The training data of an update (`Learner.update`'s arguments) as one batch.
+
+    Raises:
+        NotImplementedError: `episodes_refs` or `data_iterators` (Ray Data) were given.
+        ValueError: there is no data.
+    """
+    if episodes_refs or data_iterators:
+        raise NotImplementedError(
+            "episodes_refs and data_iterators (Ray Data iterators) are not implemented "
+            "yet; pass batches, or `batch_refs` (Ray object refs of batches)."
+        )
+    if batch_refs:
+        batches = [*(batches or []), *_resolve_refs(batch_refs)]
+    return (training_data or TrainingData(batch, batches, episodes)).solve()
+
+
 class Learner:
     """Owns the optimisers of the policies it trains and updates them.
 
     Args:
-        policies: policy id -> policy (a `TorchPolicy` with `loss` and
-            `make_optimizer`, or with `learn_step` and `make_optimizer`
-            returning a dict of optimisers); the learner updates these
+        policies: policy id -> policy (a `LossPolicy`, e.g. a `TorchPolicy`, or a
+            `LearnStepPolicy` whose `make_optimizer` returns a dict of optimisers;
+            see `corral.core.learner.policy_protocol`); the learner updates these
             objects in place.
         config: the trainer config (`grad_clip`, `seed`).
         callbacks: optional `DefaultCallbacks`; `on_learn_on_batch` is called
@@ -97,9 +127,9 @@ class Learner:
 
     def __init__(
         self,
-        policies: Mapping[str, Any],
+        policies: Mapping[str, TrainablePolicy],
         config: dict,
-        callbacks: Any = None,
+        callbacks: DefaultCallbacks | None = None,
         *,
         policy_ids: Iterable[str] | None = None,
         device: str | torch.device | None = None,
@@ -107,11 +137,11 @@ class Learner:
         self.device = torch.device("cpu" if device is None else device)
         # A worker's `PolicyMap` is used as it is (a live view: policies it
         # spills and reloads are looked up again); any other mapping is copied.
-        self.policies = policies if isinstance(policies, PolicyMap) else dict(policies)
+        self.policies = _live_or_copy(policies)
         self.policy_ids = set(self.policies if policy_ids is None else policy_ids)
         self.config = config
         self.callbacks = callbacks
-        self.optimizers: dict[str, Any] = {}
+        self.optimizers: dict[str, Optimizers] = {}
         if isinstance(policies, PolicyMap):
             policies.add_spill_listener(self)
         for pid in sorted(self.policy_ids):
@@ -124,7 +154,7 @@ class Learner:
         seed = config.get("seed")
         self._generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**62))
 
-    def add_policy(self, policy_id: str, policy: Any) -> None:
+    def add_policy(self, policy_id: str, policy: TrainablePolicy) -> None:
         """Starts training `policy` (already in the map when `policies` is a PolicyMap)."""
         if self.policies.get(policy_id) is not policy:
             self.policies[policy_id] = policy
@@ -144,7 +174,7 @@ class Learner:
         for pid in self.policy_ids - set(self.optimizers):
             self.optimizers[pid] = self.policies[pid].make_optimizer()
 
-    def _optimizer_reloading(self, policy_id: str) -> Any:
+    def _optimizer_reloading(self, policy_id: str) -> Optimizers | None:
         """The policy's optimiser, reloading the policy first if it was spilled."""
         spilled = policy_id not in self.optimizers and policy_id in self.policy_ids
         if spilled and policy_id in self.policies:
@@ -154,11 +184,11 @@ class Learner:
     # PolicyMap spill listener: a spilled policy's optimiser goes to disk with it
     # (and releases the old model's parameters); a reloaded policy gets a new
     # optimiser over its new parameters, with the saved moments and step counts.
-    def on_policy_spilled(self, policy_id: str) -> Any:
+    def on_policy_spilled(self, policy_id: str) -> dict[str, Any] | None:
         optimizer = self.optimizers.pop(policy_id, None)
         return None if optimizer is None else _optimizer_state(optimizer)
 
-    def on_policy_restored(self, policy_id: str, state: Any) -> None:
+    def on_policy_restored(self, policy_id: str, state: dict[str, Any] | None) -> None:
         if policy_id not in self.policy_ids:
             return
         optimizer = self.policies[policy_id].make_optimizer()
@@ -194,18 +224,13 @@ class Learner:
         (policy id -> stat name) of `Stats`, which can be reduced again across
         learners; None when `_no_metrics_reduce`.
         """
-        if episodes_refs or data_iterators:
-            raise NotImplementedError(
-                "episodes_refs and data_iterators (Ray Data iterators) are not implemented "
-                "yet; pass batches, or `batch_refs` (Ray object refs of batches)."
-            )
-        if batch_refs:
-            batches = [*(batches or []), *_resolve_refs(batch_refs)]
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}.")
         if minibatch_size is not None and minibatch_size < 1:
             raise ValueError(f"minibatch_size must be None or >= 1, got {minibatch_size}.")
-        data = (training_data or TrainingData(batch, batches, episodes)).solve()
+        data = training_data_of(
+            batch, batches, batch_refs, episodes, episodes_refs, data_iterators, training_data
+        )
         for pid, policy_batch in data.policy_batches.items():
             if pid in self.policy_ids and pid in self.policies and policy_batch.count > 0:
                 self._update_policy(
@@ -244,11 +269,12 @@ class Learner:
         optimizer = self.optimizers[pid]
         extra: dict[str, Any] = {}
         if self.callbacks is not None:
-            self.callbacks.on_learn_on_batch(policy=policy, train_batch=batch, result=extra)
-        learn_step = getattr(policy, "learn_step", None)
-        if learn_step is None:
-            _follow_lr_schedule(policy, optimizer)
+            # (A trainer's policies, which the callbacks are written for, are `Policy`s.)
+            self.callbacks.on_learn_on_batch(
+                policy=cast("Policy", policy), train_batch=batch, result=extra
+            )
         params = _params_of(optimizer)
+        step = self._minibatch_step(policy, optimizer, params)
         skip_nonfinite = bool(self.config.get("skip_nonfinite_updates"))
         skipped = 0
         stats: dict[str, Any] = {}
@@ -259,11 +285,7 @@ class Learner:
             policy, batch, num_epochs, minibatch_size, shuffle, num_total_minibatches
         ):
             try:
-                if learn_step is not None:
-                    mb_stats = learn_step(mb, optimizer)
-                else:
-                    mb_stats = _backward(policy, mb, params, optimizer)
-                    optimizer.step()
+                mb_stats = step(mb)
             except NonFiniteUpdateError as err:
                 if not skip_nonfinite:
                     self._restore_if_nonfinite(params, snapshot)
@@ -394,7 +416,7 @@ class Learner:
             _clear_grads(params)
         policy.bump_weights_seq()
 
-    def _loss_policy(self, policy_id: str, what: str) -> tuple[Any, torch.optim.Optimizer]:
+    def _loss_policy(self, policy_id: str, what: str) -> tuple[LossPolicy, torch.optim.Optimizer]:
         """The policy and its (single) optimiser, for the gradient-level API."""
         if policy_id not in self.policy_ids:
             raise KeyError(
@@ -403,15 +425,32 @@ class Learner:
             )
         policy = self.policies[policy_id]
         optimizer = self._optimizer_reloading(policy_id)
-        if getattr(policy, "learn_step", None) is not None or not isinstance(
-            optimizer, torch.optim.Optimizer
-        ):
+        if getattr(policy, "learn_step", None) is not None or optimizer is None:
             raise NotImplementedError(
                 f"{what}: {type(policy).__name__} updates itself in `learn_step` (with its "
                 "own optimisers), so it has no single gradient to compute or apply; "
                 "train it with `update` / `learn_on_batch`."
             )
-        return policy, optimizer
+        return _as_loss_policy(policy, optimizer)
+
+    @staticmethod
+    def _minibatch_step(
+        policy: TrainablePolicy, optimizer: Optimizers, params: list[torch.Tensor]
+    ) -> Callable[[TensorDict], dict[str, Any]]:
+        """One minibatch's update: the policy's `learn_step`, or loss -> backward ->
+        checks -> clip -> step of its one optimiser (at the scheduled `cur_lr`)."""
+        learn_step = getattr(policy, "learn_step", None)
+        if learn_step is not None:
+            return lambda minibatch: learn_step(minibatch, optimizer)
+        loss_policy, single = _as_loss_policy(policy, optimizer)
+        _follow_lr_schedule(policy, single)
+
+        def loss_step(minibatch: TensorDict) -> dict[str, Any]:
+            stats = _backward(loss_policy, minibatch, params, single)
+            single.step()
+            return stats
+
+        return loss_step
 
     def _snapshot(self, pid: str, params: list[torch.Tensor]) -> list[torch.Tensor]:
         """A copy of `params` in buffers kept per policy (reallocated when the
@@ -558,14 +597,39 @@ def _clear_grads(params: list[torch.Tensor]) -> None:
         param.grad = None
 
 
-def _follow_lr_schedule(policy: Any, optimizer: torch.optim.Optimizer) -> None:
+def _follow_lr_schedule(policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
     """Sets the optimiser's rate to the policy's `cur_lr` (`LearningRateSchedule`), if any."""
     for group in optimizer.param_groups:
         group["lr"] = getattr(policy, "cur_lr", group["lr"])
 
 
+def _live_or_copy(policies: Mapping[str, TrainablePolicy]) -> MutableMapping[str, TrainablePolicy]:
+    """A `PolicyMap` itself (a live view), any other mapping copied."""
+    if isinstance(policies, PolicyMap):
+        return cast(MutableMapping[str, TrainablePolicy], policies)
+    return dict(policies)
+
+
+def _as_loss_policy(
+    policy: TrainablePolicy, optimizer: Optimizers
+) -> tuple[LossPolicy, torch.optim.Optimizer]:
+    """`policy` as a `LossPolicy` with its one optimiser (a policy without `learn_step`).
+
+    Raises:
+        TypeError: `make_optimizer` returned a dict of optimisers, which only a
+            `learn_step` can step.
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"{type(policy).__name__}.make_optimizer() returned {type(optimizer).__name__}; "
+            "a policy without `learn_step` needs one torch.optim.Optimizer (a dict of "
+            "optimisers needs a `learn_step(batch, optimizers)` that steps them)."
+        )
+    return cast(LossPolicy, policy), optimizer
+
+
 def _backward(
-    policy: Any,
+    policy: LossPolicy,
     minibatch: dict[str, torch.Tensor],
     params: list[torch.Tensor],
     optimizer: Optimizers,
@@ -610,7 +674,7 @@ def loss_and_stats(policy: Any, out: Any, batch: Any) -> tuple[torch.Tensor, dic
     return out, stats
 
 
-def _resolve_refs(refs: list) -> list:
+def _resolve_refs(refs: Sequence[Any]) -> list[SampleBatch | MultiAgentBatch]:
     """The batches behind Ray object refs (`ray.get`); needs the `ray` extra."""
     from corral.evaluation.ray_backend import RAY_MISSING, ray_available
 
@@ -621,16 +685,16 @@ def _resolve_refs(refs: list) -> list:
     return list(ray.get(list(refs)))
 
 
-def _load_optimizer_state(optimizer: torch.optim.Optimizer | dict[str, Any], state: dict) -> None:
-    if isinstance(optimizer, dict):
+def _load_optimizer_state(optimizer: Optimizers, state: dict[str, Any]) -> None:
+    if isinstance(optimizer, Mapping):
         for name, sub_state in state.items():
             optimizer[name].load_state_dict(sub_state)
     else:
         optimizer.load_state_dict(state)
 
 
-def _optimizer_state(optimizer: torch.optim.Optimizer | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(optimizer, dict):
+def _optimizer_state(optimizer: Optimizers) -> dict[str, Any]:
+    if isinstance(optimizer, Mapping):
         return {name: opt.state_dict() for name, opt in optimizer.items()}
     return optimizer.state_dict()
 

@@ -11,15 +11,30 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from corral.core.learner.learner import Learner, TrainingData, _resolve_refs
+from corral.core.learner.learner import Learner, training_data_of
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
+from corral.evaluation.worker_handle import WorkerHandle, WorkerSpec, start_worker
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.metrics import MetricsLogger
+
+if TYPE_CHECKING:
+    from corral.core.learner.distributed import LearnerWorker
+    from corral.evaluation.ray_backend import RayPlacement
 
 logger = logging.getLogger(__name__)
 
+# `Learner.update`'s arguments that say what to train on (see `training_data_of`).
+_DATA_ARGS = (
+    "batches",
+    "batch_refs",
+    "episodes",
+    "episodes_refs",
+    "data_iterators",
+    "training_data",
+)
 # Seconds to wait for the learners to start and to form their process group.
 LEARNER_START_TIMEOUT_S = 120.0
 
@@ -105,8 +120,8 @@ class LearnerGroup:
         self.policies = policies
         self.num_learners = num_learners
         self.local_learner: Learner | None = None
-        self._handles: list[Any] = []
-        self._placement: Any = None
+        self._handles: list[WorkerHandle] = []
+        self._placement: RayPlacement | None = None
         self.metrics = MetricsLogger()
         device = _driver_device(config) if num_learners == 0 else None
         if num_learners == 0 and device is None:
@@ -155,7 +170,7 @@ class LearnerGroup:
         return self._learner.policy_ids if not self._handles else self._policy_ids
 
     @property
-    def remote_learners(self) -> list[Any]:
+    def remote_learners(self) -> list[WorkerHandle]:
         """Handles of the remote learners (learner k has rank k); empty when local."""
         return list(self._handles)
 
@@ -184,52 +199,21 @@ class LearnerGroup:
         env_vars = cfg.get("extra_python_environs_for_worker") or {}
         threads = max(1, int(num_cpus or 1))
 
-        def factory_for(rank: int) -> Any:
+        def factory_for(rank: int) -> Callable[[], LearnerWorker]:
             return lambda: LearnerWorker(specs, cfg, policy_ids, rank, n, device)
 
+        resources = {"num_cpus": num_cpus, "num_gpus": num_gpus}
         if ray_backend:
-            from corral.evaluation.ray_backend import RayPlacement, RayWorker
-
-            bundle = {k: v for k, v in {"CPU": num_cpus, "GPU": num_gpus}.items() if v}
-            resources = {"num_cpus": num_cpus, "num_gpus": num_gpus}
-            if bundle:
-                # Inside a Tune trial: the bundles after the driver's, the rollout
-                # and the evaluation workers' (see `Trainer.default_resource_request`).
-                offset = 1 + int(cfg.get("num_workers", 0) or 0)
-                if cfg.get("evaluation_interval"):
-                    offset += int(cfg.get("evaluation_num_workers", 0) or 0)
-                self._placement = RayPlacement(
-                    cfg.get("placement_strategy", "PACK"),
-                    bundle,
-                    trial_offset=offset,
-                    first_index=0,
-                )
-                self._placement.reserve(list(range(n)), LEARNER_START_TIMEOUT_S)
-            self._handles = [
-                RayWorker(
-                    rank + 1,
-                    factory_for(rank),
-                    env_vars,
-                    num_threads=threads,
-                    resources=resources,
-                    placement=self._placement.of(rank) if self._placement else None,
-                    call_timeout_s=self._timeout_s,
-                )
-                for rank in range(n)
-            ]
-        else:
-            from corral.evaluation.backend import ProcessWorker
-
-            self._handles = [
-                ProcessWorker(
-                    rank + 1,
-                    factory_for(rank),
-                    env_vars,
-                    num_threads=threads,
-                    call_timeout_s=self._timeout_s,
-                )
-                for rank in range(n)
-            ]
+            self._reserve_ray_placement(n, num_cpus, num_gpus)
+        self._handles = [
+            start_worker(
+                WorkerSpec(rank + 1, factory_for(rank), env_vars, threads, self._timeout_s),
+                cfg.get("backend", "local"),
+                resources=resources,
+                placement=self._placement.of(rank) if self._placement else None,
+            )
+            for rank in range(n)
+        ]
         try:
             for handle in self._handles:
                 handle.wait_ready(LEARNER_START_TIMEOUT_S)
@@ -243,6 +227,24 @@ class LearnerGroup:
         except BaseException:
             self._stop_remote()
             raise
+
+    def _reserve_ray_placement(self, n: int, num_cpus: float, num_gpus: float) -> None:
+        """With backend="ray": a placement group bundle for each of the n learners."""
+        from corral.evaluation.ray_backend import RayPlacement
+
+        bundle = {k: v for k, v in {"CPU": num_cpus, "GPU": num_gpus}.items() if v}
+        if not bundle:  # zero-resource learners: nothing to reserve
+            return
+        cfg = self.config
+        # Inside a Tune trial: the bundles after the driver's, the rollout and the
+        # evaluation workers' (see `Trainer.default_resource_request`).
+        offset = 1 + int(cfg.get("num_workers", 0) or 0)
+        if cfg.get("evaluation_interval"):
+            offset += int(cfg.get("evaluation_num_workers", 0) or 0)
+        self._placement = RayPlacement(
+            cfg.get("placement_strategy", "PACK"), bundle, trial_offset=offset, first_index=0
+        )
+        self._placement.reserve(list(range(n)), LEARNER_START_TIMEOUT_S)
 
     def _call_all(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
         return self._wait([h.call(method, *args, **kwargs) for h in self._handles])
@@ -314,24 +316,9 @@ class LearnerGroup:
     # -- the Learner API ------------------------------------------------------------
 
     def update(
-        self,
-        batch: Any = None,
-        batches: list | None = None,
-        batch_refs: list | None = None,
-        episodes: list | None = None,
-        episodes_refs: list | None = None,
-        data_iterators: list | None = None,
-        training_data: TrainingData | None = None,
-        *,
-        timesteps: dict[str, Any] | None = None,
-        num_total_minibatches: int = 0,
-        num_epochs: int = 1,
-        minibatch_size: int | None = None,
-        shuffle_batch_per_epoch: bool = False,
-        _no_metrics_reduce: bool = False,
-        **kwargs: Any,
+        self, batch: SampleBatch | MultiAgentBatch | None = None, **kwargs: Any
     ) -> dict | None:
-        """`Learner.update` on every learner; the result has `Stats` leaves.
+        """`Learner.update` (same arguments) on every learner; the result has `Stats` leaves.
 
         With n remote learners the train batch is split into n shards
         (`distributed.shard_batch`), each learner runs `minibatch_size // n` row
@@ -339,36 +326,16 @@ class LearnerGroup:
         merged with `MetricsLogger.aggregate` (means averaged, sums added).
         """
         if not self._handles:
-            return self._learner.update(
-                batch,
-                batches,
-                batch_refs,
-                episodes,
-                episodes_refs,
-                data_iterators,
-                training_data,
-                timesteps=timesteps,
-                num_total_minibatches=num_total_minibatches,
-                num_epochs=num_epochs,
-                minibatch_size=minibatch_size,
-                shuffle_batch_per_epoch=shuffle_batch_per_epoch,
-                _no_metrics_reduce=_no_metrics_reduce,
-                **kwargs,
-            )
+            return self._learner.update(batch, **kwargs)
         from corral.core.learner.distributed import (
             load_policy_train_state,
             policy_train_state,
             shard_batch,
         )
 
-        if episodes_refs or data_iterators:
-            raise NotImplementedError(
-                "episodes_refs and data_iterators (Ray Data iterators) are not implemented "
-                "yet; pass batches, or `batch_refs` (Ray object refs of batches)."
-            )
-        if batch_refs:
-            batches = [*(batches or []), *_resolve_refs(batch_refs)]
-        data = (training_data or TrainingData(batch, batches, episodes)).solve()
+        data = training_data_of(batch, **{k: kwargs.pop(k, None) for k in _DATA_ARGS})
+        minibatch_size = kwargs.pop("minibatch_size", None)
+        no_metrics_reduce = kwargs.pop("_no_metrics_reduce", False)
         if len(self._handles) == 1:
             shards, per_learner = [data], minibatch_size
         else:
@@ -379,14 +346,7 @@ class LearnerGroup:
             if pid in self._policy_ids and pid in self.policies
         )
         states = {pid: policy_train_state(self.policies[pid]) for pid in trained}
-        options = dict(
-            timesteps=timesteps,
-            num_total_minibatches=num_total_minibatches,
-            num_epochs=num_epochs,
-            minibatch_size=per_learner,
-            shuffle_batch_per_epoch=shuffle_batch_per_epoch,
-            **kwargs,
-        )
+        options = {**kwargs, "minibatch_size": per_learner}
         results = self._wait(
             [h.call("update", states, shard, **options) for h, shard in zip(self._handles, shards)]
         )
@@ -396,7 +356,7 @@ class LearnerGroup:
             # The rollout workers' weight sync sends only weights that changed.
             policy.bump_weights_seq()
         self.metrics.aggregate([metrics for metrics, _ in results if metrics is not None])
-        return None if _no_metrics_reduce else self.metrics.reduce()
+        return None if no_metrics_reduce else self.metrics.reduce()
 
     def add_policy(self, policy_id: str, policy: Any) -> None:
         """Every learner starts training `policy` (with a fresh optimiser)."""

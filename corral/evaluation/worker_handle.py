@@ -1,0 +1,152 @@
+"""The worker-handle contract: what the driver may do with a worker that lives elsewhere.
+
+A remote rollout worker (or data-parallel learner) is reached through a handle that
+returns futures. Two backends provide handles: `backend.ProcessWorker` (a child
+process of this machine, backend="local") and `ray_backend.RayWorker` (a Ray actor,
+backend="ray"); the driver's GPU learner has a third, in-process one
+(`core.learner.distributed.InProcessLearner`). `WorkerSet`, `LearnerGroup` and the
+trainer's recovery see only `WorkerHandle` and `WorkerFuture`, and mypy checks that
+every backend's handle satisfies them.
+
+`start_worker` is the one place that picks the backend: callers describe the worker
+(`WorkerSpec`) and get a handle back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class WorkerFuture(Protocol):
+    """The pending result of one call on a worker."""
+
+    def done(self) -> bool:
+        """Whether the call has finished (returned or failed); never blocks."""
+        ...
+
+    def default_timeout(self) -> float | None:
+        """How long `result()` waits when given no timeout (the handle's `call_timeout_s`)."""
+        ...
+
+    def result(self, timeout: float | None = None, *, _since: float | None = None) -> Any:
+        """Waits for the call and returns its value.
+
+        Args:
+            timeout: seconds to wait; None: `default_timeout()`.
+            _since: when the wait began (`time.monotonic()`), for the message of a
+                timeout shared by several futures (`backend.wait_all`).
+
+        Raises:
+            WorkerFailure: the worker died (`WorkerCrashedError`), the call raised in
+                it (`RemoteWorkerError`) or did not finish in time
+                (`WorkerTimeoutError`, also a `TimeoutError`).
+        """
+        ...
+
+
+class WorkerHandle(Protocol):
+    """A worker in another process (or actor): calls on it return `WorkerFuture`s.
+
+    Attributes:
+        worker_index: the worker's index in its set (1..n; learner k has k + 1).
+        call_timeout_s: how long a future's `result()` waits by default.
+        pid: the worker's process id (None until known, e.g. before a Ray actor
+            answered `wait_ready`).
+    """
+
+    @property
+    def worker_index(self) -> int: ...
+
+    @property
+    def call_timeout_s(self) -> float: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Blocks until the worker is built; raises what building it raised."""
+        ...
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> WorkerFuture:
+        """Runs `worker.<method>(*args, **kwargs)` in the worker."""
+        ...
+
+    def apply(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> WorkerFuture:
+        """Runs `func(worker, *args, **kwargs)` in the worker."""
+        ...
+
+    def is_alive(self) -> bool:
+        """False once the worker is known to be dead (without asking it)."""
+        ...
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Asks the worker to clean up and exit; kills it if it does not in time."""
+        ...
+
+    def kill(self) -> None:
+        """Ends the worker at once (a hung or stopped one too)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What both backends need to start one worker.
+
+    Attributes:
+        worker_index: the worker's index in its set (1..n).
+        factory: builds the worker inside its process (called with no arguments;
+            the Ray backend cloudpickles it, so closures and lambdas are fine).
+        env_vars: extra environment variables there (`extra_python_environs_for_worker`).
+        num_threads: torch threads there (`num_cpus_per_worker`, `num_cpus_per_learner`).
+        call_timeout_s: how long `result()` of a call waits by default
+            (`sample_timeout_s`); past it the worker is treated as failed.
+    """
+
+    worker_index: int
+    factory: Callable[[], Any]
+    env_vars: dict[str, str] = field(default_factory=dict)
+    num_threads: int = 1
+    call_timeout_s: float = 600.0
+
+
+def start_worker(
+    spec: WorkerSpec,
+    backend: str = "local",
+    *,
+    resources: dict[str, Any] | None = None,
+    placement: tuple[Any, int] | None = None,
+) -> WorkerHandle:
+    """Starts the worker of `spec` on `backend` and returns its handle (does not wait).
+
+    Args:
+        spec: the worker to start.
+        backend: "local" (a child process of this machine) or "ray" (a Ray actor).
+        resources: the Ray actor's options (`num_cpus`, `num_gpus`, `resources`);
+            not used by "local".
+        placement: (placement group, bundle index) to schedule the Ray actor in;
+            not used by "local".
+
+    Raises:
+        ValueError: `backend` is neither "local" nor "ray".
+    """
+    if backend == "ray":
+        from corral.evaluation.ray_backend import RayWorker
+
+        return RayWorker(spec, resources=resources, placement=placement)
+    if backend == "local":
+        from corral.evaluation.backend import ProcessWorker
+
+        return ProcessWorker(spec)
+    raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}.")
+
+
+class RemoteMethod:
+    """RLlib-style `handle.<method>.remote(*args)`: `handle.call("<method>", *args)`."""
+
+    def __init__(self, handle: WorkerHandle, name: str) -> None:
+        self._handle, self._name = handle, name
+
+    def remote(self, *args: Any, **kwargs: Any) -> WorkerFuture:
+        return self._handle.call(self._name, *args, **kwargs)
