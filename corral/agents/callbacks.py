@@ -420,6 +420,28 @@ class MultiCallbacks(DefaultCallbacks):
             cb.on_train_result(trainer=trainer, result=result, **kwargs)
 
 
+def make_callbacks(factory: Any) -> DefaultCallbacks:
+    """The callbacks object of a config's `callbacks` (a `DefaultCallbacks` subclass,
+    `MultiCallbacks([...])` or any factory returning a `DefaultCallbacks`).
+
+    Raises:
+        ValueError: `factory` is not callable.
+        TypeError: calling it returned something other than a `DefaultCallbacks`.
+    """
+    if not callable(factory):
+        raise ValueError(
+            "`callbacks` must be a callable that returns a DefaultCallbacks subclass "
+            f"instance, got {factory!r}"
+        )
+    callbacks = factory()
+    if not isinstance(callbacks, DefaultCallbacks):
+        raise TypeError(
+            "`callbacks` must be a DefaultCallbacks subclass (or a factory returning an "
+            f"instance of one); calling {factory!r} returned {callbacks!r}."
+        )
+    return callbacks
+
+
 class MemoryTrackingCallbacks(DefaultCallbacks):
     """RLlib 1.13's memory tracer (for debugging: ``tracemalloc`` slows execution down).
 

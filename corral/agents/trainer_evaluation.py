@@ -1,0 +1,121 @@
+"""The trainer side of evaluation: the evaluation workers' config, what `evaluate()`
+runs (a `custom_eval_function` or sampled episodes), and `env_task_fn` between
+iterations. Sampling the episodes is `corral.evaluation.evaluation_episodes`'s."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from corral.agents.config import merge_trainer_configs
+from corral.env.env_context import EnvContext
+from corral.evaluation.evaluation_episodes import evaluate_during, evaluate_episodes
+from corral.utils.deprecation import DEPRECATED_VALUE
+
+if TYPE_CHECKING:
+    from corral.agents.trainer import Trainer
+
+
+def evaluation_config(trainer: Trainer) -> dict:
+    """The evaluation workers' config: `evaluation_config` merged over the trainer's,
+    validated, with whole episodes sampled one step per fragment.
+
+    Raises:
+        ValueError: `evaluation_config` sets `in_evaluation` to something but True.
+    """
+    config = trainer.config
+    overrides = config["evaluation_config"] or {}
+    if overrides.get("in_evaluation", True) is not True:
+        raise ValueError("evaluation_config must not set `in_evaluation` to False.")
+    eval_config = merge_trainer_configs(
+        config,
+        overrides,
+        True,
+        trainer._allow_unknown_subkeys,
+        trainer._override_all_subkeys_if_type_changes,
+    )
+    # Deprecated keys the user left alone were resolved by validating the main
+    # config; validating that resolved value again would warn about a setting
+    # the user never made.
+    for key, default in trainer.get_default_config().items():
+        untouched = key not in trainer.raw_user_config and key not in overrides
+        if type(default) is int and default == DEPRECATED_VALUE and untouched:
+            eval_config[key] = DEPRECATED_VALUE
+    trainer._validate_config(eval_config, trainer_obj_or_none=trainer)
+    # Evaluation runs whole episodes; fragments of one step make each
+    # sample() end with the first finished episode, so a round of remote
+    # sampling yields one episode per worker and no steps are wasted.
+    eval_config.update(
+        batch_mode="complete_episodes", rollout_fragment_length=1, in_evaluation=True
+    )
+    return eval_config
+
+
+def evaluate_synced(trainer: Trainer, episodes_left_fn: Callable[[int], int] | None) -> dict:
+    """`{"evaluation": metrics}` of the `custom_eval_function`, or of
+    `evaluation_num_episodes` sampled episodes (`"auto"`: one per evaluation worker),
+    with weights already synced to the evaluation workers.
+
+    Raises:
+        ValueError: the custom function returned no dict of metrics.
+    """
+    config = trainer.config
+    if config["custom_eval_function"]:
+        metrics = config["custom_eval_function"](trainer, trainer.evaluation_workers)
+        if not metrics or not isinstance(metrics, dict):
+            raise ValueError(f"Custom eval function must return dict of metrics, got {metrics}.")
+        return {"evaluation": metrics}
+    num_episodes = config["evaluation_num_episodes"]
+    if num_episodes == "auto":
+        num_episodes = config["evaluation_num_workers"] or 1
+    metrics = evaluate_episodes(
+        trainer.workers.local_worker(), trainer.evaluation_workers, num_episodes, episodes_left_fn
+    )
+    return {"evaluation": metrics}
+
+
+def train_and_evaluate_in_parallel(trainer: Trainer) -> tuple[dict, dict]:
+    """Runs the training iteration in a thread while evaluating in this one.
+
+    The remote evaluation workers sample while the training workers and
+    the learner work, so the two really overlap. Weights are synced before
+    training starts: evaluation sees one consistent set of weights, never
+    one that the learner is half-way through updating.
+
+    Returns:
+        (training result, `{"evaluation": metrics}`).
+    """
+    trainer._before_evaluate()
+    trainer._sync_evaluation_workers()
+    auto = trainer.config["evaluation_num_episodes"] == "auto"
+    return evaluate_during(
+        trainer._train_iteration,
+        functools.partial(evaluate_synced, trainer),
+        trainer.config["evaluation_num_workers"] if auto else None,
+    )
+
+
+def update_env_tasks(trainer: Trainer, results: dict) -> None:
+    """Lets `env_task_fn(results, env, env_context)` pick the next task of every rollout
+    worker's envs (task-settable envs: `get_task` / `set_task`).
+
+    Raises:
+        ValueError: `env_task_fn` is set but not callable.
+    """
+    task_fn = trainer.config["env_task_fn"]
+    if task_fn is None:
+        return
+    if not callable(task_fn):
+        raise ValueError(
+            "`env_task_fn` must be None or a callable taking [train_results, env, env_ctx] as args!"
+        )
+    trainer.workers.foreach_env_with_context(
+        functools.partial(_set_env_task, task_fn=task_fn, results=results)
+    )
+
+
+def _set_env_task(env: Any, env_context: EnvContext, task_fn: Callable, results: dict) -> None:
+    new_task = task_fn(results, env, env_context)
+    if env.get_task() != new_task:
+        env.set_task(new_task)
