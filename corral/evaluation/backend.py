@@ -41,7 +41,13 @@ from typing import Any
 
 import cloudpickle
 
-from corral.evaluation.worker_handle import RemoteMethod, WorkerFuture, WorkerHandle, WorkerSpec
+from corral.evaluation.worker_handle import (
+    RemoteMethod,
+    ServedWorker,
+    WorkerFuture,
+    WorkerHandle,
+    WorkerSpec,
+)
 from corral.utils.child_process import DescribedError, prepare_worker_process, serve
 
 # How long a call may take when the handle is given no limit (COMMON_CONFIG's
@@ -384,7 +390,7 @@ def _worker_main(
 ) -> None:
     """The child process: builds the worker, then runs the driver's requests."""
 
-    def build() -> tuple[Any, None]:
+    def build() -> tuple[ServedWorker, None]:
         if watch is not None:
             watch.start()
         prepare_worker_process(spec.env_vars, spec.num_threads)
@@ -393,7 +399,7 @@ def _worker_main(
     serve(conn, build, _answer, inherited)
 
 
-def _answer(worker: Any, request: tuple[str, Any, tuple, dict]) -> tuple[Any, bool]:
+def _answer(worker: ServedWorker, request: tuple[str, Any, tuple, dict]) -> tuple[Any, bool]:
     """One request of the driver: (reply value, whether it was the last)."""
     kind, target, args, kwargs = request
     if kind == "call":

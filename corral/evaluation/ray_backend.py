@@ -21,12 +21,17 @@ import importlib.util
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
+if TYPE_CHECKING:
+    import ray
+    from ray.util.placement_group import PlacementGroup
+
 from corral.evaluation.backend import RemoteWorkerError, WorkerCrashedError, timeout_error
-from corral.evaluation.worker_handle import RemoteMethod, WorkerSpec
+from corral.evaluation.worker_handle import Placement, RemoteMethod, ServedWorker, WorkerSpec
 from corral.utils.child_process import prepare_worker_process
 
 RAY_MISSING = (
@@ -39,7 +44,7 @@ def ray_available() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
-def _ray() -> Any:
+def _ray() -> ModuleType:
     if not ray_available():
         raise ImportError(RAY_MISSING)
     import ray
@@ -55,12 +60,13 @@ class _RolloutActor:
     Args:
         factory: the cloudpickled `WorkerSpec.factory` (it may be a closure), unpickled
             after the environment is set (its modules may read it at import).
-        env_vars, num_threads: as in `WorkerSpec`.
+        env_vars: as `WorkerSpec.env_vars`.
+        num_threads: as `WorkerSpec.num_threads`.
     """
 
     def __init__(self, factory: bytes, env_vars: dict[str, str], num_threads: int) -> None:
         prepare_worker_process(env_vars, num_threads)
-        self._worker: Any = None
+        self._worker: ServedWorker | None = None
         self._error: BaseException | None = None
         try:
             self._worker = cloudpickle.loads(factory)()
@@ -87,7 +93,8 @@ class _RolloutActor:
 _actor_classes: dict[str, Any] = {}
 
 
-def _actor_class(ray: Any) -> Any:
+def _actor_class(ray: ModuleType) -> Any:
+    """The Ray actor class of `_RolloutActor` (made once per process)."""
     if "actor" not in _actor_classes:
         _actor_classes["actor"] = ray.remote(_RolloutActor)
     return _actor_classes["actor"]
@@ -98,7 +105,7 @@ class RayFuture:
 
     __slots__ = ("_handle", "_ref", "_what")
 
-    def __init__(self, handle: RayWorker, ref: Any, what: str = "call") -> None:
+    def __init__(self, handle: RayWorker, ref: ray.ObjectRef, what: str = "call") -> None:
         self._handle, self._ref, self._what = handle, ref, what
 
     def done(self) -> bool:
@@ -152,7 +159,7 @@ class RayWorker:
         spec: WorkerSpec,
         *,
         resources: dict[str, Any] | None = None,
-        placement: tuple[Any, int] | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self._ray = _ray()
         self.worker_index = spec.worker_index
@@ -254,12 +261,12 @@ class RayPlacement:
         self._ray = _ray()
         self._strategy = strategy
         self._bundle = bundle
-        self._groups: list[Any] = []
-        self._by_index: dict[int, tuple[Any, int]] = {}
+        self._groups: list[PlacementGroup] = []
+        self._by_index: dict[int, Placement] = {}
         self._trial_offset = trial_offset
         self._first_index = first_index
 
-    def _trial_bundles(self, indices: list[int]) -> list[tuple[Any, int]] | None:
+    def _trial_bundles(self, indices: list[int]) -> list[Placement] | None:
         """(the trial's group, bundle) per index when running inside a Tune trial
         whose bundles at this set's offset match this set's bundle; else None."""
         if self._trial_offset is None:
@@ -298,7 +305,8 @@ class RayPlacement:
         for k, index in enumerate(indices):
             self._by_index[index] = (group, k)
 
-    def of(self, index: int) -> tuple[Any, int] | None:
+    def of(self, index: int) -> Placement | None:
+        """The placement of the worker (or learner) with this index, if reserved."""
         return self._by_index.get(index)
 
     def release(self) -> None:

@@ -16,7 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ray.util.placement_group import PlacementGroup
+
+# Where a Ray actor goes: (placement group, bundle index).
+Placement = tuple["PlacementGroup", int]
+
+
+class ServedWorker(Protocol):
+    """What a `WorkerSpec.factory` builds (a `RolloutWorker`, a `LearnerWorker`): the
+    object whose methods a handle's `call` runs; `stop()` runs before its process ends."""
+
+    def stop(self) -> None: ...
 
 
 class WorkerFuture(Protocol):
@@ -105,7 +118,7 @@ class WorkerSpec:
     """
 
     worker_index: int
-    factory: Callable[[], Any]
+    factory: Callable[[], ServedWorker]
     env_vars: dict[str, str] = field(default_factory=dict)
     num_threads: int = 1
     call_timeout_s: float = 600.0
@@ -116,7 +129,7 @@ def start_worker(
     backend: str = "local",
     *,
     resources: dict[str, Any] | None = None,
-    placement: tuple[Any, int] | None = None,
+    placement: Placement | None = None,
 ) -> WorkerHandle:
     """Starts the worker of `spec` on `backend` and returns its handle (does not wait).
 

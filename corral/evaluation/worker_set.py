@@ -7,18 +7,20 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from corral.env.env_context import EnvContext
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
 from corral.evaluation.rollout_worker import RolloutWorker
 from corral.evaluation.worker_handle import WorkerHandle, WorkerSpec, start_worker
-from corral.policy.policy import PolicySpec
+from corral.policy.policy import Policy, PolicySpec
 
 if TYPE_CHECKING:
     from corral.evaluation.ray_backend import RayPlacement
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Seconds to wait for a worker to start (builds its envs and policies).
 WORKER_START_TIMEOUT_S = 120.0
@@ -267,32 +269,37 @@ class WorkerSet:
             synced = self._synced_seq.setdefault(w.worker_index, {})
             synced.update({pid: seqs[pid] for pid in stale_ids[w.worker_index]})
 
-    def foreach_worker(self, func: Callable[[RolloutWorker], Any]) -> list[Any]:
+    def foreach_worker(self, func: Callable[[RolloutWorker], T]) -> list[T]:
         """`func(worker)` on the local worker, then on every remote worker."""
         local = [func(self.local_worker())] if self._local_worker is not None else []
         return local + wait_all([w.apply(func) for w in self._remote_workers])
 
-    def foreach_worker_with_index(self, func: Callable[[RolloutWorker, int], Any]) -> list[Any]:
+    def foreach_worker_with_index(self, func: Callable[[RolloutWorker, int], T]) -> list[T]:
+        """`func(worker, worker_index)` on the local worker (0), then on every remote one."""
         local = [func(self.local_worker(), 0)]
         remote = [w.apply(func, w.worker_index) for w in self._remote_workers]
         return local + wait_all(remote)
 
-    def foreach_policy(self, func: Callable) -> list[Any]:
-        results = []
+    def foreach_policy(self, func: Callable[[Policy, str], T]) -> list[T]:
+        """`func(policy, policy_id)` for every policy of every worker."""
+        results: list[T] = []
         for r in self.foreach_worker(lambda w: w.foreach_policy(func)):
             results.extend(r)
         return results
 
-    def foreach_trainable_policy(self, func: Callable) -> list[Any]:
-        results = []
+    def foreach_trainable_policy(self, func: Callable[[Policy, str], T]) -> list[T]:
+        """`func(policy, policy_id)` for every trained policy of every worker."""
+        results: list[T] = []
         for r in self.foreach_worker(lambda w: w.foreach_trainable_policy(func)):
             results.extend(r)
         return results
 
-    def foreach_env(self, func: Callable) -> list[list[Any]]:
+    def foreach_env(self, func: Callable[[Any], T]) -> list[list[T]]:
+        """`func(sub_env)` for every sub-env; one list per worker."""
         return self.foreach_worker(lambda w: w.foreach_env(func))
 
-    def foreach_env_with_context(self, func: Callable) -> list[list[Any]]:
+    def foreach_env_with_context(self, func: Callable[[Any, EnvContext], T]) -> list[list[T]]:
+        """`func(sub_env, env_context)` for every sub-env; one list per worker."""
         return self.foreach_worker(lambda w: w.foreach_env_with_context(func))
 
     def probe_remote_workers(self, timeout: float | None = None) -> list[tuple[WorkerHandle, bool]]:

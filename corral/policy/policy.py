@@ -7,12 +7,15 @@ GAE). Its gradient updates run in a `Learner` (`corral.core.learner`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
 from corral.policy.sample_batch import SampleBatch
+
+if TYPE_CHECKING:
+    import torch
 
 
 class PolicySpec(NamedTuple):
@@ -163,6 +166,15 @@ class Policy:
     def learn_on_batch(self, samples: SampleBatch) -> dict:
         """One update on `samples` through this policy's learner."""
         raise NotImplementedError(f"{type(self).__name__} cannot learn.")
+
+    def make_optimizer(self) -> torch.optim.Optimizer | dict[str, torch.optim.Optimizer]:
+        """The optimiser (or dict of them, for a `learn_step`) a `Learner` trains this
+        policy with (see `corral.core.learner.policy_protocol`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot learn.")
+
+    def after_update(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """Runs once after each `Learner.update` with its mean stats; returns stats to log."""
+        return {}
 
     def compute_gradients(self, postprocessed_batch: SampleBatch) -> tuple[list[Any], dict]:
         """(gradients, info) of the loss on a batch, without a step (see `TorchPolicy`)."""

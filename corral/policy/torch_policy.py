@@ -355,10 +355,6 @@ class TorchPolicy(Policy):
 
         return with_updates_of(cls, **overrides)
 
-    def after_update(self, stats: dict[str, float]) -> dict[str, float]:
-        """Hook run once after each `Learner.update` with its mean stats."""
-        return {}
-
     def learn_on_batch(self, samples: SampleBatch) -> dict:
         """One update on `samples` (all rows, one minibatch) by this policy's own learner."""
         from corral.utils.metrics import stats_to_values

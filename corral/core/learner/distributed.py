@@ -25,21 +25,27 @@ import os
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
+from corral.core.learner.finite import Optimizers
 from corral.core.learner.learner import Learner
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, Future
+from corral.policy.policy import Policy
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+if TYPE_CHECKING:
+    from corral.agents.callbacks import DefaultCallbacks
 
 # (policy class, observation space, action space, policy config): how a learner
 # process builds its copy of a policy.
-PolicyBuildSpec = tuple[type, Any, Any, dict]
+PolicyBuildSpec = tuple[type[Policy], gym.Space, gym.Space, dict]
 
 
-def policy_build_spec(policy: Any) -> PolicyBuildSpec:
+def policy_build_spec(policy: Policy) -> PolicyBuildSpec:
     """What a learner process needs to build its own copy of `policy`."""
     return (type(policy), policy.observation_space, policy.action_space, policy.config)
 
@@ -47,7 +53,7 @@ def policy_build_spec(policy: Any) -> PolicyBuildSpec:
 # -- policy training state ----------------------------------------------------
 
 
-def policy_train_state(policy: Any) -> dict[str, Any]:
+def policy_train_state(policy: Policy) -> dict[str, Any]:
     """Everything of `policy` that training reads or changes, as numpy and JSON values.
 
     The state dict of every `torch.nn.Module` attribute (the model, and target networks
@@ -67,7 +73,7 @@ def policy_train_state(policy: Any) -> dict[str, Any]:
     }
 
 
-def load_policy_train_state(policy: Any, state: Mapping[str, Any], *, schedules: bool) -> None:
+def load_policy_train_state(policy: Policy, state: Mapping[str, Any], *, schedules: bool) -> None:
     """Loads `policy_train_state` output into `policy` (in place, on its device).
 
     Args:
@@ -89,7 +95,7 @@ def _writable(array: np.ndarray) -> np.ndarray:
     return array if array.flags.writeable else array.copy()
 
 
-def to_bytes(obj: Any) -> bytes:
+def to_bytes(obj: object) -> bytes:
     """Tensors (optimiser states) as bytes: no tensor travels through a pipe by itself
     (torch would pass it as shared memory), and they load back with weights_only."""
     buffer = io.BytesIO()
@@ -173,13 +179,13 @@ class LearnerWorker:
         rank: int,
         world_size: int,
         device: str = "cpu",
-        callbacks: Any = None,
+        callbacks: DefaultCallbacks | None = None,
     ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.device = torch.device(device)
         self.config = config
-        self.policies: dict[str, Any] = {}
+        self.policies: dict[str, Policy] = {}
         for pid, spec in specs.items():
             self._build_policy(pid, spec)
         if callbacks is None and callable(config.get("callbacks")):
@@ -188,7 +194,7 @@ class LearnerWorker:
             self.policies, config, callbacks, policy_ids=policy_ids, device=self.device
         )
 
-    def _build_policy(self, pid: str, spec: PolicyBuildSpec) -> Any:
+    def _build_policy(self, pid: str, spec: PolicyBuildSpec) -> Policy:
         cls, obs_space, action_space, policy_config = spec
         policy = cls(obs_space, action_space, policy_config)
         for module in vars(policy).values():
@@ -232,7 +238,7 @@ class LearnerWorker:
             self._hook(policy, self.learner.optimizers.get(pid))
         return os.getpid()
 
-    def _hook(self, policy: Any, optimizer: Any = None) -> None:
+    def _hook(self, policy: Policy, optimizer: Optimizers | None = None) -> None:
         """Gradient averaging on every trainable parameter, and averaged stats for
         `after_update`, so that the learners' policies never drift apart.
 
@@ -252,7 +258,7 @@ class LearnerWorker:
         world = float(self.world_size)
         pending: list[torch.nn.Parameter] = []
 
-        def flush(*_: Any) -> None:
+        def flush(*_: object) -> None:
             if not pending:
                 return
             # Every queued parameter has its gradient: the hook runs after accumulation.
@@ -290,7 +296,7 @@ class LearnerWorker:
         def after_update(stats: dict[str, Any]) -> dict[str, Any]:
             return original(self._mean_across_learners(stats))
 
-        policy.after_update = after_update
+        vars(policy)["after_update"] = after_update  # this policy's, for its lifetime
 
     def _mean_across_learners(self, stats: dict[str, Any]) -> dict[str, Any]:
         import torch.distributed as dist

@@ -29,7 +29,12 @@ from corral.core.learner.finite import (
     optimizers_of,
     sum_is_finite,
 )
-from corral.core.learner.policy_protocol import LossPolicy, TensorDict, TrainablePolicy
+from corral.core.learner.policy_protocol import (
+    LossPolicy,
+    RecurrentPolicy,
+    TensorDict,
+    TrainablePolicy,
+)
 from corral.policy.policy import declared_for
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
@@ -38,6 +43,8 @@ from corral.utils.metrics import MetricsLogger
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
 
 if TYPE_CHECKING:
+    import ray
+
     from corral.agents.callbacks import DefaultCallbacks
     from corral.policy.policy import Policy
 
@@ -72,7 +79,7 @@ class TrainingData:
 
     def solve(self) -> MultiAgentBatch:
         """All inputs concatenated into one `MultiAgentBatch`."""
-        parts: list[Any] = []
+        parts: list[SampleBatch | MultiAgentBatch] = []
         if self.batch is not None:
             parts.append(self.batch)
         parts.extend(self.batches or ())
@@ -88,10 +95,10 @@ class TrainingData:
 def training_data_of(
     batch: SampleBatch | MultiAgentBatch | None = None,
     batches: Sequence[SampleBatch | MultiAgentBatch] | None = None,
-    batch_refs: Sequence[Any] | None = None,
+    batch_refs: Sequence[ray.ObjectRef] | None = None,
     episodes: Sequence[SampleBatch | MultiAgentBatch] | None = None,
-    episodes_refs: Sequence[Any] | None = None,
-    data_iterators: Sequence[Any] | None = None,
+    episodes_refs: Sequence[object] | None = None,
+    data_iterators: Sequence[object] | None = None,
     training_data: TrainingData | None = None,
 ) -> MultiAgentBatch:
     """The training data of an update (`Learner.update`'s arguments) as one batch.
@@ -480,7 +487,7 @@ class Learner:
 
     def _minibatches(
         self,
-        policy: Any,
+        policy: TrainablePolicy,
         batch: SampleBatch,
         num_epochs: int,
         minibatch_size: int | None,
@@ -509,7 +516,7 @@ class Learner:
                 yield tensors if idx is None else {k: v[idx] for k, v in tensors.items()}
             return
         max_len = int(policy.config["model"]["max_seq_len"])
-        num_states = len(policy.get_initial_state())
+        num_states = len(cast(RecurrentPolicy, policy).get_initial_state())
         if columns is not None:
             columns = [*columns, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
         rows, per_seq = (
@@ -650,7 +657,9 @@ def _backward(
     return stats
 
 
-def loss_and_stats(policy: Any, out: Any, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+def loss_and_stats(
+    policy: TrainablePolicy, out: Any, batch: TensorDict
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """`(loss, stats)` from what a policy's `loss()` returned.
 
     corral's policies return `(loss, stats)`. RLlib 1.x-style losses (`build_policy_class`
@@ -674,7 +683,7 @@ def loss_and_stats(policy: Any, out: Any, batch: Any) -> tuple[torch.Tensor, dic
     return out, stats
 
 
-def _resolve_refs(refs: Sequence[Any]) -> list[SampleBatch | MultiAgentBatch]:
+def _resolve_refs(refs: Sequence[ray.ObjectRef]) -> list[SampleBatch | MultiAgentBatch]:
     """The batches behind Ray object refs (`ray.get`); needs the `ray` extra."""
     from corral.evaluation.ray_backend import RAY_MISSING, ray_available
 

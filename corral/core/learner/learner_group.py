@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from corral.core.learner.learner import Learner, training_data_of
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
-from corral.evaluation.worker_handle import WorkerHandle, WorkerSpec, start_worker
+from corral.evaluation.worker_handle import WorkerFuture, WorkerHandle, WorkerSpec, start_worker
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.metrics import MetricsLogger
 
 if TYPE_CHECKING:
+    import torch
+
+    from corral.agents.callbacks import DefaultCallbacks
     from corral.core.learner.distributed import LearnerWorker
     from corral.evaluation.ray_backend import RayPlacement
+    from corral.policy.policy import Policy
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +112,8 @@ class LearnerGroup:
     def __init__(
         self,
         config: dict,
-        policies: Mapping[str, Any],
-        callbacks: Any = None,
+        policies: Mapping[str, Policy],
+        callbacks: DefaultCallbacks | None = None,
         *,
         policy_ids: Iterable[str] | None = None,
     ) -> None:
@@ -160,7 +164,7 @@ class LearnerGroup:
         return self.local_learner is not None
 
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device | None:
         """Where the driver's learner trains (None with remote learners)."""
         return None if self.local_learner is None else self.local_learner.device
 
@@ -249,7 +253,7 @@ class LearnerGroup:
     def _call_all(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
         return self._wait([h.call(method, *args, **kwargs) for h in self._handles])
 
-    def _wait(self, futures: list[Any]) -> list[Any]:
+    def _wait(self, futures: list[WorkerFuture]) -> list[Any]:
         """All results; the first failure of any learner is raised at once.
 
         (`wait_all` waits in order: a learner blocked in a collective with a dead
@@ -358,7 +362,7 @@ class LearnerGroup:
         self.metrics.aggregate([metrics for metrics, _ in results if metrics is not None])
         return None if no_metrics_reduce else self.metrics.reduce()
 
-    def add_policy(self, policy_id: str, policy: Any) -> None:
+    def add_policy(self, policy_id: str, policy: Policy) -> None:
         """Every learner starts training `policy` (with a fresh optimiser)."""
         if not self._handles:
             self._learner.add_policy(policy_id, policy)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from corral.core.learner.finite import Optimizers
@@ -70,6 +71,16 @@ class LossPolicy(TrainablePolicy, Protocol):
 
     def loss(self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict) -> Any:
         """`(loss, stats)`, or RLlib 1.x's bare loss tensor (or list of them, summed)."""
+        ...
+
+
+class RecurrentPolicy(TrainablePolicy, Protocol):
+    """A policy whose `is_recurrent()` is True: trained on padded sequences."""
+
+    def is_recurrent(self) -> bool: ...
+
+    def get_initial_state(self) -> list[np.ndarray]:
+        """One array per state tensor (without a batch dimension)."""
         ...
 
 
