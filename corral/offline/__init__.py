@@ -2,11 +2,13 @@
 
 RLlib 1.13's `ray.rllib.offline`: `InputReader`/`OutputWriter` and their JSON forms
 (`JsonReader`, `JsonWriter`, RLlib's own files included), `ShuffledInput`, `MixedInput`
-and `IOContext`; plus Parquet (`ParquetReader`, `ParquetWriter`) and Minari datasets
-(`MinariReader`). A rollout worker builds its reader and writer from the config keys
-``input``, ``output`` and their companions (see `corral.offline.inputs`).
+and `IOContext`; plus Parquet (`ParquetReader`, `ParquetWriter`), Minari datasets
+(`MinariReader`) and Ray Data datasets (`DatasetReader`). A rollout worker builds its
+reader and writer from the config keys ``input``, ``output`` and their companions (see
+`corral.offline.inputs`).
 """
 
+from corral.offline.dataset_reader import DatasetReader
 from corral.offline.input_reader import InputReader, SamplerInput
 from corral.offline.io_context import IOContext
 from corral.offline.json_reader import JsonReader
@@ -18,6 +20,7 @@ from corral.offline.parquet import ParquetReader, ParquetWriter
 from corral.offline.shuffled_input import ShuffledInput
 
 __all__ = [
+    "DatasetReader",
     "IOContext",
     "InputReader",
     "JsonReader",

@@ -2,7 +2,7 @@
 
 RLlib 1.13's rules (``input``, ``output`` and their companion keys are documented in
 `COMMON_CONFIG`), plus corral's sources: Parquet files (by their ``.parquet`` suffix)
-and Minari datasets (``"minari://<dataset id>"``).
+Minari datasets (``"minari://<dataset id>"``) and Ray Data datasets (``"dataset"``).
 """
 
 from __future__ import annotations
@@ -71,10 +71,14 @@ def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
                 from corral.offline.minari_reader import MinariReader
 
                 return MinariReader(source[len(prefix) :], ioctx)
-        if source == "dataset" or source.startswith("d4rl"):
+        if source == "dataset":
+            from corral.offline.dataset_reader import DatasetReader
+
+            return DatasetReader(ioctx)
+        if source.startswith("d4rl"):
             raise NotImplementedError(
-                f"input={source!r}: RLlib's Ray Data and D4RL inputs are not built in corral; "
-                "use JSON or Parquet files, or a Minari dataset ('minari://<dataset id>')."
+                f"input={source!r}: RLlib's D4RL input is not built in corral; use a Minari "
+                "dataset ('minari://<dataset id>'), JSON or Parquet files."
             )
     if isinstance(source, str | os.PathLike | list | tuple):
         if _is_parquet(source):
@@ -85,7 +89,7 @@ def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
     raise ValueError(
         f"input={source!r}: expected 'sampler', a folder/glob/file or list of files, a dict "
         "{source: probability}, a callable taking an IOContext, a name registered with "
-        "register_input, or 'minari://<dataset id>'."
+        "register_input, 'dataset' (Ray Data), or 'minari://<dataset id>'."
     )
 
 
@@ -130,6 +134,12 @@ def make_output_writer(ioctx: IOContext) -> OutputWriter:
         raise ValueError(
             f"output={output!r}: expected None, 'logdir', a folder, or a callable taking an "
             "IOContext and returning an OutputWriter."
+        )
+    if output == "dataset":
+        raise NotImplementedError(
+            "output='dataset' (RLlib's Ray Data writer) is not built in corral: write Parquet "
+            "(output=<folder>, output_config={'format': 'parquet'}) and read it back with "
+            "input='dataset', input_config={'format': 'parquet', 'path': <folder>}."
         )
     path = ioctx.log_dir if output == "logdir" else output
     max_size = int(config.get("output_max_file_size") or 64 * 1024 * 1024)

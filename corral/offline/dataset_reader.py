@@ -1,0 +1,113 @@
+"""`DatasetReader`: steps of a Ray Data dataset as offline input (``input="dataset"``).
+
+RLlib 1.13's dataset input: ``input="dataset"`` with ``input_config={"format": "json" |
+"parquet", "path": <files>}`` (or ``"loader_fn": fn() -> ray.data.Dataset``). Each row of
+the dataset is one step; each `next()` returns the next ``train_batch_size / num_workers``
+rows (RLlib's batch size; ``input_config["batch_size"]`` overrides it) as a
+`SampleBatch`, cycling through the dataset forever. With remote workers, each reads its
+own shard (``Dataset.split(num_workers)``, worker ``i`` the ``i``-th). Ray (``ray[data]``)
+is needed; the dataset runs on the Ray cluster the process is connected to (a local one
+is started otherwise). Parquet files written by `ParquetWriter` keep their row shapes
+(``corral.shapes`` metadata); JSON datasets hold one step per line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from corral.offline.adapt import adapt_batch, postprocess_if_needed
+from corral.offline.columns import decode_column
+from corral.offline.input_reader import InputReader, SampleBatchType
+from corral.offline.io_context import IOContext
+from corral.policy.sample_batch import SampleBatch
+
+
+def _ray_data() -> Any:
+    try:
+        import ray.data
+    except ImportError as err:
+        raise ImportError(
+            "input='dataset' reads Ray Data datasets and needs Ray: pip install 'corral[ray]'."
+        ) from err
+    return ray.data
+
+
+def load_dataset(input_config: dict) -> Any:
+    """The dataset `input_config` names (``loader_fn``, or ``format`` and ``path``)."""
+    loader = input_config.get("loader_fn")
+    if loader is not None:
+        if not callable(loader):
+            raise ValueError(f"input_config['loader_fn'] must be callable, got {loader!r}.")
+        return loader()
+    fmt, path = input_config.get("format"), input_config.get("path")
+    if fmt not in ("json", "parquet") or not path:
+        raise ValueError(
+            "input='dataset' needs input_config={'format': 'json' or 'parquet', 'path': "
+            f"<file, folder or list>}} or {{'loader_fn': fn}}, got {input_config!r}."
+        )
+    data = _ray_data()
+    return data.read_parquet(path) if fmt == "parquet" else data.read_json(path)
+
+
+def _row_shapes(dataset: Any) -> dict[str, list[int]]:
+    schema = dataset.schema()
+    base = getattr(schema, "base_schema", schema)
+    metadata = getattr(base, "metadata", None) or {}
+    raw = metadata.get(b"corral.shapes")
+    return json.loads(raw) if raw else {}
+
+
+class DatasetReader(InputReader):
+    """Fixed-size batches of a Ray Data dataset's steps (RLlib 1.13's `DatasetReader`).
+
+    Args:
+        ioctx: the worker's IO context (its ``input_config`` names the dataset).
+        ds: the dataset to read; None loads the one ``input_config`` names.
+    """
+
+    def __init__(self, ioctx: IOContext | None = None, ds: Any = None) -> None:
+        self.ioctx = ioctx or IOContext()
+        config, input_config = self.ioctx.config, self.ioctx.input_config
+        dataset = ds if ds is not None else load_dataset(input_config)
+        num_workers = int(config.get("num_workers") or 0)
+        index = self.ioctx.worker_index
+        if num_workers > 0 and index > 0:
+            dataset = dataset.split(num_workers, equal=True)[index - 1]
+        size = input_config.get("batch_size") or config.get("train_batch_size") or 1
+        self.batch_size = max(1, math.ceil(int(size) / max(1, num_workers)))
+        self.dataset = dataset
+        self._shapes = _row_shapes(dataset)
+        self._batches: Iterator[dict[str, np.ndarray]] | None = None
+
+    def next(self) -> SampleBatchType:
+        for _ in range(2):  # at the end of a pass, start the next one
+            if self._batches is None:
+                self._batches = iter(
+                    self.dataset.iter_batches(batch_size=self.batch_size, batch_format="numpy")
+                )
+            columns = next(self._batches, None)
+            if columns is not None:
+                batch: SampleBatchType = self._to_batch(columns)
+                batch = adapt_batch(batch, self.ioctx, "Ray dataset")
+                return postprocess_if_needed(batch, self.ioctx)
+            self._batches = None
+        raise ValueError("The Ray dataset of input='dataset' holds no rows.")
+
+    def _to_batch(self, columns: dict[str, Any]) -> SampleBatch:
+        out: dict[str, Any] = {}
+        for name, values in columns.items():
+            arr = np.asarray(values)
+            if arr.dtype == object and arr.size and isinstance(arr.flat[0], np.ndarray):
+                arr = np.stack(list(arr))  # list columns come as an array of row arrays
+            if name in self._shapes:
+                arr = arr.reshape(len(arr), *self._shapes[name])
+            elif arr.dtype == object:
+                out[name] = decode_column(name, arr.tolist(), "Ray dataset")
+                continue
+            out[name] = arr.astype(np.float32) if arr.dtype == np.float64 else arr
+        return SampleBatch(out)
