@@ -190,11 +190,17 @@ class Trainer(Trainable):
         self._learner_group: LearnerGroup | None = None
         self.evaluation_workers: WorkerSet | None = None
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
+            eval_config = self._evaluation_config()
+            # RLlib 1.13: `evaluation_config["env"]` gives the evaluation workers an env of
+            # their own (an offline trainer may have none).
+            eval_env = (self.config["evaluation_config"] or {}).get("env")
             self.evaluation_workers = self._make_workers(
-                env_creator=self.env_creator,
+                env_creator=self.env_creator
+                if eval_env is None
+                else make_env_creator(eval_env, eval_config.get("preprocessor_pref")),
                 validate_env=None,
                 policy_class=self.get_default_policy_class(self.config),
-                config=self._evaluation_config(),
+                config=eval_config,
                 num_workers=self.config["evaluation_num_workers"],
             )
         # `log_sys_usage`: the machine's load in each result, as `result["perf"]`.
