@@ -22,8 +22,8 @@ from collections.abc import MutableMapping
 from typing import Protocol
 
 # The key of `LearnerGroup.update(timesteps=...)` that schedules (lr, entropy) read.
-from corral.core.learner.learner import NUM_ENV_STEPS_SAMPLED_LIFETIME
-from corral.utils.metrics import (
+from corral.core.learner.learner import NUM_ENV_STEPS_SAMPLED_LIFETIME  # noqa: F401
+from corral.utils.metrics import (  # noqa: F401  (RLlib 1.13 has these names here too)
     APPLY_GRADS_TIMER,
     COMPUTE_GRADS_TIMER,
     GRAD_WAIT_TIMER,
@@ -105,23 +105,9 @@ def steps_sampled(counters: Counters, count_steps_by: str = "env_steps") -> int:
 __all__ = [
     "AGENT_STEPS_SAMPLED_COUNTER",
     "AGENT_STEPS_TRAINED_COUNTER",
-    "APPLY_GRADS_TIMER",
-    "COMPUTE_GRADS_TIMER",
-    "GRAD_WAIT_TIMER",
-    "LAST_TARGET_UPDATE_TS",
-    "LEARN_ON_BATCH_TIMER",
-    "LOAD_BATCH_TIMER",
-    "NUM_AGENT_STEPS_SAMPLED",
-    "NUM_AGENT_STEPS_TRAINED",
-    "NUM_ENV_STEPS_SAMPLED",
-    "NUM_ENV_STEPS_SAMPLED_LIFETIME",
-    "NUM_ENV_STEPS_TRAINED",
-    "NUM_TARGET_UPDATES",
-    "SAMPLE_TIMER",
     "STEPS_SAMPLED_COUNTER",
     "STEPS_TRAINED_COUNTER",
     "STEPS_TRAINED_THIS_ITER_COUNTER",
-    "WORKER_UPDATE_TIMER",
     "CountableBatch",
     "Counters",
     "count_sampled",
