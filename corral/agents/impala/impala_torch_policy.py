@@ -124,6 +124,7 @@ def vtrace_targets(
         boot[piece[cut]] = values_d[rows[cut]]
         keep = ~cut
     elif bool(cut.any()):
+        assert bootstrap_fn is not None  # drop_last is forced without one
         boot[piece[cut]] = bootstrap_fn(rows[cut]).detach().to(values_d.dtype)
     kept = rows[keep]
     mask = torch.zeros(n, dtype=torch.bool)
@@ -149,6 +150,18 @@ def vtrace_targets(
     return vs, advantages, mask
 
 
+def next_obs_values(model: torch.nn.Module, batch: TensorDict) -> Callable:
+    """`fn(rows) -> V(new_obs[rows])` through `model`, without gradients (the bootstrap
+    values of cut pieces; the caller has read the model's own outputs already)."""
+
+    def values_at(rows: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            model({SampleBatch.OBS: batch[SampleBatch.NEXT_OBS][rows]}, [], None)
+            return model.value_function()
+
+    return values_at
+
+
 class VTraceTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """IMPALA on torch: V-trace actor-critic loss, Adam or RMSProp (`opt_type`)."""
 
@@ -172,16 +185,6 @@ class VTraceTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy)
     def make_optimizer(self) -> torch.optim.Optimizer:
         return make_optimizer_for(self)
 
-    def bootstrap_fn(self, model: torch.nn.Module, batch: TensorDict) -> Callable:
-        """`fn(rows) -> V(new_obs[rows])` through `model` (no gradients)."""
-
-        def values_at(rows: torch.Tensor) -> torch.Tensor:
-            with torch.no_grad():
-                model({SampleBatch.OBS: batch[SampleBatch.NEXT_OBS][rows]}, [], None)
-                return model.value_function()
-
-        return values_at
-
     def loss(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -194,7 +197,7 @@ class VTraceTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy)
             train_batch,
             values,
             logp.detach() - train_batch[SampleBatch.ACTION_LOGP],
-            None if self.is_recurrent() else self.bootstrap_fn(model, train_batch),
+            None if self.is_recurrent() else next_obs_values(model, train_batch),
         )
         weight = mask.to(values.dtype)
         pi_loss = -(logp * advantages * weight).sum()

@@ -22,7 +22,11 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from corral.agents.impala.impala_torch_policy import make_optimizer_for, vtrace_targets
+from corral.agents.impala.impala_torch_policy import (
+    make_optimizer_for,
+    next_obs_values,
+    vtrace_targets,
+)
 from corral.agents.off_policy import TargetNetworkStateMixin
 from corral.core.learner.learner import SEQ_MASK
 from corral.evaluation.postprocessing import compute_gae_for_sample_batch
@@ -118,14 +122,6 @@ class APPOTorchPolicy(
                 out, _ = self.target_model(batch, state, batch[SampleBatch.SEQ_LENS])
             return out, self.target_model.value_function()
 
-    def _bootstrap_fn(self, batch: TensorDict) -> Any:
-        def values_at(rows: torch.Tensor) -> torch.Tensor:
-            with torch.no_grad():
-                self.model({SampleBatch.OBS: batch[SampleBatch.NEXT_OBS][rows]}, [], None)
-                return self.model.value_function()
-
-        return values_at
-
     def loss(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -144,7 +140,7 @@ class APPOTorchPolicy(
                 train_batch,
                 values,
                 _bounded(old_logp - behaviour_logp),
-                None if self.is_recurrent() else self._bootstrap_fn(train_batch),
+                None if self.is_recurrent() else next_obs_values(model, train_batch),
             )
         else:
             advantages = train_batch[SampleBatch.ADVANTAGES]

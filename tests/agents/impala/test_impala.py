@@ -232,3 +232,38 @@ def test_vtrace_false_uses_the_a3c_loss():
         assert type(trainer.get_policy()).__name__ == "A3CTorchPolicy"
     finally:
         trainer.stop()
+
+
+def test_recurrent_model_runs_vtrace_over_sequences():
+    trainer, results = _train_a_bit(
+        {
+            **FAST,
+            "model": {"use_lstm": True, "max_seq_len": 10, "lstm_cell_size": 16},
+            "vtrace_drop_last_ts": False,  # a recurrent policy bootstraps from its last step
+        },
+        2,
+    )
+    try:
+        result = results[-1]
+        for _ in range(50):  # until the learner thread reported an update
+            if "default_policy" in result["info"]["learner"]:
+                break
+            result = trainer.train()
+        stats = result["info"]["learner"]["default_policy"]["learner_stats"]
+        assert np.isfinite(stats["total_loss"]) and result["num_env_steps_trained"] > 0
+    finally:
+        trainer.stop()
+
+
+def test_vtrace_over_padded_sequences_bootstraps_each_from_its_last_step():
+    # Two sequences of max_seq_len 3: [a, b, pad] (cut), [c, d, e] (terminated at e).
+    batch = {
+        SampleBatch.REWARDS: torch.tensor([1.0, 1.0, 0.0, 1.0, 1.0, 1.0]),
+        SampleBatch.TERMINATEDS: torch.tensor([0, 0, 0, 0, 0, 1]).bool(),
+        "seq_mask": torch.tensor([1, 1, 0, 1, 1, 1]).bool(),
+    }
+    values = torch.tensor([0.0, 3.0, 9.0, 0.0, 0.0, 0.0])
+    vs, _, mask = vtrace_targets(_Cfg(model={"max_seq_len": 3}), batch, values, torch.zeros(6))
+    assert mask.tolist() == [True, False, False, True, True, True]
+    assert vs[0].item() == pytest.approx(1 + 0.5 * 3.0)
+    assert vs[3:].tolist() == pytest.approx([1.75, 1.5, 1.0])
