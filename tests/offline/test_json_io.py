@@ -214,3 +214,16 @@ def test_shuffled_input_fills_its_buffer_then_mixes():
     assert ShuffledInput(Seq(), 0).next()["obs"][0] == 1
     with pytest.raises(ValueError, match="shuffle_buffer_size"):
         ShuffledInput(Seq(), -1)
+
+
+def test_from_json_data_and_io_context():
+    from corral.offline.json_reader import from_json_data
+
+    record = json.loads(batch_to_json(_batch(4), ["obs"]))
+    batch = from_json_data(record, None)
+    assert isinstance(batch, SampleBatch) and batch.count == 4
+    ioctx = IOContext(config={"input_config": {"a": 1}, "output_config": {"b": 2}})
+    assert ioctx.input_config == {"a": 1} and ioctx.output_config == {"b": 2}
+    assert IOContext().log_dir == os.getcwd()
+    with pytest.raises(ValueError, match="needs a worker with an env"):
+        ioctx.default_sampler_input()
