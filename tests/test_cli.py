@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from corral import cli
-from corral.cli import train as cli_train
+from corral.cli import common as cli_common
 from corral.tune.result import (
     DONE,
     EPISODE_REWARD_MAX,
@@ -373,7 +373,7 @@ class ScriptedTrainer:
 def scripted(monkeypatch):
     ScriptedTrainer.instances = []
     ScriptedTrainer.interrupt_at = None
-    monkeypatch.setattr(cli_train, "get_trainer_class", lambda name: ScriptedTrainer)
+    monkeypatch.setattr(cli_common, "get_trainer_class", lambda name: ScriptedTrainer)
     return ScriptedTrainer
 
 

@@ -15,18 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from corral.cli.common import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    UsageError,
-    build_trainer,
-    checkpoint_errors_as_usage,
-    find_checkpoint_dir,
-    get_trainer_class,
-    json_object,
-    non_negative_int,
-    positive_int,
-)
+from corral.cli import common
 from corral.cli.experiments import DEFAULT_STOP, TrainSpec, check_stop_reachable, train_specs
 from corral.cli.progress import ProgressDisplay
 from corral.cli.summary import TrainOutcome, print_summary
@@ -46,16 +35,18 @@ def add_train_parser(commands: Any) -> None:
     train.add_argument("--env", help="Gymnasium id, registered env name or dotted class path")
     train.add_argument(
         "--config",
-        type=json_object,
+        type=common.json_object,
         help="trainer config as a JSON object, merged over the file's config",
     )
     train.add_argument(
         "--stop",
-        type=json_object,
+        type=common.json_object,
         help="stop when any result[key] >= value, e.g. '{\"timesteps_total\": 100000}'; "
         f"nested keys joined by '/' (default: {json.dumps(DEFAULT_STOP)})",
     )
-    train.add_argument("--checkpoint-freq", type=non_negative_int, help="checkpoint every N iters")
+    train.add_argument(
+        "--checkpoint-freq", type=common.non_negative_int, help="checkpoint every N iters"
+    )
     train.add_argument(
         "--checkpoint-at-end",
         action=argparse.BooleanOptionalAction,
@@ -64,7 +55,7 @@ def add_train_parser(commands: Any) -> None:
     )
     train.add_argument(
         "--keep-checkpoints-num",
-        type=positive_int,
+        type=common.positive_int,
         help="keep only this many checkpoints, the best by --checkpoint-score-attr "
         "(the newest is always kept)",
     )
@@ -103,8 +94,8 @@ def run_train(args: argparse.Namespace) -> int:
         outcome = train_experiment(spec, display, verbose=args.verbose)
         print_summary(outcome, sys.stdout)
         if outcome.interrupted:
-            return EXIT_INTERRUPTED
-    return EXIT_OK
+            return common.EXIT_INTERRUPTED
+    return common.EXIT_OK
 
 
 def _configure_logging(verbose: int) -> None:
@@ -121,19 +112,19 @@ def train_experiment(spec: TrainSpec, display: ProgressDisplay, verbose: int = 0
     try:
         keeper = CheckpointKeeper(spec.keep_checkpoints_num, spec.checkpoint_score_attr)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise common.UsageError(str(e)) from None
     # Found before the trainer is built: a wrong path fails in a second.
-    restore = find_checkpoint_dir(spec.restore) if spec.restore else None
-    trainer_class = get_trainer_class(spec.run)
+    restore = common.find_checkpoint_dir(spec.restore) if spec.restore else None
+    trainer_class = common.get_trainer_class(spec.run)
     logger_creator = _local_dir_logger_creator(trainer_class, spec) if spec.local_dir else None
-    trainer = build_trainer(trainer_class, spec.env, spec.config, logger_creator, verbose)
+    trainer = common.build_trainer(trainer_class, spec.env, spec.config, logger_creator, verbose)
     outcome = TrainOutcome(
         logdir=trainer.logdir, env=spec.env, stop=dict(spec.stop), config=trainer.config
     )
     display.stop = dict(spec.stop)
     trial = Trial(trainable_name=spec.run, config=trainer.config, trial_id=spec.name)
     try:
-        with checkpoint_errors_as_usage():  # a damaged --restore checkpoint
+        with common.checkpoint_errors_as_usage():  # a damaged --restore checkpoint
             TrialLoop(
                 stop_condition(spec.stop),
                 restore=restore,

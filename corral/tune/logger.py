@@ -17,7 +17,7 @@ import math
 import os
 import tempfile
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from corral.tune.result import (
@@ -168,6 +168,30 @@ class JsonLogger(Logger):
 
     def close(self) -> None:
         self._file.close()
+
+
+def read_json_results(path: str) -> Iterator[dict[str, Any]]:
+    """The results ``JsonLogger`` wrote to ``path`` (a ``result.json``), without their config.
+
+    A line after the first that is not JSON is skipped: a run killed mid-write leaves
+    its last line cut, and what came before it is still worth reading.
+
+    Raises:
+        ValueError: the first line is not JSON (naming ``path:1``): not a result file.
+    """
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                result = json.loads(line)
+            except json.JSONDecodeError:
+                if number > 1:
+                    continue
+                raise ValueError(f"{path}:{number} is not JSON") from None
+            if isinstance(result, dict):
+                result.pop(CONFIG, None)
+                yield result
 
 
 class CSVLogger(Logger):

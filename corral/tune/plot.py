@@ -9,23 +9,27 @@ matplotlib (the `plot` extra), which is imported only here.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.tune.logger import flatten_dict
+from corral.tune.logger import flatten_dict, read_json_results
+from corral.tune.result import (
+    EPISODE_REWARD_MEAN,
+    EVALUATION_REWARD_MEAN,
+    EXPR_PROGRESS_FILE,
+    EXPR_RESULT_FILE,
+    TIME_TOTAL_S,
+    TIMESTEPS_TOTAL,
+    TRAINING_ITERATION,
+)
 
-X_KEYS = {
-    "timesteps": "timesteps_total",
-    "time": "time_total_s",
-    "iterations": "training_iteration",
-}
+X_KEYS = {"timesteps": TIMESTEPS_TOTAL, "time": TIME_TOTAL_S, "iterations": TRAINING_ITERATION}
 X_LABELS = {"timesteps": "env steps", "time": "wall time (s)", "iterations": "iteration"}
-DEFAULT_Y = "episode_reward_mean"
-EVALUATION_Y = "evaluation/episode_reward_mean"
+DEFAULT_Y = EPISODE_REWARD_MEAN
+EVALUATION_Y = EVALUATION_REWARD_MEAN
 
 
 class PlotError(ValueError):
@@ -52,8 +56,8 @@ class Run:
 def read_run(logdir: str) -> Run:
     """The results of the trial in `logdir` (`result.json`, else `progress.csv`)."""
     name = os.path.basename(os.path.normpath(logdir))
-    json_path = os.path.join(logdir, "result.json")
-    csv_path = os.path.join(logdir, "progress.csv")
+    json_path = os.path.join(logdir, EXPR_RESULT_FILE)
+    csv_path = os.path.join(logdir, EXPR_PROGRESS_FILE)
     if os.path.isfile(json_path) and os.path.getsize(json_path) > 0:
         return Run(name, list(_json_rows(json_path)))
     if os.path.isfile(csv_path):
@@ -62,18 +66,11 @@ def read_run(logdir: str) -> Run:
 
 
 def _json_rows(path: str) -> Iterable[dict[str, float]]:
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                result = json.loads(line)
-            except json.JSONDecodeError:
-                if number > 1:  # a run killed mid-write leaves its last line cut
-                    continue
-                raise PlotError(f"{path}:{number} is not JSON") from None
-            result.pop("config", None)
+    try:
+        for result in read_json_results(path):
             yield {k: float(v) for k, v in flatten_dict(result).items() if _number(v)}
+    except ValueError as e:
+        raise PlotError(str(e)) from None
 
 
 def _csv_rows(path: str) -> Iterable[dict[str, float]]:

@@ -9,12 +9,13 @@ cluster has room. Their results, checkpoints and statuses are read back into cor
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
 
+from corral.tune.logger import read_json_results
 from corral.tune.ray_adapter import as_ray_trainable
+from corral.tune.result import EXPR_RESULT_FILE, TRAINING_ITERATION
 
 # The one config key Ray Tune sees: which of corral's trials a Ray trial runs.
 TRIAL_INDEX = "corral_trial_index"
@@ -55,7 +56,7 @@ def run_trials_on_ray(
             return trainable_cls.default_resource_request(configs[config[TRIAL_INDEX]])
 
     IndexedTrainable.__name__ = IndexedTrainable.__qualname__ = base.__name__
-    score = checkpoint_score_attr or "training_iteration"
+    score = checkpoint_score_attr or TRAINING_ITERATION
     minimise = score.startswith("min-")
     checkpoint_config = tune.CheckpointConfig(
         num_to_keep=keep_checkpoints_num,
@@ -94,15 +95,11 @@ def _read_back(trial: Any, ray_trial: Any) -> None:
     trial.logdir = logdir
     trial.status = ray_trial.status
     by_iteration: dict[int, dict] = {}
-    results_file = os.path.join(logdir, "result.json")
+    results_file = os.path.join(logdir, EXPR_RESULT_FILE)
     if os.path.isfile(results_file):
-        with open(results_file) as f:
-            for line in f:
-                if line.strip():
-                    result = json.loads(line)
-                    result.pop("config", None)
-                    trial.update_last_result(result)
-                    by_iteration[result.get("training_iteration", 0)] = result
+        for result in read_json_results(results_file):
+            trial.update_last_result(result)
+            by_iteration[result.get(TRAINING_ITERATION, 0)] = result
     checkpoints = []
     for entry in sorted(os.listdir(logdir)):
         path = os.path.join(logdir, entry)
@@ -117,9 +114,14 @@ def _read_back(trial: Any, ray_trial: Any) -> None:
 
 def _checkpoint_iteration(path: str) -> int | None:
     from corral.tune.trainable import CHECKPOINT_METADATA_FILE
+    from corral.utils.checkpoints import read_json
+    from corral.utils.error import CheckpointError
 
     try:
-        with open(os.path.join(path, CHECKPOINT_METADATA_FILE)) as f:
-            return int(json.load(f)["iteration"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(
+            read_json(os.path.join(path, CHECKPOINT_METADATA_FILE), "checkpoint metadata")[
+                "iteration"
+            ]
+        )
+    except (CheckpointError, OSError, ValueError, KeyError, TypeError):
         return None

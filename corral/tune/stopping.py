@@ -19,18 +19,18 @@ from corral.tune.result import CONFIG, DONE, RESULT_SECTIONS
 StopFn = Callable[[str, dict], bool]
 
 
-def lookup_result(result: Mapping, key: str) -> Any:
-    """``result[key]``, ``key`` being a "/"-joined path into nested dicts; None if absent.
+def lookup_result(result: Mapping, key: str, default: Any = None) -> Any:
+    """``result[key]``, ``key`` being a "/"-joined path into nested dicts; ``default`` if absent.
 
     A key present as it is (a flattened result, as read back from ``progress.csv``)
-    is found too.
+    is found too. Any nested mapping can be read this way (config paths as well).
     """
     if key in result:
         return result[key]
     value: Any = result
     for part in key.split("/"):
         if not isinstance(value, Mapping) or part not in value:
-            return None
+            return default
         value = value[part]
     return value
 

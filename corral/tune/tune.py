@@ -81,13 +81,7 @@ class ExperimentAnalysis:
         "last-5-avg" / "last-10-avg" the average of the last 5 / 10 results.
         Trials without a finite value for the metric are ignored; ``None`` if none has one.
         """
-        metric = metric or self.default_metric
-        mode = mode or self.default_mode
-        if metric is None or mode not in ("max", "min"):
-            raise ValueError(
-                f"get_best_trial needs a metric and a mode of 'max' or 'min' (here or in "
-                f"tune.run(metric=..., mode=...)), got metric={metric!r}, mode={mode!r}"
-            )
+        metric, mode = self._metric_and_mode("get_best_trial", metric, mode)
         scopes = ("all", "last", "avg", "last-5-avg", "last-10-avg")
         if scope not in scopes:
             raise ValueError(f"get_best_trial: scope={scope!r}, expected one of {scopes}.")
@@ -100,6 +94,17 @@ class ExperimentAnalysis:
             return None
         pick = max if mode == "max" else min
         return pick(scored, key=lambda pair: pair[0])[1]
+
+    def _metric_and_mode(self, what: str, metric: str | None, mode: str | None) -> tuple[str, str]:
+        """``metric`` and ``mode``, else ``tune.run``'s; a clear error if either is missing."""
+        metric = metric or self.default_metric
+        mode = mode or self.default_mode
+        if metric is None or mode not in ("max", "min"):
+            raise ValueError(
+                f"{what} needs a metric and a mode of 'max' or 'min' (here or in "
+                f"tune.run(metric=..., mode=...)), got metric={metric!r}, mode={mode!r}"
+            )
+        return metric, str(mode)
 
     def get_best_config(self, metric: str | None = None, mode: str | None = None) -> dict | None:
         """Config of ``get_best_trial(metric, mode)``."""
@@ -169,13 +174,7 @@ class ExperimentAnalysis:
     ) -> str | None:
         """The checkpoint of ``trial`` whose result was best in ``metric`` (``mode`` "max"
         or "min"); None when no checkpoint has a value for it."""
-        metric = metric or self.default_metric
-        mode = mode or self.default_mode
-        if metric is None or mode not in ("max", "min"):
-            raise ValueError(
-                f"get_best_checkpoint needs a metric and a mode of 'max' or 'min', got "
-                f"metric={metric!r}, mode={mode!r}"
-            )
+        metric, mode = self._metric_and_mode("get_best_checkpoint", metric, mode)
         scored = [
             (v, path)
             for path, v in self.get_trial_checkpoints_paths(trial, metric)
