@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import tempfile
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -51,13 +49,10 @@ def default_logger(trainer_name: str, env_id: str | None, config: dict) -> Any:
     """A trainer's logger when none is given: `logger_config["type"]` if set, else a
     `UnifiedLogger`, in a new `<Trainer>_<env>_<date>_<time>*` folder of the results dir."""
     from corral.tune.logger import UnifiedLogger, logger_from_config
-    from corral.tune.result import default_results_dir
+    from corral.tune.result import new_logdir
 
-    results_dir = default_results_dir()
-    os.makedirs(results_dir, exist_ok=True)
-    timestr = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
     env = (env_id or "NoEnv").replace("/", "_")
-    logdir = tempfile.mkdtemp(prefix=f"{trainer_name}_{env}_{timestr}", dir=results_dir)
+    logdir = new_logdir(f"{trainer_name}_{env}")
     logger_config = config.get("logger_config") or {}
     if logger_config.get("type") is not None:
         return logger_from_config(logger_config, logdir)
