@@ -42,6 +42,18 @@ class AddedPolicy(NamedTuple):
     config: dict
     evaluation_workers: bool
 
+    def add_to(self, target: Any, policy_id: str, **extra: Any) -> Any:
+        """`target.add_policy(policy_id, ...)` with this class, spaces and config;
+        `target` is a rollout worker or a trainer (`extra`: its further arguments)."""
+        return target.add_policy(
+            policy_id,
+            self.policy_cls,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            config=self.config,
+            **extra,
+        )
+
 
 class PolicyLedger:
     """The `add_policy` / `remove_policy` calls since setup, net of each other.
@@ -80,13 +92,7 @@ class PolicyLedger:
                     worker.remove_policy(pid)
             for pid, spec in added.items():
                 if pid not in worker.policy_map:
-                    worker.add_policy(
-                        pid,
-                        spec.policy_cls,
-                        observation_space=spec.observation_space,
-                        action_space=spec.action_space,
-                        config=spec.config,
-                    )
+                    spec.add_to(worker, pid)
             worker.set_policy_mapping_fn(mapping_fn)
             worker.set_policies_to_train(to_train)
             # Its first episodes started with the config's mapping: start them again.
@@ -115,8 +121,10 @@ def call_on_workers(
         trainer.evaluation_workers.foreach_worker(call)
 
 
-def _call_method(method: str, args: tuple, kwargs: dict, worker: Any) -> Any:
-    return getattr(worker, method)(*args, **kwargs)
+def _call_method(method: str, args: tuple, kwargs: dict, worker: Any) -> None:
+    # Returns nothing: a remote worker would send back what the method returns (a
+    # new policy, which may hold objects that cannot travel).
+    getattr(worker, method)(*args, **kwargs)
 
 
 def apply_policy_changes(trainer: Trainer, changes: dict, checkpoint_path: str) -> None:
@@ -134,14 +142,7 @@ def apply_policy_changes(trainer: Trainer, changes: dict, checkpoint_path: str) 
         if pid in local.policy_map:
             continue
         spec = added_policy_from_json(pid, entry, checkpoint_path)
-        trainer.add_policy(
-            pid,
-            spec.policy_cls,
-            observation_space=spec.observation_space,
-            action_space=spec.action_space,
-            config=spec.config,
-            evaluation_workers=spec.evaluation_workers,
-        )
+        spec.add_to(trainer, pid, evaluation_workers=spec.evaluation_workers)
     to_train = changes.get("policies_to_train")
     if to_train is not None:
         to_train = [pid for pid in to_train if pid in local.policy_map]
