@@ -13,6 +13,7 @@ is `corral.evaluation.sampler_base`, shared with the multi-agent sampler.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -39,6 +40,11 @@ from corral.policy.policy import declared_for
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
 from corral.utils.error import EnvError
 from corral.utils.filter import NoFilter
+
+# The first half of `all_finite`, inlined in the per-step check (a sum is finite only
+# if every term is; `all_finite` decides when it is not).
+_add_reduce = np.add.reduce
+_isfinite = math.isfinite
 
 __all__ = [
     "MAX_SUB_ENV_RESTARTS_IN_A_ROW",
@@ -374,7 +380,9 @@ class SingleAgentSampler(SamplerBase):
                 new_obs[i] = self.preprocessor.transform(o)
         # NaN/inf must not reach the policy (it would act on it) nor the batch: one
         # vectorised check per step. The bounds are checked once per fragment.
-        if not all_finite(new_obs):
+        if not (
+            _isfinite(_add_reduce(new_obs, axis=None, dtype=np.float64)) or all_finite(new_obs)
+        ):
             raise self.obs_check.error(
                 new_obs,
                 env=self.envs,
@@ -419,7 +427,7 @@ class SingleAgentSampler(SamplerBase):
             self._call_step_hooks(t, raw_obs, actions, rewards, infos)
         if ended:
             for i in np.flatnonzero(term | trunc).tolist():
-                reset = rule.resets_env(None if cut is None else cut[i])
+                reset = cut is None or rule.resets_env(cut[i])
                 self._end_episode(i, infos[i], reset=reset, last_obs=raw_obs[i])
 
     def _sync_episode(self, i: int) -> Episode:

@@ -297,29 +297,21 @@ class SamplerBase:
             if exploration is not None:
                 exploration.on_episode_start(policy=policy, environment=self.env, episode=episode)
         if self.call_start_hook:
-            self.callbacks.on_episode_start(
-                worker=self.worker,
-                base_env=self.env,
-                policies=self.worker.policy_map,
-                episode=episode,
-                env_index=env_index,
-            )
+            self._episode_hook(self.callbacks.on_episode_start, episode, env_index)
 
     def _episode_ended(self, episode: Episode, env_index: int, faulty: bool = False) -> None:
         """`on_episode_end` (not for a faulty episode: its sub-env raised) and the
         episode's metrics."""
         if self.call_end_hook and not faulty:
-            self.callbacks.on_episode_end(
-                worker=self.worker,
-                base_env=self.env,
-                policies=self.worker.policy_map,
-                episode=episode,
-                env_index=env_index,
-            )
+            self._episode_hook(self.callbacks.on_episode_end, episode, env_index)
         self._finished.append(RolloutMetrics.from_episode(episode, self.timers.as_dict(), faulty))
 
     def _episode_step_hook(self, episode: Episode, env_index: int) -> None:
-        self.callbacks.on_episode_step(
+        self._episode_hook(self.callbacks.on_episode_step, episode, env_index)
+
+    def _episode_hook(self, hook: Callable[..., Any], episode: Episode, env_index: int) -> None:
+        """Calls an episode callback with RLlib 1.13's keyword arguments."""
+        hook(
             worker=self.worker,
             base_env=self.env,
             policies=self.worker.policy_map,

@@ -16,37 +16,38 @@ from corral.evaluation.rollout_worker import RolloutWorker
 from corral.evaluation.sampler_base import EpisodeEndRule
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-SMALL = {
-    "num_workers": 0,
-    "rollout_fragment_length": 10,
-    "train_batch_size": 20,
-    "sgd_minibatch_size": 10,
-    "num_sgd_iter": 1,
-    "model": {"fcnet_hiddens": [8]},
-}
+# test_sampler.py's settings and env (--import-mode=importlib: test modules do not
+# import each other), with rewards -3, -2, ... for the clipping test.
+SMALL = dict(
+    num_workers=0,
+    rollout_fragment_length=10,
+    train_batch_size=20,
+    sgd_minibatch_size=10,
+    num_sgd_iter=1,
+    model={"fcnet_hiddens": [8]},
+)
 
 
-class CountingEnv(gym.Env):
-    """Obs = step counter; terminates after `length` steps; reward t - 3 at step t."""
+class RampCountingEnv(gym.Env):
+    """Obs: the step count; terminates after `length` steps; pays -3, -2, ... ."""
 
     observation_space = gym.spaces.Box(0, 1000, (1,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
     def __init__(self, config=None):
-        self.length = (config or {}).get("length", 5)
-        self.t = 0
+        self.length, self.t = (config or {}).get("length", 5), 0
 
     def reset(self, *, seed=None, options=None):
         self.t = 0
-        return np.array([0.0], np.float32), {}
+        return np.zeros(1, np.float32), {}
 
     def step(self, action):
-        reward = float(self.t - 3)
         self.t += 1
-        return np.array([self.t], np.float32), reward, self.t >= self.length, False, {}
+        obs = np.array([self.t], np.float32)
+        return obs, float(self.t - 4), self.t >= self.length, False, {}
 
 
-OneAgent = make_multi_agent(lambda config: CountingEnv(config))
+OneAgent = make_multi_agent(lambda config: RampCountingEnv(config))
 
 
 def _single_and_multi(**overrides):
@@ -55,7 +56,7 @@ def _single_and_multi(**overrides):
     env_config = overrides.pop("env_config", {})
     config = {**SMALL, **overrides}
     batches = []
-    for env, extra in ((CountingEnv, {}), (OneAgent, {"num_agents": 1})):
+    for env, extra in ((RampCountingEnv, {}), (OneAgent, {"num_agents": 1})):
         trainer = PPOTrainer(config={**config, "env_config": {**env_config, **extra}}, env=env)
         try:
             worker = trainer.workers.local_worker()
@@ -130,7 +131,7 @@ class PostprocessLog(DefaultCallbacks):
         PostprocessLog.calls.append((episode, agent_id, policy_id, batch))
 
 
-@pytest.mark.parametrize("env", [CountingEnv, OneAgent])
+@pytest.mark.parametrize("env", [RampCountingEnv, OneAgent])
 def test_one_postprocessing_path_calls_the_hook_per_trajectory(env):
     PostprocessLog.calls = []
     trainer = PPOTrainer(
