@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from corral.execution.common import NUM_AGENT_STEPS_SAMPLED, steps_sampled
+from corral.offline.estimators.runner import collect_off_policy_estimates
 from corral.utils.metrics import stats_to_values
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ def compile_results(trainer: Trainer, learner_info: dict, steps_this_iter: int) 
             **counters,
         }
     )
+    # `off_policy_estimator/<name>/<metric>`: the workers' estimates from offline input.
+    result["off_policy_estimator"] = collect_off_policy_estimates(trainer.workers)
     return result
 
 

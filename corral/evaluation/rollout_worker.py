@@ -21,12 +21,14 @@ from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
+from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
 from corral.env.vector_env import VectorEnv
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
 from corral.evaluation.obs_check import env_name, spaces_match
 from corral.evaluation.sampler import SingleAgentSampler
+from corral.offline.estimators.runner import estimate_off_policy
 from corral.offline.input_reader import SamplerInput
 from corral.offline.inputs import make_worker_io, read_fragment
 from corral.policy.policy import Policy, PolicySpec
@@ -406,6 +408,8 @@ class RolloutWorker:
             batch = self.sample_from_env()
         else:
             batch = read_fragment(self)
+            # `input_evaluation`: off-policy estimates of the policy's return from the input.
+            estimate_off_policy(self, batch)
         self.callbacks.on_sample_end(worker=self, samples=batch)
         # Before compression (RLlib's order): files hold plain columns.
         self.output_writer.write(batch)
@@ -635,38 +639,6 @@ class RolloutWorker:
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"
-
-
-def wrap_record_video(env: gym.Env, record_env: Any, log_dir: str | None, prefix: str) -> Any:
-    """`record_env`: wraps `env` in Gymnasium's `RecordVideo`, one video per episode
-    (as RLlib's Monitor did), into `<logdir>/videos` (True), `<logdir>/<dir>` (a
-    relative path) or an absolute path."""
-    try:
-        import moviepy  # noqa: F401
-    except ImportError as err:
-        raise ImportError(
-            "record_env needs moviepy (Gymnasium's RecordVideo writes videos with it): "
-            "pip install 'corral[video]'."
-        ) from err
-    from gymnasium.wrappers import RecordVideo
-
-    folder = "videos" if record_env is True else str(record_env)
-    if not os.path.isabs(folder):
-        if log_dir is None:
-            raise ValueError(
-                f"record_env={record_env!r} is relative to the trainer's logdir, but this "
-                "worker has none; give an absolute path."
-            )
-        folder = os.path.join(log_dir, folder)
-    if not str(getattr(env, "render_mode", None)).startswith("rgb_array"):
-        raise ValueError(
-            f"record_env needs an env created with render_mode='rgb_array' (frames to "
-            f"record), got render_mode={getattr(env, 'render_mode', None)!r}. Gymnasium ids "
-            "get it automatically; custom envs must accept and set it."
-        )
-    return RecordVideo(
-        env, folder, episode_trigger=lambda _: True, name_prefix=prefix, disable_logger=True
-    )
 
 
 def _default_policy_mapping_fn(agent_id: Any, episode: Any, worker: Any, **kwargs: Any) -> str:

@@ -24,6 +24,7 @@ from corral.offline.estimators.runner import (
     ESTIMATORS,
     SIMULATION,
     collect_off_policy_estimates,
+    estimate_off_policy,
     make_estimators,
     summarize_estimates,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "WeightedImportanceSampling",
     "action_log_likelihood",
     "collect_off_policy_estimates",
+    "estimate_off_policy",
     "make_estimators",
     "summarize_estimates",
 ]

@@ -73,6 +73,30 @@ def make_estimators(worker: Any) -> list[OffPolicyEstimator]:
     return estimators
 
 
+def estimate_off_policy(worker: Any, batch: Any) -> None:
+    """Runs the worker's estimators on a batch it read from its offline input.
+
+    The estimators are built on the first call (`make_estimators`). With "simulation" in
+    `input_evaluation`, the worker also samples one fragment of its env with the current
+    policy; that batch is discarded, its episodes are reported as the worker's episode
+    metrics (RLlib 1.x's "simulation": evaluate in the env, learn from the input).
+    """
+    estimators = getattr(worker, "reward_estimators", None)
+    if estimators is None:
+        estimators = worker.reward_estimators = make_estimators(worker)
+        simulate = SIMULATION in (worker.config.get("input_evaluation") or [])
+        if simulate and getattr(worker, "sampler", None) is None:
+            raise ValueError(
+                "`input_evaluation: ['simulation']` runs the policy in the env next to the "
+                "offline input, but this worker has no env; set `env` (or drop 'simulation')."
+            )
+        worker._simulate_off_policy = simulate and not worker.config.get("in_evaluation")
+    for estimator in estimators:
+        estimator.process(batch)
+    if worker._simulate_off_policy:
+        worker.sample_from_env()
+
+
 def summarize_estimates(estimates: Iterable[OffPolicyEstimate]) -> dict[str, dict[str, float]]:
     """{estimator name: {metric: mean over the estimates}} (RLlib 1.x's summary)."""
     gathered: dict[str, dict[str, list[float]]] = collections.defaultdict(
