@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.env.env_context import EnvContext
 from corral.utils.error import EnvError
+
+if TYPE_CHECKING:  # gymnasium is imported where an env is built (start-up time)
+    import gymnasium as gym
 
 EnvCreator = Callable[[EnvContext], Any]
 
@@ -153,3 +157,35 @@ def wrap_deepmind(env: Any, dim: int = 84, framestack: int = 4) -> Any:
     from corral.env.wrappers.atari_wrappers import wrap_deepmind as wrap
 
     return wrap(env, dim=dim, framestack=framestack)
+
+
+def wrap_record_video(env: gym.Env, record_env: Any, log_dir: str | None, prefix: str) -> Any:
+    """`record_env`: wraps `env` in Gymnasium's `RecordVideo`, one video per episode
+    (as RLlib's Monitor did), into `<logdir>/videos` (True), `<logdir>/<dir>` (a
+    relative path) or an absolute path."""
+    try:
+        import moviepy  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            "record_env needs moviepy (Gymnasium's RecordVideo writes videos with it): "
+            "pip install 'corral[video]'."
+        ) from err
+    from gymnasium.wrappers import RecordVideo
+
+    folder = "videos" if record_env is True else str(record_env)
+    if not os.path.isabs(folder):
+        if log_dir is None:
+            raise ValueError(
+                f"record_env={record_env!r} is relative to the trainer's logdir, but this "
+                "worker has none; give an absolute path."
+            )
+        folder = os.path.join(log_dir, folder)
+    if not str(getattr(env, "render_mode", None)).startswith("rgb_array"):
+        raise ValueError(
+            f"record_env needs an env created with render_mode='rgb_array' (frames to "
+            f"record), got render_mode={getattr(env, 'render_mode', None)!r}. Gymnasium ids "
+            "get it automatically; custom envs must accept and set it."
+        )
+    return RecordVideo(
+        env, folder, episode_trigger=lambda _: True, name_prefix=prefix, disable_logger=True
+    )
