@@ -76,10 +76,12 @@ class RemoteSubEnv:
 
     @property
     def pid(self) -> int | None:
+        """The sub-env process's pid."""
         return self._process.pid
 
     @property
     def unwrapped(self) -> RemoteSubEnv:
+        """This handle (the env itself lives in the child)."""
         return self
 
     def is_alive(self) -> bool:
@@ -89,14 +91,17 @@ class RemoteSubEnv:
     # -- the env API, forwarded -----------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """`env.reset(seed=..., options=...)` in the child."""
         self._send(("reset", {"seed": seed, "options": options}))
         return self._receive()
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        """`env.step(action)` in the child."""
         self._send(("step", action))
         return self._receive()
 
     def render(self) -> Any:
+        """`env.render()` in the child (its frame comes back)."""
         return self.call("render")
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -126,6 +126,7 @@ class Future:
         self._event.set()
 
     def done(self) -> bool:
+        """Whether the call has finished (returned or failed); never blocks."""
         return self._event.is_set()
 
     def default_timeout(self) -> float | None:
@@ -224,6 +225,7 @@ class ProcessWorker:
 
     @property
     def pid(self) -> int | None:
+        """The worker process's pid."""
         return self._process.pid
 
     def wait_ready(self, timeout: float | None = None) -> None:
@@ -306,6 +308,7 @@ class ProcessWorker:
     # -- lifecycle ----------------------------------------------------------
 
     def is_alive(self) -> bool:
+        """False once the process is known to be dead."""
         return self._dead is None and self._process.is_alive()
 
     def stop(self, timeout: float = 2.0) -> None:

@@ -41,6 +41,7 @@ RAY_MISSING = (
 
 
 def ray_available() -> bool:
+    """Whether Ray can be imported (without importing it)."""
     return importlib.util.find_spec("ray") is not None
 
 
@@ -109,6 +110,7 @@ class RayFuture:
         self._handle, self._ref, self._what = handle, ref, what
 
     def done(self) -> bool:
+        """Whether the call has finished (returned or failed); never blocks."""
         ready, _ = self._handle._ray.wait([self._ref], timeout=0)
         return bool(ready)
 
@@ -227,6 +229,7 @@ class RayWorker:
         self.kill()
 
     def kill(self) -> None:
+        """Ends the actor at once (no restart); later calls fail as crashed."""
         self._ray.kill(self._actor, no_restart=True)
         if self._dead is None:
             self._dead = WorkerCrashedError(
@@ -286,6 +289,7 @@ class RayPlacement:
         return places
 
     def reserve(self, indices: list[int], timeout: float) -> None:
+        """Reserves one bundle per index (or takes the Tune trial's), waiting up to `timeout` s."""
         from ray.util.placement_group import placement_group
 
         in_trial = self._trial_bundles(indices)
@@ -310,6 +314,7 @@ class RayPlacement:
         return self._by_index.get(index)
 
     def release(self) -> None:
+        """Removes the placement groups this object reserved."""
         for group in self._groups:
             with contextlib.suppress(Exception):  # the cluster may be gone already
                 self._ray.util.remove_placement_group(group)

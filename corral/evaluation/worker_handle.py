@@ -29,7 +29,9 @@ class ServedWorker(Protocol):
     """What a `WorkerSpec.factory` builds (a `RolloutWorker`, a `LearnerWorker`): the
     object whose methods a handle's `call` runs; `stop()` runs before its process ends."""
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Releases what the worker holds (envs, process groups)."""
+        ...
 
 
 class WorkerFuture(Protocol):
@@ -70,13 +72,19 @@ class WorkerHandle(Protocol):
     """
 
     @property
-    def worker_index(self) -> int: ...
+    def worker_index(self) -> int:
+        """The worker's index in its set."""
+        ...
 
     @property
-    def call_timeout_s(self) -> float: ...
+    def call_timeout_s(self) -> float:
+        """How long a future's `result()` waits by default."""
+        ...
 
     @property
-    def pid(self) -> int | None: ...
+    def pid(self) -> int | None:
+        """The worker's process id (None until known)."""
+        ...
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Blocks until the worker is built; raises what building it raised."""
@@ -162,4 +170,5 @@ class RemoteMethod:
         self._handle, self._name = handle, name
 
     def remote(self, *args: Any, **kwargs: Any) -> WorkerFuture:
+        """`handle.call(name, *args, **kwargs)`."""
         return self._handle.call(self._name, *args, **kwargs)

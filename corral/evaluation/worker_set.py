@@ -220,6 +220,7 @@ class WorkerSet:
         self._remote_workers = list(new_remote_workers)
 
     def num_remote_workers(self) -> int:
+        """How many remote workers there are (healthy or not)."""
         return len(self._remote_workers)
 
     # -- fan-out ------------------------------------------------------------

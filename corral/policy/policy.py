@@ -7,6 +7,7 @@ GAE). Its gradient updates run in a `Learner` (`corral.core.learner`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gymnasium as gym
@@ -17,14 +18,17 @@ from corral.policy.sample_batch import SampleBatch
 if TYPE_CHECKING:
     import torch
 
+    from corral.evaluation.episode import Episode
+    from corral.utils.exploration import Exploration
+
 
 class PolicySpec(NamedTuple):
     """How to build one policy: class (None = the trainer's default), spaces
     (None = inferred from the env) and per-policy config overrides."""
 
     policy_class: type | None = None
-    observation_space: Any = None
-    action_space: Any = None
+    observation_space: gym.Space | None = None
+    action_space: gym.Space | None = None
     config: dict | None = None
 
 
@@ -55,7 +59,7 @@ class Policy:
 
         self.view_requirements = default_view_requirements(observation_space, action_space)
 
-    def _create_exploration(self) -> Any:
+    def _create_exploration(self) -> Exploration:
         """The `Exploration` of `config["exploration_config"]` (RLlib 1.13's helper for
         custom policies; `TorchPolicy` builds its own)."""
         from corral.utils.exploration import make_exploration
@@ -122,7 +126,7 @@ class Policy:
         prev_reward: Any = None,
         info: dict | None = None,
         input_dict: dict | None = None,
-        episode: Any = None,
+        episode: Episode | None = None,
         explore: bool | None = None,
         timestep: int | None = None,
         **kwargs: Any,
@@ -158,7 +162,7 @@ class Policy:
         self,
         sample_batch: SampleBatch,
         other_agent_batches: dict | None = None,
-        episode: Any = None,
+        episode: Episode | None = None,
     ) -> SampleBatch:
         """Adds training columns (advantages, n-step returns, ...); default: none."""
         return sample_batch
@@ -176,11 +180,13 @@ class Policy:
         """Runs once after each `Learner.update` with its mean stats; returns stats to log."""
         return {}
 
-    def compute_gradients(self, postprocessed_batch: SampleBatch) -> tuple[list[Any], dict]:
+    def compute_gradients(
+        self, postprocessed_batch: SampleBatch
+    ) -> tuple[list[np.ndarray | None], dict]:
         """(gradients, info) of the loss on a batch, without a step (see `TorchPolicy`)."""
         raise NotImplementedError(f"{type(self).__name__} cannot compute gradients.")
 
-    def apply_gradients(self, gradients: list[Any]) -> None:
+    def apply_gradients(self, gradients: Sequence[np.ndarray | torch.Tensor | None]) -> None:
         """One optimiser step with gradients from `compute_gradients` (see `TorchPolicy`)."""
         raise NotImplementedError(f"{type(self).__name__} cannot apply gradients.")
 
@@ -199,9 +205,11 @@ class Policy:
     # -- state --------------------------------------------------------------
 
     def get_weights(self) -> dict[str, np.ndarray]:
+        """The model's weights as numpy arrays (name -> array)."""
         return {}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Loads weights as `get_weights` returns them."""
         pass
 
     def get_state(self) -> dict[str, Any]:
@@ -209,29 +217,36 @@ class Policy:
         return {"weights": self.get_weights(), "global_timestep": self.global_timestep}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Loads what `get_state` returned."""
         self.set_weights(state["weights"])
         self.global_timestep = state.get("global_timestep", 0)
 
     def get_initial_state(self) -> list[np.ndarray]:
+        """The RNN state at an episode's start, one array per state tensor."""
         return []
 
     def is_recurrent(self) -> bool:
+        """Whether the policy carries a state from step to step."""
         return False
 
     def num_state_tensors(self) -> int:
+        """How many state tensors `get_initial_state` returns."""
         return len(self.get_initial_state())
 
     def export_model(self, export_dir: str, onnx: int | None = None) -> None:
+        """Writes the model for serving (see `TorchPolicy.export_model`)."""
         raise NotImplementedError(f"{type(self).__name__} does not support export_model.")
 
     def export_checkpoint(self, export_dir: str, filename_prefix: str = "model") -> None:
+        """Writes the policy's state (see `TorchPolicy.export_checkpoint`)."""
         raise NotImplementedError(f"{type(self).__name__} does not support export_checkpoint.")
 
     def import_model_from_h5(self, import_file: str) -> None:
+        """Loads weights from an HDF5 file (see `TorchPolicy.import_model_from_h5`)."""
         raise NotImplementedError(f"{type(self).__name__} does not support h5 import.")
 
 
-def declared_for(policy: Any, attr: str, method: str) -> bool:
+def declared_for(policy: object, attr: str, method: str) -> bool:
     """Whether the class attribute `attr` of `policy` was set at or below the class that
     defines `method`: a user subclass that overrides `loss` (or
     `postprocess_trajectory`) must not inherit a claim its parent made about its own

@@ -88,9 +88,11 @@ def build_policy_class(
         postprocess_fn: `fn(policy, sample_batch, other_agent_batches=None,
             episode=None) -> sample_batch`.
         optimizer_fn: `fn(policy, config) -> torch optimizer`.
-        validate_spaces, before_init, before_loss_init, after_init:
-            `fn(policy, obs_space, action_space, config)`, run in that order around
-            the base class's `__init__` (the first two before it).
+        validate_spaces: `fn(policy, obs_space, action_space, config)`, run first,
+            before the base class's `__init__`.
+        before_init: the same signature, run next, before the base's `__init__`.
+        before_loss_init: the same signature, run after the base's `__init__`.
+        after_init: the same signature, run last.
         make_model: `fn(policy, obs_space, action_space, config) -> model`.
         mixins: classes put before the base in the new class's bases.
         _base: the class to extend (`TorchPolicy`; `with_updates` passes its own).

@@ -9,8 +9,8 @@ numpy arrays. Learning goes through `loss`, which algorithms implement and a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -24,6 +24,9 @@ from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
 from corral.utils.schedules import make_schedule
 from corral.utils.spaces import unflatten_actions
+
+if TYPE_CHECKING:
+    from corral.core.learner import Learner
 
 TensorDict = dict[str, torch.Tensor]
 
@@ -172,7 +175,11 @@ class TorchPolicy(Policy):
         return actions.numpy(), extra
 
     def _rnn_step_through_forward(
-        self, obs: torch.Tensor, state: list[torch.Tensor], prev_actions: Any, prev_rewards: Any
+        self,
+        obs: torch.Tensor,
+        state: list[torch.Tensor],
+        prev_actions: np.ndarray | None,
+        prev_rewards: np.ndarray | None,
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """One step of a stateful model without a matching `forward_inference_rnn` (a
         user's own recurrent model): the module call with RLlib's input dict, one-step
@@ -392,7 +399,7 @@ class TorchPolicy(Policy):
         """
         self._own_learner().apply_gradients(_OWN_ID, gradients)
 
-    def _own_learner(self) -> Any:
+    def _own_learner(self) -> Learner:
         """The `Learner` of this policy's own updates (`learn_on_batch`, gradients),
         built on first use. (A trainer trains its policies through its `LearnerGroup`.)"""
         if getattr(self, "_learner", None) is None:
@@ -470,10 +477,10 @@ class TorchPolicy(Policy):
 
 
 def _fast_forward_of(
-    model: Any,
+    model: torch.nn.Module,
     attr: str = "forward_inference",
     same: tuple[str, ...] = ("forward", "value_function"),
-) -> Any:
+) -> Callable[..., Any] | None:
     """`model.<attr>` (a fast path) when the class defining it also defines the `forward`
     and `value_function` (and the other methods in `same`) the model runs, so both give
     the same results; else None."""
@@ -490,7 +497,7 @@ def _fast_forward_of(
     return fast
 
 
-def _as_array(value: Any) -> np.ndarray | None:
+def _as_array(value: object) -> np.ndarray | None:
     return None if value is None else np.asarray(value)
 
 

@@ -77,6 +77,8 @@ def load_policy_train_state(policy: Policy, state: Mapping[str, Any], *, schedul
     """Loads `policy_train_state` output into `policy` (in place, on its device).
 
     Args:
+        policy: the policy to load into (its torch modules are loaded by name).
+        state: what `policy_train_state` returned (for this policy's class).
         schedules: also run `on_global_var_update` with the state's timestep (in a
             learner process, so that its `cur_lr` / entropy schedules match the driver's).
     """
@@ -104,6 +106,7 @@ def to_bytes(obj: object) -> bytes:
 
 
 def from_bytes(data: bytes) -> Any:
+    """What `to_bytes` wrote (tensors and plain values only: loaded with weights_only)."""
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
@@ -330,9 +333,11 @@ class LearnerWorker:
         return metrics, new_states
 
     def get_learner_state(self) -> bytes:
+        """The learner's state (optimisers, generator) as `to_bytes`."""
         return to_bytes(self.learner.get_state())
 
     def set_learner_state(self, data: bytes) -> None:
+        """Loads what `get_learner_state` returned (of this or another learner)."""
         self.learner.set_state(from_bytes(data))
 
     def policy_weights(self, pid: str) -> dict[str, Any]:
@@ -340,21 +345,26 @@ class LearnerWorker:
         return policy_train_state(self.policies[pid])
 
     def add_policy(self, pid: str, spec: PolicyBuildSpec, state: Mapping[str, Any]) -> None:
+        """Builds a copy of a new policy from its spec and state, and trains it."""
         policy = self._build_policy(pid, spec)
         load_policy_train_state(policy, state, schedules=True)
         self.learner.add_policy(pid, policy)
         self._hook(policy, self.learner.optimizers.get(pid))
 
     def remove_policy(self, pid: str) -> None:
+        """Stops training the policy and drops this learner's copy."""
         self.learner.remove_policy(pid)
 
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
+        """Trains exactly `policy_ids` from now on."""
         self.learner.set_policies_to_train(policy_ids)
 
     def ping(self) -> str:
+        """Answers a health probe."""
         return "pong"
 
     def stop(self) -> None:
+        """Leaves the process group (before the process ends)."""
         import torch.distributed as dist
 
         if dist.is_initialized():
@@ -377,24 +387,30 @@ class InProcessLearner:
 
     @property
     def pid(self) -> int | None:
+        """The driver's pid (the learner lives there)."""
         return os.getpid()
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Nothing to wait for: the learner was built in the driver."""
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Future:
+        """Runs `worker.<method>(*args, **kwargs)` now; the future is already done."""
         return _finished(method, getattr(self.worker, method)(*args, **kwargs))
 
     def apply(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        """Runs `func(worker, *args, **kwargs)` now; the future is already done."""
         return _finished("apply", func(self.worker, *args, **kwargs))
 
     def is_alive(self) -> bool:
+        """Always True: it lives as long as the driver."""
         return True
 
     def stop(self, timeout: float = 2.0) -> None:
+        """Leaves the process group."""
         self.worker.stop()
 
     def kill(self) -> None:
+        """Nothing to kill: the learner is part of the driver."""
         pass
 
 

@@ -74,6 +74,7 @@ def _named_groups(
 
 
 def sum_is_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    """Whether every element of every tensor is finite (one device sync; see below)."""
     # NaN and inf survive a sum, so one scalar (one sync) tells whether any element
     # of any tensor is non-finite; far cheaper than isfinite() per tensor. (Only
     # finite values adding up past float32's max would read as non-finite too, which

@@ -192,10 +192,12 @@ class Learner:
     # (and releases the old model's parameters); a reloaded policy gets a new
     # optimiser over its new parameters, with the saved moments and step counts.
     def on_policy_spilled(self, policy_id: str) -> dict[str, Any] | None:
+        """`PolicyMap` hook: the policy's optimiser state, to go to disk with it."""
         optimizer = self.optimizers.pop(policy_id, None)
         return None if optimizer is None else _optimizer_state(optimizer)
 
     def on_policy_restored(self, policy_id: str, state: dict[str, Any] | None) -> None:
+        """`PolicyMap` hook: a new optimiser for the reloaded policy, with its saved state."""
         if policy_id not in self.policy_ids:
             return
         optimizer = self.policies[policy_id].make_optimizer()
@@ -584,6 +586,7 @@ class Learner:
         return {"optimizers": states, "generator": self._generator.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Loads what `get_state` returned (optimisers of policies it trains, generator)."""
         for pid, opt_state in state.get("optimizers", {}).items():
             optimizer = self._optimizer_reloading(pid)
             if optimizer is not None:

@@ -377,6 +377,7 @@ class LearnerGroup:
         self._built.add(policy_id)
 
     def remove_policy(self, policy_id: str) -> None:
+        """Every learner stops training the policy."""
         if not self._handles:
             self._learner.remove_policy(policy_id)
             return
@@ -385,6 +386,7 @@ class LearnerGroup:
         self._built.discard(policy_id)
 
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
+        """Every learner trains exactly `policy_ids` from now on."""
         if not self._handles:
             self._learner.set_policies_to_train(policy_ids)
             return
@@ -411,6 +413,7 @@ class LearnerGroup:
         return from_bytes(self._wait([self._handles[0].call("get_learner_state")])[0])
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Loads what `get_state` returned into every learner."""
         if not self._handles:
             self._learner.set_state(state)
             return

@@ -77,7 +77,9 @@ class LossPolicy(TrainablePolicy, Protocol):
 class RecurrentPolicy(TrainablePolicy, Protocol):
     """A policy whose `is_recurrent()` is True: trained on padded sequences."""
 
-    def is_recurrent(self) -> bool: ...
+    def is_recurrent(self) -> bool:
+        """True: train on sequences."""
+        ...
 
     def get_initial_state(self) -> list[np.ndarray]:
         """One array per state tensor (without a batch dimension)."""
