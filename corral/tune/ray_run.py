@@ -10,12 +10,14 @@ cluster has room. Their results, checkpoints and statuses are read back into cor
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral.tune.logger import read_json_results
 from corral.tune.ray_adapter import as_ray_trainable
 from corral.tune.result import EXPR_RESULT_FILE, TRAINING_ITERATION
+from corral.tune.stopping import StopFn
+from corral.tune.trial_runner import TrialLoop
 
 # The one config key Ray Tune sees: which of corral's trials a Ray trial runs.
 TRIAL_INDEX = "corral_trial_index"
@@ -27,16 +29,14 @@ def run_trials_on_ray(
     *,
     experiment_root: str,
     name: str,
-    stop: Any,
-    checkpoint_freq: int,
-    checkpoint_at_end: bool,
-    restore: str | None,
-    verbose: int,
-    keep_checkpoints_num: int | None,
-    checkpoint_score_attr: str | None,
+    loop: TrialLoop,
 ) -> None:
     """Runs `trials` on Ray Tune (connecting with `ray.init()` when needed) and fills
-    each trial's results, checkpoints, status and logdir in place."""
+    each trial's results, checkpoints, status and logdir in place.
+
+    `loop` says how, as for local trials: its stop rule (corral's, handed to Ray as a
+    function, so both paths stop alike), restore, checkpoint frequency and keeping.
+    """
     import ray
     from ray import tune
 
@@ -48,43 +48,40 @@ def run_trials_on_ray(
     class IndexedTrainable(base):  # type: ignore[misc, valid-type]
         def setup(self, config: dict) -> None:
             super().setup(configs[config[TRIAL_INDEX]])
-            if restore:
-                self.trainer.restore(restore)
+            if loop.restore:
+                self.trainer.restore(loop.restore)
 
         @classmethod
         def default_resource_request(cls, config: dict) -> Any:
             return trainable_cls.default_resource_request(configs[config[TRIAL_INDEX]])
 
     IndexedTrainable.__name__ = IndexedTrainable.__qualname__ = base.__name__
-    score = checkpoint_score_attr or TRAINING_ITERATION
-    minimise = score.startswith("min-")
+    keeper = loop.keeper
     checkpoint_config = tune.CheckpointConfig(
-        num_to_keep=keep_checkpoints_num,
-        checkpoint_score_attribute=score[4:] if minimise else score,
-        checkpoint_score_order="min" if minimise else "max",
-        checkpoint_frequency=checkpoint_freq,
-        checkpoint_at_end=checkpoint_at_end,
+        num_to_keep=keeper.num,
+        checkpoint_score_attribute=keeper.score_attr,
+        checkpoint_score_order="min" if keeper.minimise else "max",
+        checkpoint_frequency=loop.checkpoint_freq,
+        checkpoint_at_end=loop.checkpoint_at_end,
     )
     analysis = tune.run(
         IndexedTrainable,
         name=name,
         config={TRIAL_INDEX: tune.grid_search(list(range(len(trials))))},
-        stop=_ray_stop(stop),
+        stop=_ray_stop(loop.should_stop),
         checkpoint_config=checkpoint_config,
         storage_path=os.path.abspath(experiment_root),
-        verbose=min(int(verbose), 1),
+        verbose=min(int(loop.verbose), 1),
         raise_on_failed_trial=True,
     )
     for ray_trial in analysis.trials:
         _read_back(trials[ray_trial.config[TRIAL_INDEX]], ray_trial)
 
 
-def _ray_stop(stop: Any) -> Any:
-    if stop is None or not callable(stop):
-        return stop
-    # corral's stop functions are `stop(trial_id, result)`, as Ray's are.
-    function: Callable[[str, dict], bool] = stop
-    return lambda trial_id, result: bool(function(trial_id, result))
+def _ray_stop(should_stop: StopFn) -> Callable[[str, Mapping], bool]:
+    # corral's stop rule is `stop(trial_id, result)`, as Ray's stop functions are; Ray wants
+    # a plain bool back.
+    return lambda trial_id, result: bool(should_stop(trial_id, dict(result)))
 
 
 def _read_back(trial: Any, ray_trial: Any) -> None:

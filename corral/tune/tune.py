@@ -252,6 +252,15 @@ def run(
     experiment_dir = os.path.join(local_dir or default_results_dir(), name or trainable_name)
     keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
     trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
+    loop = TrialLoop(
+        stop_condition(stop),
+        restore=restore,
+        checkpoint_freq=checkpoint_freq,
+        checkpoint_at_end=checkpoint_at_end,
+        keeper=keeper,
+        callbacks=list(callbacks or ()),
+        verbose=verbose,
+    )
     if (config or {}).get("backend") == "ray":
         if callbacks:
             raise ValueError(
@@ -266,24 +275,9 @@ def run(
             trials,
             experiment_root=local_dir or default_results_dir(),
             name=name or trainable_name,
-            stop=stop,
-            checkpoint_freq=checkpoint_freq,
-            checkpoint_at_end=checkpoint_at_end,
-            restore=restore,
-            verbose=verbose,
-            keep_checkpoints_num=keep_checkpoints_num,
-            checkpoint_score_attr=checkpoint_score_attr,
+            loop=loop,
         )
         return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
-    loop = TrialLoop(
-        stop_condition(stop),
-        restore=restore,
-        checkpoint_freq=checkpoint_freq,
-        checkpoint_at_end=checkpoint_at_end,
-        keeper=keeper,
-        callbacks=list(callbacks or ()),
-        verbose=verbose,
-    )
     for trial in trials:
         trial.status = "RUNNING"  # also while its trainable is being built
         try:
