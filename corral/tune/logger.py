@@ -58,8 +58,8 @@ def flatten_dict(d: Mapping[str, Any], delimiter: str = "/") -> dict[str, Any]:
 def qualified_name(obj: Any) -> str:
     """``module.QualName`` of a class or function: how configs name them in JSON."""
     module = getattr(obj, "__module__", None)
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
-    return f"{module}.{name}" if module else name
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+    return f"{module}.{name}" if module else str(name)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -298,6 +298,8 @@ class TBXLogger(Logger):
         self._writer.flush()
 
     def _add(self, tag: str, value: Any, step: int) -> None:
+        if self._writer is None:
+            return
         scalar = _as_scalar(value)
         if isinstance(scalar, int | float) and not isinstance(scalar, bool):
             if math.isfinite(scalar):
@@ -313,7 +315,7 @@ class TBXLogger(Logger):
         except (TypeError, ValueError):
             return  # ragged or non-numeric: nothing sensible to plot
         array = array[np.isfinite(array)]
-        if array.size:
+        if array.size and self._writer is not None:
             self._writer.add_histogram(tag, array, global_step=step)
 
     def flush(self) -> None:
