@@ -35,11 +35,7 @@ from corral.agents.driver import default_logger, prepare_driver
 from corral.agents.policy_ledger import AddedPolicy, PolicyLedger, call_on_workers
 from corral.agents.recovery import MAX_WORKER_FAILURE_RETRIES
 from corral.agents.resources import resource_bundles
-from corral.agents.trainer_checkpoints import (  # noqa: F401  (their old import path)
-    CHECKPOINT_FORMAT_VERSION,
-    EXTRA_CHECKPOINT_STATE,
-    RESUME_CHECKPOINT_STATE,
-)
+from corral.agents.trainer_checkpoints import RESUME_CHECKPOINT_STATE  # noqa: F401  (old path)
 from corral.core import _heap  # noqa: F401  (torch loaded, the heap frozen: see there)
 from corral.core.learner import LearnerGroup
 from corral.core.learner.learner_group import check_gpus
@@ -191,13 +187,8 @@ class Trainer(Trainable):
         self.evaluation_workers: WorkerSet | None = None
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
             eval_config = self._evaluation_config()
-            # RLlib 1.13: `evaluation_config["env"]` gives the evaluation workers an env of
-            # their own (an offline trainer may have none).
-            eval_env = (self.config["evaluation_config"] or {}).get("env")
             self.evaluation_workers = self._make_workers(
-                env_creator=self.env_creator
-                if eval_env is None
-                else make_env_creator(eval_env, eval_config.get("preprocessor_pref")),
+                env_creator=trainer_evaluation.evaluation_env_creator(self, eval_config),
                 validate_env=None,
                 policy_class=self.get_default_policy_class(self.config),
                 config=eval_config,

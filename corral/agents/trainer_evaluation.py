@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.agents.config import merge_trainer_configs
 from corral.env.env_context import EnvContext
+from corral.env.utils import make_env_creator
 from corral.evaluation.evaluation_episodes import evaluate_during, evaluate_episodes
 from corral.utils.deprecation import DEPRECATED_VALUE
 
@@ -50,6 +51,15 @@ def evaluation_config(trainer: Trainer) -> dict:
         batch_mode="complete_episodes", rollout_fragment_length=1, in_evaluation=True
     )
     return eval_config
+
+
+def evaluation_env_creator(trainer: Trainer, eval_config: dict) -> Callable:
+    """The evaluation workers' env creator: the trainer's, unless `evaluation_config["env"]`
+    gives them an env of their own (RLlib 1.13; an offline trainer may have none)."""
+    eval_env = (trainer.config["evaluation_config"] or {}).get("env")
+    if eval_env is None:
+        return trainer.env_creator
+    return make_env_creator(eval_env, eval_config.get("preprocessor_pref"))
 
 
 def evaluate_synced(trainer: Trainer, episodes_left_fn: Callable[[int], int] | None) -> dict:
