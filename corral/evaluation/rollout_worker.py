@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.agents.config import copy_config
+from corral.agents.config import copy_config, deep_update
 from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
@@ -673,11 +673,6 @@ def _with_class_defaults(policy_class: type, config: dict) -> dict:
 
 
 def _merge_policy_config(base: dict, overrides: dict | None) -> dict:
-    """The trainer config with a policy's overrides merged in (nested dicts key by key)."""
-    merged = dict(base)
-    for key, value in (overrides or {}).items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge_policy_config(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
+    """The trainer config with a policy's overrides merged in (nested dicts key by key):
+    corral's one recursive merge (`deep_update`) on a copy of the config's containers."""
+    return deep_update(copy_config(base), overrides or {}, new_keys_allowed=True)
