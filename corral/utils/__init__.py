@@ -53,10 +53,11 @@ force_tuple = partial(force_list, to_tuple=True)
 def merge_dicts(d1: Mapping, d2: Mapping) -> dict:
     """A deep copy of `d1` deep-updated with `d2` (new keys allowed at every level).
 
-    corral's one recursive merge is `deep_update` (`corral.agents.config`); this is its
-    copying form, for configs, overrides and experiment specs (the command line's too).
+    corral's one recursive merge is `deep_update` (`corral.agents.config_merge`, also
+    importable from `corral.agents.config` and `corral.utils`); this is its copying form,
+    for configs, overrides and experiment specs (the command line's too).
     """
-    from corral.agents.config import deep_update
+    from corral.agents.config_merge import deep_update
 
     merged = copy.deepcopy(dict(d1))
     deep_update(merged, d2, True, [])
