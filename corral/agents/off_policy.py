@@ -1,4 +1,5 @@
-"""The replay-based training step shared by SAC, DDPG and TD3.
+"""The replay-based training step shared by SimpleQ/DQN, SAC, DDPG and TD3, and the
+replay config block their `DEFAULT_CONFIG`s merge in (`with_off_policy_config`).
 
 One `training_step`: sample one fragment per worker (`rollout_fragment_length`
 x `num_envs_per_worker` env steps each), add it to the replay buffer, and, once
@@ -10,6 +11,9 @@ overhead (buffer sampling, numpy -> torch, metrics, weight sync) once per block
 instead of once per gradient step. With `rollout_fragment_length: 64` and
 `training_intensity: train_batch_size`, 64 env steps are followed by 64
 gradient steps: one per env step, as in Haarnoja et al.'s SAC.
+
+The policy-side pieces (target networks, n-step postprocessing, `bootstrap_discount`)
+are in `corral.policy.torch_mixins` (re-exported here).
 """
 
 from __future__ import annotations
@@ -17,17 +21,26 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
-from corral.agents.trainer import (
-    NUM_AGENT_STEPS_SAMPLED,
-    NUM_AGENT_STEPS_TRAINED,
+from corral.agents.config import PartialTrainerConfigDict, TrainerConfigDict, with_common_config
+from corral.agents.config_merge import merge_trainer_configs
+from corral.agents.trainer import Trainer
+from corral.execution.common import (
+    LAST_TARGET_UPDATE_TS,
     NUM_ENV_STEPS_SAMPLED,
-    NUM_ENV_STEPS_TRAINED,
-    Trainer,
+    NUM_TARGET_UPDATES,
+    count_sampled,
 )
-from corral.execution import synchronous_parallel_sample
+from corral.execution.rollout_ops import synchronous_parallel_sample
+from corral.execution.train_ops import update_learners
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.policy.torch_mixins import (
+    PRIO_WEIGHTS,
+    TARGET_PREFIX,
+    TargetNetworkStateMixin,
+    bootstrap_discount,
+    polyak_update,
+)
 from corral.utils.config_spec import (
     AnyOf,
     Bool,
@@ -39,11 +52,71 @@ from corral.utils.config_spec import (
     Optional,
     Str,
 )
-from corral.utils.deprecation import DEPRECATED_VALUE
-from corral.utils.replay_buffers import BATCH_INDEXES, N_STEP, WEIGHTS, MultiAgentReplayBuffer
+from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
+from corral.utils.replay_buffers import BATCH_INDEXES, N_STEP, MultiAgentReplayBuffer
 
-# Importance-sampling weights of prioritized replay (RLlib's column name).
-PRIO_WEIGHTS = WEIGHTS
+# The replay keys of every off-policy algorithm (RLlib 1.x's names), merged into each
+# one's DEFAULT_CONFIG by `with_off_policy_config`; an algorithm states only the values
+# it changes. The comment above each key is its documentation.
+OFF_POLICY_CONFIG: PartialTrainerConfigDict = {
+    # === Replay buffer ===
+    # Deprecated: use `replay_buffer_config: {capacity: ...}`.
+    "buffer_size": DEPRECATED_VALUE,
+    # The replay buffer: one `MultiAgentReplayBuffer` holding `capacity`
+    # transitions per policy (corral.utils.replay_buffers).
+    "replay_buffer_config": {
+        "type": "MultiAgentReplayBuffer",
+        "capacity": 50000,
+    },
+    # Write the replay buffer into checkpoints (safetensors + JSON), so that
+    # a restored trainer continues with the same experience.
+    "store_buffer_in_checkpoints": False,
+    # Prioritized replay (Schaul et al. 2016): sample transitions in proportion
+    # to |TD error|^alpha.
+    "prioritized_replay": False,
+    # Prioritisation exponent alpha (0: uniform).
+    "prioritized_replay_alpha": 0.6,
+    # Importance-sampling exponent beta at the start ...
+    "prioritized_replay_beta": 0.4,
+    # ... and after `prioritized_replay_beta_annealing_timesteps` env steps
+    # (beta moves linearly in between).
+    "final_prioritized_replay_beta": 0.4,
+    "prioritized_replay_beta_annealing_timesteps": 20000,
+    # Added to |TD error| to get a priority (keeps every transition sampleable).
+    "prioritized_replay_eps": 1e-6,
+    # Compute priorities in the workers (not built: the driver computes them).
+    "worker_side_prioritization": False,
+    # === Training ===
+    # Trained (replayed) rows per sampled env step; None: one train batch per
+    # sampled fragment round (RLlib's "natural" ratio); e.g. `train_batch_size`
+    # is one gradient step per env step.
+    "training_intensity": None,
+    # Env steps sampled (with the initial exploration) before the first update.
+    "learning_starts": 1000,
+    # Sampled env steps between target-network updates (0: the policy moves its
+    # targets by `tau` after each gradient step).
+    "target_network_update_freq": 0,
+    # Target update: target <- tau * online + (1 - tau) * target (1.0: a hard copy).
+    "tau": 1.0,
+    # Clip gradients to this global norm, each optimiser parameter group on its own
+    # (SAC's and DDPG's actor, critics, ...) (None: no clipping).
+    "grad_clip": None,
+    # Rows replayed per gradient step.
+    "train_batch_size": 256,
+    # === Sampling (see COMMON_CONFIG) ===
+    "rollout_fragment_length": 1,
+    "num_workers": 0,
+    "min_iter_time_s": 1,
+}
+
+
+def with_off_policy_config(extra_config: PartialTrainerConfigDict) -> TrainerConfigDict:
+    """`COMMON_CONFIG` + `OFF_POLICY_CONFIG` + an algorithm's own keys (and the values
+    it changes): how an off-policy algorithm builds its `DEFAULT_CONFIG`."""
+    return with_common_config(
+        merge_trainer_configs(OFF_POLICY_CONFIG, extra_config, allow_unknown_configs=True)
+    )
+
 
 # Transition columns kept in the replay buffer (the rest of a sample batch is dropped).
 REPLAY_COLUMNS = (
@@ -56,14 +129,12 @@ REPLAY_COLUMNS = (
 )
 # Kept as well in lockstep replay mode: they group the rows into env steps.
 LOCKSTEP_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.T)
-LAST_TARGET_UPDATE_TS = "last_target_update_ts"
-NUM_TARGET_UPDATES = "num_target_updates"
 
 # Buffer sizes and step counts are cast with int(), so 1e6 is fine.
 _COUNT = Int(0, integral_float_ok=True)
 
-# Type and range of the replay keys every off-policy algorithm has (its own keys
-# are in its `CONFIG_SPECS`), checked when the trainer is built.
+# Type and range of the keys of `OFF_POLICY_CONFIG` (and `n_step`; an algorithm's own
+# keys are in its `CONFIG_SPECS`), checked when the trainer is built.
 REPLAY_CONFIG_SPECS = {
     "buffer_size": AnyOf(OneOf(DEPRECATED_VALUE), Int(1, integral_float_ok=True)),
     "replay_buffer_config": Dict(
@@ -87,9 +158,11 @@ REPLAY_CONFIG_SPECS = {
     "learning_starts": _COUNT,
     "target_network_update_freq": _COUNT,
     "worker_side_prioritization": Bool(),
+    "tau": Float(0, 1),
     "grad_clip": Optional(Float(0)),
     "n_step": Int(1),
 }
+OFF_POLICY_CONFIG_SPECS = REPLAY_CONFIG_SPECS
 
 
 class OffPolicyTrainer(Trainer):
@@ -112,6 +185,7 @@ class OffPolicyTrainer(Trainer):
         self._last_learner_info: dict = {}
 
     def validate_config(self, config: dict) -> None:
+        check_replay_config(config)
         super().validate_config(config)
         if config.get("training_intensity") is not None and config["training_intensity"] <= 0:
             raise ValueError(
@@ -148,11 +222,10 @@ class OffPolicyTrainer(Trainer):
     def training_step(self) -> dict:
         cfg = self.config
         batch = synchronous_parallel_sample(self.workers)
-        self._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
-        self._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
+        sampled = count_sampled(self._counters, batch)
         lockstep = self.local_replay_buffer.replay_mode == "lockstep"
         self.local_replay_buffer.add(_transitions(batch, LOCKSTEP_COLUMNS if lockstep else ()))
-        if self._counters[NUM_ENV_STEPS_SAMPLED] < cfg["learning_starts"]:
+        if sampled < cfg["learning_starts"]:
             return self._last_learner_info
 
         self._train_credit += batch.env_steps() * self.updates_per_env_step()
@@ -166,19 +239,11 @@ class OffPolicyTrainer(Trainer):
         train_batch = self.local_replay_buffer.sample(num_updates * tbs)
         if cfg["prioritized_replay"]:
             self._start_td_error_logs(train_batch)
-        results = self.learner_group.update(
-            batch=train_batch,
-            minibatch_size=tbs,
-            num_epochs=1,
-            shuffle_batch_per_epoch=False,
-            timesteps={"num_env_steps_sampled_lifetime": self._counters[NUM_ENV_STEPS_SAMPLED]},
-        )
-        self._counters[NUM_ENV_STEPS_TRAINED] += train_batch.env_steps()
-        self._counters[NUM_AGENT_STEPS_TRAINED] += train_batch.agent_steps()
+        results = update_learners(self, train_batch, minibatch_size=tbs)
         if cfg["prioritized_replay"]:
             self._update_priorities(train_batch)
         self._maybe_update_targets()
-        self.workers.sync_weights(global_vars={"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]})
+        self.workers.sync_weights(global_vars={"timestep": sampled})
         self._last_learner_info = self.learner_info_from(results)
         return self._last_learner_info
 
@@ -233,6 +298,15 @@ class OffPolicyTrainer(Trainer):
             self._counters[LAST_TARGET_UPDATE_TS] = sampled
 
 
+def check_replay_config(config: dict) -> None:
+    """The deprecated `buffer_size`: copied into `replay_buffer_config.capacity` (with a
+    warning) and reset, so that validating the config again does not warn twice."""
+    if config.get("buffer_size", DEPRECATED_VALUE) != DEPRECATED_VALUE:
+        deprecation_warning("buffer_size", "replay_buffer_config: {capacity: ...}")
+        config["replay_buffer_config"]["capacity"] = int(config["buffer_size"])
+        config["buffer_size"] = DEPRECATED_VALUE
+
+
 def make_replay_buffer(config: dict) -> Any:
     """The `MultiAgentReplayBuffer` described by `replay_buffer_config` (and the
     top-level `prioritized_replay*` keys) and `multiagent.replay_mode`.
@@ -265,70 +339,17 @@ def _transitions(
     return SampleBatch({k: batch[k] for k in (*REPLAY_COLUMNS, *extra_columns) if k in batch})
 
 
-def bootstrap_discount(batch: dict[str, torch.Tensor], gamma: float) -> torch.Tensor | float:
-    """gamma^k of each row's bootstrap term: k rewards were summed into its n-step
-    return (the `n_step` column; absent when n_step = 1, then k = 1)."""
-    k = batch.get(N_STEP)
-    return gamma if k is None else torch.pow(gamma, k.float())
-
-
-def polyak_update(source: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
-    """theta' <- tau * theta + (1 - tau) * theta' for every parameter (Lillicrap et al.
-    2015, arXiv:1509.02971, sec. 3); tau = 1 copies the weights."""
-    targets, sources = list(target.parameters()), list(source.parameters())
-    if len(targets) != len(sources):
-        raise ValueError(
-            f"polyak_update: the target has {len(targets)} parameters, the source {len(sources)}."
-        )
-    with torch.no_grad():
-        # One multi-tensor kernel for all parameters instead of one lerp_ call per tensor.
-        torch._foreach_lerp_(targets, sources, tau)
-
-
 __all__ = [
-    "OffPolicyTrainer",
+    "OFF_POLICY_CONFIG",
+    "OFF_POLICY_CONFIG_SPECS",
     "PRIO_WEIGHTS",
+    "REPLAY_CONFIG_SPECS",
+    "TARGET_PREFIX",
+    "OffPolicyTrainer",
+    "TargetNetworkStateMixin",
     "bootstrap_discount",
+    "check_replay_config",
     "make_replay_buffer",
     "polyak_update",
+    "with_off_policy_config",
 ]
-
-
-TARGET_PREFIX = "_target."
-
-
-class TargetNetworkStateMixin:
-    """Puts `self.target_model`'s weights into the policy state, prefixed with
-    `TARGET_PREFIX`, so that a restored (or recreated) policy resumes with the
-    same target network; a state without them re-syncs the target instead.
-
-    Mix in before `TorchPolicy`; the policy defines `update_target()` and a
-    `target_model` (or overrides `target_network()`).
-    """
-
-    def target_network(self) -> torch.nn.Module:
-        return self.target_model  # type: ignore[attr-defined]
-
-    def get_state(self) -> dict[str, Any]:
-        state = super().get_state()  # type: ignore[misc]
-        target = {
-            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
-            for k, v in self.target_network().state_dict().items()
-        }
-        state["weights"] = {**state["weights"], **target}
-        return state
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        weights = state["weights"]
-        n = len(TARGET_PREFIX)
-        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
-        target = {
-            k[n:]: torch.as_tensor(np.asarray(v))
-            for k, v in weights.items()
-            if k.startswith(TARGET_PREFIX)
-        }
-        super().set_state({**state, "weights": own})  # type: ignore[misc]
-        if target:
-            self.target_network().load_state_dict(target)
-        else:
-            self.update_target(1.0)  # type: ignore[attr-defined]

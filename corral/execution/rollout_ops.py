@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from corral.evaluation.backend import WorkerFailure, wait_all
+from corral.execution.common import count_sampled
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 
 
@@ -74,6 +75,31 @@ def synchronous_parallel_sample(
             return concat_samples(batches) if concat else batches
 
 
+def sample_train_batch(trainer: Any) -> MultiAgentBatch:
+    """`train_batch_size` steps from the trainer's workers, counted as sampled.
+
+    The steps are env steps, or agent steps where `multiagent/count_steps_by` says so
+    (the on-policy algorithms' sampling, RLlib 1.13's `synchronous_parallel_sample` call
+    of their `training_iteration()`).
+
+    Args:
+        trainer: the trainer (its `config`, `workers` and `_counters`).
+
+    Returns:
+        The concatenated batch, as a `MultiAgentBatch`.
+    """
+    config = trainer.config
+    size = config["train_batch_size"]
+    by_agent = config["multiagent"]["count_steps_by"] == "agent_steps"
+    batch = synchronous_parallel_sample(
+        trainer.workers,
+        max_env_steps=None if by_agent else size,
+        max_agent_steps=size if by_agent else None,
+    )
+    count_sampled(trainer._counters, batch)
+    return batch.as_multi_agent()
+
+
 def standardize_fields(samples: Any, fields: list[str]) -> Any:
     """Shifts and scales each column in `fields` to mean 0, std 1 (per policy batch),
     in place; returns `samples`."""
@@ -88,7 +114,12 @@ def standardize_fields(samples: Any, fields: list[str]) -> Any:
     return samples
 
 
-__all__ = ["SampleBatch", "standardize_fields", "synchronous_parallel_sample"]
+__all__ = [
+    "SampleBatch",
+    "sample_train_batch",
+    "standardize_fields",
+    "synchronous_parallel_sample",
+]
 
 
 def _discard_sampled_episodes(samples_sent: dict[Any, int], failed: Any) -> None:

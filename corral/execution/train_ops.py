@@ -10,10 +10,46 @@ from __future__ import annotations
 
 from typing import Any
 
+from corral.execution.common import (
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    count_trained,
+)
 from corral.policy.sample_batch import MultiAgentBatch
 
-NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
-NUM_AGENT_STEPS_TRAINED = "num_agent_steps_trained"
+
+def update_learners(
+    trainer: Any,
+    batch: MultiAgentBatch,
+    *,
+    num_epochs: int = 1,
+    minibatch_size: int | None = None,
+    shuffle_batch_per_epoch: bool = False,
+) -> dict:
+    """One `trainer.learner_group.update` on `batch`, counted as trained.
+
+    The learners' schedules (lr, entropy) read the env steps sampled so far. The step
+    every built-in algorithm's `training_step` ends with, before syncing the weights.
+
+    Args:
+        trainer: the trainer (its `learner_group` and `_counters`).
+        batch: the train batch.
+        num_epochs: passes over the batch.
+        minibatch_size: rows per gradient step (None: the whole batch at once).
+        shuffle_batch_per_epoch: shuffle the rows (sequences stay whole) before each pass.
+
+    Returns:
+        The learner results (`Stats` leaves; `trainer.learner_info_from` reads them).
+    """
+    results = trainer.learner_group.update(
+        batch=batch,
+        num_epochs=num_epochs,
+        minibatch_size=minibatch_size,
+        shuffle_batch_per_epoch=shuffle_batch_per_epoch,
+        timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: trainer._counters[NUM_ENV_STEPS_SAMPLED]},
+    )
+    count_trained(trainer._counters, batch)
+    return results
 
 
 def _train(trainer: Any, train_batch: Any, policies: Any, num_epochs: int, minibatch: Any):
@@ -42,9 +78,7 @@ def _train(trainer: Any, train_batch: Any, policies: Any, num_epochs: int, minib
         minibatch_size=minibatch,
         shuffle_batch_per_epoch=True,
     )
-    counters = trainer._counters
-    counters[NUM_ENV_STEPS_TRAINED] += train_batch.count
-    counters[NUM_AGENT_STEPS_TRAINED] += train_batch.agent_steps()
+    count_trained(trainer._counters, train_batch)
     info = trainer.learner_info_from(results)
     return {pid: v for pid, v in info.items() if pid in wanted}
 
@@ -76,4 +110,4 @@ def multi_gpu_train_one_step(trainer: Any, train_batch: Any) -> dict:
     return _train(trainer, train_batch, None, config.get("num_sgd_iter", 1) or 1, minibatch)
 
 
-__all__ = ["multi_gpu_train_one_step", "train_one_step"]
+__all__ = ["multi_gpu_train_one_step", "train_one_step", "update_learners"]

@@ -134,11 +134,17 @@ def convert_to_torch_tensor(x: TensorStructType, device: Any = None) -> TensorSt
 
 
 def explained_variance(y: TensorType, pred: TensorType) -> TensorType:
-    """``max(-1, 1 - Var[y - pred] / Var[y])``: how much of the returns' variance is explained."""
-    y_var = torch.var(y, dim=[0])
-    diff_var = torch.var(y - pred, dim=[0])
-    min_ = torch.tensor([-1.0], device=pred.device)
-    return torch.max(min_, 1 - (diff_var / y_var))[0]
+    """``max(-1, 1 - Var[y - pred] / Var[y])``: how much of the returns' variance is explained.
+
+    Variances are over the batch (first) axis; of several columns the first one's value is
+    returned (RLlib's convention). Constant targets (``Var[y] = 0``) give 0: there is
+    nothing to explain. The policies log it per minibatch, so there is no Python branch on
+    a tensor (that would force a device sync).
+    """
+    y_var = torch.var(y, dim=0)
+    diff_var = torch.var(y - pred, dim=0)
+    ev = torch.clamp(1.0 - diff_var / y_var, min=-1.0)
+    return torch.where(y_var > 0, ev, torch.zeros_like(ev)).reshape(-1)[0]
 
 
 def flatten_inputs_to_1d_tensor(

@@ -13,7 +13,6 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from corral.agents.ppo.ppo_torch_policy import explained_variance
 from corral.core.learner.learner import SEQ_MASK
 from corral.evaluation.postprocessing import compute_gae_for_sample_batch
 from corral.policy.sample_batch import SampleBatch
@@ -23,6 +22,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
+from corral.utils.torch_utils import explained_variance
 
 
 class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):

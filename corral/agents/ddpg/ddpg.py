@@ -7,14 +7,11 @@ losses are in `ddpg_torch_policy.py`.
 
 from __future__ import annotations
 
-from corral.agents.config import with_common_config
 from corral.agents.ddpg.ddpg_torch_policy import DDPGTorchPolicy
-from corral.agents.off_policy import OffPolicyTrainer
-from corral.agents.sac.sac import check_replay_config
+from corral.agents.off_policy import OffPolicyTrainer, with_off_policy_config
 from corral.utils.config_spec import Bool, Float, Int, ListOf, OneOf
-from corral.utils.deprecation import DEPRECATED_VALUE
 
-DEFAULT_CONFIG = with_common_config(
+DEFAULT_CONFIG = with_off_policy_config(
     {
         # === TD3 switches (all off for DDPG) ===
         # Two critics and the minimum of their targets (clipped double-Q).
@@ -58,50 +55,23 @@ DEFAULT_CONFIG = with_common_config(
         # Evaluate the deterministic actor.
         "evaluation_config": {"explore": False},
         # === Replay buffer ===
-        # Deprecated: use `replay_buffer_config: {capacity: ...}`.
-        "buffer_size": DEPRECATED_VALUE,
-        "replay_buffer_config": {
-            "type": "MultiAgentReplayBuffer",
-            "capacity": 50000,
-        },
-        # Write the replay buffer into checkpoints (not built yet).
-        "store_buffer_in_checkpoints": False,
+        # Prioritized replay (Schaul et al. 2016), as in RLlib 1.x's DDPG.
         "prioritized_replay": True,
-        "prioritized_replay_alpha": 0.6,
-        "prioritized_replay_beta": 0.4,
-        "prioritized_replay_beta_annealing_timesteps": 20000,
-        "final_prioritized_replay_beta": 0.4,
-        "prioritized_replay_eps": 1e-6,
-        # Compress observations in the buffer (not built yet).
-        "compress_observations": False,
-        # Trained rows per sampled env step (None: one train batch per fragment round).
-        "training_intensity": None,
         # === Optimisation ===
         # Learning rate of the critic's (Q-networks') Adam optimiser.
         "critic_lr": 1e-3,
         # Learning rate of the actor's (policy network's) Adam optimiser.
         "actor_lr": 1e-3,
-        # Sampled env steps between target updates (0: polyak by `tau` after each
-        # actor update).
-        "target_network_update_freq": 0,
-        # Polyak coefficient of the target updates.
+        # Polyak coefficient of the target updates (after each actor update, with
+        # `target_network_update_freq: 0`).
         "tau": 0.002,
         # Huber instead of squared TD errors in the critic loss, with this threshold.
         "use_huber": False,
         "huber_threshold": 1.0,
         # Weight of the L2 penalty on the actor's and critics' weight matrices.
         "l2_reg": 1e-6,
-        # Clip each group's gradients to this global norm (None: no clipping).
-        "grad_clip": None,
         # Env steps sampled before the first update.
         "learning_starts": 1500,
-        # === Parallelism ===
-        "rollout_fragment_length": 1,
-        "train_batch_size": 256,
-        "num_workers": 0,
-        # Compute priorities in the workers (not built yet).
-        "worker_side_prioritization": False,
-        "min_iter_time_s": 1,
     }
 )
 
@@ -139,6 +109,5 @@ class DDPGTrainer(OffPolicyTrainer):
 
     def validate_config(self, config: dict) -> None:
         super().validate_config(config)
-        check_replay_config(config)
         if int(config["policy_delay"]) < 1:
             raise ValueError(f"`policy_delay` must be >= 1, got {config['policy_delay']}.")

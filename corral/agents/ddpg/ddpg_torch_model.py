@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.agents.sac.sac_torch_model import MLP, EnsembleMLP, flatten_obs
+from corral.models.torch.mlp import MLP, EnsembleMLP, flatten_obs
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.error import UnsupportedSpaceException
 

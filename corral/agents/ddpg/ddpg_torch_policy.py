@@ -11,7 +11,6 @@ TD3) comes from `exploration_config`.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import gymnasium as gym
@@ -20,39 +19,26 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.ddpg.ddpg_torch_model import DDPGTorchModel
-from corral.agents.off_policy import (
-    PRIO_WEIGHTS,
-    TargetNetworkStateMixin,
-    bootstrap_discount,
-    polyak_update,
-)
-from corral.core.learner.learner import check_finite_update
 from corral.models.torch.torch_action_dist import TorchDeterministic
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import (
+    PRIO_WEIGHTS,
+    ReplayPolicyMixin,
+    TargetNetworkMixin,
+    bootstrap_discount,
+)
 from corral.policy.torch_policy import TensorDict, TorchPolicy
-from corral.utils.replay_buffers import N_STEP, adjust_nstep
 
 
-class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
+class DDPGTorchPolicy(ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy):
     """Deterministic policy gradient with target networks (DDPG; TD3 by config)."""
-
-    postprocess_batched = True
-    train_columns = (
-        SampleBatch.OBS,
-        SampleBatch.ACTIONS,
-        SampleBatch.REWARDS,
-        SampleBatch.NEXT_OBS,
-        SampleBatch.TERMINATEDS,
-        N_STEP,
-        PRIO_WEIGHTS,
-    )
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
-        # The target actor gives a' for the critics' targets; the target critics value it.
-        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
         self.gamma = float(config["gamma"])
         self.tau = float(config["tau"])
+        # The target actor gives a' for the critics' targets; the target critics value it.
+        self.init_target_network(tau=self.tau)
         self.polyak_every_step = not config.get("target_network_update_freq")
         self.num_critic_updates = 0
         self._last_actor_loss = torch.tensor(0.0)
@@ -76,9 +62,6 @@ class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
     def make_optimizer(self) -> torch.optim.Optimizer:
         """One fused Adam, groups actor (`actor_lr`) and critic (`critic_lr`). On
         steps without an actor update the actor has no gradients, and Adam skips it."""
-        kwargs = dict(self.config.get("optimizer") or {})
-        if "foreach" not in kwargs:
-            kwargs.setdefault("fused", True)
         groups = [
             {
                 "params": self.model.policy_variables(),
@@ -87,7 +70,7 @@ class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             },
             {"params": self.model.q_variables(), "lr": self.config["critic_lr"], "name": "critic"},
         ]
-        return torch.optim.Adam(groups, **kwargs)
+        return self.grouped_adam(groups)
 
     # -- acting -------------------------------------------------------------
 
@@ -109,17 +92,6 @@ class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
                 TorchDeterministic(mu, self.model), self.global_timestep, explore
             )
         return actions.numpy(), {SampleBatch.ACTION_LOGP: logp.numpy()}
-
-    # -- experience ---------------------------------------------------------
-
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
-        n_step = int(self.config["n_step"])
-        return sample_batch if n_step == 1 else adjust_nstep(n_step, self.gamma, sample_batch)
 
     # -- learning -----------------------------------------------------------
 
@@ -168,17 +140,10 @@ class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             loss = loss + actor_loss
             self._last_actor_loss = actor_loss.detach()
 
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        # Before clipping and stepping: a NaN/inf never reaches the weights.
         terms = {"critic_loss": critic_loss}
         if update_actor:
             terms["actor_loss"] = actor_loss
-        check_finite_update(loss, optimizer, terms)
-        if cfg.get("grad_clip"):
-            for group in optimizer.param_groups:
-                torch.nn.utils.clip_grad_norm_(group["params"], cfg["grad_clip"])
-        optimizer.step()
+        self.clip_and_step(loss, optimizer, terms)
         if update_actor and self.polyak_every_step:
             self.update_target(self.tau)
         return {
@@ -195,17 +160,9 @@ class DDPGTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             return 0.0
         return l2_reg * sum(0.5 * p.pow(2).sum() for p in params if p.dim() > 1)
 
-    def update_target(self, tau: float | None = None) -> None:
-        """Target actor and critics <- tau * online + (1 - tau) * target."""
-        polyak_update(self.model, self.target_model, self.tau if tau is None else tau)
-
     def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
         """|TD error| of the first critic per transition (for prioritized replay)."""
-        t = {
-            k: torch.from_numpy(np.ascontiguousarray(batch[k]))
-            for k in self.train_columns
-            if k in batch
-        }
+        t = self.replay_tensors(batch)
         with torch.no_grad():
             next_obs = t[SampleBatch.NEXT_OBS]
             next_q = self.target_model.q_ensemble(

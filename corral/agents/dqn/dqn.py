@@ -39,19 +39,9 @@ DEFAULT_CONFIG = merge_trainer_configs(
         # Steps of reward summed into each target (n-step returns).
         "n_step": 1,
         # === Prioritized replay ===
-        # Sample transitions in proportion to |TD error|^alpha.
+        # Sample transitions in proportion to |TD error|^alpha (see `OFF_POLICY_CONFIG`
+        # in `corral.agents.off_policy` for the other `prioritized_replay_*` keys).
         "prioritized_replay": True,
-        # Prioritisation exponent alpha (0: uniform).
-        "prioritized_replay_alpha": 0.6,
-        # Importance-sampling exponent beta at the start ...
-        "prioritized_replay_beta": 0.4,
-        # ... and after `prioritized_replay_beta_annealing_timesteps` env steps.
-        "final_prioritized_replay_beta": 0.4,
-        "prioritized_replay_beta_annealing_timesteps": 20000,
-        # Added to |TD error| to get a priority (keeps every transition sampleable).
-        "prioritized_replay_eps": 1e-6,
-        # Compress observations in the buffer (not built yet).
-        "compress_observations": False,
     },
     allow_unknown_configs=True,
 )

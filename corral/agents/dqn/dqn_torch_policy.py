@@ -14,7 +14,6 @@ row's loss by its importance weight (Schaul et al. 2016).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import gymnasium as gym
@@ -22,14 +21,12 @@ import numpy as np
 import torch
 
 from corral.agents.dqn.dqn_torch_model import DQNTorchModel
-from corral.agents.off_policy import TargetNetworkStateMixin, bootstrap_discount, polyak_update
 from corral.models import ModelCatalog
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import ReplayPolicyMixin, TargetNetworkMixin, bootstrap_discount
 from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 from corral.utils.error import UnsupportedSpaceException
-from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
-
-# Prefix of the target network's entries in the policy state's weights.
+from corral.utils.replay_buffers import WEIGHTS
 
 # Q-learning settings a config may lack (SimpleQ has none of them): plain DQN.
 PLAIN_Q_SETTINGS: dict[str, Any] = {
@@ -45,7 +42,7 @@ PLAIN_Q_SETTINGS: dict[str, Any] = {
 }
 
 
-class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy):
+class DQNTorchPolicy(LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy):
     """Q-learning with a target network (+ double Q, dueling, n-step, C51, noisy nets)."""
 
     @staticmethod
@@ -55,18 +52,6 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
         from corral.agents.dqn.dqn import DEFAULT_CONFIG
 
         return DEFAULT_CONFIG
-
-    # `adjust_nstep` handles several trajectories per batch (by eps_id).
-    postprocess_batched = True
-    train_columns = (
-        SampleBatch.OBS,
-        SampleBatch.ACTIONS,
-        SampleBatch.REWARDS,
-        SampleBatch.NEXT_OBS,
-        SampleBatch.TERMINATEDS,
-        N_STEP,
-        WEIGHTS,
-    )
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -80,8 +65,8 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
         }
         TorchPolicy.__init__(self, observation_space, action_space, config)
         LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
-        self.target_model = copy.deepcopy(self.model)
-        self.target_model.requires_grad_(False)
+        # Hard copies (tau 1) unless the trainer passes the config's `tau`.
+        self.init_target_network(tau=1.0)
         self.gamma = float(config["gamma"])
         # Per-row TD errors of the losses since `start_td_error_log()` (None: not kept).
         self._td_error_log: list[torch.Tensor] | None = None
@@ -112,19 +97,6 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
             eps=self.config.get("adam_epsilon", 1e-8),
             fused=True,
         )
-
-    # -- postprocessing -----------------------------------------------------
-
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
-        n_step = int(self.q_config["n_step"])
-        if n_step > 1:
-            adjust_nstep(n_step, self.gamma, sample_batch)
-        return sample_batch
 
     # -- loss ---------------------------------------------------------------
 
@@ -187,13 +159,8 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
 
     def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
         """Per-row TD errors (C51: cross-entropies) for prioritized replay."""
-        tensors = {
-            k: torch.from_numpy(np.ascontiguousarray(batch[k]))
-            for k in self.train_columns
-            if k in batch
-        }
         with torch.no_grad():
-            _, td_error, _ = self._td_loss(self.model, tensors)
+            _, td_error, _ = self._td_loss(self.model, self.replay_tensors(batch))
         return td_error.numpy()
 
     def start_td_error_log(self) -> None:
@@ -212,18 +179,6 @@ class DQNTorchPolicy(LearningRateSchedule, TargetNetworkStateMixin, TorchPolicy)
         if not log:
             return None
         return torch.cat(log).numpy()
-
-    # -- target network -----------------------------------------------------
-
-    def update_target(self, tau: float | None = None) -> None:
-        """Target <- tau * online + (1 - tau) * target (tau = 1: a copy)."""
-        tau = 1.0 if tau is None else float(tau)
-        if tau == 1.0:
-            self.target_model.load_state_dict(self.model.state_dict())
-        else:
-            polyak_update(self.model, self.target_model, tau)
-
-    # -- state --------------------------------------------------------------
 
 
 def huber_loss(x: torch.Tensor, delta: float = 1.0) -> torch.Tensor:

@@ -25,6 +25,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
+from corral.utils.torch_utils import explained_variance
 
 
 class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
@@ -139,12 +140,3 @@ class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.kl_coeff = state.get("kl_coeff", self.kl_coeff)
         self.entropy_coeff = state.get("entropy_coeff", self.entropy_coeff)
-
-
-def explained_variance(targets: torch.Tensor, predictions: torch.Tensor) -> torch.Tensor:
-    """1 - Var[y - y_hat] / Var[y], floored at -1 (RLlib's convention)."""
-    var_y = torch.var(targets)
-    diff_var = torch.var(targets - predictions)
-    # No Python branch on a tensor: it would force a sync per minibatch.
-    ev = torch.clamp(1.0 - diff_var / var_y, min=-1.0)
-    return torch.where(var_y > 0, ev, torch.zeros_like(ev))

@@ -10,8 +10,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from corral.agents.config import with_common_config
-from corral.agents.off_policy import OffPolicyTrainer
+from corral.agents.off_policy import OffPolicyTrainer, with_off_policy_config
 from corral.agents.sac.sac_torch_policy import SACTorchPolicy
 from corral.utils.config_spec import (
     AnyOf,
@@ -25,7 +24,6 @@ from corral.utils.config_spec import (
     Optional,
     Str,
 )
-from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 # Keys of `Q_model` / `policy_model` (RLlib 1.x's; custom models are not built yet).
 _NET_DEFAULTS = {
@@ -50,7 +48,7 @@ OPTIMIZER_SHARED_CONFIGS = [
     "learning_starts",
 ]
 
-DEFAULT_CONFIG = with_common_config(
+DEFAULT_CONFIG = with_off_policy_config(
     {
         # === Model ===
         # Two Q-networks and the minimum of their targets (clipped double-Q).
@@ -76,50 +74,17 @@ DEFAULT_CONFIG = with_common_config(
         # n-step returns for the critics' targets (cut at fragment ends, where the
         # bootstrap is discounted by gamma^k for the k rewards summed).
         "n_step": 1,
-        # === Replay buffer ===
-        # Deprecated: use `replay_buffer_config: {capacity: ...}`.
-        "buffer_size": DEPRECATED_VALUE,
-        "replay_buffer_config": {
-            "type": "MultiAgentReplayBuffer",
-            "capacity": int(1e6),
-        },
-        # Write the replay buffer into checkpoints (not built yet).
-        "store_buffer_in_checkpoints": False,
-        # Prioritized replay (Schaul et al. 2016) with exponent alpha, importance
-        # weights' exponent beta, and eps added to every |TD error|.
-        "prioritized_replay": False,
-        "prioritized_replay_alpha": 0.6,
-        "prioritized_replay_beta": 0.4,
-        "prioritized_replay_eps": 1e-6,
-        # beta moves linearly to `final_prioritized_replay_beta` over this many env steps.
-        "prioritized_replay_beta_annealing_timesteps": 20000,
-        "final_prioritized_replay_beta": 0.4,
-        # Compress observations in the buffer (not built yet).
-        "compress_observations": False,
-        # Trained rows per sampled env step (None: one train batch per sampled
-        # fragment round); e.g. `train_batch_size` = one gradient step per env step.
-        "training_intensity": None,
+        "replay_buffer_config": {"capacity": int(1e6)},
         # Learning rates of the three Adam optimisers.
         "optimization": {
             "actor_learning_rate": 3e-4,
             "critic_learning_rate": 3e-4,
             "entropy_learning_rate": 3e-4,
         },
-        # Clip each optimiser's gradients to this global norm (None: no clipping).
-        "grad_clip": None,
         # Env steps sampled before the first update.
         "learning_starts": 1500,
         # === Sampling and iterations ===
-        "rollout_fragment_length": 1,
-        "train_batch_size": 256,
-        # Sampled env steps between target updates (0: polyak by `tau` after every
-        # gradient step).
-        "target_network_update_freq": 0,
-        "num_workers": 0,
         "num_gpus": 0,
-        # Compute priorities in the workers (not built yet).
-        "worker_side_prioritization": False,
-        "min_iter_time_s": 1,
         "timesteps_per_iteration": 100,
         # Use the policy's mode instead of samples in the losses (for tests).
         "_deterministic_loss": False,
@@ -169,17 +134,6 @@ CONFIG_SPECS = {
 }
 
 
-def check_replay_config(config: dict) -> None:
-    """Shared by SAC and DDPG/TD3: the deprecated `buffer_size` and unbuilt replay options."""
-    if config["buffer_size"] != DEPRECATED_VALUE:
-        deprecation_warning("buffer_size", "replay_buffer_config: {capacity: ...}")
-        config["replay_buffer_config"]["capacity"] = int(config["buffer_size"])
-    if config["worker_side_prioritization"]:
-        raise NotImplementedError("worker_side_prioritization=True is not implemented yet.")
-    if config["use_state_preprocessor"]:
-        raise NotImplementedError("use_state_preprocessor=True is not implemented yet.")
-
-
 class SACTrainer(OffPolicyTrainer):
     """Soft Actor-Critic with twin Q-networks and automatic entropy tuning
     (arXiv:1801.01290, arXiv:1812.05905; discrete actions: arXiv:1910.07207)."""
@@ -191,12 +145,6 @@ class SACTrainer(OffPolicyTrainer):
 
     def validate_config(self, config: dict) -> None:
         super().validate_config(config)
-        check_replay_config(config)
-        if config["_use_beta_distribution"]:
-            raise NotImplementedError("_use_beta_distribution=True is not implemented yet.")
-        for key in ("Q_model", "policy_model"):
-            if config[key].get("custom_model"):
-                raise NotImplementedError(f"{key}.custom_model is not implemented yet.")
         space = config.get("action_space")
         if isinstance(space, gym.spaces.Box) and not np.all(np.isfinite(space.low)):
             raise ValueError(f"SAC squashes actions into bounds; {space} has infinite bounds.")

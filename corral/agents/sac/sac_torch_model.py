@@ -1,10 +1,5 @@
-"""SAC's networks: a policy MLP and one or two Q MLPs run as a single ensemble.
-
-The twin Q-networks of SAC/TD3 see the same inputs, so they are stored as
-stacked weights `[E, in, out]` and evaluated with one batched matmul per layer
-(`torch.baddbmm`) instead of E separate MLPs: half the kernel launches, which
-is what an update on small nets and batch 256 costs on a CPU.
-"""
+"""SAC's networks: a policy MLP and one or two Q MLPs run as a single ensemble
+(`corral.models.torch.mlp.EnsembleMLP`, re-exported here with `MLP` and `flatten_obs`)."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.models.torch.fcnet import get_activation
+from corral.models.torch.mlp import MLP, EnsembleMLP, flatten_obs
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.error import UnsupportedSpaceException
 
@@ -28,69 +23,6 @@ def hidden_sizes(net_config: ModelConfigDict) -> list[int]:
     """`fcnet_hiddens` followed by `post_fcnet_hiddens` of a Q_model/policy_model dict."""
     sizes = list(net_config.get("fcnet_hiddens") or [])
     return [int(h) for h in sizes + list(net_config.get("post_fcnet_hiddens") or [])]
-
-
-class MLP(nn.Module):
-    """Dense layers with one activation, then a linear output layer (torch's default init)."""
-
-    def __init__(self, in_size: int, hiddens: list[int], out_size: int, activation: str) -> None:
-        super().__init__()
-        act = get_activation(activation)
-        layers: list[nn.Module] = []
-        for size in hiddens:
-            layers.append(nn.Linear(in_size, size))
-            if act is not None:
-                layers.append(act())
-            in_size = size
-        layers.append(nn.Linear(in_size, out_size))
-        self.layers = nn.Sequential(*layers)
-
-    def forward(self, x: TensorType) -> TensorType:
-        for layer in self.layers:
-            x = layer.forward(x)
-        return x
-
-
-class EnsembleMLP(nn.Module):
-    """E independent MLPs of equal shape evaluated together: `[B, in] -> [E, B, out]`.
-
-    Each member is initialised like `nn.Linear` (uniform in +-1/sqrt(fan_in)).
-    """
-
-    def __init__(
-        self, num_members: int, in_size: int, hiddens: list[int], out_size: int, activation: str
-    ) -> None:
-        super().__init__()
-        act = get_activation(activation)
-        self.activation = act() if act is not None else None
-        self.num_members = num_members
-        sizes = [in_size, *hiddens, out_size]
-        self.weights = nn.ParameterList()
-        self.biases = nn.ParameterList()
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-            bound = 1.0 / math.sqrt(fan_in)
-            self.weights.append(nn.Parameter(torch.empty(num_members, fan_in, fan_out)))
-            self.biases.append(nn.Parameter(torch.empty(num_members, 1, fan_out)))
-            nn.init.uniform_(self.weights[-1], -bound, bound)
-            nn.init.uniform_(self.biases[-1], -bound, bound)
-
-    def forward(self, x: TensorType, detach_params: bool = False) -> TensorType:
-        """`[B, in] -> [E, B, out]`. With `detach_params` the result still depends
-        on `x` differentiably, but no gradient reaches this module's parameters
-        (an actor's loss through its critics)."""
-        weights, biases = list(self.weights), list(self.biases)
-        if detach_params:
-            weights = [w.detach() for w in weights]
-            biases = [b.detach() for b in biases]
-        # The first layer's input is shared: one [B, in] x [in, E * out] matmul.
-        e, fan_in, fan_out = weights[0].shape
-        h = (x @ weights[0].permute(1, 0, 2).reshape(fan_in, e * fan_out)).view(-1, e, fan_out)
-        h = h.transpose(0, 1) + biases[0]
-        for w, b in zip(weights[1:], biases[1:]):
-            if self.activation is not None:
-                h = self.activation(h)
-            h = torch.baddbmm(b, h, w)
-        return h
 
 
 class SACTorchModel(TorchModelV2):
@@ -218,6 +150,13 @@ def resolve_target_entropy(target_entropy: float | str | None, action_space: gym
     return -float(np.prod(action_space.shape))
 
 
-def flatten_obs(obs: TensorType) -> TensorType:
-    """Observations as float rows: the heads take flat inputs (images, 2-D boxes)."""
-    return obs.reshape(obs.shape[0], -1).float()
+__all__ = [
+    "LOG_STD_MAX",
+    "LOG_STD_MIN",
+    "MLP",
+    "EnsembleMLP",
+    "SACTorchModel",
+    "flatten_obs",
+    "hidden_sizes",
+    "resolve_target_entropy",
+]

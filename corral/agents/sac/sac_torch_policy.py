@@ -17,26 +17,22 @@ then it moves the target critics towards the critics by polyak averaging with `t
 
 from __future__ import annotations
 
-import copy
 import math
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corral.agents.off_policy import (
-    PRIO_WEIGHTS,
-    TargetNetworkStateMixin,
-    bootstrap_discount,
-    polyak_update,
-)
-from corral.agents.sac.sac_torch_model import SACTorchModel, flatten_obs
-from corral.core.learner.learner import check_finite_update
+from corral.agents.sac.sac_torch_model import SACTorchModel
+from corral.models.torch.mlp import flatten_obs
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import PRIO_WEIGHTS, ReplayPolicyMixin, bootstrap_discount
+
+# Not imported by name: this module's `TargetNetworkMixin` is RLlib 1.13's function-built
+# policy piece, which corral leaves out (`corral._surface.names`).
+from corral.policy.torch_mixins import TargetNetworkMixin as _TargetNetworkMixin
 from corral.policy.torch_policy import TensorDict, TorchPolicy
-from corral.utils.replay_buffers import N_STEP, adjust_nstep
 
 _LOG2 = math.log(2.0)
 
@@ -64,27 +60,17 @@ def squashed_gaussian_sample(
     return torch.tanh(u), (gaussian_logp - log_jacobian).sum(-1)
 
 
-class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
+class SACTorchPolicy(ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
     """SAC for 1-D Box actions (acting in [-1, 1]) and for Discrete actions."""
-
-    postprocess_batched = True
-    train_columns = (
-        SampleBatch.OBS,
-        SampleBatch.ACTIONS,
-        SampleBatch.REWARDS,
-        SampleBatch.NEXT_OBS,
-        SampleBatch.TERMINATEDS,
-        N_STEP,
-        PRIO_WEIGHTS,
-    )
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
         self.discrete = self.model.discrete
-        # Only the critics have target copies: the soft target needs no target actor.
-        self.target_q = copy.deepcopy(self.model.q_net).requires_grad_(False)
         self.gamma = float(config["gamma"])
         self.tau = float(config["tau"])
+        # Only the critics have target copies: the soft target needs no target actor.
+        self.init_target_network(tau=self.tau)
+        self.target_q = self.target_model
         self.polyak_every_step = not config.get("target_network_update_freq")
         self.deterministic_loss = bool(config.get("_deterministic_loss"))
 
@@ -108,16 +94,13 @@ class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
         with its `optimization` learning rate: the three losses have disjoint
         parameters, so one step of one optimiser updates all three at once."""
         lrs = self.config["optimization"]
-        kwargs = dict(self.config.get("optimizer") or {})
-        if "foreach" not in kwargs:
-            kwargs.setdefault("fused", True)
         m = self.model
         groups = [
             {"params": m.policy_variables(), "lr": lrs["actor_learning_rate"], "name": "actor"},
             {"params": m.q_variables(), "lr": lrs["critic_learning_rate"], "name": "critic"},
             {"params": [m.log_alpha], "lr": lrs["entropy_learning_rate"], "name": "alpha"},
         ]
-        return torch.optim.Adam(groups, **kwargs)
+        return self.grouped_adam(groups)
 
     # -- acting -------------------------------------------------------------
 
@@ -158,17 +141,6 @@ class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             unsquash = True
         return super().to_env_actions(actions, unsquash, clip)
 
-    # -- experience ---------------------------------------------------------
-
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
-        n_step = int(self.config["n_step"])
-        return sample_batch if n_step == 1 else adjust_nstep(n_step, self.gamma, sample_batch)
-
     # -- learning -----------------------------------------------------------
 
     def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
@@ -180,16 +152,8 @@ class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
         # The three losses touch disjoint parameters (the actor's loss sees the
         # critics through detached weights), so one backward pass of their sum
         # gives each parameter group exactly its own loss's gradient.
-        optimizer.zero_grad(set_to_none=True)
         total = stats["actor_loss"] + stats["critic_loss"] + stats["alpha_loss"]
-        total.backward()
-        # Before clipping and stepping: a NaN/inf never reaches the weights.
-        check_finite_update(total, optimizer, stats)
-        grad_clip = self.config.get("grad_clip")
-        if grad_clip:
-            for group in optimizer.param_groups:
-                torch.nn.utils.clip_grad_norm_(group["params"], grad_clip)
-        optimizer.step()
+        self.clip_and_step(total, optimizer, stats)
         if self.polyak_every_step:
             self.update_target(self.tau)
         return {k: v.detach() for k, v in stats.items()}
@@ -290,18 +254,14 @@ class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
         weights = batch.get(PRIO_WEIGHTS)
         return 1.0 if weights is None else weights.float()
 
-    def update_target(self, tau: float | None = None) -> None:
-        """Target critics <- tau * critics + (1 - tau) * target critics."""
-        polyak_update(self.model.q_net, self.target_q, self.tau if tau is None else tau)
+    def target_source(self) -> torch.nn.Module:
+        """The critics (`update_target` moves the target critics towards them)."""
+        return self.model.q_net
 
     def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
         """|TD error| of the first critic per transition (for prioritized replay)."""
         m = self.model
-        t = {
-            k: torch.from_numpy(np.ascontiguousarray(batch[k]))
-            for k in self.train_columns
-            if k in batch
-        }
+        t = self.replay_tensors(batch)
         with torch.no_grad():
             alpha = m.log_alpha.exp()
             not_done = 1.0 - t[SampleBatch.TERMINATEDS].float()
@@ -321,8 +281,3 @@ class SACTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             discount = bootstrap_discount(t, self.gamma)
             target = t[SampleBatch.REWARDS] + discount * not_done * next_v
         return (q - target).abs().numpy()
-
-    # -- state --------------------------------------------------------------
-
-    def target_network(self) -> torch.nn.Module:
-        return self.target_q

@@ -91,7 +91,7 @@ def test_registry_and_rllib_defaults():
 
 
 def test_a2c_refuses_microbatching_and_gae_without_critic():
-    with pytest.raises(NotImplementedError, match="microbatch_size=16"):
+    with pytest.raises(NotImplementedError, match="'microbatch_size' = 16"):
         A2CTrainer(config={**SMALL, "microbatch_size": 16}, env="CartPole-v1")
     with pytest.raises(ValueError, match="use_gae=True"):
         A2CTrainer(config={**SMALL, "use_critic": False}, env="CartPole-v1")

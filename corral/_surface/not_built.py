@@ -1,0 +1,372 @@
+"""The one registry of what corral does not build.
+
+- :data:`NOT_BUILT`: RLlib algorithms and features corral lacks; their names import and
+  raise on use (:mod:`corral._surface`), `corral.agents.registry` answers "not built yet" for
+  their algorithms;
+- :data:`NOT_BUILT_SETTINGS`: config keys whose other values are not built; a trainer
+  refuses them by name when it is built (`corral.agents.config.check_not_implemented`).
+
+README.md's list (``scripts/update_readme_surface.py``) and docs/not-built.md
+(``scripts/gen_docs.py``) are generated from these tables.
+"""
+
+from __future__ import annotations
+
+
+class Feature:
+    """An RLlib algorithm or feature corral does not build.
+
+    Args:
+        name: what users call it ("IMPALA").
+        what: one line on what it is.
+        modules: module paths (relative to ``corral``) that belong wholly to it.
+        names: single names ``"module:Name"`` that belong to it.
+        algorithms: its ``get_trainer_class`` names.
+    """
+
+    __slots__ = ("algorithms", "modules", "name", "names", "what")
+
+    def __init__(
+        self,
+        name: str,
+        what: str,
+        modules: tuple[str, ...] = (),
+        names: tuple[str, ...] = (),
+        algorithms: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.what = what
+        self.modules = modules
+        self.names = names
+        self.algorithms = algorithms
+
+    def __repr__(self) -> str:
+        return f"Feature({self.name!r})"
+
+
+# What corral does not build. README.md's list, docs/not-built.md and `corral.agents.registry`
+# read this.
+NOT_BUILT: tuple[Feature, ...] = (
+    Feature(
+        "Execution plans",
+        "RLlib's iterator-based execution-plan operators (corral trainers run "
+        "`training_iteration()`; `synchronous_parallel_sample`, `train_one_step` and the "
+        "1.13 `MultiAgentReplayBuffer` are built)",
+        (
+            "execution.concurrency_ops",
+            "execution.learner_thread",
+            "execution.metric_ops",
+            "execution.multi_gpu_impl",
+            "execution.multi_gpu_learner_thread",
+            "execution.parallel_requests",
+            "execution.replay_ops",
+            "execution.tree_agg",
+            "execution.buffers.minibatch_buffer",
+            "execution.buffers.mixin_replay_buffer",
+        ),
+        (
+            "execution.rollout_ops:ParallelRollouts",
+            "execution.rollout_ops:AsyncGradients",
+            "execution.rollout_ops:ConcatBatches",
+            "execution.rollout_ops:SelectExperiences",
+            "execution.rollout_ops:StandardizeFields",
+            "execution.train_ops:TrainOneStep",
+            "execution.train_ops:MultiGPUTrainOneStep",
+            "execution.train_ops:ComputeGradients",
+            "execution.train_ops:ApplyGradients",
+            "execution.train_ops:AverageGradients",
+            "execution.train_ops:UpdateTargetNetwork",
+            "execution.buffers.multi_agent_replay_buffer:ReplayActor",
+            "execution.buffers.replay_buffer:warn_replay_capacity",
+            "execution.buffers.replay_buffer:warn_replay_buffer_size",
+        ),
+    ),
+    Feature(
+        "A3C",
+        "asynchronous advantage actor-critic (A2C, its synchronous form, is built)",
+        names=("agents.a3c.a3c:A3CTrainer",),
+        algorithms=("A3C",),
+    ),
+    Feature(
+        "AlphaStar",
+        "league-based multi-agent self-play",
+        ("agents.alpha_star",),
+        (),
+        ("AlphaStar",),
+    ),
+    Feature(
+        "Ape-X DDPG",
+        "distributed prioritized replay for DDPG",
+        ("agents.ddpg.apex",),
+        (),
+        ("APEX_DDPG",),
+    ),
+    Feature("ARS", "augmented random search", ("agents.ars",), (), ("ARS",)),
+    Feature(
+        "Bandits",
+        "contextual bandits (LinUCB, LinTS) and their explorations",
+        (
+            "agents.bandit",
+            "utils.exploration.thompson_sampling",
+            "utils.exploration.upper_confidence_bound",
+        ),
+        (),
+        ("BanditLinTS", "BanditLinUCB"),
+    ),
+    Feature("BC", "behaviour cloning from offline data", ("agents.marwil.bc",), (), ("BC",)),
+    Feature("CQL", "conservative Q-learning (offline)", ("agents.cql",), (), ("CQL",)),
+    Feature("DD-PPO", "decentralized distributed PPO", ("agents.ppo.ddppo",), (), ("DDPPO",)),
+    Feature(
+        "Dreamer",
+        "model-based RL with a learned world model",
+        ("agents.dreamer", "models.torch.modules.convtranspose2d_stack"),
+        (),
+        ("DREAMER",),
+    ),
+    Feature("ES", "evolution strategies", ("agents.es",), (), ("ES",)),
+    Feature(
+        "IMPALA",
+        "asynchronous actor-learner training with V-trace, and its learner threads",
+        (
+            "agents.impala",
+            "execution.learner_thread",
+            "execution.multi_gpu_learner_thread",
+            "execution.tree_agg",
+            "agents.dqn.learner_thread",
+        ),
+        (),
+        ("IMPALA",),
+    ),
+    Feature("MAML", "model-agnostic meta-learning", ("agents.maml",), (), ("MAML",)),
+    Feature(
+        "MARWIL",
+        "monotonic advantage re-weighted imitation learning (offline)",
+        ("agents.marwil",),
+        (),
+        ("MARWIL",),
+    ),
+    Feature(
+        "MB-MPO",
+        "model-based meta-policy optimization",
+        ("agents.mbmpo", "env.wrappers.model_vector_env"),
+        (),
+        ("MBMPO",),
+    ),
+    Feature(
+        "QMIX",
+        "monotonic value factorisation for grouped agents, and agent grouping",
+        ("agents.qmix", "env.wrappers.group_agents_wrapper"),
+        ("env:GroupAgentsWrapper",),
+        ("QMIX",),
+    ),
+    Feature(
+        "R2D2",
+        "recurrent replay distributed DQN",
+        ("agents.dqn.r2d2", "agents.dqn.r2d2_tf_policy", "agents.dqn.r2d2_torch_policy"),
+        (),
+        ("R2D2",),
+    ),
+    Feature(
+        "RNNSAC",
+        "SAC with recurrent models",
+        ("agents.sac.rnnsac", "agents.sac.rnnsac_torch_model", "agents.sac.rnnsac_torch_policy"),
+        ("agents.sac:RNNSAC_DEFAULT_CONFIG",),
+        ("RNNSAC",),
+    ),
+    Feature(
+        "SlateQ",
+        "slate recommendation Q-learning and its explorations",
+        (
+            "agents.slateq",
+            "utils.exploration.slate_epsilon_greedy",
+            "utils.exploration.slate_soft_q",
+        ),
+        ("models.torch.torch_action_dist:TorchSlateMultiCategorical",),
+        ("SlateQ",),
+    ),
+    Feature(
+        "Curiosity and RE3",
+        "intrinsic-motivation explorations",
+        ("utils.exploration.curiosity", "utils.exploration.random_encoder"),
+        ("agents.callbacks:RE3UpdateCallbacks",),
+    ),
+    Feature(
+        "Parameter-space noise",
+        "the ParameterNoise exploration",
+        ("utils.exploration.parameter_noise",),
+    ),
+    Feature(
+        "External envs and policy serving",
+        "ExternalEnv, PolicyClient/PolicyServerInput (envs that drive the agent)",
+        (
+            "env.external_env",
+            "env.external_multi_agent_env",
+            "env.policy_client",
+            "env.policy_server_input",
+        ),
+    ),
+    Feature(
+        "Remote envs",
+        "BaseEnv-level remote env actors (`remote_worker_envs`)",
+        ("env.remote_base_env",),
+    ),
+    Feature(
+        "Third-party env wrappers",
+        "DeepMind env/dm_control, Unity3D, Kaggle football, OpenSpiel and RecSim wrappers",
+        (
+            "env.wrappers.dm_control_wrapper",
+            "env.wrappers.dm_env_wrapper",
+            "env.wrappers.kaggle_wrapper",
+            "env.wrappers.open_spiel",
+            "env.wrappers.recsim",
+            "env.wrappers.recsim_wrapper",
+            "env.wrappers.unity3d_env",
+            "env.wrappers.uncertainty_wrappers",
+        ),
+    ),
+    Feature(
+        "Attention nets",
+        "GTrXL attention models and their layers",
+        (
+            "models.torch.attention_net",
+            "models.torch.modules",
+        ),
+    ),
+    Feature(
+        "Offline data",
+        "reading and writing experiences (`input`/`output`: JSON, datasets, D4RL) and "
+        "off-policy estimation",
+        ("offline",),
+    ),
+    Feature(
+        "Ray actor utilities",
+        "co-located actor helpers (corral's workers are processes: `corral.evaluation.backend`)",
+        ("utils.actors",),
+    ),
+)
+
+
+class Setting:
+    """A config setting whose other values corral does not build.
+
+    Setting it away from its default (the algorithm's `DEFAULT_CONFIG`, else
+    `COMMON_CONFIG`) raises `NotImplementedError` when the trainer is built
+    (`corral.agents.config.check_not_implemented`) instead of being ignored.
+
+    Args:
+        path: the key, nested keys joined by "/" ("model/use_attention").
+        what: what corral lacks, in a few words.
+        algorithms: the algorithms whose `DEFAULT_CONFIG` has the key; () for a key of
+            `COMMON_CONFIG`.
+        allowed: the values that are built, whatever an algorithm's defaults say (the
+            first is the default named in the error); () means the default alone.
+    """
+
+    __slots__ = ("algorithms", "allowed", "path", "what")
+
+    def __init__(
+        self,
+        path: str,
+        what: str,
+        algorithms: tuple[str, ...] = (),
+        allowed: tuple[object, ...] = (),
+    ) -> None:
+        self.path = path
+        self.what = what
+        self.algorithms = algorithms
+        self.allowed = allowed
+
+    def __repr__(self) -> str:
+        return f"Setting({self.path!r})"
+
+
+_OFF_POLICY = ("SimpleQ", "DQN", "APEX", "SAC", "DDPG", "TD3")
+
+# Config settings corral accepts for compatibility but does not build. Remove an entry when
+# the feature lands.
+NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
+    Setting("sample_async", "sampling in a background thread"),
+    Setting("input", "offline input (only 'sampler')", allowed=("sampler",)),
+    Setting("output", "writing experiences to disk"),
+    Setting("postprocess_inputs", "postprocessing of offline input"),
+    Setting("shuffle_buffer_size", "shuffling of offline input"),
+    Setting("actions_in_input_normalized", "normalised offline actions"),
+    Setting("fake_sampler", "the fake sampler"),
+    Setting("num_gpus_per_worker", "GPUs in rollout workers"),
+    Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),
+    Setting("model/use_attention", "attention (GTrXL) models"),
+    Setting("model/custom_preprocessor", "custom preprocessors"),
+    Setting("evaluation_duration_unit", "evaluation durations in timesteps (only 'episodes')"),
+    Setting("always_attach_evaluation_results", "attaching the last evaluation to every result"),
+    Setting("keep_per_episode_custom_metrics", "per-episode custom metric lists"),
+    Setting("min_train_timesteps_per_reporting", "a minimum of trained steps per iteration"),
+    Setting("_disable_preprocessor_api", "raw observations for models"),
+    Setting("_disable_action_flattening", "nested actions for models"),
+    # Algorithms' own keys.
+    Setting(
+        "microbatch_size",
+        "gradient accumulation over microbatches (one pass over the whole batch)",
+        ("A2C",),
+    ),
+    Setting(
+        "worker_side_prioritization",
+        "priorities computed in the workers (the driver computes them)",
+        _OFF_POLICY,
+    ),
+    Setting(
+        "replay_buffer_config/type",
+        "other replay buffer classes (a MultiAgentReplayBuffer, prioritized when "
+        "`prioritized_replay` is True)",
+        _OFF_POLICY,
+        ("MultiAgentReplayBuffer", "MultiAgentPrioritizedReplayBuffer"),
+    ),
+    Setting(
+        "use_state_preprocessor",
+        "a `model` network before the heads (the heads see the flattened observations)",
+        ("SAC", "DDPG", "TD3"),
+    ),
+    Setting("_use_beta_distribution", "a Beta action distribution", ("SAC",)),
+    Setting("Q_model/custom_model", "custom Q-networks", ("SAC",)),
+    Setting("policy_model/custom_model", "custom policy networks", ("SAC",)),
+)
+
+
+def common_settings() -> dict[str, str]:
+    """Path -> what, for the not-built settings of `COMMON_CONFIG` (RLlib-era
+    `NOT_YET_IMPLEMENTED`)."""
+    return {s.path: s.what for s in NOT_BUILT_SETTINGS if not s.algorithms}
+
+
+def not_built_algorithms() -> dict[str, Feature]:
+    """``get_trainer_class`` names of algorithms corral does not build -> their feature."""
+    return {algo: f for f in NOT_BUILT for algo in f.algorithms}
+
+
+def markdown_not_built() -> str:
+    """The README's list of what corral does not build (generated from :data:`NOT_BUILT`)."""
+    lines = []
+    for feature in NOT_BUILT:
+        algos = f" (`{'`, `'.join(feature.algorithms)}`)" if feature.algorithms else ""
+        where = f" (`corral.{feature.modules[0]}`)" if feature.modules else ""
+        lines.append(f"- **{feature.name}**{algos}: {feature.what}{where}")
+    lines.append(
+        "- TensorFlow and JAX: every `*TFPolicy`, `TFModelV2`, `models.tf.*`, `models.jax.*` and "
+        "`tf_utils` name imports, and raises `TensorFlowOnlyError` naming its torch counterpart."
+    )
+    lines.append(
+        "- Single RLlib helpers of modules corral builds (mostly the functions RLlib's "
+        "function-built policies are made of; corral's policies are classes), listed with the "
+        "reason in `corral/_surface/names.py` (`_NOT_PROVIDED`)."
+    )
+    return "\n".join(lines)
+
+
+def markdown_not_built_settings() -> str:
+    """The list of config settings whose other values are not built (:data:`NOT_BUILT_SETTINGS`)."""
+    lines = []
+    for s in NOT_BUILT_SETTINGS:
+        key = "`" + s.path.replace("/", ".") + "`"
+        scope = f" ({', '.join(s.algorithms)})" if s.algorithms else ""
+        only = f"; built: {', '.join(f'`{v!r}`' for v in s.allowed)}" if s.allowed else ""
+        lines.append(f"- {key}{scope}: {s.what}{only}")
+    return "\n".join(lines)

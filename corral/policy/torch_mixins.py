@@ -1,0 +1,202 @@
+"""Policy-side pieces shared by the replay-based (off-policy) torch policies.
+
+RLlib 2.x's home of these mixins (`policy.torch_mixins`); in RLlib 1.13 each algorithm
+had its own copy. Here they are written once for DQN, SAC, DDPG/TD3 (and APPO's
+target network):
+
+- :class:`TargetNetworkStateMixin`: the target network's weights in the policy state;
+- :class:`TargetNetworkMixin`: a target copy of (part of) the model and its hard/soft
+  updates (:func:`update_target_network`);
+- :class:`ReplayPolicyMixin`: the transition columns a replayed batch carries, n-step
+  postprocessing, numpy -> torch for `compute_td_error`, and the fused Adam with one
+  parameter group per network.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from corral.core.learner.learner import check_finite_update
+from corral.policy.sample_batch import SampleBatch
+from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
+
+# Importance-sampling weights of prioritized replay (RLlib's column name).
+PRIO_WEIGHTS = WEIGHTS
+
+# Prefix of the target network's entries in the policy state's weights.
+TARGET_PREFIX = "_target."
+
+# The columns a replayed transition batch trains on: (s, a, r, s', terminated), the
+# n-step length of each row's return and its prioritized-replay weight.
+REPLAY_TRAIN_COLUMNS = (
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.REWARDS,
+    SampleBatch.NEXT_OBS,
+    SampleBatch.TERMINATEDS,
+    N_STEP,
+    PRIO_WEIGHTS,
+)
+
+
+def polyak_update(source: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
+    """theta' <- tau * theta + (1 - tau) * theta' for every parameter (Lillicrap et al.
+    2015, arXiv:1509.02971, sec. 3); tau = 1 copies the weights."""
+    targets, sources = list(target.parameters()), list(source.parameters())
+    if len(targets) != len(sources):
+        raise ValueError(
+            f"polyak_update: the target has {len(targets)} parameters, the source {len(sources)}."
+        )
+    with torch.no_grad():
+        # One multi-tensor kernel for all parameters instead of one lerp_ call per tensor.
+        torch._foreach_lerp_(targets, sources, tau)
+
+
+def update_target_network(source: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
+    """Hard (tau = 1: the whole state, buffers included) or soft (polyak by `tau`) update
+    of `target` towards `source`."""
+    if tau == 1.0:
+        target.load_state_dict(source.state_dict())
+    else:
+        polyak_update(source, target, tau)
+
+
+def bootstrap_discount(batch: dict[str, torch.Tensor], gamma: float) -> torch.Tensor | float:
+    """gamma^k of each row's bootstrap term: k rewards were summed into its n-step
+    return (the `n_step` column; absent when n_step = 1, then k = 1)."""
+    k = batch.get(N_STEP)
+    return gamma if k is None else torch.pow(gamma, k.float())
+
+
+class TargetNetworkStateMixin:
+    """Puts `self.target_model`'s weights into the policy state, prefixed with
+    `TARGET_PREFIX`, so that a restored (or recreated) policy resumes with the
+    same target network; a state without them re-syncs the target instead.
+
+    Mix in before `TorchPolicy`; the policy defines `update_target()` and a
+    `target_model` (or overrides `target_network()`).
+    """
+
+    def target_network(self) -> torch.nn.Module:
+        return self.target_model  # type: ignore[attr-defined]
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()  # type: ignore[misc]
+        target = {
+            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
+            for k, v in self.target_network().state_dict().items()
+        }
+        state["weights"] = {**state["weights"], **target}
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        weights = state["weights"]
+        n = len(TARGET_PREFIX)
+        own = {k: v for k, v in weights.items() if not k.startswith(TARGET_PREFIX)}
+        target = {
+            k[n:]: torch.as_tensor(np.asarray(v))
+            for k, v in weights.items()
+            if k.startswith(TARGET_PREFIX)
+        }
+        super().set_state({**state, "weights": own})  # type: ignore[misc]
+        if target:
+            self.target_network().load_state_dict(target)
+        else:
+            self.update_target(1.0)  # type: ignore[attr-defined]
+
+
+class TargetNetworkMixin(TargetNetworkStateMixin):
+    """A frozen copy of `target_source()` (the model, or a part of it) as the target
+    network, moved towards it by `update_target(tau)`.
+
+    Call `init_target_network()` after `TorchPolicy.__init__`. `target_tau` is the tau
+    of `update_target()` without an argument (1.0: a hard copy).
+    """
+
+    target_tau: float = 1.0
+
+    def target_source(self) -> torch.nn.Module:
+        """The network the target copies (default: the whole model)."""
+        return self.model  # type: ignore[attr-defined,no-any-return]
+
+    def init_target_network(self, tau: float = 1.0) -> None:
+        """Builds `target_model`, a copy of `target_source()` no gradient reaches."""
+        self.target_model = copy.deepcopy(self.target_source()).requires_grad_(False)
+        self.target_tau = float(tau)
+
+    def update_target(self, tau: float | None = None) -> None:
+        """Target <- tau * source + (1 - tau) * target (tau = 1: a copy)."""
+        tau = self.target_tau if tau is None else float(tau)
+        update_target_network(self.target_source(), self.target_network(), tau)
+
+
+class ReplayPolicyMixin:
+    """What the replay-trained policies share: their train columns, n-step
+    postprocessing (`n_step` of the config), numpy -> torch for `compute_td_error`, and
+    a fused Adam with one parameter group per network."""
+
+    # `adjust_nstep` handles several trajectories per batch (by eps_id).
+    postprocess_batched = True
+    train_columns = REPLAY_TRAIN_COLUMNS
+
+    def n_step(self) -> int:
+        """Rewards summed into each target (the config's `n_step`, 1 when it has none)."""
+        return int(self.config.get("n_step", 1))  # type: ignore[attr-defined]
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        n_step = self.n_step()
+        if n_step > 1:
+            adjust_nstep(n_step, self.config["gamma"], sample_batch)  # type: ignore[attr-defined]
+        return sample_batch
+
+    def replay_tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
+        """The batch's train columns as (CPU) tensors, for `compute_td_error`."""
+        return {
+            k: torch.from_numpy(np.ascontiguousarray(batch[k]))
+            for k in self.train_columns
+            if k in batch
+        }
+
+    def grouped_adam(self, groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
+        """One Adam over the parameter `groups` (each with its own lr), fused unless the
+        config's `optimizer` dict asks for `foreach`."""
+        kwargs = dict(self.config.get("optimizer") or {})  # type: ignore[attr-defined]
+        if "foreach" not in kwargs:
+            kwargs.setdefault("fused", True)
+        return torch.optim.Adam(groups, **kwargs)
+
+    def clip_and_step(
+        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, terms: dict[str, Any]
+    ) -> None:
+        """backward, the finite check (before any weight changes), per-group gradient
+        clipping to `grad_clip`, and the optimiser step."""
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        check_finite_update(loss, optimizer, terms)
+        grad_clip = self.config.get("grad_clip")  # type: ignore[attr-defined]
+        if grad_clip:
+            for group in optimizer.param_groups:
+                torch.nn.utils.clip_grad_norm_(group["params"], grad_clip)
+        optimizer.step()
+
+
+__all__ = [
+    "PRIO_WEIGHTS",
+    "REPLAY_TRAIN_COLUMNS",
+    "TARGET_PREFIX",
+    "ReplayPolicyMixin",
+    "TargetNetworkMixin",
+    "TargetNetworkStateMixin",
+    "bootstrap_discount",
+    "polyak_update",
+    "update_target_network",
+]
