@@ -1,0 +1,184 @@
+"""Learning from files only, with datasets written by corral's own trainers.
+
+- PPO writes 50,000 CartPole-v1 steps; BC, MARWIL and CQL on DQN each train from those
+  files alone and are evaluated in the env.
+- SAC writes Pendulum-v1 steps; CQL trains from them alone.
+
+`write_expert_data` trains a policy online until its greedy evaluation reaches a return,
+then a second trainer of the same algorithm, holding those weights and writing with
+`output`, samples a fixed number of env steps (stochastic actions, as any logged run).
+
+The trainers have no env on the driver (`env=None`, the spaces in the config); a single
+evaluation worker has one (`evaluation_config={"input": "sampler", "env": ...}`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+import yaml
+
+from corral.agents.cql import CQLDQNTrainer
+from corral.agents.marwil import BCTrainer, MARWILTrainer
+from corral.agents.ppo import PPOTrainer
+
+
+def write_expert_data(
+    trainer_cls: type,
+    env: str,
+    config: dict[str, Any],
+    out_dir: Path,
+    *,
+    good_return: float,
+    max_train_steps: int,
+    num_steps: int,
+) -> dict[str, Any]:
+    """Trains `trainer_cls` on `env` until a greedy evaluation returns `good_return` (or
+    `max_train_steps` env steps), then writes `num_steps` env steps with those weights into
+    `out_dir`. Returns what happened: the evaluation return reached, steps and seconds."""
+    start = time.perf_counter()
+    online = trainer_cls(config=config, env=env)
+    reached = float("-inf")
+    try:
+        while True:
+            result = online.train()
+            if "evaluation" in result:
+                reached = result["evaluation"]["episode_reward_mean"]
+                if reached >= good_return:
+                    break
+            if result["timesteps_total"] >= max_train_steps:
+                break
+        weights = online.get_weights()
+        trained_steps = result["timesteps_total"]
+    finally:
+        online.stop()
+    writer_config = {
+        **config,
+        "output": str(out_dir),
+        # Whole episodes per line: returns computed from the files are then cut only
+        # where the env cut them (RLlib's advice for MARWIL's input).
+        "batch_mode": "complete_episodes",
+        "evaluation_interval": None,
+        "evaluation_num_workers": 0,
+    }
+    writer = trainer_cls(config=writer_config, env=env)
+    try:
+        writer.set_weights(weights)
+        worker = writer.workers.local_worker()
+        written = 0
+        while written < num_steps:
+            written += worker.sample().env_steps()
+    finally:
+        writer.stop()
+    return {
+        "evaluation_return": reached,
+        "trained_steps": trained_steps,
+        "written_steps": written,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def tuned_config(relative_path: str) -> dict:
+    """The config of a tuned example (a module-scoped fixture cannot use `learning`)."""
+    path = Path(__file__).parents[2] / "tuned_examples" / relative_path
+    (experiment,) = yaml.safe_load(path.read_text()).values()
+    return experiment["config"]
+
+
+THRESHOLD = 400.0
+ENV = "CartPole-v1"
+
+
+@pytest.fixture(scope="module")
+def cartpole_files(tmp_path_factory):
+    """A folder of JSON files: 50,000 steps of a PPO policy whose greedy return is 475+."""
+    out = tmp_path_factory.mktemp("ppo_cartpole")
+    config = {**tuned_config("ppo/cartpole-ppo.yaml"), "seed": 0}
+    info = write_expert_data(
+        PPOTrainer,
+        ENV,
+        config,
+        out,
+        good_return=475.0,
+        max_train_steps=60_000,
+        num_steps=50_000,
+    )
+    print(f"PPO data: {info}")
+    assert info["evaluation_return"] >= 475.0 and info["written_steps"] >= 50_000
+    assert sorted(p.suffix for p in out.iterdir()) and all(
+        p.name.endswith(".json") for p in out.iterdir()
+    )
+    return out
+
+
+def offline_config(files, **overrides) -> dict:
+    space = gym.make(ENV)
+    return {
+        "input": str(files),
+        "observation_space": space.observation_space,
+        "action_space": space.action_space,
+        "seed": 0,
+        "model": {"fcnet_hiddens": [64, 64]},
+        "min_time_s_per_reporting": 0,
+        "min_sample_timesteps_per_reporting": 0,
+        "evaluation_num_workers": 1,
+        "evaluation_num_episodes": 10,
+        "evaluation_config": {"input": "sampler", "env": ENV, "explore": False},
+        **overrides,
+    }
+
+
+def run(learning, trainer, max_steps: int, threshold: float = THRESHOLD) -> list:
+    curve = learning.train_until(trainer, threshold, max_steps)
+    print(f"{type(trainer).__name__}: {curve}")
+    return curve
+
+
+@pytest.mark.learning
+def test_bc_from_ppo_files(cartpole_files, learning):
+    config = offline_config(
+        cartpole_files,
+        lr=1e-3,
+        train_batch_size=512,
+        replay_buffer_size=50_000,
+        evaluation_interval=20,
+    )
+    trainer = BCTrainer(config=config)
+    assert trainer.workers.local_worker().env is None
+    curve = run(learning, trainer, 150_000)
+    assert curve[-1][1] >= THRESHOLD, curve
+
+
+@pytest.mark.learning
+def test_marwil_from_ppo_files(cartpole_files, learning):
+    config = offline_config(
+        cartpole_files,
+        lr=1e-3,
+        train_batch_size=512,
+        replay_buffer_size=50_000,
+        evaluation_interval=20,
+        input_evaluation=[],
+    )
+    curve = run(learning, MARWILTrainer(config=config), 150_000)
+    assert curve[-1][1] >= THRESHOLD, curve
+
+
+@pytest.mark.learning
+def test_cql_dqn_from_ppo_files(cartpole_files, learning):
+    config = offline_config(
+        cartpole_files,
+        lr=1e-3,
+        train_batch_size=64,
+        # One gradient step per step read (offline data is re-read at no cost).
+        training_intensity=64,
+        replay_buffer_config={"capacity": 50_000},
+        double_q=True,
+        target_network_update_freq=2000,
+        evaluation_interval=5,
+    )
+    curve = run(learning, CQLDQNTrainer(config=config), 60_000)
+    assert curve[-1][1] >= THRESHOLD, curve
