@@ -36,24 +36,15 @@ from corral.execution.train_ops import update_learners
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
+    REPLAY_TRAIN_COLUMNS,
     TARGET_PREFIX,
     TargetNetworkStateMixin,
     bootstrap_discount,
     polyak_update,
 )
-from corral.utils.config_spec import (
-    AnyOf,
-    Bool,
-    CallableSpec,
-    Dict,
-    Float,
-    Int,
-    OneOf,
-    Optional,
-    Str,
-)
+from corral.utils import config_spec as cs
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
-from corral.utils.replay_buffers import BATCH_INDEXES, N_STEP, MultiAgentReplayBuffer
+from corral.utils.replay_buffers import BATCH_INDEXES, MultiAgentReplayBuffer
 
 # The replay keys of every off-policy algorithm (RLlib 1.x's names), merged into each
 # one's DEFAULT_CONFIG by `with_off_policy_config`; an algorithm states only the values
@@ -118,49 +109,43 @@ def with_off_policy_config(extra_config: PartialTrainerConfigDict) -> TrainerCon
     )
 
 
-# Transition columns kept in the replay buffer (the rest of a sample batch is dropped).
-REPLAY_COLUMNS = (
-    SampleBatch.OBS,
-    SampleBatch.ACTIONS,
-    SampleBatch.REWARDS,
-    SampleBatch.NEXT_OBS,
-    SampleBatch.TERMINATEDS,
-    N_STEP,
-)
+# Transition columns kept in the replay buffer (the rest of a sample batch is dropped):
+# what the policies train on, but the weights, which the buffer adds when it samples.
+REPLAY_COLUMNS = tuple(c for c in REPLAY_TRAIN_COLUMNS if c != PRIO_WEIGHTS)
 # Kept as well in lockstep replay mode: they group the rows into env steps.
 LOCKSTEP_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.T)
 
 # Buffer sizes and step counts are cast with int(), so 1e6 is fine.
-_COUNT = Int(0, integral_float_ok=True)
+_COUNT = cs.Int(0, integral_float_ok=True)
 
 # Type and range of the keys of `OFF_POLICY_CONFIG` (and `n_step`; an algorithm's own
 # keys are in its `CONFIG_SPECS`), checked when the trainer is built.
 REPLAY_CONFIG_SPECS = {
-    "buffer_size": AnyOf(OneOf(DEPRECATED_VALUE), Int(1, integral_float_ok=True)),
-    "replay_buffer_config": Dict(
+    "buffer_size": cs.AnyOf(cs.OneOf(DEPRECATED_VALUE), cs.Int(1, integral_float_ok=True)),
+    "replay_buffer_config": cs.Dict(
         {
-            "type": AnyOf(Str(), CallableSpec("a replay buffer class")),
-            "capacity": Int(1, integral_float_ok=True),
+            "type": cs.AnyOf(cs.Str(), cs.CallableSpec("a replay buffer class")),
+            "capacity": cs.Int(1, integral_float_ok=True),
         },
         what='a dict {"type": ..., "capacity": ...}',
     ),
-    "store_buffer_in_checkpoints": Bool(),
-    "prioritized_replay": Bool(),
+    "store_buffer_in_checkpoints": cs.Bool(),
+    "prioritized_replay": cs.Bool(),
     # Schaul et al. 2016: alpha in [0, 1] (0: uniform, 1: fully prioritized) and the
     # importance exponent beta in [0, 1]; beyond, p^alpha and (N P)^-beta under- or
     # overflow float64 for ordinary priorities. eps > 0 keeps every priority > 0.
-    "prioritized_replay_alpha": Float(0, 1),
-    "prioritized_replay_beta": Float(0, 1),
-    "final_prioritized_replay_beta": Float(0, 1),
+    "prioritized_replay_alpha": cs.Float(0, 1),
+    "prioritized_replay_beta": cs.Float(0, 1),
+    "final_prioritized_replay_beta": cs.Float(0, 1),
     "prioritized_replay_beta_annealing_timesteps": _COUNT,
-    "prioritized_replay_eps": Float(0, lo_open=True),
-    "training_intensity": Optional(Float(0, lo_open=True)),
+    "prioritized_replay_eps": cs.Float(0, lo_open=True),
+    "training_intensity": cs.Optional(cs.Float(0, lo_open=True)),
     "learning_starts": _COUNT,
     "target_network_update_freq": _COUNT,
-    "worker_side_prioritization": Bool(),
-    "tau": Float(0, 1),
-    "grad_clip": Optional(Float(0)),
-    "n_step": Int(1),
+    "worker_side_prioritization": cs.Bool(),
+    "tau": cs.Float(0, 1),
+    "grad_clip": cs.Optional(cs.Float(0)),
+    "n_step": cs.Int(1),
 }
 OFF_POLICY_CONFIG_SPECS = REPLAY_CONFIG_SPECS
 
@@ -185,12 +170,9 @@ class OffPolicyTrainer(Trainer):
         self._last_learner_info: dict = {}
 
     def validate_config(self, config: dict) -> None:
+        # Ranges (`training_intensity` > 0, ...) are in REPLAY_CONFIG_SPECS.
         check_replay_config(config)
         super().validate_config(config)
-        if config.get("training_intensity") is not None and config["training_intensity"] <= 0:
-            raise ValueError(
-                f"`training_intensity` must be > 0 or None, got {config['training_intensity']}."
-            )
 
     def _extra_checkpoint_state(self) -> dict:
         """The replay buffer (when `store_buffer_in_checkpoints`) and the train credit."""

@@ -110,9 +110,8 @@ class ActorCriticTrainer(OnPolicyTrainer):
     _config_specs = ACTOR_CRITIC_CONFIG_SPECS
 
     def validate_config(self, config: dict) -> None:
+        # Ranges (`entropy_coeff` >= 0, ...) are in ACTOR_CRITIC_CONFIG_SPECS.
         super().validate_config(config)
-        if config["entropy_coeff"] < 0:
-            raise ValueError(f"`entropy_coeff` must be >= 0.0, got {config['entropy_coeff']}.")
         if config["use_gae"] and not config["use_critic"]:
             raise ValueError("`use_gae=True` requires `use_critic=True`.")
 

@@ -9,7 +9,10 @@ target network):
   updates (:func:`update_target_network`);
 - :class:`ReplayPolicyMixin`: the transition columns a replayed batch carries, n-step
   postprocessing, numpy -> torch for `compute_td_error`, and the fused Adam with one
-  parameter group per network.
+  parameter group per network;
+- :class:`FeedForwardActingMixin`: SAC's and DDPG's acting on flat observations;
+- :class:`AdvantagesMixin`: the on-policy policies' postprocessing (PG, A2C, PPO):
+  advantages and value targets of each trajectory.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 import torch
 
 from corral.core.learner.learner import check_finite_update
+from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
 
@@ -189,7 +193,62 @@ class ReplayPolicyMixin:
         optimizer.step()
 
 
+class FeedForwardActingMixin:
+    """`compute_actions_from_obs` of the actor-critic policies (SAC, DDPG): the
+    flattened observations through `act(obs, explore)`, without the model's input dict."""
+
+    def compute_actions_from_obs(
+        self,
+        obs: np.ndarray,
+        explore: bool | None = None,
+        state: list[np.ndarray] | None = None,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Feed-forward only: `state` and previous actions/rewards are not used; the
+        flattened observations go to `act(obs, explore)` (SAC, DDPG)."""
+        if explore is None:
+            explore = self.config.get("explore", True)  # type: ignore[attr-defined]
+        with torch.inference_mode():
+            return self.act(torch.from_numpy(obs).reshape(len(obs), -1), bool(explore))
+
+    def act(self, obs: torch.Tensor, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions and extra fetches for flat float observations `[B, obs_dim]` (run
+        under `torch.inference_mode`)."""
+        raise NotImplementedError(f"{type(self).__name__} must define act(obs, explore).")
+
+
+class AdvantagesMixin:
+    """Adds `advantages` and `value_targets` to each sampled trajectory
+    (`compute_advantages`): GAE (Schulman et al. 2016) with the config's `lambda`, or
+    discounted returns, per `advantage_settings()`."""
+
+    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
+    postprocess_batched = True
+
+    def advantage_settings(self) -> dict[str, Any]:
+        """`compute_advantages`' `lambda_`, `use_gae` and `use_critic` (default: the
+        config's `lambda`, `use_gae`, `use_critic`)."""
+        cfg = self.config  # type: ignore[attr-defined]
+        return {
+            "lambda_": cfg["lambda"],
+            "use_gae": cfg["use_gae"],
+            "use_critic": cfg["use_critic"],
+        }
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        gamma = self.config["gamma"]  # type: ignore[attr-defined]
+        return compute_advantages(sample_batch, self, gamma=gamma, **self.advantage_settings())
+
+
 __all__ = [
+    "AdvantagesMixin",
+    "FeedForwardActingMixin",
     "PRIO_WEIGHTS",
     "REPLAY_TRAIN_COLUMNS",
     "TARGET_PREFIX",

@@ -8,14 +8,12 @@ summed over the batch (not averaged, so `lr` scales with the batch size):
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import torch
 
 from corral.core.learner.learner import SEQ_MASK
-from corral.evaluation.postprocessing import compute_gae_for_sample_batch
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import AdvantagesMixin
 from corral.policy.torch_policy import (
     EntropyCoeffSchedule,
     LearningRateSchedule,
@@ -25,7 +23,7 @@ from corral.policy.torch_policy import (
 from corral.utils.torch_utils import explained_variance
 
 
-class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
+class A3CTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """Advantage actor-critic: `postprocess_trajectory` adds advantages, `loss` is A3C's."""
 
     @staticmethod
@@ -36,8 +34,6 @@ class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
 
         return A2C_DEFAULT_CONFIG
 
-    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
-    postprocess_batched = True
     train_columns = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,
@@ -51,14 +47,6 @@ class A3CTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
         EntropyCoeffSchedule.__init__(
             self, config["entropy_coeff"], config.get("entropy_coeff_schedule")
         )
-
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
-        return compute_gae_for_sample_batch(self, sample_batch)
 
     def loss(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict

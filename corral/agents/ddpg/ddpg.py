@@ -106,8 +106,3 @@ class DDPGTrainer(OffPolicyTrainer):
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
     _policy_class = DDPGTorchPolicy
-
-    def validate_config(self, config: dict) -> None:
-        super().validate_config(config)
-        if int(config["policy_delay"]) < 1:
-            raise ValueError(f"`policy_delay` must be >= 1, got {config['policy_delay']}.")

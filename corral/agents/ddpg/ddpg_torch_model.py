@@ -7,12 +7,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.models.torch.mlp import MLP, EnsembleMLP, flatten_obs
+from corral.models.torch.mlp import MLP, EnsembleMLP, TwinQHeads, flatten_obs
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.error import UnsupportedSpaceException
 
 
-class DDPGTorchModel(TorchModelV2):
+class DDPGTorchModel(TwinQHeads, TorchModelV2):
     """Actor mu(s) and critics Q_j(s, a), as RLlib 1.x's DDPG model exposes them.
 
     The actor ends in tanh: its actions lie in [-1, 1] (`normalize_actions`) or,
@@ -91,19 +91,8 @@ class DDPGTorchModel(TorchModelV2):
         q_input = torch.cat([flatten_obs(model_out), actions], dim=-1)
         return self.q_net(q_input, detach_params).squeeze(-1)
 
-    def get_q_values(self, model_out: TensorType, actions: TensorType) -> TensorType:
-        return self.q_ensemble(model_out, actions)[0]
-
-    def get_twin_q_values(self, model_out: TensorType, actions: TensorType) -> TensorType:
-        if not self.twin_q:
-            raise ValueError("get_twin_q_values() needs twin_q=True.")
-        return self.q_ensemble(model_out, actions)[1]
-
     def policy_variables(self) -> list[nn.Parameter]:
         return list(self.actor.parameters())
-
-    def q_variables(self) -> list[nn.Parameter]:
-        return list(self.q_net.parameters())
 
     def value_function(self) -> TensorType:
         raise NotImplementedError("DDPG has no state-value head; use get_q_values().")

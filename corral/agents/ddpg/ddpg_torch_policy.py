@@ -23,6 +23,7 @@ from corral.models.torch.torch_action_dist import TorchDeterministic
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
+    FeedForwardActingMixin,
     ReplayPolicyMixin,
     TargetNetworkMixin,
     bootstrap_discount,
@@ -30,7 +31,7 @@ from corral.policy.torch_mixins import (
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 
 
-class DDPGTorchPolicy(ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy):
+class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy):
     """Deterministic policy gradient with target networks (DDPG; TD3 by config)."""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
@@ -74,23 +75,12 @@ class DDPGTorchPolicy(ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy):
 
     # -- acting -------------------------------------------------------------
 
-    def compute_actions_from_obs(
-        self,
-        obs: np.ndarray,
-        explore: bool | None = None,
-        state: list[np.ndarray] | None = None,
-        prev_actions: np.ndarray | None = None,
-        prev_rewards: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Feed-forward only: `state` and previous actions/rewards are not used."""
-        if explore is None:
-            explore = self.config.get("explore", True)
-        with torch.inference_mode():
-            obs_t = torch.from_numpy(obs).reshape(len(obs), -1)
-            mu = self.model.get_policy_output(obs_t)
-            actions, logp = self.exploration.get_exploration_action(
-                TorchDeterministic(mu, self.model), self.global_timestep, explore
-            )
+    def act(self, obs: torch.Tensor, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """mu(s) with the exploration's noise (Ornstein-Uhlenbeck or Gaussian)."""
+        mu = self.model.get_policy_output(obs)
+        actions, logp = self.exploration.get_exploration_action(
+            TorchDeterministic(mu, self.model), self.global_timestep, explore
+        )
         return actions.numpy(), {SampleBatch.ACTION_LOGP: logp.numpy()}
 
     # -- learning -----------------------------------------------------------

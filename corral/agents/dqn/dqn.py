@@ -68,12 +68,10 @@ class DQNTrainer(SimpleQTrainer):
     _policy_class = DQNTorchPolicy
 
     def validate_config(self, config: dict) -> None:
+        # The ranges of `num_atoms` and `n_step` are in the specs; this is the one
+        # check across keys.
         super().validate_config(config)
-        if config["num_atoms"] < 1:
-            raise ValueError(f"`num_atoms` must be >= 1, got {config['num_atoms']}.")
         if config["num_atoms"] > 1 and not config["v_min"] < config["v_max"]:
             raise ValueError(
                 f"C51 needs v_min < v_max, got v_min={config['v_min']}, v_max={config['v_max']}."
             )
-        if config["n_step"] < 1:
-            raise ValueError(f"`n_step` must be >= 1, got {config['n_step']}.")

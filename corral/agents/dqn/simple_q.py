@@ -65,8 +65,3 @@ class SimpleQTrainer(OffPolicyTrainer):
     _default_config = SIMPLE_Q_DEFAULT_CONFIG
     _config_specs = SIMPLE_Q_CONFIG_SPECS
     _policy_class = DQNTorchPolicy
-
-    def validate_config(self, config: dict) -> None:
-        super().validate_config(config)
-        if not 0.0 < config["tau"] <= 1.0:
-            raise ValueError(f"`tau` must be in (0, 1], got {config['tau']}.")

@@ -12,12 +12,12 @@ import gymnasium as gym
 import torch
 
 from corral.core.learner.learner import SEQ_MASK
-from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import AdvantagesMixin
 from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 
 
-class PGTorchPolicy(LearningRateSchedule, TorchPolicy):
+class PGTorchPolicy(AdvantagesMixin, LearningRateSchedule, TorchPolicy):
     """REINFORCE: `postprocess_trajectory` adds discounted returns, `loss` is -mean(logp R)."""
 
     @staticmethod
@@ -28,25 +28,17 @@ class PGTorchPolicy(LearningRateSchedule, TorchPolicy):
 
         return DEFAULT_CONFIG
 
-    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
-    postprocess_batched = True
     train_columns = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         TorchPolicy.__init__(self, observation_space, action_space, config)
         LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
 
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
-        # Returns of fragments cut mid-episode stop at the cut (no value to
-        # bootstrap from), as in RLlib 1.x; batch_mode="complete_episodes" avoids it.
-        return compute_advantages(
-            sample_batch, self, gamma=self.config["gamma"], use_gae=False, use_critic=False
-        )
+    def advantage_settings(self) -> dict[str, Any]:
+        """Discounted returns, no baseline. Returns of fragments cut mid-episode stop at
+        the cut (no value to bootstrap from), as in RLlib 1.x;
+        batch_mode="complete_episodes" avoids it."""
+        return {"use_gae": False, "use_critic": False}
 
     def loss(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict

@@ -19,6 +19,7 @@ from corral.evaluation.postprocessing import (  # noqa: F401 - compute_advantage
     compute_gae_for_sample_batch,
 )
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import AdvantagesMixin
 from corral.policy.torch_policy import (
     EntropyCoeffSchedule,
     LearningRateSchedule,
@@ -28,7 +29,7 @@ from corral.policy.torch_policy import (
 from corral.utils.torch_utils import explained_variance
 
 
-class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
+class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """PPO: `postprocess_trajectory` adds GAE columns, `loss` is PPO's."""
 
     @staticmethod
@@ -39,8 +40,6 @@ class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
 
         return DEFAULT_CONFIG
 
-    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
-    postprocess_batched = True
     train_columns = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,
@@ -59,16 +58,6 @@ class PPOTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
         EntropyCoeffSchedule.__init__(
             self, config["entropy_coeff"], config.get("entropy_coeff_schedule")
         )
-
-    # -- postprocessing -----------------------------------------------------
-
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
-        return compute_gae_for_sample_batch(self, sample_batch)
 
     # -- loss ---------------------------------------------------------------
 

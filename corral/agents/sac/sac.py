@@ -12,18 +12,7 @@ import numpy as np
 
 from corral.agents.off_policy import OffPolicyTrainer, with_off_policy_config
 from corral.agents.sac.sac_torch_policy import SACTorchPolicy
-from corral.utils.config_spec import (
-    AnyOf,
-    Bool,
-    CallableSpec,
-    Dict,
-    Float,
-    Int,
-    ListOf,
-    OneOf,
-    Optional,
-    Str,
-)
+from corral.utils import config_spec as cs
 
 # Keys of `Q_model` / `policy_model` (RLlib 1.x's; custom models are not built yet).
 _NET_DEFAULTS = {
@@ -96,16 +85,16 @@ DEFAULT_CONFIG = with_off_policy_config(
 )
 
 
-def _net_spec() -> Dict:
-    activation = OneOf("tanh", "relu", "swish", "silu", "elu", "linear", None, ignore_case=True)
-    return Dict(
+def _net_spec() -> cs.Dict:
+    activation = cs.OneOf("tanh", "relu", "swish", "silu", "elu", "linear", None, ignore_case=True)
+    return cs.Dict(
         {
-            "fcnet_hiddens": ListOf(Int(1)),
+            "fcnet_hiddens": cs.ListOf(cs.Int(1)),
             "fcnet_activation": activation,
-            "post_fcnet_hiddens": ListOf(Int(1)),
+            "post_fcnet_hiddens": cs.ListOf(cs.Int(1)),
             "post_fcnet_activation": activation,
-            "custom_model": Optional(AnyOf(Str(), CallableSpec("a model class"))),
-            "custom_model_config": Dict(),
+            "custom_model": cs.Optional(cs.AnyOf(cs.Str(), cs.CallableSpec("a model class"))),
+            "custom_model_config": cs.Dict(),
         },
         what="a dict of network options",
     )
@@ -114,23 +103,23 @@ def _net_spec() -> Dict:
 # Type and range of SAC's own keys (the replay keys are in `REPLAY_CONFIG_SPECS`,
 # COMMON_CONFIG's in COMMON_CONFIG_SPECS), checked when the trainer is built.
 CONFIG_SPECS = {
-    "twin_q": Bool(),
-    "use_state_preprocessor": Bool(),
+    "twin_q": cs.Bool(),
+    "use_state_preprocessor": cs.Bool(),
     "Q_model": _net_spec(),
     "policy_model": _net_spec(),
-    "tau": Float(0, 1),
-    "initial_alpha": Float(0, lo_open=True),
-    "target_entropy": AnyOf(OneOf("auto"), Float()),
-    "optimization": Dict(
+    "tau": cs.Float(0, 1),
+    "initial_alpha": cs.Float(0, lo_open=True),
+    "target_entropy": cs.AnyOf(cs.OneOf("auto"), cs.Float()),
+    "optimization": cs.Dict(
         {
-            "actor_learning_rate": Float(0),
-            "critic_learning_rate": Float(0),
-            "entropy_learning_rate": Float(0),
+            "actor_learning_rate": cs.Float(0),
+            "critic_learning_rate": cs.Float(0),
+            "entropy_learning_rate": cs.Float(0),
         },
         what="a dict of the three learning rates",
     ),
-    "_deterministic_loss": Bool(),
-    "_use_beta_distribution": Bool(),
+    "_deterministic_loss": cs.Bool(),
+    "_use_beta_distribution": cs.Bool(),
 }
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.models.torch.mlp import MLP, EnsembleMLP, flatten_obs
+from corral.models.torch.mlp import MLP, EnsembleMLP, TwinQHeads, flatten_obs
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.error import UnsupportedSpaceException
 
@@ -25,7 +25,7 @@ def hidden_sizes(net_config: ModelConfigDict) -> list[int]:
     return [int(h) for h in sizes + list(net_config.get("post_fcnet_hiddens") or [])]
 
 
-class SACTorchModel(TorchModelV2):
+class SACTorchModel(TwinQHeads, TorchModelV2):
     """Policy and (twin) Q-networks of SAC, plus the learned temperature `log_alpha`.
 
     Continuous (1-D `Box`) actions: the policy outputs `concat(mean, log_std)`
@@ -118,23 +118,8 @@ class SACTorchModel(TorchModelV2):
             return self.q_net(model_out, detach_params)
         return self.q_net(torch.cat([model_out, actions], dim=-1), detach_params).squeeze(-1)
 
-    def get_q_values(self, model_out: TensorType, actions: TensorType | None = None) -> TensorType:
-        """Q-values of the first Q-net."""
-        return self.q_ensemble(model_out, actions)[0]
-
-    def get_twin_q_values(
-        self, model_out: TensorType, actions: TensorType | None = None
-    ) -> TensorType:
-        """Q-values of the second Q-net (requires `twin_q`)."""
-        if not self.twin_q:
-            raise ValueError("get_twin_q_values() needs twin_q=True.")
-        return self.q_ensemble(model_out, actions)[1]
-
     def policy_variables(self) -> list[nn.Parameter]:
         return list(self.action_model.parameters())
-
-    def q_variables(self) -> list[nn.Parameter]:
-        return list(self.q_net.parameters())
 
     def value_function(self) -> TensorType:
         raise NotImplementedError("SAC has no state-value head; use get_q_values().")

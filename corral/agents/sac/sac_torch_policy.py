@@ -27,7 +27,12 @@ import torch.nn.functional as F
 from corral.agents.sac.sac_torch_model import SACTorchModel
 from corral.models.torch.mlp import flatten_obs
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_mixins import PRIO_WEIGHTS, ReplayPolicyMixin, bootstrap_discount
+from corral.policy.torch_mixins import (
+    PRIO_WEIGHTS,
+    FeedForwardActingMixin,
+    ReplayPolicyMixin,
+    bootstrap_discount,
+)
 
 # Not imported by name: this module's `TargetNetworkMixin` is RLlib 1.13's function-built
 # policy piece, which corral leaves out (`corral._surface.names`).
@@ -60,7 +65,7 @@ def squashed_gaussian_sample(
     return torch.tanh(u), (gaussian_logp - log_jacobian).sum(-1)
 
 
-class SACTorchPolicy(ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
+class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
     """SAC for 1-D Box actions (acting in [-1, 1]) and for Discrete actions."""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
@@ -104,29 +109,19 @@ class SACTorchPolicy(ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
 
     # -- acting -------------------------------------------------------------
 
-    def compute_actions_from_obs(
-        self,
-        obs: np.ndarray,
-        explore: bool | None = None,
-        state: list[np.ndarray] | None = None,
-        prev_actions: np.ndarray | None = None,
-        prev_rewards: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Feed-forward only: `state` and previous actions/rewards are not used."""
-        if explore is None:
-            explore = self.config.get("explore", True)
-        with torch.inference_mode():
-            obs_t = torch.from_numpy(obs).reshape(len(obs), -1)
-            dist_inputs = self.model.get_policy_output(obs_t)
-            if self.discrete:
-                log_probs = torch.log_softmax(dist_inputs, dim=-1)
-                if explore:
-                    actions = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
-                else:
-                    actions = log_probs.argmax(-1)
-                logp = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    def act(self, obs: torch.Tensor, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Samples of the squashed Gaussian (its mode without `explore`), or of the
+        categorical distribution (its argmax)."""
+        dist_inputs = self.model.get_policy_output(obs)
+        if self.discrete:
+            log_probs = torch.log_softmax(dist_inputs, dim=-1)
+            if explore:
+                actions = torch.multinomial(log_probs.exp(), 1).squeeze(-1)
             else:
-                actions, logp = squashed_gaussian_sample(dist_inputs, deterministic=not explore)
+                actions = log_probs.argmax(-1)
+            logp = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        else:
+            actions, logp = squashed_gaussian_sample(dist_inputs, deterministic=not explore)
         extra = {
             SampleBatch.ACTION_LOGP: logp.numpy(),
             SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
@@ -160,12 +155,7 @@ class SACTorchPolicy(ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
 
     def _losses_continuous(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
-        obs, next_obs = (
-            flatten_obs(batch[SampleBatch.OBS]),
-            flatten_obs(batch[SampleBatch.NEXT_OBS]),
-        )
-        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
-        alpha = m.log_alpha.detach().exp()
+        obs, next_obs, not_done, alpha = self._transition(batch)
 
         # a ~ pi(.|s) by reparameterisation (a = tanh(mean + std * eps)).
         actions_pi, logp_pi = squashed_gaussian_sample(
@@ -206,12 +196,7 @@ class SACTorchPolicy(ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
 
     def _losses_discrete(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
-        obs, next_obs = (
-            flatten_obs(batch[SampleBatch.OBS]),
-            flatten_obs(batch[SampleBatch.NEXT_OBS]),
-        )
-        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
-        alpha = m.log_alpha.detach().exp()
+        obs, next_obs, not_done, alpha = self._transition(batch)
 
         # With finitely many actions, expectations over pi are exact sums (Christodoulou 2019).
         log_pi = torch.log_softmax(m.get_policy_output(obs), dim=-1)
@@ -249,6 +234,16 @@ class SACTorchPolicy(ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
             "mean_td_error": td_error.abs().mean(),
         }
 
+    def _transition(
+        self, batch: TensorDict
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(s, s', 1 - terminated, alpha) of a batch: flat float observations, and the
+        temperature without a gradient."""
+        obs = flatten_obs(batch[SampleBatch.OBS])
+        next_obs = flatten_obs(batch[SampleBatch.NEXT_OBS])
+        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
+        return obs, next_obs, not_done, self.model.log_alpha.detach().exp()
+
     @staticmethod
     def _prio_weights(batch: TensorDict) -> torch.Tensor | float:
         weights = batch.get(PRIO_WEIGHTS)
@@ -263,9 +258,7 @@ class SACTorchPolicy(ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
         m = self.model
         t = self.replay_tensors(batch)
         with torch.no_grad():
-            alpha = m.log_alpha.exp()
-            not_done = 1.0 - t[SampleBatch.TERMINATEDS].float()
-            obs, next_obs = flatten_obs(t[SampleBatch.OBS]), flatten_obs(t[SampleBatch.NEXT_OBS])
+            obs, next_obs, not_done, alpha = self._transition(t)
             next_inputs = m.get_policy_output(next_obs)
             if self.discrete:
                 next_log_pi = torch.log_softmax(next_inputs, dim=-1)

@@ -85,4 +85,29 @@ def flatten_obs(obs: TensorType) -> TensorType:
     return obs.reshape(obs.shape[0], -1).float()
 
 
-__all__ = ["MLP", "EnsembleMLP", "flatten_obs"]
+class TwinQHeads:
+    """RLlib 1.x's Q accessors of the actor-critic models (SAC, DDPG/TD3), over the
+    model's `q_ensemble(model_out, actions)` (all critics at once, `[E, B, ...]`) and its
+    `q_net` (an `EnsembleMLP` of one or two critics, `twin_q`)."""
+
+    twin_q: bool
+    q_net: EnsembleMLP
+
+    def get_q_values(self, model_out: TensorType, actions: TensorType | None = None) -> TensorType:
+        """Q-values of the first critic."""
+        return self.q_ensemble(model_out, actions)[0]  # type: ignore[attr-defined]
+
+    def get_twin_q_values(
+        self, model_out: TensorType, actions: TensorType | None = None
+    ) -> TensorType:
+        """Q-values of the second critic (requires `twin_q`)."""
+        if not self.twin_q:
+            raise ValueError("get_twin_q_values() needs twin_q=True.")
+        return self.q_ensemble(model_out, actions)[1]  # type: ignore[attr-defined]
+
+    def q_variables(self) -> list[nn.Parameter]:
+        """The critics' parameters."""
+        return list(self.q_net.parameters())
+
+
+__all__ = ["MLP", "EnsembleMLP", "TwinQHeads", "flatten_obs"]
