@@ -191,6 +191,19 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any
 # importable "module:attr"; no attr: the module itself).
 _ALIASES: dict[str, str] = {
+    # RLlib 1.13's estimator modules; corral's estimators live in corral.offline.estimators.
+    "offline.is_estimator:ImportanceSamplingEstimator": (
+        "corral.offline.estimators.importance_sampling:ImportanceSampling"
+    ),
+    "offline.wis_estimator:WeightedImportanceSamplingEstimator": (
+        "corral.offline.estimators.importance_sampling:WeightedImportanceSampling"
+    ),
+    "offline.off_policy_estimator:OffPolicyEstimate": (
+        "corral.offline.estimators.off_policy_estimator:OffPolicyEstimate"
+    ),
+    "offline.off_policy_estimator:OffPolicyEstimator": (
+        "corral.offline.estimators.off_policy_estimator:OffPolicyEstimator"
+    ),
     "agents.maml.maml_torch_policy:KLCoeffMixin": (
         "corral.policy.kl_coeff_mixins:MAMLKLCoeffMixin"
     ),
