@@ -717,11 +717,6 @@ def test_evaluation_config_checked():
 # One non-default value per unbuilt key.
 NON_DEFAULT_SAMPLES = {
     "sample_async": True,
-    "input": "/tmp/data/*.json",
-    "output": "logdir",
-    "postprocess_inputs": True,
-    "shuffle_buffer_size": 100,
-    "actions_in_input_normalized": True,
     "fake_sampler": True,
     "num_gpus_per_worker": 0.5,
     "eager_tracing": True,
@@ -804,9 +799,15 @@ def test_algorithm_defaults_are_the_baseline():
         )
 
 
-def test_fixed_off_values_ignore_algorithm_defaults():
-    defaults = with_common_config({"input": "/tmp/data/*.json"})
-    with pytest.raises(NotImplementedError, match="'input'"):
+def test_fixed_off_values_ignore_algorithm_defaults(monkeypatch):
+    # A setting with `allowed` values (as `input` had before offline input was built).
+    from corral._surface.not_built import Setting
+    from corral.agents import config_validation
+
+    fixed = Setting("sample_async", "sampling in a background thread", allowed=(False,))
+    monkeypatch.setattr(config_validation, "NOT_BUILT_SETTINGS", (fixed,))
+    defaults = with_common_config({"sample_async": True})
+    with pytest.raises(NotImplementedError, match="'sample_async'"):
         check_not_implemented(merge_trainer_configs(defaults, {}), defaults)
 
 
