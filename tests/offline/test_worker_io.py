@@ -9,17 +9,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from corral.agents.config import NOT_YET_IMPLEMENTED
 from corral.agents.pg import PGTrainer
 from corral.agents.ppo import PPOTrainer
 from corral.offline import InputReader, IOContext, JsonReader, OutputWriter
 from corral.policy.sample_batch import SampleBatch
 from corral.tune.registry import register_input
-
-# Until the trainer config accepts the offline keys (their "not built" entries removed).
-pytestmark = pytest.mark.skipif(
-    "input" in NOT_YET_IMPLEMENTED, reason="the trainer config still refuses `input`/`output`"
-)
 
 PPO_SMALL = {
     "num_workers": 0,
