@@ -268,15 +268,21 @@ COMMON_CONFIG: TrainerConfigDict = {
     # workers' actors are placed in a placement group with this strategy.
     "placement_strategy": "PACK",
     # === Offline data ===
-    # Where experiences come from: "sampler" (the env, online), a directory or
-    # glob of JSON files, a list of files, a dict {source: probability} mixing
-    # sources, a callable returning an InputReader, or a name registered as
-    # an input.
+    # Where experiences come from: "sampler" (the env, online), a folder, glob
+    # or file of JSON files (RLlib's own included; ".parquet" files are read as
+    # Parquet), a list of files, a dict {source: probability} mixing sources
+    # (e.g. {"sampler": 0.4, "/data/*.json": 0.6}), a callable taking an
+    # IOContext and returning an InputReader, a name registered with
+    # `register_input`, "minari://<dataset id>" (a local Minari dataset) or
+    # "dataset" (a Ray Data dataset named by `input_config`).
     "input": "sampler",
-    # Arguments available to custom inputs through the IOContext.
+    # Arguments for the input, read by readers as `ioctx.input_config`; for
+    # input="dataset": {"format": "json" or "parquet", "path": ...} or
+    # {"loader_fn": fn}, and "batch_size".
     "input_config": {},
     # Whether offline actions are already normalised to [-1, 1] (true for data
-    # written by a run with `normalize_actions=True`).
+    # written by a corral or RLlib run with `normalize_actions=True`); if False
+    # and `normalize_actions` is True, read actions are normalised.
     "actions_in_input_normalized": False,
     # Off-policy estimators run on offline input ("input" != "sampler"): "is"
     # (importance sampling), "wis" (weighted importance sampling), "simulation"
@@ -288,12 +294,15 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Shuffle offline batches through a sliding buffer of this many batches
     # (0: no shuffling); input waits until the buffer is full.
     "shuffle_buffer_size": 0,
-    # Where to write experiences: None (nowhere), "logdir", a directory/URI, or a
-    # function returning an OutputWriter.
+    # Where to write experiences: None (nowhere), "logdir" (the trainer's log
+    # folder), a folder (JSON lines, RLlib 1.x's files; Parquet with
+    # `output_config={"format": "parquet"}`), or a callable taking an IOContext
+    # and returning an OutputWriter. Local paths only.
     "output": None,
-    # Sample batch columns to LZ4-compress in the output.
+    # Columns stored compressed in JSON output: base64 of LZ4 of NumPy's .npy
+    # bytes (bit-exact, no pickle).
     "output_compress_columns": ["obs", "new_obs"],
-    # Bytes per output file before starting a new one.
+    # Bytes per output file: a new file starts before one would grow past it.
     "output_max_file_size": 64 * 1024 * 1024,
     # === Multi-agent ===
     # The policies, which agent acts with which, which ones learn, and how their
@@ -364,7 +373,8 @@ COMMON_CONFIG: TrainerConfigDict = {
     # (RLlib 1.13) Each `train()` call samples at least this many steps; None: no
     # minimum (replaces `timesteps_per_iteration`).
     "min_sample_timesteps_per_reporting": None,
-    # (RLlib 1.13) Extra arguments for custom outputs (with `output`).
+    # (RLlib 1.13) Arguments for the output, read by writers as
+    # `ioctx.output_config`; {"format": "parquet"} writes Parquet files.
     "output_config": {},
     # (RLlib 1.13) TensorFlow eager only: retraces allowed per function; unused by
     # torch.
