@@ -19,6 +19,7 @@ from corral.agents.callbacks import DefaultCallbacks
 from corral.agents.config import COMMON_CONFIG
 from corral.agents.config_merge import TrainerConfigDict, copy_config, unknown_key_error
 from corral.models.model_defaults import MODEL_DEFAULTS, MODEL_SPECS
+from corral.tune.stopping import lookup_result
 from corral.utils.config_spec import (
     AnyOf,
     AnyValue,
@@ -556,12 +557,8 @@ _MISSING = object()
 
 
 def _lookup(config: Mapping[str, Any], path: str) -> Any:
-    node: Any = config
-    for part in path.split("/"):
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
+    # The one reader of "/"-joined paths into nested dicts (results and configs alike).
+    return lookup_result(config, path, _MISSING)
 
 
 def _normalised(value: Any) -> Any:
