@@ -280,3 +280,29 @@ def test_evaluation_workers_reading_files_say_what_to_set(tmp_path):
     trainer = PGTrainer(config=config, env="CartPole-v1")
     with pytest.raises(ValueError, match=r"evaluation_config=\{'input': 'sampler'\}"):
         trainer.train()
+
+
+def test_multi_agent_output_is_read_back_per_policy(tmp_path):
+    from corral.env.multi_agent_env import make_multi_agent
+    from corral.policy.policy import PolicySpec
+    from corral.policy.sample_batch import MultiAgentBatch
+
+    env_cls = make_multi_agent("CartPole-v1")
+    config = {
+        **PPO_SMALL,
+        "env_config": {"num_agents": 2},
+        "output": str(tmp_path),
+        "multiagent": {
+            "policies": {"p0": PolicySpec(), "p1": PolicySpec()},
+            "policy_mapping_fn": lambda agent_id, *args, **kwargs: f"p{agent_id}",
+        },
+    }
+    trainer = PPOTrainer(config=config, env=env_cls)
+    sampled = trainer.workers.local_worker().sample()
+    trainer.stop()
+    (back,) = JsonReader(str(tmp_path)).read_all_files()
+    assert isinstance(back, MultiAgentBatch) and back.count == sampled.count
+    assert set(back.policy_batches) == {"p0", "p1"}
+    for pid, batch in sampled.policy_batches.items():
+        np.testing.assert_array_equal(back.policy_batches[pid]["obs"], batch["obs"])
+        np.testing.assert_array_equal(back.policy_batches[pid]["actions"], batch["actions"])
