@@ -119,7 +119,12 @@ def register_trainable(name: str, trainable: type) -> None:
 
 
 def register_input(name: str, input_creator: Callable[[Any], Any]) -> None:
-    """Make ``name`` usable as ``config["input"]``; the creator takes an ``IOContext``."""
+    """Make ``name`` usable as ``config["input"]`` (and as a source of a mixed input).
+
+    :param name: the name to give as ``input``, e.g. ``"my_input"``.
+    :param input_creator: called with the rollout worker's ``corral.offline.IOContext``;
+        returns the ``InputReader`` (an object with ``next()``) the worker samples from.
+    """
     _check_name(name)
     _check_callable("input_creator", input_creator)
     global_registry.register(RLLIB_INPUT, name, input_creator)
