@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from corral.offline.estimators import (
     DirectMethod,
@@ -19,6 +20,15 @@ from corral.offline.estimators import (
 from corral.offline.estimators.runner import check_input_evaluation
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small nets train faster on one thread (and do not fight other processes for cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 class TablePolicy(Policy):

@@ -190,24 +190,18 @@ class CQLTorchPolicy(SACTorchPolicy):
         return model
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        """SAC's three parameter groups, plus alpha' (critic learning rate) with
-        `lagrangian`."""
-        lrs = self.config["optimization"]
-        m = self.model
-        groups = [
-            {"params": m.policy_variables(), "lr": lrs["actor_learning_rate"], "name": "actor"},
-            {"params": m.q_variables(), "lr": lrs["critic_learning_rate"], "name": "critic"},
-            {"params": [m.log_alpha], "lr": lrs["entropy_learning_rate"], "name": "alpha"},
-        ]
+        """SAC's optimiser, plus a parameter group for alpha' (at the critics' learning
+        rate) with `lagrangian`."""
+        optimizer = super().make_optimizer()
         if self.config["lagrangian"]:
-            groups.append(
+            optimizer.add_param_group(
                 {
-                    "params": [m.log_alpha_prime],
-                    "lr": lrs["critic_learning_rate"],
+                    "params": [self.model.log_alpha_prime],
+                    "lr": self.config["optimization"]["critic_learning_rate"],
                     "name": "alpha_prime",
                 }
             )
-        return self.grouped_adam(groups)
+        return optimizer
 
     def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
         """One CQL gradient step: the four losses touch disjoint parameters, so one

@@ -28,6 +28,15 @@ OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small nets train faster on one thread (and do not fight other processes for cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def offline_batch(n: int, action: float, seed: int = 0) -> SampleBatch:
     """Transitions whose logged action is always `action`; reward 1 - |a - action|."""
     rng = np.random.default_rng(seed)
