@@ -68,6 +68,14 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "appo_surrogate_loss stats add_values setup_early_mixins setup_late_mixins",
     ),
     "agents.dqn.apex": (_EXEC_PLAN, "UpdateWorkerWeights"),
+    "agents.impala.impala": (
+        _EXEC_PLAN,
+        "gather_experiences_directly BroadcastUpdateLearnerWeights",
+    ),
+    "agents.impala.vtrace_torch_policy": (
+        _FUNCTION_POLICY,
+        "VTraceLoss build_vtrace_loss make_time_major stats choose_optimizer setup_mixins",
+    ),
     "agents.dqn.dqn": (
         "RLlib 1.13 builds DQN on a generic off-policy trainer; corral's is "
         "`corral.agents.off_policy.OffPolicyTrainer`",
@@ -191,19 +199,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any
 # importable "module:attr"; no attr: the module itself).
 _ALIASES: dict[str, str] = {
-    # RLlib 1.13's estimator modules; corral's estimators live in corral.offline.estimators.
-    "offline.is_estimator:ImportanceSamplingEstimator": (
-        "corral.offline.estimators.importance_sampling:ImportanceSampling"
-    ),
-    "offline.wis_estimator:WeightedImportanceSamplingEstimator": (
-        "corral.offline.estimators.importance_sampling:WeightedImportanceSampling"
-    ),
-    "offline.off_policy_estimator:OffPolicyEstimate": (
-        "corral.offline.estimators.off_policy_estimator:OffPolicyEstimate"
-    ),
-    "offline.off_policy_estimator:OffPolicyEstimator": (
-        "corral.offline.estimators.off_policy_estimator:OffPolicyEstimator"
-    ),
     "agents.maml.maml_torch_policy:KLCoeffMixin": (
         "corral.policy.kl_coeff_mixins:MAMLKLCoeffMixin"
     ),

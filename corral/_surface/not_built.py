@@ -12,7 +12,10 @@ README.md's list (``scripts/update_readme_surface.py``) and docs/not-built.md
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
+
+@dataclass(frozen=True, slots=True)
 class Feature:
     """An RLlib algorithm or feature corral does not build.
 
@@ -24,24 +27,11 @@ class Feature:
         algorithms: its ``get_trainer_class`` names.
     """
 
-    __slots__ = ("algorithms", "modules", "name", "names", "what")
-
-    def __init__(
-        self,
-        name: str,
-        what: str,
-        modules: tuple[str, ...] = (),
-        names: tuple[str, ...] = (),
-        algorithms: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        self.what = what
-        self.modules = modules
-        self.names = names
-        self.algorithms = algorithms
-
-    def __repr__(self) -> str:
-        return f"Feature({self.name!r})"
+    name: str
+    what: str
+    modules: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    algorithms: tuple[str, ...] = ()
 
 
 # What corral does not build. README.md's list, docs/not-built.md and `corral.agents.registry`
@@ -50,19 +40,19 @@ NOT_BUILT: tuple[Feature, ...] = (
     Feature(
         "Execution plans",
         "RLlib's iterator-based execution-plan operators (corral trainers run "
-        "`training_iteration()`; `synchronous_parallel_sample`, `train_one_step` and the "
-        "1.13 `MultiAgentReplayBuffer` are built)",
+        "`training_iteration()`; `synchronous_parallel_sample`, `train_one_step`, the "
+        "asynchronous requests, `LearnerThread`, `MinibatchBuffer` and the 1.13 "
+        "`MultiAgentReplayBuffer` are built), the multi-GPU learner thread, tree "
+        "aggregation and Ape-X's learner thread",
         (
             "execution.concurrency_ops",
-            "execution.learner_thread",
             "execution.metric_ops",
             "execution.multi_gpu_impl",
             "execution.multi_gpu_learner_thread",
-            "execution.parallel_requests",
             "execution.replay_ops",
             "execution.tree_agg",
-            "execution.buffers.minibatch_buffer",
             "execution.buffers.mixin_replay_buffer",
+            "agents.dqn.learner_thread",
         ),
         (
             "execution.rollout_ops:ParallelRollouts",
@@ -80,12 +70,6 @@ NOT_BUILT: tuple[Feature, ...] = (
             "execution.buffers.replay_buffer:warn_replay_capacity",
             "execution.buffers.replay_buffer:warn_replay_buffer_size",
         ),
-    ),
-    Feature(
-        "A3C",
-        "asynchronous advantage actor-critic (A2C, its synchronous form, is built)",
-        names=("agents.a3c.a3c:A3CTrainer",),
-        algorithms=("A3C",),
     ),
     Feature(
         "AlphaStar",
@@ -124,19 +108,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("DREAMER",),
     ),
     Feature("ES", "evolution strategies", ("agents.es",), (), ("ES",)),
-    Feature(
-        "IMPALA",
-        "asynchronous actor-learner training with V-trace, and its learner threads",
-        (
-            "agents.impala",
-            "execution.learner_thread",
-            "execution.multi_gpu_learner_thread",
-            "execution.tree_agg",
-            "agents.dqn.learner_thread",
-        ),
-        (),
-        ("IMPALA",),
-    ),
     Feature("MAML", "model-agnostic meta-learning", ("agents.maml",), (), ("MAML",)),
     Feature(
         "MARWIL",
@@ -233,19 +204,10 @@ NOT_BUILT: tuple[Feature, ...] = (
         ),
     ),
     Feature(
-        "Ray Data output and D4RL",
-        "RLlib's Ray Data writer (`output='dataset'`: corral writes Parquet, which "
-        "`input='dataset'` reads) and its D4RL reader (corral reads Minari datasets)",
-        ("offline.d4rl_reader", "offline.dataset_writer", "offline.resource"),
-        (
-            "offline:D4RLReader",
-            "offline:DatasetWriter",
-            "offline:get_dataset_and_shards",
-            "offline:get_offline_io_resource_bundles",
-            "offline.dataset_reader:DEFAULT_NUM_CPUS_PER_TASK",
-            "offline.dataset_reader:get_resource_bundles",
-            "offline.dataset_reader:get_dataset_and_shards",
-        ),
+        "Offline data",
+        "reading and writing experiences (`input`/`output`: JSON, datasets, D4RL) and "
+        "off-policy estimation",
+        ("offline",),
     ),
     Feature(
         "Ray actor utilities",
@@ -255,6 +217,7 @@ NOT_BUILT: tuple[Feature, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
 class Setting:
     """A config setting whose other values corral does not build.
 
@@ -271,22 +234,10 @@ class Setting:
             first is the default named in the error); () means the default alone.
     """
 
-    __slots__ = ("algorithms", "allowed", "path", "what")
-
-    def __init__(
-        self,
-        path: str,
-        what: str,
-        algorithms: tuple[str, ...] = (),
-        allowed: tuple[object, ...] = (),
-    ) -> None:
-        self.path = path
-        self.what = what
-        self.algorithms = algorithms
-        self.allowed = allowed
-
-    def __repr__(self) -> str:
-        return f"Setting({self.path!r})"
+    path: str
+    what: str
+    algorithms: tuple[str, ...] = ()
+    allowed: tuple[object, ...] = ()
 
 
 _OFF_POLICY = ("SimpleQ", "DQN", "APEX", "SAC", "DDPG", "TD3")
@@ -295,6 +246,11 @@ _OFF_POLICY = ("SimpleQ", "DQN", "APEX", "SAC", "DDPG", "TD3")
 # the feature lands.
 NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     Setting("sample_async", "sampling in a background thread"),
+    Setting("input", "offline input (only 'sampler')", allowed=("sampler",)),
+    Setting("output", "writing experiences to disk"),
+    Setting("postprocess_inputs", "postprocessing of offline input"),
+    Setting("shuffle_buffer_size", "shuffling of offline input"),
+    Setting("actions_in_input_normalized", "normalised offline actions"),
     Setting("fake_sampler", "the fake sampler"),
     Setting("num_gpus_per_worker", "GPUs in rollout workers"),
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),

@@ -76,6 +76,25 @@ def bootstrap_discount(batch: dict[str, torch.Tensor], gamma: float) -> torch.Te
     return gamma if k is None else torch.pow(gamma, k.float())
 
 
+class _PostprocessMixin:
+    """`postprocess_trajectory` through the mixin's `postprocess(batch)`; a fragment of
+    several trajectories (by eps_id) is postprocessed at once."""
+
+    postprocess_batched = True
+
+    def postprocess_trajectory(
+        self,
+        sample_batch: SampleBatch,
+        other_agent_batches: dict | None = None,
+        episode: Any = None,
+    ) -> SampleBatch:
+        return self.postprocess(sample_batch)
+
+    def postprocess(self, sample_batch: SampleBatch) -> SampleBatch:
+        """The postprocessed batch (in place or new)."""
+        raise NotImplementedError
+
+
 class TargetNetworkStateMixin:
     """Puts `self.target_model`'s weights into the policy state, prefixed with
     `TARGET_PREFIX`, so that a restored (or recreated) policy resumes with the
@@ -138,25 +157,19 @@ class TargetNetworkMixin(TargetNetworkStateMixin):
         update_target_network(self.target_source(), self.target_network(), tau)
 
 
-class ReplayPolicyMixin:
+class ReplayPolicyMixin(_PostprocessMixin):
     """What the replay-trained policies share: their train columns, n-step
     postprocessing (`n_step` of the config), numpy -> torch for `compute_td_error`, and
     a fused Adam with one parameter group per network."""
 
-    # `adjust_nstep` handles several trajectories per batch (by eps_id).
-    postprocess_batched = True
     train_columns = REPLAY_TRAIN_COLUMNS
 
     def n_step(self) -> int:
         """Rewards summed into each target (the config's `n_step`, 1 when it has none)."""
         return int(self.config.get("n_step", 1))  # type: ignore[attr-defined]
 
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
+    def postprocess(self, sample_batch: SampleBatch) -> SampleBatch:
+        """n-step returns (`adjust_nstep`) when `n_step` > 1."""
         n_step = self.n_step()
         if n_step > 1:
             adjust_nstep(n_step, self.config["gamma"], sample_batch)  # type: ignore[attr-defined]
@@ -170,13 +183,18 @@ class ReplayPolicyMixin:
             if k in batch
         }
 
-    def grouped_adam(self, groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
-        """One Adam over the parameter `groups` (each with its own lr), fused unless the
-        config's `optimizer` dict asks for `foreach`."""
+    def grouped_adam(self, **groups: tuple[Any, float]) -> torch.optim.Optimizer:
+        """One Adam with a parameter group per network: `name=(parameters, lr)`, fused
+        unless the config's `optimizer` dict asks for `foreach`. The networks' losses
+        have disjoint parameters, so one step of one optimiser updates them all."""
         kwargs = dict(self.config.get("optimizer") or {})  # type: ignore[attr-defined]
         if "foreach" not in kwargs:
             kwargs.setdefault("fused", True)
-        return torch.optim.Adam(groups, **kwargs)
+        param_groups = [
+            {"params": list(params), "lr": lr, "name": name}
+            for name, (params, lr) in groups.items()
+        ]
+        return torch.optim.Adam(param_groups, **kwargs)
 
     def clip_and_step(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, terms: dict[str, Any]
@@ -218,13 +236,10 @@ class FeedForwardActingMixin:
         raise NotImplementedError(f"{type(self).__name__} must define act(obs, explore).")
 
 
-class AdvantagesMixin:
+class AdvantagesMixin(_PostprocessMixin):
     """Adds `advantages` and `value_targets` to each sampled trajectory
     (`compute_advantages`): GAE (Schulman et al. 2016) with the config's `lambda`, or
     discounted returns, per `advantage_settings()`."""
-
-    # Its postprocessing takes a fragment of several trajectories (by eps_id) at once.
-    postprocess_batched = True
 
     def advantage_settings(self) -> dict[str, Any]:
         """`compute_advantages`' `lambda_`, `use_gae` and `use_critic` (default: the
@@ -236,12 +251,8 @@ class AdvantagesMixin:
             "use_critic": cfg["use_critic"],
         }
 
-    def postprocess_trajectory(
-        self,
-        sample_batch: SampleBatch,
-        other_agent_batches: dict | None = None,
-        episode: Any = None,
-    ) -> SampleBatch:
+    def postprocess(self, sample_batch: SampleBatch) -> SampleBatch:
+        """`compute_advantages` with the config's `gamma` and `advantage_settings()`."""
         gamma = self.config["gamma"]  # type: ignore[attr-defined]
         return compute_advantages(sample_batch, self, gamma=gamma, **self.advantage_settings())
 

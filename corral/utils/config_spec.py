@@ -457,8 +457,9 @@ class Lazy(Spec):
         return self._get().problem(value, path)
 
 
-class InstanceOf(Spec):
-    """An instance of a class imported lazily from `module:name` on the first check."""
+class _ImportedTarget(Spec):
+    """A spec whose class or predicate is imported lazily from `module:name` on the first
+    check (so that reading a config imports neither gymnasium nor torch)."""
 
     def __init__(self, target: str, what: str) -> None:
         self.target, self.what = target, what
@@ -466,11 +467,18 @@ class InstanceOf(Spec):
     def describe(self) -> str:
         return self.what
 
-    def problem(self, value: Any, path: str) -> Exception | None:
+    def _resolve(self) -> Any:
         import importlib
 
         module, name = self.target.split(":")
-        cls = getattr(importlib.import_module(module), name)
+        return getattr(importlib.import_module(module), name)
+
+
+class InstanceOf(_ImportedTarget):
+    """An instance of a class imported lazily from `module:name` on the first check."""
+
+    def problem(self, value: Any, path: str) -> Exception | None:
+        cls = self._resolve()
         return None if isinstance(value, cls) else self._error(path, value, wrong_type=True)
 
 
@@ -499,20 +507,11 @@ def _to_python_numbers(value: Any) -> Any:
     return value
 
 
-class Satisfies(Spec):
+class Satisfies(_ImportedTarget):
     """A value for which a predicate imported lazily from `module:function` is true."""
 
-    def __init__(self, target: str, what: str) -> None:
-        self.target, self.what = target, what
-
-    def describe(self) -> str:
-        return self.what
-
     def problem(self, value: Any, path: str) -> Exception | None:
-        import importlib
-
-        module, name = self.target.split(":")
-        predicate = getattr(importlib.import_module(module), name)
+        predicate = self._resolve()
         return None if predicate(value) else self._error(path, value, wrong_type=True)
 
 

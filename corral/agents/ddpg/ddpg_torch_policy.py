@@ -63,15 +63,10 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
     def make_optimizer(self) -> torch.optim.Optimizer:
         """One fused Adam, groups actor (`actor_lr`) and critic (`critic_lr`). On
         steps without an actor update the actor has no gradients, and Adam skips it."""
-        groups = [
-            {
-                "params": self.model.policy_variables(),
-                "lr": self.config["actor_lr"],
-                "name": "actor",
-            },
-            {"params": self.model.q_variables(), "lr": self.config["critic_lr"], "name": "critic"},
-        ]
-        return self.grouped_adam(groups)
+        return self.grouped_adam(
+            actor=(self.model.policy_variables(), self.config["actor_lr"]),
+            critic=(self.model.q_variables(), self.config["critic_lr"]),
+        )
 
     # -- acting -------------------------------------------------------------
 

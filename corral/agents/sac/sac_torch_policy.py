@@ -96,16 +96,13 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """One fused Adam with three parameter groups (actor, critic, alpha), each
-        with its `optimization` learning rate: the three losses have disjoint
-        parameters, so one step of one optimiser updates all three at once."""
-        lrs = self.config["optimization"]
-        m = self.model
-        groups = [
-            {"params": m.policy_variables(), "lr": lrs["actor_learning_rate"], "name": "actor"},
-            {"params": m.q_variables(), "lr": lrs["critic_learning_rate"], "name": "critic"},
-            {"params": [m.log_alpha], "lr": lrs["entropy_learning_rate"], "name": "alpha"},
-        ]
-        return self.grouped_adam(groups)
+        with its `optimization` learning rate."""
+        lrs, m = self.config["optimization"], self.model
+        return self.grouped_adam(
+            actor=(m.policy_variables(), lrs["actor_learning_rate"]),
+            critic=(m.q_variables(), lrs["critic_learning_rate"]),
+            alpha=([m.log_alpha], lrs["entropy_learning_rate"]),
+        )
 
     # -- acting -------------------------------------------------------------
 
@@ -184,15 +181,8 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         # in log space so that alpha stays positive.
         alpha_loss = -(m.log_alpha * (logp_pi.detach() + m.target_entropy)).mean()
 
-        return {
-            "actor_loss": actor_loss,
-            "critic_loss": critic_loss,
-            "alpha_loss": alpha_loss,
-            "alpha_value": alpha[0],
-            "entropy": -logp_pi.mean(),
-            "mean_q": q.mean(),
-            "mean_td_error": td_error.abs().mean(),
-        }
+        losses = (actor_loss, critic_loss, alpha_loss)
+        return _stats(losses, alpha, -logp_pi.mean(), q, td_error)
 
     def _losses_discrete(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
@@ -224,15 +214,8 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         # Temperature: J(alpha) = E_s[-alpha (sum_a pi log pi + H_target)] (eq. 11).
         alpha_loss = -(m.log_alpha * (neg_entropy.detach() + m.target_entropy)).mean()
 
-        return {
-            "actor_loss": actor_loss,
-            "critic_loss": critic_loss,
-            "alpha_loss": alpha_loss,
-            "alpha_value": alpha[0],
-            "entropy": -neg_entropy.mean(),
-            "mean_q": q.mean(),
-            "mean_td_error": td_error.abs().mean(),
-        }
+        losses = (actor_loss, critic_loss, alpha_loss)
+        return _stats(losses, alpha, -neg_entropy.mean(), q, td_error)
 
     def _transition(
         self, batch: TensorDict
@@ -274,3 +257,23 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
             discount = bootstrap_discount(t, self.gamma)
             target = t[SampleBatch.REWARDS] + discount * not_done * next_v
         return (q - target).abs().numpy()
+
+
+def _stats(
+    losses: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    alpha: torch.Tensor,
+    entropy: torch.Tensor,
+    q: torch.Tensor,
+    td_error: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """The three losses (`learn_step` sums them) and what one SAC update reports."""
+    actor_loss, critic_loss, alpha_loss = losses
+    return {
+        "actor_loss": actor_loss,
+        "critic_loss": critic_loss,
+        "alpha_loss": alpha_loss,
+        "alpha_value": alpha[0],
+        "entropy": entropy,
+        "mean_q": q.mean(),
+        "mean_td_error": td_error.abs().mean(),
+    }
