@@ -22,9 +22,10 @@ import gymnasium as gym
 import pytest
 import yaml
 
-from corral.agents.cql import CQLDQNTrainer
+from corral.agents.cql import CQLDQNTrainer, CQLTrainer
 from corral.agents.marwil import BCTrainer, MARWILTrainer
 from corral.agents.ppo import PPOTrainer
+from corral.agents.sac import SACTrainer
 
 
 def write_expert_data(
@@ -182,3 +183,70 @@ def test_cql_dqn_from_ppo_files(cartpole_files, learning):
     )
     curve = run(learning, CQLDQNTrainer(config=config), 60_000)
     assert curve[-1][1] >= THRESHOLD, curve
+
+
+PENDULUM = "Pendulum-v1"
+PENDULUM_THRESHOLD = -400.0
+
+
+@pytest.fixture(scope="module")
+def pendulum_files(tmp_path_factory):
+    """A folder of JSON files: 20,000 steps of a SAC policy whose greedy return is ~-200."""
+    out = tmp_path_factory.mktemp("sac_pendulum")
+    config = {
+        **tuned_config("sac/pendulum-sac.yaml"),
+        "seed": 0,
+        "evaluation_interval": 1,
+        "evaluation_num_episodes": 5,
+    }
+    info = write_expert_data(
+        SACTrainer,
+        PENDULUM,
+        config,
+        out,
+        good_return=-250.0,
+        max_train_steps=30_000,
+        num_steps=20_000,
+    )
+    print(f"SAC data: {info}")
+    assert info["evaluation_return"] >= -250.0 and info["written_steps"] >= 20_000
+    return out
+
+
+@pytest.mark.learning
+def test_cql_from_sac_files(pendulum_files, learning):
+    space = gym.make(PENDULUM)
+    net = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
+    config = {
+        "input": str(pendulum_files),
+        "observation_space": space.observation_space,
+        "action_space": space.action_space,
+        # SAC wrote its squashed actions, already in [-1, 1].
+        "actions_in_input_normalized": True,
+        "normalize_actions": True,
+        "Q_model": net,
+        "policy_model": net,
+        "optimization": {
+            "actor_learning_rate": 1e-3,
+            "critic_learning_rate": 1e-3,
+            "entropy_learning_rate": 1e-3,
+        },
+        "bc_iters": 100,
+        "train_batch_size": 256,
+        # One gradient step per step read, 1,000 per iteration.
+        "training_intensity": 256,
+        "min_time_s_per_reporting": 0,
+        "min_sample_timesteps_per_reporting": 1000,
+        "replay_buffer_config": {"capacity": 50_000},
+        "seed": 0,
+        "evaluation_interval": 1,
+        "evaluation_num_workers": 1,
+        "evaluation_num_episodes": 5,
+        "evaluation_config": {"input": "sampler", "env": PENDULUM, "explore": False},
+    }
+    trainer = CQLTrainer(config=config)
+    policy = trainer.get_policy()
+    curve = run(learning, trainer, 20_000, PENDULUM_THRESHOLD)
+    # Past the behaviour-cloning phase: the actor maximised the conservative Q.
+    assert policy.cur_iter > config["bc_iters"]
+    assert curve[-1][1] >= PENDULUM_THRESHOLD, curve
