@@ -35,6 +35,21 @@ COMMON_CONFIG: TrainerConfigDict = {
     # How many env copies each worker steps side by side. Actions for all copies
     # come from one batched forward pass, which pays off when inference dominates.
     "num_envs_per_worker": 1,
+    # How a worker steps its `num_envs_per_worker` env copies:
+    # "sequential": a list of `gymnasium.Env` objects made by the env creator, stepped
+    #   one after the other (any env);
+    # "native": one Gymnasium vector env, `gymnasium.make_vec(env, num_envs,
+    #   vectorization_mode="vector_entry_point", **env_config)`: numpy-batched envs
+    #   (e.g. CartPole-v1), stepped by one call;
+    # "envpool": one EnvPool pool, `envpool.make(env, env_type="gymnasium",
+    #   num_envs=..., seed=..., **env_config)`, stepped in C++ threads (needs
+    #   `pip install corral[envpool]`; `env` is an EnvPool task id, e.g. "Pong-v5").
+    # An env creator returning a `gymnasium.vector.VectorEnv` is stepped the same
+    # way. Batched vector envs reset a sub-env themselves in the step after its
+    # episode ended (that step is not part of the batch); so a hard `horizon`,
+    # `restart_failed_sub_environments`, `remote_worker_envs` and `record_env` are
+    # refused with them.
+    "vectorize_mode": "sequential",
     # Whether the driver's local worker builds an env too when `num_workers` > 0.
     # It normally needs none, since remote workers sample and evaluation workers
     # evaluate; set True to e.g. call `compute_single_action` against its env.

@@ -168,9 +168,14 @@ class Trainer(Trainable):
         self.validate_config(self.config)
         check_gpus(self.config)
         prepare_driver(self.config)
-        self.env_creator = make_env_creator(
-            self.config.get("env"), self.config.get("preprocessor_pref")
-        )
+        if self.config.get("vectorize_mode") == "envpool":  # `env` is an EnvPool task id
+            from corral.env.envpool_env import envpool_env_creator
+
+            self.env_creator = envpool_env_creator(self.config.get("env"))
+        else:
+            self.env_creator = make_env_creator(
+                self.config.get("env"), self.config.get("preprocessor_pref")
+            )
         self.callbacks: DefaultCallbacks = make_callbacks(self.config["callbacks"])
         self._counters: dict[str, int] = defaultdict(int)
         self._episode_history: list[RolloutMetrics] = []

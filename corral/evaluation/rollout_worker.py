@@ -21,6 +21,7 @@ from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
+from corral.env.native_vector_env import batched_worker_env, vectorize_mode
 from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
 from corral.env.vector_env import VectorEnv
 from corral.evaluation.episode import Episode
@@ -174,9 +175,12 @@ class RolloutWorker:
             # Read by the creator of Gymnasium ids (`corral.env.utils`): a video needs
             # frames, a window needs "human".
             ctx._render_mode = "rgb_array" if self.record_env else "human"
+        env = self.env_creator(ctx)
+        if isinstance(env, gym.vector.VectorEnv):  # a batched vector env: the worker's vector
+            return env
         # An env written for the old gym API (or declaring old `gym.spaces`) is
         # converted here, so every kind of `env` setting gets the same conversion.
-        env = ensure_gymnasium_env(self.env_creator(ctx))
+        env = ensure_gymnasium_env(env)
         if env is None:
             return None
         if self.validate_env is not None:
@@ -198,11 +202,16 @@ class RolloutWorker:
         n = int(self.config.get("num_envs_per_worker", 1))
         if n < 1:
             raise ValueError(f"num_envs_per_worker must be >= 1, got {n}.")
+        mode = vectorize_mode(self.config)
+        if mode != "sequential":  # "native" / "envpool": one batched vector env
+            return batched_worker_env(self, n, mode=mode)
         if self.config.get("remote_worker_envs"):
             return self._make_remote_vector_env(n)
         first = self._make_env(0)
         if first is None:
             return None
+        if isinstance(first, gym.vector.VectorEnv):  # the env creator built a batched one
+            return batched_worker_env(self, n, vector=first)
         if isinstance(first, MultiAgentEnv):
             return MultiAgentEnvWrapper([first, *(self._make_env(i) for i in range(1, n))])
         return VectorEnv.vectorize_gym_envs(self._make_env, n, existing_envs=[first])

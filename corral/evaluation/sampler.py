@@ -102,6 +102,13 @@ class SingleAgentSampler(SamplerBase):
         self._faulty_eps: set[int] = set()
         # How each sub-env was reset and stepped since, for exact resumes.
         self.replay_log = EnvReplayLog(self.envs)
+        # A batched vector env (`corral.env.native_vector_env`): one call steps every
+        # sub-env, and a sub-env whose episode ended resets itself in its next step
+        # (NEXT_STEP autoreset): `_autoreset` marks those sub-envs, whose next row
+        # is dropped (`_record_vector_step`).
+        self.vector_step = getattr(vector_env, "step_batched", None)
+        self._autoreset = np.zeros(self.num_envs, np.bool_)
+        self._reset_rows: np.ndarray | None = None
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -120,6 +127,12 @@ class SingleAgentSampler(SamplerBase):
         self.episodes: list[Episode] = [None] * self.num_envs  # type: ignore[list-item]
         if self.recurrent:
             self._reset_recurrent_inputs()
+        if self.vector_step is not None:  # one reset of the whole batched vector env
+            self._autoreset[:] = False
+            first_obs = self.env.vector_reset(seed)
+            for i in range(self.num_envs):
+                self._start_episode(i, first_obs[i])
+            return
         for i in range(self.num_envs):
             obs = self._reset_sub_env(i, seed=None if seed is None else seed + i)
             self._start_episode(i, obs)
@@ -281,6 +294,8 @@ class SingleAgentSampler(SamplerBase):
         compute = policy.compute_actions_from_obs
         to_env = policy.to_env_actions
         step_all = self.env.step_all
+        vector_step = self.vector_step
+        record = self._record_step if vector_step is None else self._record_vector_step
         explore, recurrent, restarts = self.worker.explore, self.recurrent, self.restarts
         unsquash, clip = self.unsquash, self.clip
         clock = time.perf_counter
@@ -308,7 +323,9 @@ class SingleAgentSampler(SamplerBase):
             buf[SampleBatch.T][t] = self.ep_len
             env_actions = to_env(actions, unsquash, clip)
             t2 = clock()
-            if restarts is None:
+            if vector_step is not None:  # a batched vector env: one call for all sub-envs
+                results = vector_step(env_actions)
+            elif restarts is None:
                 results = step_all(env_actions)
             else:
                 results, failures = restarts.step_all(env_actions, self._stand_in_result)
@@ -316,7 +333,7 @@ class SingleAgentSampler(SamplerBase):
             if self.render_env:
                 self._render()
                 t3 = clock()
-            self._record_step(buf, t, results, actions)
+            record(buf, t, results, actions)
             if failures:
                 for i, error in failures:
                     self._drop_faulty_episode(i, t, error)
@@ -368,6 +385,55 @@ class SingleAgentSampler(SamplerBase):
         except ValueError:  # an env returned something else than Gymnasium's 5-tuple
             bad = next(i for i, r in enumerate(results) if not _is_step_tuple(r))
             raise step_output_error(self.envs[bad], results[bad]) from None
+        self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
+
+    def _record_vector_step(
+        self, buf: dict[str, np.ndarray], t: int, results: tuple, actions: np.ndarray
+    ) -> None:
+        """Records one step of a batched vector env (stacked arrays).
+
+        Sub-envs whose episode ended in the previous step were reset by this one
+        (NEXT_STEP autoreset: their action was ignored, the observation is the new
+        episode's first): their row is no transition and is dropped from the batch,
+        and their new episode starts here.
+        """
+        raw_obs, rewards, terminateds, truncateds, infos = results
+        resetting = self._autoreset
+        if resetting.any():
+            rows = np.flatnonzero(resetting)
+            resetting[:] = False
+            if self._valid is None:
+                self._valid = np.ones((self.fragment_length, self.num_envs), np.bool_)
+            self._valid[t, rows] = False
+            # Copies: EnvPool may hand out views of its own buffers.
+            rewards = np.array(rewards, np.float32)
+            terminateds = np.array(terminateds, np.bool_)
+            truncateds = np.array(truncateds, np.bool_)
+            rewards[rows] = 0.0
+            terminateds[rows] = truncateds[rows] = False
+            for i in rows.tolist():
+                self._start_episode(i, raw_obs[i])
+            # The common step below counts one step for every sub-env; these start at 0.
+            self.ep_len[rows] = -1
+            self._reset_rows = rows
+            self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
+            self._reset_rows = None
+            return
+        self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
+
+    def _record_columns(
+        self,
+        buf: dict[str, np.ndarray],
+        t: int,
+        raw_obs: Any,
+        rewards: Any,
+        terminateds: Any,
+        truncateds: Any,
+        infos: Any,
+        actions: np.ndarray,
+    ) -> None:
+        """Writes one step of every sub-env (sequences indexed by sub-env) into row `t`
+        and ends the episodes that ended in it."""
         new_obs = buf[SampleBatch.NEXT_OBS][t]
         if self.fast_obs:
             try:
@@ -440,7 +506,10 @@ class SingleAgentSampler(SamplerBase):
         return episode
 
     def _call_step_hooks(self, t, raw_obs, actions, rewards, infos) -> None:
+        skip = () if self._reset_rows is None else set(self._reset_rows.tolist())
         for i in range(self.num_envs):
+            if i in skip:  # an autoreset step, not a step of an episode
+                continue
             episode = self._sync_episode(i)
             episode._set_last(
                 SINGLE_AGENT_ID,
@@ -456,6 +525,9 @@ class SingleAgentSampler(SamplerBase):
         episode = self._sync_episode(i)
         episode._set_last(SINGLE_AGENT_ID, raw_obs=last_obs, info=info)
         self._episode_ended(episode, i)
+        if reset and self.vector_step is not None:
+            self._autoreset[i] = True  # the batched vector env resets it in its next step
+            return
         obs = self._reset_sub_env(i) if reset else last_obs
         self._start_episode(i, obs, keep_state=not reset)
 
@@ -508,9 +580,10 @@ class SingleAgentSampler(SamplerBase):
     def _take_complete_episodes(self, batch: SampleBatch) -> list[SampleBatch]:
         """Keeps unfinished episodes for the next fragment; returns finished ones."""
         done_eps: list[SampleBatch] = []
-        T = self.fragment_length
+        # Each sub-env's rows are contiguous (fewer than T where rows were dropped).
+        bounds = np.searchsorted(batch[SampleBatch.ENV_ID], np.arange(self.num_envs + 1))
         for i in range(self.num_envs):
-            column = batch.slice(i * T, (i + 1) * T)
+            column = batch.slice(int(bounds[i]), int(bounds[i + 1]))
             pieces = self._pending[i] + column.split_by_episode()
             self._pending[i] = []
             merged = _merge_by_episode(pieces)
@@ -519,8 +592,8 @@ class SingleAgentSampler(SamplerBase):
                 merged = [
                     m for m in merged if int(m[SampleBatch.EPS_ID][0]) not in self._faulty_eps
                 ]
-                if not merged:
-                    continue
+            if not merged:  # every row dropped (faulty episodes, autoreset steps)
+                continue
             for ep in merged[:-1]:
                 done_eps.append(ep)
             last = merged[-1]
@@ -537,7 +610,7 @@ class SingleAgentSampler(SamplerBase):
         """The unfinished episodes as plain data (None: they cannot be replayed, e.g.
         pieces of complete episodes are pending or an env's reset was not seeded)."""
         envs = self.replay_log.get_state()
-        if envs is None or any(self._pending):
+        if envs is None or any(self._pending) or self.vector_step is not None:
             return None
         state: dict[str, Any] = {
             **envs,

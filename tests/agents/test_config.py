@@ -45,6 +45,7 @@ CORRAL_KEYS = {
     "sample_timeout_s",
     "worker_health_probe_timeout_s",
     "skip_nonfinite_updates",
+    "vectorize_mode",
 }
 # Keys RLlib 1.13 added to COMMON_CONFIG (see tests/agents/test_config_1_13_keys.py).
 RLLIB_1_13_KEYS = {
