@@ -62,7 +62,8 @@ def specs_of(argv: list[str]) -> list[cli.TrainSpec]:
 def test_help_does_not_import_torch():
     code = (
         "import sys; from corral.cli import main; rc = main(['--help']); "
-        "assert rc == 0, rc; assert 'torch' not in sys.modules, 'torch imported'"
+        "assert rc == 0, rc; assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'numpy' not in sys.modules, 'numpy imported'"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

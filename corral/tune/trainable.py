@@ -42,8 +42,10 @@ from corral.tune.result import (
     TRAINING_ITERATION,
     new_logdir,
 )
-from corral.utils import checkpoint_files, checkpoints
 from corral.utils.error import CheckpointError
+
+# `corral.utils.checkpoint_files` and `checkpoints` (numpy) are imported where a checkpoint
+# is saved or read: `import corral.tune` (and `corral --help`) must stay cheap.
 
 CHECKPOINT_METADATA_FILE = ".tune_metadata.json"
 CHECKPOINT_STATE_FILE = "checkpoint_state.json"
@@ -254,6 +256,8 @@ class Trainable:
 
         :return: the checkpoint directory, which ``restore`` accepts.
         """
+        from corral.utils import checkpoint_files, checkpoints
+
         with self._lock:
             parent = os.path.abspath(checkpoint_dir or self.logdir)
             target = os.path.join(parent, f"checkpoint_{self.iteration:06d}")
@@ -298,6 +302,8 @@ class Trainable:
             file is missing, malformed or does not match the manifest; the
             message names the file.
         """
+        from corral.utils import checkpoint_files
+
         with self._lock:
             checkpoint_dir = _find_checkpoint_dir(checkpoint_path)
             manifest = checkpoint_files.verify_manifest(checkpoint_dir)
@@ -316,6 +322,8 @@ class Trainable:
 
     def _check_manifest(self, manifest: dict, checkpoint_dir: str) -> None:
         """Refuse a verified checkpoint this trainable cannot load (e.g. another algorithm)."""
+        from corral.utils import checkpoint_files
+
         written_by = manifest.get("algorithm")
         if written_by != self._checkpoint_algorithm():
             raise CheckpointError(
@@ -417,6 +425,8 @@ def _describe_saved(saved: Any, tmp_dir: str) -> dict:
 
 def _find_checkpoint_dir(checkpoint_path: str | os.PathLike) -> str:
     """The folder holding ``.tune_metadata.json``: ``checkpoint_path`` or its nearest ancestor."""
+    from corral.utils import checkpoints
+
     return checkpoints.find_checkpoint_dir(
         checkpoint_path,
         marker=CHECKPOINT_METADATA_FILE,
@@ -426,6 +436,8 @@ def _find_checkpoint_dir(checkpoint_path: str | os.PathLike) -> str:
 
 def _read_metadata(checkpoint_dir: str) -> dict:
     path = os.path.join(checkpoint_dir, CHECKPOINT_METADATA_FILE)
+    from corral.utils import checkpoints
+
     metadata = checkpoints.read_json(path, "the checkpoint metadata Trainable.save() writes")
     if not _is_valid_metadata(metadata):
         raise CheckpointError(
@@ -452,4 +464,6 @@ def _rebuild_saved(metadata: dict, checkpoint_dir: str) -> str | dict:
     if kind == _KIND_PATH:
         return os.path.normpath(os.path.join(checkpoint_dir, metadata["checkpoint_path"]))
     path = os.path.join(checkpoint_dir, CHECKPOINT_STATE_FILE)
+    from corral.utils import checkpoints
+
     return checkpoints.read_json_object(path, "the dict save_checkpoint() returned")
