@@ -45,14 +45,17 @@ def set_torch_threads(num_cpus: float) -> None:
     torch.set_num_threads(max(1, int(num_cpus)))
 
 
-def default_logger(trainer_name: str, env_id: str | None, config: dict) -> Any:
+def default_logger(
+    trainer_name: str, env_id: str | None, config: dict, results_dir: str | None = None
+) -> Any:
     """A trainer's logger when none is given: `logger_config["type"]` if set, else a
-    `UnifiedLogger`, in a new `<Trainer>_<env>_<date>_<time>*` folder of the results dir."""
+    `UnifiedLogger`, in a new `<Trainer>_<env>_<date>_<time>*` folder of `results_dir`
+    (default: the results dir; `corral train --local-dir` passes its own)."""
     from corral.tune.logger import UnifiedLogger, logger_from_config
     from corral.tune.result import new_logdir
 
     env = (env_id or "NoEnv").replace("/", "_")
-    logdir = new_logdir(f"{trainer_name}_{env}")
+    logdir = new_logdir(f"{trainer_name}_{env}", results_dir)
     logger_config = config.get("logger_config") or {}
     if logger_config.get("type") is not None:
         return logger_from_config(logger_config, logdir)

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.cli import common
 from corral.cli.experiments import DEFAULT_STOP, TrainSpec, check_stop_reachable, train_specs
@@ -21,6 +21,9 @@ from corral.cli.progress import ProgressDisplay
 from corral.cli.summary import TrainOutcome, print_summary
 from corral.tune.callback import Callback
 from corral.tune.stopping import met_criterion, stop_condition
+
+if TYPE_CHECKING:
+    from corral.tune.trial import Trial
 
 
 def add_train_parser(commands: Any) -> None:
@@ -150,7 +153,9 @@ class TrainProgress(Callback):
         self.display = display
         self.outcome = outcome
 
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def on_trial_start(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
         """Refuses criteria the trainer can never meet; says what was restored and where
         results go."""
         trainer = info["trainable"]
@@ -162,14 +167,14 @@ class TrainProgress(Callback):
         )
 
     def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+        self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any
     ) -> None:
         """Shows the iteration and keeps its figures for the summary."""
         self.outcome.record(result)
         self.display.update(result)
 
     def on_checkpoint(
-        self, iteration: int, trials: list, trial: Any, checkpoint: str, **info: Any
+        self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: str, **info: Any
     ) -> None:
         """Says where the checkpoint went (the summary names the last one)."""
         self.outcome.last_checkpoint = checkpoint
@@ -177,11 +182,15 @@ class TrainProgress(Callback):
 
 
 def _local_dir_logger_creator(trainer_class: Any, spec: TrainSpec) -> Callable[[dict], Any]:
-    """A logger creator that puts the trial folder under ``--local-dir``, named as by default."""
-    from corral.tune.logger import UnifiedLogger
-    from corral.tune.result import new_logdir
+    """The trainer's default logger creator, with the trial folder under ``--local-dir``."""
+    from corral.agents.driver import default_logger
+    from corral.env.utils import env_id_of
 
     local_dir = os.path.abspath(os.path.expanduser(spec.local_dir or "."))
     trainer_name = getattr(trainer_class, "_name", trainer_class.__name__)
-    env_name = str(spec.env).replace("/", "_")
-    return lambda config: UnifiedLogger(config, new_logdir(f"{trainer_name}_{env_name}", local_dir))
+
+    def create(config: dict) -> Any:
+        # Called while the trainer is built, so a bad env spec is a one-line error too.
+        return default_logger(trainer_name, env_id_of(spec.env), config, local_dir)
+
+    return create
