@@ -170,9 +170,11 @@ class OffPolicyTrainer(Trainer):
         self._last_learner_info: dict = {}
 
     def validate_config(self, config: dict) -> None:
-        # Ranges (`training_intensity` > 0, ...) are in REPLAY_CONFIG_SPECS.
+        # Ranges (`training_intensity` > 0, ...) are in REPLAY_CONFIG_SPECS, checks
+        # across keys in each algorithm's `_config_rules`.
         check_replay_config(config)
         super().validate_config(config)
+        cs.check_rules(config, type(self))
 
     def _extra_checkpoint_state(self) -> dict:
         """The replay buffer (when `store_buffer_in_checkpoints`) and the train credit."""
@@ -255,7 +257,7 @@ class OffPolicyTrainer(Trainer):
         for pid, policy_batch in train_batch.policy_batches.items():
             if not local.is_policy_to_train(pid, train_batch):
                 continue  # not trained here (e.g. another trainer's policy): no TD errors
-            policy = local.get_policy(pid)
+            policy: Any = local.get_policy(pid)
             pop = getattr(policy, "pop_td_errors", None)
             td_error = pop() if pop is not None else None
             if (
@@ -298,6 +300,8 @@ def make_replay_buffer(config: dict) -> Any:
     """
     buffer_config = dict(config.get("replay_buffer_config") or {})
     capacity = buffer_config.get("capacity") or config.get("buffer_size")
+    if capacity is None:
+        raise ValueError("`replay_buffer_config` needs a `capacity` (transitions per policy).")
     return MultiAgentReplayBuffer(
         capacity=int(capacity),
         prioritized=bool(config["prioritized_replay"]),
@@ -315,9 +319,14 @@ def _transitions(
     """Only the columns a Q-learner needs: (s, a, r, s', terminated), plus `extra_columns`."""
     if isinstance(batch, MultiAgentBatch):
         return MultiAgentBatch(
-            {pid: _transitions(b, extra_columns) for pid, b in batch.policy_batches.items()},
+            {pid: _columns(b, extra_columns) for pid, b in batch.policy_batches.items()},
             batch.env_steps(),
         )
+    return _columns(batch, extra_columns)
+
+
+def _columns(batch: SampleBatch, extra_columns: tuple[str, ...]) -> SampleBatch:
+    """One policy's batch cut to `REPLAY_COLUMNS` and `extra_columns`."""
     return SampleBatch({k: batch[k] for k in (*REPLAY_COLUMNS, *extra_columns) if k in batch})
 
 

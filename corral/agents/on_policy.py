@@ -19,7 +19,7 @@ from corral.execution.common import NUM_ENV_STEPS_SAMPLED
 from corral.execution.rollout_ops import sample_train_batch
 from corral.execution.train_ops import update_learners
 from corral.policy.sample_batch import MultiAgentBatch
-from corral.utils.config_spec import Bool, Float, Optional, Schedule
+from corral.utils.config_spec import Bool, Float, Optional, Rule, Schedule, check_rules
 
 # The keys of the actor-critic algorithms (A2C, PPO), merged into their DEFAULT_CONFIGs
 # by `with_actor_critic_config`; an algorithm states only the values it changes. The
@@ -92,6 +92,11 @@ def sample_and_train_once(
 class OnPolicyTrainer(Trainer):
     """A trainer that learns from the batch it has just sampled (PG, A2C, PPO)."""
 
+    def validate_config(self, config: dict) -> None:
+        """Also the algorithm's `_config_rules` (checks across keys)."""
+        super().validate_config(config)
+        check_rules(config, type(self))
+
     def sgd_settings(self) -> dict[str, Any]:
         """How the learners train on a batch: one update on all of it (PPO: epochs of
         shuffled minibatches)."""
@@ -108,12 +113,12 @@ class ActorCriticTrainer(OnPolicyTrainer):
     """An on-policy trainer with a critic: the keys of `ACTOR_CRITIC_CONFIG` (A2C, PPO)."""
 
     _config_specs = ACTOR_CRITIC_CONFIG_SPECS
-
-    def validate_config(self, config: dict) -> None:
-        # Ranges (`entropy_coeff` >= 0, ...) are in ACTOR_CRITIC_CONFIG_SPECS.
-        super().validate_config(config)
-        if config["use_gae"] and not config["use_critic"]:
-            raise ValueError("`use_gae=True` requires `use_critic=True`.")
+    _config_rules = (
+        Rule(
+            lambda c: c["use_critic"] or not c["use_gae"],
+            "`use_gae=True` requires `use_critic=True`.",
+        ),
+    )
 
 
 __all__ = [

@@ -50,7 +50,8 @@ REPLAY_TRAIN_COLUMNS = (
 def polyak_update(source: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
     """theta' <- tau * theta + (1 - tau) * theta' for every parameter (Lillicrap et al.
     2015, arXiv:1509.02971, sec. 3); tau = 1 copies the weights."""
-    targets, sources = list(target.parameters()), list(source.parameters())
+    targets: list[torch.Tensor] = list(target.parameters())
+    sources: list[torch.Tensor] = list(source.parameters())
     if len(targets) != len(sources):
         raise ValueError(
             f"polyak_update: the target has {len(targets)} parameters, the source {len(sources)}."

@@ -40,7 +40,9 @@ __all__ = [
     "Satisfies",
     "Str",
     "SubConfig",
+    "Rule",
     "check_config_values",
+    "check_rules",
 ]
 
 
@@ -541,3 +543,33 @@ def check_config_values(
             new = _to_python_numbers(value)
             if new is not value:
                 config[key] = new
+
+
+class Rule:
+    """A check across config keys, declared next to an algorithm's specs.
+
+    Args:
+        holds: fn(config) -> whether the config is acceptable.
+        message: the `ValueError`'s text, formatted with the config's keys
+            (``"{v_min}"`` is the config's `v_min`).
+    """
+
+    def __init__(self, holds: Callable[[Mapping[str, Any]], bool], message: str) -> None:
+        self.holds, self.message = holds, message
+
+    def check(self, config: Mapping[str, Any]) -> None:
+        """Raises `ValueError` with the message when `holds(config)` is false."""
+        if not self.holds(config):
+            raise ValueError(self.message.format_map(config))
+
+
+def check_rules(config: Mapping[str, Any], owner: type) -> None:
+    """Checks the `_config_rules` (a tuple of `Rule`) of `owner` and of its base classes,
+    base classes first.
+
+    Raises:
+        ValueError: the first rule that does not hold, in its words.
+    """
+    for klass in reversed(owner.__mro__):
+        for rule in klass.__dict__.get("_config_rules", ()):
+            rule.check(config)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from corral.agents.config import merge_trainer_configs
 from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy
 from corral.agents.dqn.simple_q import SIMPLE_Q_DEFAULT_CONFIG, SimpleQTrainer
-from corral.utils.config_spec import Bool, Float, Int, ListOf
+from corral.utils.config_spec import Bool, Float, Int, ListOf, Rule
 
 DEFAULT_CONFIG = merge_trainer_configs(
     SIMPLE_Q_DEFAULT_CONFIG,
@@ -66,12 +66,9 @@ class DQNTrainer(SimpleQTrainer):
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
     _policy_class = DQNTorchPolicy
-
-    def validate_config(self, config: dict) -> None:
-        # The ranges of `num_atoms` and `n_step` are in the specs; this is the one
-        # check across keys.
-        super().validate_config(config)
-        if config["num_atoms"] > 1 and not config["v_min"] < config["v_max"]:
-            raise ValueError(
-                f"C51 needs v_min < v_max, got v_min={config['v_min']}, v_max={config['v_max']}."
-            )
+    _config_rules = (
+        Rule(
+            lambda c: c["num_atoms"] == 1 or c["v_min"] < c["v_max"],
+            "C51 needs v_min < v_max, got v_min={v_min}, v_max={v_max}.",
+        ),
+    )

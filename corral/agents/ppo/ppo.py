@@ -16,7 +16,7 @@ from corral.agents.on_policy import ActorCriticTrainer, with_actor_critic_config
 from corral.agents.ppo.ppo_torch_policy import PPOTorchPolicy
 from corral.agents.trainer_config import PPOConfig  # noqa: F401 - RLlib 1.13's path
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
-from corral.utils.config_spec import AnyOf, Bool, Float, Int, OneOf
+from corral.utils.config_spec import AnyOf, Bool, Float, Int, OneOf, Rule
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 logger = logging.getLogger(__name__)
@@ -79,22 +79,24 @@ class PPOTrainer(ActorCriticTrainer):
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
     _policy_class = PPOTorchPolicy
+    _config_rules = (
+        Rule(
+            lambda c: c["sgd_minibatch_size"] <= c["train_batch_size"],
+            "`sgd_minibatch_size` ({sgd_minibatch_size}) must be <= `train_batch_size` "
+            "({train_batch_size}).",
+        ),
+        Rule(
+            lambda c: c["use_gae"] or c["batch_mode"] != "truncate_episodes",
+            "Episode truncation is not supported without a value function "
+            "(use_gae=False): set batch_mode='complete_episodes'.",
+        ),
+    )
 
     def validate_config(self, config: dict) -> None:
         if config["vf_share_layers"] != DEPRECATED_VALUE:
             deprecation_warning("vf_share_layers", "model.vf_share_layers")
             config["model"]["vf_share_layers"] = config["vf_share_layers"]
         super().validate_config(config)
-        if config["sgd_minibatch_size"] > config["train_batch_size"]:
-            raise ValueError(
-                f"`sgd_minibatch_size` ({config['sgd_minibatch_size']}) must be <= "
-                f"`train_batch_size` ({config['train_batch_size']})."
-            )
-        if config["batch_mode"] == "truncate_episodes" and not config["use_gae"]:
-            raise ValueError(
-                "Episode truncation is not supported without a value function "
-                "(use_gae=False): set batch_mode='complete_episodes'."
-            )
 
     def sgd_settings(self) -> dict[str, Any]:
         """`num_sgd_iter` epochs of `sgd_minibatch_size` minibatches (shuffled per

@@ -131,9 +131,14 @@ class SACTrainer(OffPolicyTrainer):
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
     _policy_class = SACTorchPolicy
+    _config_rules = (
+        cs.Rule(
+            lambda c: _finite_bounds(c.get("action_space")),
+            "SAC squashes actions into bounds; {action_space} has infinite bounds.",
+        ),
+    )
 
-    def validate_config(self, config: dict) -> None:
-        super().validate_config(config)
-        space = config.get("action_space")
-        if isinstance(space, gym.spaces.Box) and not np.all(np.isfinite(space.low)):
-            raise ValueError(f"SAC squashes actions into bounds; {space} has infinite bounds.")
+
+def _finite_bounds(space: object) -> bool:
+    """Whether a config's `action_space` (if a Box) has finite lower bounds."""
+    return not isinstance(space, gym.spaces.Box) or bool(np.all(np.isfinite(space.low)))
