@@ -116,20 +116,17 @@ def cartpole_files(tmp_path_factory):
     return out
 
 
-def offline_config(files, **overrides) -> dict:
-    space = gym.make(ENV)
+def offline_config(files: Path, tuned: dict, env: str = ENV) -> dict:
+    """A tuned example's config reading `files`, with no env on the driver (the spaces
+    given instead) and the env on the evaluation worker."""
+    space = gym.make(env)
     return {
+        **tuned,
         "input": str(files),
         "observation_space": space.observation_space,
         "action_space": space.action_space,
         "seed": 0,
-        "model": {"fcnet_hiddens": [64, 64]},
-        "min_time_s_per_reporting": 0,
-        "min_sample_timesteps_per_reporting": 0,
-        "evaluation_num_workers": 1,
-        "evaluation_num_episodes": 10,
-        "evaluation_config": {"input": "sampler", "env": ENV, "explore": False},
-        **overrides,
+        "evaluation_config": {**tuned["evaluation_config"], "env": env},
     }
 
 
@@ -141,13 +138,7 @@ def run(learning, trainer, max_steps: int, threshold: float = THRESHOLD) -> list
 
 @pytest.mark.learning
 def test_bc_from_ppo_files(cartpole_files, learning):
-    config = offline_config(
-        cartpole_files,
-        lr=1e-3,
-        train_batch_size=512,
-        replay_buffer_size=50_000,
-        evaluation_interval=20,
-    )
+    config = offline_config(cartpole_files, tuned_config("bc/cartpole-bc.yaml"))
     trainer = BCTrainer(config=config)
     assert trainer.workers.local_worker().env is None
     curve = run(learning, trainer, 150_000)
@@ -156,31 +147,14 @@ def test_bc_from_ppo_files(cartpole_files, learning):
 
 @pytest.mark.learning
 def test_marwil_from_ppo_files(cartpole_files, learning):
-    config = offline_config(
-        cartpole_files,
-        lr=1e-3,
-        train_batch_size=512,
-        replay_buffer_size=50_000,
-        evaluation_interval=20,
-        input_evaluation=[],
-    )
+    config = offline_config(cartpole_files, tuned_config("marwil/cartpole-marwil.yaml"))
     curve = run(learning, MARWILTrainer(config=config), 150_000)
     assert curve[-1][1] >= THRESHOLD, curve
 
 
 @pytest.mark.learning
 def test_cql_dqn_from_ppo_files(cartpole_files, learning):
-    config = offline_config(
-        cartpole_files,
-        lr=1e-3,
-        train_batch_size=64,
-        # One gradient step per step read (offline data is re-read at no cost).
-        training_intensity=64,
-        replay_buffer_config={"capacity": 50_000},
-        double_q=True,
-        target_network_update_freq=2000,
-        evaluation_interval=5,
-    )
+    config = offline_config(cartpole_files, tuned_config("cql/cartpole-cql-dqn.yaml"))
     curve = run(learning, CQLDQNTrainer(config=config), 60_000)
     assert curve[-1][1] >= THRESHOLD, curve
 
@@ -215,35 +189,7 @@ def pendulum_files(tmp_path_factory):
 
 @pytest.mark.learning
 def test_cql_from_sac_files(pendulum_files, learning):
-    space = gym.make(PENDULUM)
-    net = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
-    config = {
-        "input": str(pendulum_files),
-        "observation_space": space.observation_space,
-        "action_space": space.action_space,
-        # SAC wrote its squashed actions, already in [-1, 1].
-        "actions_in_input_normalized": True,
-        "normalize_actions": True,
-        "Q_model": net,
-        "policy_model": net,
-        "optimization": {
-            "actor_learning_rate": 1e-3,
-            "critic_learning_rate": 1e-3,
-            "entropy_learning_rate": 1e-3,
-        },
-        "bc_iters": 100,
-        "train_batch_size": 256,
-        # One gradient step per step read, 1,000 per iteration.
-        "training_intensity": 256,
-        "min_time_s_per_reporting": 0,
-        "min_sample_timesteps_per_reporting": 1000,
-        "replay_buffer_config": {"capacity": 50_000},
-        "seed": 0,
-        "evaluation_interval": 1,
-        "evaluation_num_workers": 1,
-        "evaluation_num_episodes": 5,
-        "evaluation_config": {"input": "sampler", "env": PENDULUM, "explore": False},
-    }
+    config = offline_config(pendulum_files, tuned_config("cql/pendulum-cql.yaml"), PENDULUM)
     trainer = CQLTrainer(config=config)
     policy = trainer.get_policy()
     curve = run(learning, trainer, 20_000, PENDULUM_THRESHOLD)
