@@ -17,7 +17,7 @@ from corral.agents.dqn import DEFAULT_CONFIG as DQN_DEFAULT_CONFIG
 from corral.agents.dqn import DQNTrainer
 from corral.agents.sac import DEFAULT_CONFIG as SAC_DEFAULT_CONFIG
 from corral.agents.sac import SACTrainer
-from corral.utils.config_spec import Bool, Float, Int
+from corral.utils.config_spec import Bool, Float, Int, Spec
 
 # CQL's own keys (RLlib 1.13's), shared by the SAC and DQN forms where they apply.
 _CQL_KEYS = {
@@ -66,9 +66,9 @@ CQL_DQN_DEFAULT_CONFIG = merge_trainer_configs(
     allow_unknown_configs=True,
 )
 
-_CQL_SPECS = {"min_q_weight": Float(0), "temperature": Float(0, lo_open=True)}
+_CQL_SPECS: dict[str, Spec] = {"min_q_weight": Float(0), "temperature": Float(0, lo_open=True)}
 # Type and range of CQL's own keys (SAC's are checked too).
-CONFIG_SPECS = {
+CONFIG_SPECS: dict[str, Spec] = {
     **_CQL_SPECS,
     "bc_iters": Int(0, integral_float_ok=True),
     "num_actions": Int(1),

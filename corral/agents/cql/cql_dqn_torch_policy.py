@@ -10,6 +10,8 @@ on the logged action, so actions the data never takes cannot look better than it
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from corral.agents.dqn import DQNTorchPolicy
@@ -35,7 +37,7 @@ class CQLDQNTorchPolicy(DQNTorchPolicy):
         return CQL_DQN_DEFAULT_CONFIG
 
     def loss(
-        self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+        self, model: Any, dist_class: type, train_batch: TensorDict
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         if self.q_config["num_atoms"] != 1:
             raise ValueError("CQL on DQN needs expected Q-values: set `num_atoms: 1`.")

@@ -52,7 +52,7 @@ def squashed_gaussian_logp(dist_inputs: torch.Tensor, actions: torch.Tensor) -> 
 
 
 def policy_actions_repeat(
-    model: nn.Module, action_dist_class: Any, obs: torch.Tensor, num_repeat: int
+    model: Any, action_dist_class: Any, obs: torch.Tensor, num_repeat: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`num_repeat` actions from pi(.|s) per observation: `([B*N, dim(A)], [B, N] log pi)`.
 
@@ -65,7 +65,7 @@ def policy_actions_repeat(
 
 
 def q_values_repeat(
-    model: nn.Module, obs: torch.Tensor, actions: torch.Tensor, twin: bool = False
+    model: Any, obs: torch.Tensor, actions: torch.Tensor, twin: bool = False
 ) -> torch.Tensor:
     """Q(s, a) of every critic for N actions per observation: `[E, B, N]` (E critics).
 
@@ -77,7 +77,7 @@ def q_values_repeat(
 
 
 def cql_loss(
-    policy: CQLTorchPolicy, model: nn.Module, dist_class: Any, train_batch: TensorDict
+    policy: CQLTorchPolicy, model: Any, dist_class: Any, train_batch: TensorDict
 ) -> dict[str, torch.Tensor]:
     """CQL's terms on one minibatch (see the module docstring): `actor_loss`,
     `critic_loss`, `alpha_loss`, `alpha_prime_loss` and stats, all tensors."""
@@ -182,7 +182,7 @@ class CQLTorchPolicy(SACTorchPolicy):
         self.cur_iter = 0
         self.last_stats: dict[str, float] = {}
 
-    def make_model(self, num_outputs: int) -> nn.Module:
+    def make_model(self, num_outputs: int) -> Any:
         model = super().make_model(num_outputs)
         if self.config["lagrangian"]:
             # On the model, so that weights and checkpoints carry it.

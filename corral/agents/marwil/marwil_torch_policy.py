@@ -57,9 +57,7 @@ def setup_mixins(policy: Any, obs_space: Any = None, action_space: Any = None, c
     )
 
 
-def marwil_loss(
-    policy: Any, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
-) -> torch.Tensor:
+def marwil_loss(policy: Any, model: Any, dist_class: type, train_batch: TensorDict) -> torch.Tensor:
     """MARWIL's loss on one minibatch: -E[w log pi(a|s)] + vf_coeff * 0.5 E[(R - V)^2].
 
     w = exp(beta (R - V(s)) / c) with c^2 the moving average of E[(R - V)^2], updated here
@@ -122,6 +120,8 @@ class MARWILTorchPolicy(TorchPolicy):
 
         return DEFAULT_CONFIG
 
+    # c^2, the moving average of the squared advantages (see `setup_mixins`).
+    _moving_average_sqd_adv_norm: torch.Tensor
     # Returns are computed per trajectory, several of which may share one batch.
     postprocess_batched = True
     train_columns = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)

@@ -52,11 +52,6 @@ class DirectMethod(OffPolicyEstimator):
         self.last_train_stats = self.model.train(batch)
         self.new_estimates.extend(self.estimate(batch))
 
-    def estimate(self, batch: SampleBatch | MultiAgentBatch) -> list[OffPolicyEstimate]:
-        if isinstance(batch, MultiAgentBatch):
-            batch = batch.policy_batches["default_policy"]
-        return super().estimate(batch)
-
     def estimate_episode(self, episode: SampleBatch) -> OffPolicyEstimate:
         rewards = np.asarray(episode[SampleBatch.REWARDS], np.float64)
         v_prev = float(np.sum(self.discounts(len(rewards)) * rewards))

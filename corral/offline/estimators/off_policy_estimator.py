@@ -57,9 +57,11 @@ class OffPolicyEstimator:
         policy = worker.get_policy()
         return cls(policy, policy.config["gamma"])
 
-    def estimate(self, batch: SampleBatch) -> list[OffPolicyEstimate]:
+    def estimate(self, batch: SampleBatch | MultiAgentBatch) -> list[OffPolicyEstimate]:
         """One estimate per episode (run of equal `eps_id`) of `batch`."""
         self.check_can_estimate_for(batch)
+        if isinstance(batch, MultiAgentBatch):
+            batch = batch.policy_batches["default_policy"]
         return [self.estimate_episode(episode) for episode in batch.split_by_episode()]
 
     def estimate_episode(self, episode: SampleBatch) -> OffPolicyEstimate:

@@ -67,7 +67,8 @@ def make_estimators(worker: Any) -> list[OffPolicyEstimator]:
             continue
         cls = ESTIMATORS[method] if isinstance(method, str) else method
         if issubclass(cls, DirectMethod):
-            estimators.append(cls(policy, gamma, q_model_config=q_model_config))
+            # issubclass does not narrow `cls` for mypy: DirectMethod takes the Q model config.
+            estimators.append(cls(policy, gamma, q_model_config=q_model_config))  # type: ignore[call-arg]
         else:
             estimators.append(cls(policy, gamma))
     return estimators
