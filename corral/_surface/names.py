@@ -61,6 +61,10 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "build_sac_model_and_action_dist action_distribution_fn actor_critic_loss stats "
         "optimizer_fn ComputeTDErrorMixin TargetNetworkMixin setup_late_mixins",
     ),
+    "agents.cql.cql_torch_policy": (
+        _FUNCTION_POLICY,
+        "cql_optimizer_fn cql_setup_late_mixins compute_gradients_fn apply_gradients_fn",
+    ),
     "agents.ppo.ppo": (_EXEC_PLAN, "UpdateKL warn_about_bad_reward_scales"),
     "agents.ppo.appo": (_EXEC_PLAN, "UpdateTargetAndKL"),
     "agents.ppo.appo_torch_policy": (
@@ -199,6 +203,19 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any
 # importable "module:attr"; no attr: the module itself).
 _ALIASES: dict[str, str] = {
+    # RLlib 1.13's estimator modules; corral's estimators live in corral.offline.estimators.
+    "offline.is_estimator:ImportanceSamplingEstimator": (
+        "corral.offline.estimators.importance_sampling:ImportanceSampling"
+    ),
+    "offline.wis_estimator:WeightedImportanceSamplingEstimator": (
+        "corral.offline.estimators.importance_sampling:WeightedImportanceSampling"
+    ),
+    "offline.off_policy_estimator:OffPolicyEstimate": (
+        "corral.offline.estimators.off_policy_estimator:OffPolicyEstimate"
+    ),
+    "offline.off_policy_estimator:OffPolicyEstimator": (
+        "corral.offline.estimators.off_policy_estimator:OffPolicyEstimator"
+    ),
     "agents.maml.maml_torch_policy:KLCoeffMixin": (
         "corral.policy.kl_coeff_mixins:MAMLKLCoeffMixin"
     ),
