@@ -117,19 +117,23 @@ def child(name: str, seconds: float) -> dict[str, Any]:
     try:
         trainer.train()  # warm-up: workers started, first weights out, optimisers built
         steps0 = trainer.train()["num_env_steps_sampled"]
-        busy = []
+        thread = getattr(trainer, "_learner_thread", None)
+        busy0 = (thread.busy_s_total, thread.wait_s_total) if thread else None
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             result = trainer.train()
-            fraction = result["info"].get("learner_busy_fraction")
-            if fraction is not None:
-                busy.append(fraction)
         wall = time.perf_counter() - t0
+        busy = None
+        if thread is not None and busy0 is not None:
+            # Over the whole timed window: time updating / (updating + waiting for batches).
+            busy_s = thread.busy_s_total - busy0[0]
+            wait_s = thread.wait_s_total - busy0[1]
+            busy = busy_s / (busy_s + wait_s) if busy_s + wait_s > 0 else None
         steps = result["num_env_steps_sampled"] - steps0
         trained = result["num_env_steps_trained"]
         return {
             "env_steps_per_s": steps / wall,
-            "learner_busy_fraction": median(busy),
+            "learner_busy_fraction": busy,
             "env_steps_trained_total": trained,
             "policy_lag_mean": (result["info"].get("policy_lag") or {}).get("mean"),
             "wall_s": wall,

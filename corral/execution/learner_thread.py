@@ -93,6 +93,9 @@ class LearnerThread(threading.Thread):
         # Busy (updating) and idle (waiting for a batch) seconds since the last report.
         self._busy_s = 0.0
         self._wait_s = 0.0
+        # The same since the thread started (never reset).
+        self.busy_s_total = 0.0
+        self.wait_s_total = 0.0
         self._stats_lock = threading.Lock()
         self._published: tuple[dict, dict] | None = None
 
@@ -193,6 +196,8 @@ class LearnerThread(threading.Thread):
         with self._stats_lock:
             self._busy_s += busy
             self._wait_s += wait
+            self.busy_s_total += busy
+            self.wait_s_total += wait
 
     def take_busy_fraction(self) -> float | None:
         """Share of the time since the last call spent updating (not waiting for
