@@ -15,6 +15,14 @@ run measures, alternating, repeated and taking the median:
   in n processes at once (a barrier starts their clocks together) and the
   steps are summed over the slowest one's wall time.
 
+Batched vector envs (`--vectorize native envpool`): corral samples with
+`vectorize_mode="native"` (`gymnasium.make_vec(..., vectorization_mode=
+"vector_entry_point")`) or `"envpool"` (an EnvPool pool), and the raw loop steps
+the same kind of vector env (in a process of its own, alternating with corral as
+above). Both count transitions: the step in which such an env resets a sub-env
+after its episode ended (NEXT_STEP autoreset) is not counted by the raw loop,
+and corral drops it from its batches.
+
 Threads: corral's local worker samples with the torch thread count its
 trainer gives the driver (`num_cpus_for_driver`), remote workers with their
 own (`num_cpus_per_worker`); both are reported per configuration
@@ -29,6 +37,7 @@ Usage:
     python benchmarks/sampling.py            # 1 process x 8 envs, both envs
     python benchmarks/sampling.py --full     # 1 and 2 processes x 1, 8, 32 envs
     python benchmarks/sampling.py --quick    # smoke test, a few seconds
+    python benchmarks/sampling.py --envs CartPole-v1 --vectorize native envpool --repeats 5
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ import _common
 from _common import emit, log, machine_info, median, ratio
 
 ENVS = ("CartPole-v1", "Pendulum-v1")
+VECTORIZE = ("sequential", "native", "envpool")
 HIDDENS = (64, 64)
 
 
@@ -59,22 +69,59 @@ def _mlp(in_size: int, out_size: int):
     return nn.Sequential(*layers)
 
 
-class RawSampler:
-    """SyncVectorEnv + policy MLP + value MLP, the shortest honest sampling loop."""
+def make_vector_env(env_id: str, num_envs: int, vectorize: str, seed: int) -> Any:
+    """The raw loop's vector env: `SyncVectorEnv` of `gym.make` envs ("sequential"),
+    Gymnasium's numpy-batched vector env ("native") or an EnvPool pool ("envpool"):
+    the same kind of vector env that corral's `vectorize_mode` builds."""
+    import gymnasium as gym
 
-    def __init__(self, env_id: str, num_envs: int, seed: int = 0) -> None:
+    if vectorize == "native":
+        return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    if vectorize == "envpool":
+        import envpool
+
+        return envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, seed=seed)
+    kwargs = {}
+    if hasattr(gym.vector, "AutoresetMode"):
+        # Reset inside the step that ended the episode, as corral's sampler does.
+        kwargs["autoreset_mode"] = gym.vector.AutoresetMode.SAME_STEP
+    return gym.vector.SyncVectorEnv([lambda: gym.make(env_id) for _ in range(num_envs)], **kwargs)
+
+
+def supports(env_id: str, vectorize: str) -> bool:
+    """Whether `vectorize` can build `env_id` (a vector entry point, an EnvPool task)."""
+    if vectorize == "native":
+        import gymnasium as gym
+
+        return gym.registry[env_id].vector_entry_point is not None
+    if vectorize == "envpool":
+        try:
+            import envpool
+        except ImportError:
+            return False
+        return env_id in envpool.list_all_envs()
+    return True
+
+
+class RawSampler:
+    """A vector env + policy MLP + value MLP, the shortest honest sampling loop.
+
+    Native and EnvPool vector envs reset a sub-env in the step after its episode
+    ended (NEXT_STEP autoreset); that step is no transition, so it is not counted
+    (corral drops it from its batches, which count transitions).
+    """
+
+    def __init__(
+        self, env_id: str, num_envs: int, seed: int = 0, vectorize: str = "sequential"
+    ) -> None:
         import gymnasium as gym
         import numpy as np
         import torch
 
         torch.manual_seed(seed)
-        kwargs = {}
-        if hasattr(gym.vector, "AutoresetMode"):
-            # Reset inside the step that ended the episode, as corral's sampler does.
-            kwargs["autoreset_mode"] = gym.vector.AutoresetMode.SAME_STEP
-        self.env = gym.vector.SyncVectorEnv(
-            [lambda: gym.make(env_id) for _ in range(num_envs)], **kwargs
-        )
+        self.env = make_vector_env(env_id, num_envs, vectorize, seed)
+        self.next_step = vectorize != "sequential"
+        self.prev_done = np.zeros(num_envs, np.bool_)
         self.num_envs = num_envs
         obs_space = self.env.single_observation_space
         act_space = self.env.single_action_space
@@ -87,7 +134,7 @@ class RawSampler:
             self.low, self.high = act_space.low, act_space.high
         self.pi = _mlp(obs_dim, out)
         self.vf = _mlp(obs_dim, 1)
-        self.obs, _ = self.env.reset(seed=seed)
+        self.obs, _ = self.env.reset() if vectorize == "envpool" else self.env.reset(seed=seed)
 
     def run(self, num_steps: int) -> int:
         """Steps every env until `num_steps` env steps are done; returns the count."""
@@ -112,8 +159,12 @@ class RawSampler:
                     env_actions = np.clip(
                         self.low + (a + 1.0) * 0.5 * (self.high - self.low), self.low, self.high
                     )
-                obs, _, _, _, _ = env.step(env_actions)
-                steps += self.num_envs
+                obs, _, term, trunc, _ = env.step(env_actions)
+                if self.next_step:  # sub-envs that only reset in this step did no step
+                    steps += self.num_envs - int(self.prev_done.sum())
+                    self.prev_done = term | trunc
+                else:
+                    steps += self.num_envs
         self.obs = obs
         return steps
 
@@ -121,11 +172,11 @@ class RawSampler:
         self.env.close()
 
 
-def _raw_process(conn, barrier, env_id: str, num_envs: int, seed: int) -> None:
+def _raw_process(conn, barrier, env_id: str, num_envs: int, seed: int, vectorize: str) -> None:
     import torch
 
     torch.set_num_threads(1)
-    sampler = RawSampler(env_id, num_envs, seed)
+    sampler = RawSampler(env_id, num_envs, seed, vectorize)
     conn.send("ready")
     while True:
         cmd, arg = conn.recv()
@@ -146,7 +197,7 @@ def _raw_process(conn, barrier, env_id: str, num_envs: int, seed: int) -> None:
 class RawPool:
     """n processes each running a `RawSampler`, timed together."""
 
-    def __init__(self, n: int, env_id: str, num_envs: int) -> None:
+    def __init__(self, n: int, env_id: str, num_envs: int, vectorize: str) -> None:
         ctx = mp.get_context("spawn")
         self.barrier = ctx.Barrier(n)
         self.conns, self.procs = [], []
@@ -154,7 +205,7 @@ class RawPool:
             parent, child = ctx.Pipe()
             p = ctx.Process(
                 target=_raw_process,
-                args=(child, self.barrier, env_id, num_envs, 1000 * (i + 1)),
+                args=(child, self.barrier, env_id, num_envs, 1000 * (i + 1), vectorize),
                 daemon=True,
             )
             p.start()
@@ -187,8 +238,11 @@ class RawPool:
 # -- corral -------------------------------------------------------------------
 
 
-def corral_config(workers: int, envs: int, fragment: int) -> dict[str, Any]:
+def corral_config(
+    workers: int, envs: int, fragment: int, vectorize: str = "sequential"
+) -> dict[str, Any]:
     return {
+        "vectorize_mode": vectorize,
         "num_workers": 0 if workers == 1 else workers,
         "num_envs_per_worker": envs,
         "rollout_fragment_length": fragment,
@@ -205,11 +259,14 @@ def corral_config(workers: int, envs: int, fragment: int) -> dict[str, Any]:
 
 
 class CorralSampler:
-    def __init__(self, env_id: str, workers: int, envs: int, fragment: int) -> None:
+    def __init__(
+        self, env_id: str, workers: int, envs: int, fragment: int, vectorize: str = "sequential"
+    ) -> None:
         from corral.agents.ppo import PPOTrainer
 
         self.workers = workers
-        self.trainer = PPOTrainer(config=corral_config(workers, envs, fragment), env=env_id)
+        config = corral_config(workers, envs, fragment, vectorize)
+        self.trainer = PPOTrainer(config=config, env=env_id)
         self.local = self.trainer.workers.local_worker()
         self.remotes = self.trainer.workers.remote_workers()
 
@@ -322,17 +379,22 @@ def bench_pong(envs: int, steps: int) -> dict[str, Any]:
 # -- driver -------------------------------------------------------------------
 
 
-def bench_config(env_id: str, workers: int, envs: int, args: argparse.Namespace) -> dict[str, Any]:
+def bench_config(
+    env_id: str, workers: int, envs: int, args: argparse.Namespace, vectorize: str = "sequential"
+) -> dict[str, Any]:
     import torch
 
     default_threads = torch.get_num_threads()
-    corral = CorralSampler(env_id, workers, envs, args.fragment)
+    corral = CorralSampler(env_id, workers, envs, args.fragment, vectorize)
     # The trainer sets the driver's torch threads (`num_cpus_for_driver`); keep
     # that for corral unless --corral-threads overrides it.
     corral_threads = args.corral_threads or torch.get_num_threads()
     torch.set_num_threads(1)
-    raw_pool = RawPool(workers, env_id, envs) if workers > 1 else None
-    raw_local = RawSampler(env_id, envs) if workers == 1 else None
+    # Batched vector envs' raw loop runs in a process of its own even with 1 worker, so
+    # that two EnvPool thread pools never share a process.
+    own_process = workers > 1 or vectorize != "sequential"
+    raw_pool = RawPool(workers, env_id, envs, vectorize) if own_process else None
+    raw_local = RawSampler(env_id, envs, vectorize=vectorize) if not own_process else None
     # Steps per timed run: per sampling process, so that each process runs as long.
     steps = args.steps * workers
     corral_rates, raw_rates = [], []
@@ -368,8 +430,8 @@ def bench_config(env_id: str, workers: int, envs: int, args: argparse.Namespace)
             corral_rates.append(c_steps / c_time)
             raw_rates.append(r_steps / r_time)
             log(
-                f"  {env_id} {workers}x{envs} rep {rep}: corral {corral_rates[-1]:,.0f}/s "
-                f"raw {raw_rates[-1]:,.0f}/s"
+                f"  {env_id} [{vectorize}] {workers}x{envs} rep {rep}: "
+                f"corral {corral_rates[-1]:,.0f}/s raw {raw_rates[-1]:,.0f}/s"
             )
         breakdown = corral.breakdown()
     finally:
@@ -383,6 +445,7 @@ def bench_config(env_id: str, workers: int, envs: int, args: argparse.Namespace)
     return {
         "bench": "sampling",
         "env": env_id,
+        "vectorize_mode": vectorize,
         "workers": workers,
         "envs_per_worker": envs,
         "rollout_fragment_length": args.fragment,
@@ -407,17 +470,25 @@ def scaling(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     The raw loop's own scaling, measured in the same run, shows how much of a
     second core the machine actually gave.
     """
-    by_key = {(r["env"], r["workers"], r["envs_per_worker"]): r for r in rows}
+    by_key = {(r["env"], r["vectorize_mode"], r["workers"], r["envs_per_worker"]): r for r in rows}
     out = {}
-    for (env, workers, envs), two in by_key.items():
-        one = by_key.get((env, 1, envs))
+    for (env, mode, workers, envs), two in by_key.items():
+        one = by_key.get((env, mode, 1, envs))
         if workers != 2 or one is None:
             continue
-        out[f"{env}/x{envs}"] = {
+        label = env if mode == "sequential" else f"{env}[{mode}]"
+        out[f"{label}/x{envs}"] = {
             "corral": ratio(two["corral_steps_per_s"], one["corral_steps_per_s"]),
             "raw": ratio(two["raw_steps_per_s"], one["raw_steps_per_s"]),
         }
     return out
+
+
+def row_key(row: dict[str, Any]) -> str:
+    """A row's name in the summary: env[mode]/processes x envs ([mode] unless sequential)."""
+    mode = row["vectorize_mode"]
+    label = row["env"] if mode == "sequential" else f"{row['env']}[{mode}]"
+    return f"{label}/{row['workers']}x{row['envs_per_worker']}"
 
 
 def main() -> None:
@@ -431,6 +502,15 @@ def main() -> None:
         help="sampling processes: 1 = the local worker (num_workers=0), n>1 = n remote workers",
     )
     parser.add_argument("--envs-per-worker", nargs="+", type=int, default=[8])
+    parser.add_argument(
+        "--vectorize",
+        nargs="+",
+        choices=VECTORIZE,
+        default=["sequential"],
+        help="corral's vectorize_mode, the raw loop over the same kind of vector env "
+        "(sequential: SyncVectorEnv; native: gymnasium.make_vec's vector entry point; "
+        "envpool: an EnvPool pool); envs a mode cannot build are skipped",
+    )
     parser.add_argument("--full", action="store_true", help="workers 1 2 x envs 1 8 32")
     parser.add_argument(
         "--pong",
@@ -467,13 +547,17 @@ def main() -> None:
     info["torch_default_threads"] = default_threads
     emit({"bench": "sampling", "machine": info, "results_dir": _common.use_temp_results_dir()})
     rows = []
-    for env_id in args.envs:
-        for workers in args.workers:
-            for envs in args.envs_per_worker:
-                log(f"sampling: {env_id}, {workers} process(es) x {envs} envs")
-                row = bench_config(env_id, workers, envs, args)
-                emit(row)
-                rows.append(row)
+    for vectorize in args.vectorize:
+        for env_id in args.envs:
+            if not supports(env_id, vectorize):
+                log(f"sampling: {env_id} skipped: vectorize_mode={vectorize!r} cannot build it")
+                continue
+            for workers in args.workers:
+                for envs in args.envs_per_worker:
+                    log(f"sampling: {env_id} [{vectorize}], {workers} process(es) x {envs} envs")
+                    row = bench_config(env_id, workers, envs, args, vectorize)
+                    emit(row)
+                    rows.append(row)
     if args.pong:
         log(f"sampling: {PONG}, 1 process x 4 envs")
         emit(bench_pong(4, 800 if args.quick else 4_000))
@@ -485,9 +569,7 @@ def main() -> None:
             "scaling_2_over_1_worker": scaling(rows),
             "median_ratio": median(r["ratio"] for r in rows),
             "min_ratio": min((r["ratio"] for r in rows if r["ratio"] is not None), default=None),
-            "ratios": {
-                f"{r['env']}/{r['workers']}x{r['envs_per_worker']}": r["ratio"] for r in rows
-            },
+            "ratios": {row_key(r): r["ratio"] for r in rows},
             "steps_per_run": args.steps,
             "repeats": args.repeats,
             "slices": args.slices,
