@@ -223,33 +223,37 @@ class OneOf(Spec):
         return self._error(path, value, wrong_type)
 
 
-class AnyValue(Spec):
-    """Anything (opaque objects: env classes, spaces, user functions' data ...)."""
+class _Described(Spec):
+    """A spec described by a text given at construction (`default_what` without one)."""
 
-    def __init__(self, what: str = "any value") -> None:
-        self.what = what
+    default_what = ""
+
+    def __init__(self, what: str | None = None) -> None:
+        self.what = self.default_what if what is None else what
 
     def describe(self) -> str:
         return self.what
+
+
+class AnyValue(_Described):
+    """Anything (opaque objects: env classes, spaces, user functions' data ...)."""
+
+    default_what = "any value"
 
     def problem(self, value: Any, path: str) -> Exception | None:
         return None
 
 
-class CallableSpec(Spec):
+class CallableSpec(_Described):
     """A callable (function, class, partial ...)."""
 
-    def __init__(self, what: str = "a callable") -> None:
-        self.what = what
-
-    def describe(self) -> str:
-        return self.what
+    default_what = "a callable"
 
     def problem(self, value: Any, path: str) -> Exception | None:
         return None if callable(value) else self._error(path, value, wrong_type=True)
 
 
-class ClassOrFactory(Spec):
+class ClassOrFactory(_Described):
     """A subclass of `base`, a `functools.partial` of one, an instance of `base`
     that is itself callable (e.g. `MultiCallbacks([...])`), or another callable
     whose result the trainer checks when it calls it.
@@ -258,11 +262,8 @@ class ClassOrFactory(Spec):
     """
 
     def __init__(self, base: type, what: str) -> None:
+        super().__init__(what)
         self.base = base
-        self.what = what
-
-    def describe(self) -> str:
-        return self.what
 
     def problem(self, value: Any, path: str) -> Exception | None:
         target = value.func if isinstance(value, functools.partial) else value
@@ -358,7 +359,7 @@ class ListOf(Spec):
         return None
 
 
-class Dict(Spec):
+class Dict(_Described):
     """A dict (any `Mapping`), optionally with specs for some of its keys.
 
     Args:
@@ -373,12 +374,9 @@ class Dict(Spec):
         values: Spec | None = None,
         what: str = "a dict",
     ) -> None:
+        super().__init__(what)
         self.keys = dict(keys or {})
         self.values = values
-        self.what = what
-
-    def describe(self) -> str:
-        return self.what
 
     def problem(self, value: Any, path: str) -> Exception | None:
         if not isinstance(value, Mapping):
@@ -459,15 +457,13 @@ class Lazy(Spec):
         return self._get().problem(value, path)
 
 
-class _ImportedTarget(Spec):
+class _ImportedTarget(_Described):
     """A spec whose class or predicate is imported lazily from `module:name` on the first
     check (so that reading a config imports neither gymnasium nor torch)."""
 
     def __init__(self, target: str, what: str) -> None:
-        self.target, self.what = target, what
-
-    def describe(self) -> str:
-        return self.what
+        super().__init__(what)
+        self.target = target
 
     def _resolve(self) -> Any:
         import importlib

@@ -7,12 +7,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.models.torch.mlp import MLP, EnsembleMLP, TwinQHeads, flatten_obs
-from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.models.torch.mlp import MLP, EnsembleMLP, FlatObsActorCritic, flatten_obs
+from corral.models.torch.torch_modelv2 import TensorType
 from corral.utils.error import UnsupportedSpaceException
 
 
-class DDPGTorchModel(TwinQHeads, TorchModelV2):
+class DDPGTorchModel(FlatObsActorCritic):
     """Actor mu(s) and critics Q_j(s, a), as RLlib 1.x's DDPG model exposes them.
 
     The actor ends in tanh: its actions lie in [-1, 1] (`normalize_actions`) or,
@@ -25,13 +25,11 @@ class DDPGTorchModel(TwinQHeads, TorchModelV2):
     :param normalize_actions: act in [-1, 1] instead of the space's bounds.
     """
 
-    def __init__(
+    algorithm = "DDPG"
+
+    def build_heads(
         self,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        num_outputs: int | None,
-        model_config: ModelConfigDict,
-        name: str,
+        obs_dim: int,
         *,
         actor_hiddens: list[int],
         actor_hidden_activation: str = "relu",
@@ -40,7 +38,7 @@ class DDPGTorchModel(TwinQHeads, TorchModelV2):
         twin_q: bool = False,
         normalize_actions: bool = True,
     ) -> None:
-        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        action_space = self.action_space
         if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
             raise UnsupportedSpaceException(
                 f"DDPG/TD3 need a 1-D Box action space, got {action_space}."
@@ -49,7 +47,6 @@ class DDPGTorchModel(TwinQHeads, TorchModelV2):
             np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
         ):
             raise ValueError(f"normalize_actions=False needs finite bounds, got {action_space}.")
-        obs_dim = int(gym.spaces.utils.flatdim(obs_space))
         action_dim = int(action_space.shape[0])
         self.twin_q = bool(twin_q)
         self.actor = MLP(
@@ -69,16 +66,6 @@ class DDPGTorchModel(TwinQHeads, TorchModelV2):
         self.register_buffer("action_low", torch.as_tensor(low, dtype=torch.float32))
         self.register_buffer("action_high", torch.as_tensor(high, dtype=torch.float32))
 
-    def forward(
-        self,
-        input_dict: dict[str, TensorType],
-        state: list[TensorType],
-        seq_lens: TensorType | None,
-    ) -> tuple[TensorType, list[TensorType]]:
-        """Passes the (flattened) observations through: they are the heads' input."""
-        obs = input_dict.get("obs_flat", input_dict["obs"])
-        return flatten_obs(obs), state
-
     def get_policy_output(self, model_out: TensorType) -> TensorType:
         """mu(s): tanh of the actor's output, stretched onto [action_low, action_high]."""
         squashed = torch.tanh(self.actor(flatten_obs(model_out)))
@@ -93,6 +80,3 @@ class DDPGTorchModel(TwinQHeads, TorchModelV2):
 
     def policy_variables(self) -> list[nn.Parameter]:
         return list(self.actor.parameters())
-
-    def value_function(self) -> TensorType:
-        raise NotImplementedError("DDPG has no state-value head; use get_q_values().")

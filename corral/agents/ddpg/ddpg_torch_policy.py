@@ -30,6 +30,16 @@ from corral.policy.torch_mixins import (
 )
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 
+# The config keys that are `DDPGTorchModel`'s keyword arguments (same names).
+MODEL_KEYS = (
+    "actor_hiddens",
+    "actor_hidden_activation",
+    "critic_hiddens",
+    "critic_hidden_activation",
+    "twin_q",
+    "normalize_actions",
+)
+
 
 class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy):
     """Deterministic policy gradient with target networks (DDPG; TD3 by config)."""
@@ -45,19 +55,14 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         self._last_actor_loss = torch.tensor(0.0)
 
     def make_model(self, num_outputs: int) -> DDPGTorchModel:
-        cfg = self.config
+        """The actor and critics, configured by the DDPG keys of the same names."""
         return DDPGTorchModel(
             self.preprocessor.observation_space,
             self.action_space,
             num_outputs,
-            cfg["model"],
+            self.config["model"],
             "ddpg_model",
-            actor_hiddens=cfg["actor_hiddens"],
-            actor_hidden_activation=cfg["actor_hidden_activation"],
-            critic_hiddens=cfg["critic_hiddens"],
-            critic_hidden_activation=cfg["critic_hidden_activation"],
-            twin_q=cfg["twin_q"],
-            normalize_actions=cfg["normalize_actions"],
+            **{key: self.config[key] for key in MODEL_KEYS},
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:

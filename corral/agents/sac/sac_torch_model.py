@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from corral.models.torch.mlp import MLP, EnsembleMLP, TwinQHeads, flatten_obs
-from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.models.torch.mlp import MLP, EnsembleMLP, FlatObsActorCritic, flatten_obs
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType
 from corral.utils.error import UnsupportedSpaceException
 
 # Bounds of the policy's log standard deviation (Haarnoja et al.'s reference code).
@@ -25,7 +25,7 @@ def hidden_sizes(net_config: ModelConfigDict) -> list[int]:
     return [int(h) for h in sizes + list(net_config.get("post_fcnet_hiddens") or [])]
 
 
-class SACTorchModel(TwinQHeads, TorchModelV2):
+class SACTorchModel(FlatObsActorCritic):
     """Policy and (twin) Q-networks of SAC, plus the learned temperature `log_alpha`.
 
     Continuous (1-D `Box`) actions: the policy outputs `concat(mean, log_std)`
@@ -41,13 +41,11 @@ class SACTorchModel(TwinQHeads, TorchModelV2):
     :param target_entropy: a number, or "auto" (-dim(A) for Box, 0.98 log|A| for Discrete).
     """
 
-    def __init__(
+    algorithm = "SAC"
+
+    def build_heads(
         self,
-        obs_space: gym.Space,
-        action_space: gym.Space,
-        num_outputs: int | None,
-        model_config: ModelConfigDict,
-        name: str,
+        obs_dim: int,
         *,
         policy_model_config: ModelConfigDict,
         q_model_config: ModelConfigDict,
@@ -55,7 +53,7 @@ class SACTorchModel(TwinQHeads, TorchModelV2):
         initial_alpha: float = 1.0,
         target_entropy: float | str | None = "auto",
     ) -> None:
-        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        action_space = self.action_space
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         if self.discrete:
             action_dim = int(action_space.n)
@@ -67,7 +65,6 @@ class SACTorchModel(TwinQHeads, TorchModelV2):
             raise UnsupportedSpaceException(
                 f"SAC needs a Discrete or 1-D Box action space, got {action_space}."
             )
-        obs_dim = int(gym.spaces.utils.flatdim(obs_space))
         self.action_dim = action_dim
         self.twin_q = bool(twin_q)
         self.action_model = MLP(
@@ -88,15 +85,6 @@ class SACTorchModel(TwinQHeads, TorchModelV2):
         self.target_entropy = resolve_target_entropy(target_entropy, action_space)
 
     # -- RLlib 1.x's SACTorchModel interface -------------------------------
-
-    def forward(
-        self,
-        input_dict: dict[str, TensorType],
-        state: list[TensorType],
-        seq_lens: TensorType | None,
-    ) -> tuple[TensorType, list[TensorType]]:
-        """Passes the (flattened) observations through: they are the heads' input."""
-        return flatten_obs(input_dict.get("obs_flat", input_dict["obs"])), state
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:
         """Action-distribution inputs: `concat(mean, log_std)` (Box) or logits (Discrete)."""
@@ -120,9 +108,6 @@ class SACTorchModel(TwinQHeads, TorchModelV2):
 
     def policy_variables(self) -> list[nn.Parameter]:
         return list(self.action_model.parameters())
-
-    def value_function(self) -> TensorType:
-        raise NotImplementedError("SAC has no state-value head; use get_q_values().")
 
 
 def resolve_target_entropy(target_entropy: float | str | None, action_space: gym.Space) -> float:

@@ -9,11 +9,14 @@ batch 256 costs on a CPU.
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import gymnasium as gym
 import torch
 from torch import nn
 
 from corral.models.torch.fcnet import get_activation
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 from corral.utils.typing import TensorType
 
 
@@ -110,4 +113,43 @@ class TwinQHeads:
         return list(self.q_net.parameters())
 
 
-__all__ = ["MLP", "EnsembleMLP", "TwinQHeads", "flatten_obs"]
+class FlatObsActorCritic(TwinQHeads, TorchModelV2):
+    """The actor-critic models (SAC, DDPG/TD3): `forward` passes the flattened
+    observations through, the heads (built by `build_heads`) read them.
+
+    The keyword arguments after RLlib's five are the heads' (`build_heads`' own).
+    """
+
+    # Named in `value_function`'s error.
+    algorithm = "This algorithm"
+
+    def __init__(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int | None,
+        model_config: ModelConfigDict,
+        name: str,
+        **heads: Any,
+    ) -> None:
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.build_heads(int(gym.spaces.utils.flatdim(obs_space)), **heads)
+
+    def build_heads(self, obs_dim: int, **heads: Any) -> None:
+        """Builds the actor and critics for `obs_dim` flat inputs and `self.action_space`."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        input_dict: dict[str, TensorType],
+        state: list[TensorType],
+        seq_lens: TensorType | None,
+    ) -> tuple[TensorType, list[TensorType]]:
+        """Passes the (flattened) observations through: they are the heads' input."""
+        return flatten_obs(input_dict.get("obs_flat", input_dict["obs"])), state
+
+    def value_function(self) -> TensorType:
+        raise NotImplementedError(f"{self.algorithm} has no state-value head; use get_q_values().")
+
+
+__all__ = ["MLP", "EnsembleMLP", "FlatObsActorCritic", "TwinQHeads", "flatten_obs"]
