@@ -225,7 +225,7 @@ class ImpalaTrainer(Trainer):
     _name = "IMPALA"
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
-    _policy_class = VTraceTorchPolicy
+    _policy_class: type = VTraceTorchPolicy
 
     def get_default_policy_class(self, config: dict) -> type:
         if config["vtrace"]:
@@ -520,6 +520,7 @@ class ImpalaTrainer(Trainer):
             self._requests.set_workers(self.workers.remote_workers())
 
     def cleanup(self) -> None:
-        if getattr(self, "_learner_thread", None) is not None:
-            self._learner_thread.stop()
+        thread = getattr(self, "_learner_thread", None)
+        if thread is not None:
+            thread.stop()
         super().cleanup()

@@ -157,7 +157,7 @@ def next_obs_values(model: torch.nn.Module, batch: TensorDict) -> Callable:
     def values_at(rows: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             model({SampleBatch.OBS: batch[SampleBatch.NEXT_OBS][rows]}, [], None)
-            return model.value_function()
+            return model.value_function()  # type: ignore[operator]
 
     return values_at
 

@@ -183,16 +183,16 @@ def from_importance_weights(
         `VTraceReturns(vs, pg_advantages)`, `[T, B]`, without gradients (targets).
     """
     rank = log_rhos.dim()
-    for name, t, want in (
+    for name, tensor, want in (
         ("discounts", discounts, rank),
         ("rewards", rewards, rank),
         ("values", values, rank),
         ("bootstrap_value", bootstrap_value, rank - 1),
     ):
-        if t.dim() != want:
+        if tensor.dim() != want:
             raise ValueError(
                 f"V-trace: `{name}` must have rank {want} (log_rhos has shape "
-                f"{tuple(log_rhos.shape)}), got shape {tuple(t.shape)}."
+                f"{tuple(log_rhos.shape)}), got shape {tuple(tensor.shape)}."
             )
     with torch.no_grad():
         rhos = torch.exp(log_rhos)
