@@ -376,6 +376,67 @@ def bench_pong(envs: int, steps: int) -> dict[str, Any]:
     }
 
 
+ENVPOOL_PONG = "Pong-v5"
+
+
+def bench_pong_envpool(envs: int, steps: int) -> dict[str, Any]:
+    """corral's sampling on EnvPool's Pong (`vectorize_mode="envpool"`: the emulator and
+    DeepMind's frame processing in C++, 84x84 grey, 4 frames), next to the same pool
+    alone stepped with random actions (transitions counted on both sides)."""
+    import envpool
+    import numpy as np
+
+    from corral.agents.ppo import PPOTrainer
+
+    config = {
+        "num_workers": 0,
+        "num_envs_per_worker": envs,
+        "vectorize_mode": "envpool",
+        "rollout_fragment_length": 50,
+        "train_batch_size": 50 * envs,
+        "sgd_minibatch_size": 50 * envs,
+        "seed": 0,
+        "log_level": "ERROR",
+    }
+    trainer = PPOTrainer(config=config, env=ENVPOOL_PONG)
+    try:
+        worker = trainer.workers.local_worker()
+        worker.sample()
+        done, t0 = 0, time.perf_counter()
+        while done < steps:
+            done += worker.sample().count
+        corral_rate = done / (time.perf_counter() - t0)
+        breakdown = worker.sampler.timers.as_dict()
+    finally:
+        trainer.stop()
+    pool = envpool.make(ENVPOOL_PONG, env_type="gymnasium", num_envs=envs, seed=0)
+    pool.reset()
+    rng = np.random.default_rng(0)
+    n_actions = pool.single_action_space.n
+    prev_done = np.zeros(envs, np.bool_)
+    done, t0 = 0, time.perf_counter()
+    while done < steps:
+        _, _, term, trunc, _ = pool.step(rng.integers(n_actions, size=envs))
+        done += envs - int(prev_done.sum())
+        prev_done = term | trunc
+    env_rate = done / (time.perf_counter() - t0)
+    pool.close()
+    return {
+        "bench": "sampling",
+        "env": f"envpool:{ENVPOOL_PONG}",
+        "vectorize_mode": "envpool",
+        "preprocessing": "EnvPool's (84x84 grey, 4 frames, frame skip 4)",
+        "workers": 1,
+        "envs_per_worker": envs,
+        "corral_steps_per_s": corral_rate,
+        "env_only_steps_per_s": env_rate,
+        "ratio_to_env_only": ratio(corral_rate, env_rate),
+        "corral_sampler_ms_per_vector_step": {
+            k: v for k, v in breakdown.items() if k.startswith("mean_") and v
+        },
+    }
+
+
 # -- driver -------------------------------------------------------------------
 
 
@@ -517,6 +578,11 @@ def main() -> None:
         action="store_true",
         help=f"also sample {PONG} with DeepMind preprocessing (needs the `atari` extra)",
     )
+    parser.add_argument(
+        "--pong-envpool",
+        action="store_true",
+        help=f"also sample EnvPool's {ENVPOOL_PONG} (vectorize_mode='envpool'; needs envpool)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test (a few seconds)")
     parser.add_argument(
         "--steps", type=int, default=20_000, help="env steps per timed run and process"
@@ -561,6 +627,9 @@ def main() -> None:
     if args.pong:
         log(f"sampling: {PONG}, 1 process x 4 envs")
         emit(bench_pong(4, 800 if args.quick else 4_000))
+    if args.pong_envpool:
+        log(f"sampling: envpool {ENVPOOL_PONG}, 1 process x 8 envs")
+        emit(bench_pong_envpool(8, 800 if args.quick else 4_000))
     emit(
         {
             "bench": "sampling",

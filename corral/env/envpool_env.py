@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.env.native_vector_env import BatchedVectorEnv, is_envpool_env  # noqa: F401 - re-exported
+from corral.env.native_vector_env import is_envpool_env  # noqa: F401 - re-exported
 
 INSTALL_HINT = "pip install corral[envpool]"
 
@@ -77,14 +77,6 @@ def make_envpool_env(
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % 2**31)  # type: ignore[operator]
     return envpool.make(task_id, env_type="gymnasium", num_envs=num_envs, seed=int(seed), **kwargs)
-
-
-def envpool_vector_env(
-    task_id: Any, num_envs: int, seed: int | None, env_config: Mapping[str, Any] | None = None
-) -> BatchedVectorEnv:
-    """`make_envpool_env`'s pool, adapted for the sampler."""
-    pool = make_envpool_env(task_id, num_envs, seed, env_config)
-    return BatchedVectorEnv(pool, name=f"envpool:{task_id}")
 
 
 def envpool_env_creator(task_id: Any) -> Any:

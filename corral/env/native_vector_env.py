@@ -132,6 +132,9 @@ class BatchedVectorEnv(BaseEnv):
         name: what error messages call it (default: its spec's id).
         reset_takes_seed: whether `vector_env.reset(seed=...)` seeds it (default:
             yes, but not for EnvPool pools: they take their seed when made).
+        channels_last: image observations come channels first (`[C, H, W]`, EnvPool's
+            Atari frames) and are handed on channels last (`[H, W, C]`, what corral's
+            vision nets and Gymnasium's Atari envs use), as views (no copy).
 
     Raises:
         ValueError: `vector_env` is not a vector env, or resets in another mode.
@@ -141,7 +144,11 @@ class BatchedVectorEnv(BaseEnv):
     batched = True
 
     def __init__(
-        self, vector_env: Any, name: str | None = None, reset_takes_seed: bool | None = None
+        self,
+        vector_env: Any,
+        name: str | None = None,
+        reset_takes_seed: bool | None = None,
+        channels_last: bool = False,
     ) -> None:
         if not isinstance(vector_env, gym.vector.VectorEnv):
             raise ValueError(
@@ -160,6 +167,9 @@ class BatchedVectorEnv(BaseEnv):
         self.name = name or str(getattr(spec, "id", None) or type(vector_env).__name__)
         self.num_envs = int(vector_env.num_envs)
         self.observation_space = _single_space(vector_env, "observation_space")
+        self.channels_last = channels_last
+        if channels_last:
+            self.observation_space = _channels_last_space(self.observation_space)
         self.action_space = _single_space(vector_env, "action_space")
         if reset_takes_seed is None:
             reset_takes_seed = not is_envpool_env(vector_env)
@@ -172,7 +182,7 @@ class BatchedVectorEnv(BaseEnv):
             obs, _ = self.vector_env.reset(seed=seed)
         else:
             obs, _ = self.vector_env.reset()
-        return obs
+        return np.moveaxis(obs, 1, -1) if self.channels_last else obs
 
     def step_batched(
         self, actions: Any
@@ -180,6 +190,8 @@ class BatchedVectorEnv(BaseEnv):
         """One step of every sub-env: stacked observations, rewards, terminated and
         truncated flags, and the infos (`InfoRows`)."""
         obs, rewards, terminated, truncated, info = self.vector_env.step(actions)
+        if self.channels_last:
+            obs = np.moveaxis(obs, 1, -1)
         return obs, rewards, terminated, truncated, InfoRows(info, self.num_envs)
 
     def step_all(self, actions: Sequence[Any]) -> list[tuple]:
@@ -205,6 +217,14 @@ class BatchedVectorEnv(BaseEnv):
 def is_envpool_env(env: Any) -> bool:
     """Whether `env` is an EnvPool pool (its `reset` ignores a seed)."""
     return any(c.__module__.startswith("envpool") for c in type(env).__mro__)
+
+
+def _channels_last_space(space: gym.Space) -> gym.Space:
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
+        raise ValueError(f"channels_last needs [C, H, W] image observations, got {space}.")
+    return gym.spaces.Box(
+        np.moveaxis(space.low, 0, -1), np.moveaxis(space.high, 0, -1), dtype=space.dtype
+    )
 
 
 def _autoreset_mode(vector_env: Any) -> str:
@@ -300,7 +320,11 @@ def batched_worker_env(
             f"{what}: the vector env has {vector.num_envs} sub-envs, but "
             f"num_envs_per_worker={num_envs}; set it to {vector.num_envs} or 1."
         )
-    batched = BatchedVectorEnv(vector, name=f"envpool:{env_id}" if mode == "envpool" else None)
+    if mode == "envpool":  # EnvPool's frames are [C, H, W]: corral's vision nets want [H, W, C]
+        shape = _single_space(vector, "observation_space").shape
+        batched = BatchedVectorEnv(vector, name=f"envpool:{env_id}", channels_last=len(shape) == 3)
+    else:
+        batched = BatchedVectorEnv(vector)
     if mode is None:  # the worker reported the creator's vector env when it was made
         return batched
     for i, env in enumerate(batched.envs):

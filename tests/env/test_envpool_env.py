@@ -83,3 +83,19 @@ def test_the_pool_is_seeded_by_the_worker_seed():
         finally:
             trainer.stop()
     np.testing.assert_array_equal(first[0], first[1])
+
+
+@needs_envpool
+def test_atari_frames_are_handed_on_channels_last():
+    trainer, worker = make_worker(
+        vectorize_mode="envpool", env="Pong-v5", num_envs_per_worker=2, rollout_fragment_length=4
+    )
+    try:
+        assert worker.env.observation_space.shape == (84, 84, 4)
+        batch = worker.sample()
+        assert batch[SampleBatch.OBS].shape[1:] == (84, 84, 4)
+        pool = make_envpool_env("Pong-v5", 2, 3)
+        first, _ = pool.reset()
+        np.testing.assert_array_equal(batch[SampleBatch.OBS][0], np.moveaxis(first[0], 0, -1))
+    finally:
+        trainer.stop()
