@@ -321,7 +321,7 @@ def batched_worker_env(
             f"num_envs_per_worker={num_envs}; set it to {vector.num_envs} or 1."
         )
     if mode == "envpool":  # EnvPool's frames are [C, H, W]: corral's vision nets want [H, W, C]
-        shape = _single_space(vector, "observation_space").shape
+        shape = _single_space(vector, "observation_space").shape or ()
         batched = BatchedVectorEnv(vector, name=f"envpool:{env_id}", channels_last=len(shape) == 3)
     else:
         batched = BatchedVectorEnv(vector)
