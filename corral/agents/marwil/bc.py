@@ -6,17 +6,17 @@ with the advantage weights switched off (so no value function is trained either)
 
 from __future__ import annotations
 
+from corral.agents.config import merge_trainer_configs
 from corral.agents.marwil.marwil import DEFAULT_CONFIG, MARWILTrainer
-from corral.agents.trainer import with_common_config
 
-BC_DEFAULT_CONFIG = with_common_config(
+BC_DEFAULT_CONFIG = merge_trainer_configs(
+    DEFAULT_CONFIG,
     {
-        **{k: v for k, v in DEFAULT_CONFIG.items()},
         # No advantage weighting: every logged action counts the same (pure imitation).
         "beta": 0.0,
         # No off-policy estimates by default (RLlib 1.13's BC reports none).
         "input_evaluation": [],
-    }
+    },
 )
 
 
