@@ -237,7 +237,10 @@ class SingleAgentSampler(SamplerBase):
         batches = [p for p in self._pending[i] if p[SampleBatch.EPS_ID][0] == eps_id]
         buf = self._buffers
         if buf is not None:
-            rows = np.flatnonzero(buf[SampleBatch.EPS_ID][: self._t + 1, i] == eps_id)
+            mine = buf[SampleBatch.EPS_ID][: self._t + 1, i] == eps_id
+            if self._valid is not None:  # not the rows dropped (autoreset steps, restarts)
+                mine &= self._valid[: self._t + 1, i]
+            rows = np.flatnonzero(mine)
             if len(rows):
                 cols = (
                     SampleBatch.OBS,
