@@ -151,14 +151,17 @@ class SingleAgentSampler(SamplerBase):
         self.prev_actions = np.zeros((n, *space.shape), dtype)
         self.prev_rewards = np.zeros(n, np.float32)
 
-    def _start_episode(self, i: int, raw_obs: Any, keep_state: bool = False) -> None:
+    def _start_episode(
+        self, i: int, raw_obs: Any, keep_state: bool = False, write_obs: bool = True
+    ) -> None:
         # A soft horizon keeps the env running: the RNN state spans the cut.
         if self.recurrent and not keep_state:
             for state, initial in zip(self.states, self.initial_state):
                 state[i] = initial
             self.prev_actions[i] = 0
             self.prev_rewards[i] = 0.0
-        self._write_obs(i, raw_obs)
+        if write_obs:  # (a batched vector env's step wrote it with its row)
+            self._write_obs(i, raw_obs)
         self.ep_len[i] = 0
         self.ep_ret[i] = 0.0
         eps_id = self._new_episode_id()
@@ -414,13 +417,14 @@ class SingleAgentSampler(SamplerBase):
             truncateds = np.array(truncateds, np.bool_)
             rewards[rows] = 0.0
             terminateds[rows] = truncateds[rows] = False
-            for i in rows.tolist():
-                self._start_episode(i, raw_obs[i])
-            # The common step below counts one step for every sub-env; these start at 0.
+            # The common step counts a step for every sub-env: at 0, no horizon cuts these.
             self.ep_len[rows] = -1
             self._reset_rows = rows
             self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
             self._reset_rows = None
+            # The new episodes start from the (checked, filtered) observations just written.
+            for i in rows.tolist():
+                self._start_episode(i, raw_obs[i], write_obs=False)
             return
         self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
 

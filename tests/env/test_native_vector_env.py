@@ -257,3 +257,16 @@ def test_info_rows_follow_the_masks():
     assert rows[0] == {"a": 1, "p": {"x": 5}}
     assert rows[1] == {"p": {"x": 6}}
     assert len(rows) == 2 and rows[:1] == [rows[0]]
+
+
+def test_an_observation_filter_sees_each_observation_once():
+    trainer, worker = make_worker(vectorize_mode="native", observation_filter="MeanStdFilter")
+    try:
+        batches = [worker.sample() for _ in range(2)]
+        # The first observations, then one row of new observations per vector step
+        # (an autoreset step's row holds the new episode's first observation).
+        assert worker.filters["default_policy"].running_stats.n == 4 + 2 * 40 * 4
+        for rows in rows_by_env(batches, 4):
+            check_boundaries(rows)
+    finally:
+        trainer.stop()
