@@ -30,7 +30,8 @@ def test_appo_solves_cartpole(learning):
 @pytest.mark.learning
 def test_appo_solves_cartpole_on_ray(learning):
     ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # address="local": a Ray of its own, even where another run's cluster is up.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         curve = _run(learning, backend="ray")
     finally:
