@@ -315,6 +315,32 @@ class CorralSampler:
 PONG = "ALE/Pong-v5"
 
 
+def _pong_sampling(env: str, envs: int, steps: int, **config: Any) -> tuple[float, dict]:
+    """PPO's local worker sampling `env` on `envs` envs: (steps/s, the sampler's timers)."""
+    from corral.agents.ppo import PPOTrainer
+
+    config = {
+        "num_workers": 0,
+        "num_envs_per_worker": envs,
+        "rollout_fragment_length": 50,
+        "train_batch_size": 50 * envs,
+        "sgd_minibatch_size": 50 * envs,
+        "seed": 0,
+        "log_level": "ERROR",
+        **config,
+    }
+    trainer = PPOTrainer(config=config, env=env)
+    try:
+        worker = trainer.workers.local_worker()
+        worker.sample()
+        done, t0 = 0, time.perf_counter()
+        while done < steps:
+            done += worker.sample().count
+        return done / (time.perf_counter() - t0), worker.sampler.timers.as_dict()
+    finally:
+        trainer.stop()
+
+
 def bench_pong(envs: int, steps: int) -> dict[str, Any]:
     """corral's sampling on Pong with DeepMind preprocessing (conv net policy),
     next to the env alone: the same wrapped envs stepped with random actions.
@@ -324,30 +350,10 @@ def bench_pong(envs: int, steps: int) -> dict[str, Any]:
     """
     import numpy as np
 
-    from corral.agents.ppo import PPOTrainer
     from corral.env import EnvContext
     from corral.env.utils import make_env_creator
 
-    config = {
-        "num_workers": 0,
-        "num_envs_per_worker": envs,
-        "rollout_fragment_length": 50,
-        "train_batch_size": 50 * envs,
-        "sgd_minibatch_size": 50 * envs,
-        "preprocessor_pref": "deepmind",
-        "seed": 0,
-        "log_level": "ERROR",
-    }
-    trainer = PPOTrainer(config=config, env=PONG)
-    try:
-        worker = trainer.workers.local_worker()
-        worker.sample()
-        done, t0 = 0, time.perf_counter()
-        while done < steps:
-            done += worker.sample().count
-        corral_rate = done / (time.perf_counter() - t0)
-    finally:
-        trainer.stop()
+    corral_rate, _ = _pong_sampling(PONG, envs, steps, preprocessor_pref="deepmind")
     # The same env construction as corral's (frame skip inside the wrapper).
     make = make_env_creator(PONG, preprocessor_pref="deepmind")
     env_list = [make(EnvContext()) for _ in range(envs)]
@@ -386,29 +392,7 @@ def bench_pong_envpool(envs: int, steps: int) -> dict[str, Any]:
     import envpool
     import numpy as np
 
-    from corral.agents.ppo import PPOTrainer
-
-    config = {
-        "num_workers": 0,
-        "num_envs_per_worker": envs,
-        "vectorize_mode": "envpool",
-        "rollout_fragment_length": 50,
-        "train_batch_size": 50 * envs,
-        "sgd_minibatch_size": 50 * envs,
-        "seed": 0,
-        "log_level": "ERROR",
-    }
-    trainer = PPOTrainer(config=config, env=ENVPOOL_PONG)
-    try:
-        worker = trainer.workers.local_worker()
-        worker.sample()
-        done, t0 = 0, time.perf_counter()
-        while done < steps:
-            done += worker.sample().count
-        corral_rate = done / (time.perf_counter() - t0)
-        breakdown = worker.sampler.timers.as_dict()
-    finally:
-        trainer.stop()
+    corral_rate, breakdown = _pong_sampling(ENVPOOL_PONG, envs, steps, vectorize_mode="envpool")
     pool = envpool.make(ENVPOOL_PONG, env_type="gymnasium", num_envs=envs, seed=0)
     pool.reset()
     rng = np.random.default_rng(0)
