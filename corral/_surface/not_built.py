@@ -97,8 +97,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         (),
         ("BanditLinTS", "BanditLinUCB"),
     ),
-    Feature("BC", "behaviour cloning from offline data", ("agents.marwil.bc",), (), ("BC",)),
-    Feature("CQL", "conservative Q-learning (offline)", ("agents.cql",), (), ("CQL",)),
     Feature("DD-PPO", "decentralized distributed PPO", ("agents.ppo.ddppo",), (), ("DDPPO",)),
     Feature(
         "Dreamer",
@@ -109,13 +107,6 @@ NOT_BUILT: tuple[Feature, ...] = (
     ),
     Feature("ES", "evolution strategies", ("agents.es",), (), ("ES",)),
     Feature("MAML", "model-agnostic meta-learning", ("agents.maml",), (), ("MAML",)),
-    Feature(
-        "MARWIL",
-        "monotonic advantage re-weighted imitation learning (offline)",
-        ("agents.marwil",),
-        (),
-        ("MARWIL",),
-    ),
     Feature(
         "MB-MPO",
         "model-based meta-policy optimization",
@@ -204,10 +195,19 @@ NOT_BUILT: tuple[Feature, ...] = (
         ),
     ),
     Feature(
-        "Offline data",
-        "reading and writing experiences (`input`/`output`: JSON, datasets, D4RL) and "
-        "off-policy estimation",
-        ("offline",),
+        "Ray Data output and D4RL",
+        "RLlib's Ray Data writer (`output='dataset'`: corral writes Parquet, which "
+        "`input='dataset'` reads) and its D4RL reader (corral reads Minari datasets)",
+        ("offline.d4rl_reader", "offline.dataset_writer", "offline.resource"),
+        (
+            "offline:D4RLReader",
+            "offline:DatasetWriter",
+            "offline:get_dataset_and_shards",
+            "offline:get_offline_io_resource_bundles",
+            "offline.dataset_reader:DEFAULT_NUM_CPUS_PER_TASK",
+            "offline.dataset_reader:get_resource_bundles",
+            "offline.dataset_reader:get_dataset_and_shards",
+        ),
     ),
     Feature(
         "Ray actor utilities",
@@ -246,11 +246,6 @@ _OFF_POLICY = ("SimpleQ", "DQN", "APEX", "SAC", "DDPG", "TD3")
 # the feature lands.
 NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     Setting("sample_async", "sampling in a background thread"),
-    Setting("input", "offline input (only 'sampler')", allowed=("sampler",)),
-    Setting("output", "writing experiences to disk"),
-    Setting("postprocess_inputs", "postprocessing of offline input"),
-    Setting("shuffle_buffer_size", "shuffling of offline input"),
-    Setting("actions_in_input_normalized", "normalised offline actions"),
     Setting("fake_sampler", "the fake sampler"),
     Setting("num_gpus_per_worker", "GPUs in rollout workers"),
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),

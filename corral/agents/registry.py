@@ -23,6 +23,10 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "PG": ("corral.agents.pg", "PGTrainer"),
     "A2C": ("corral.agents.a3c", "A2CTrainer"),
     "APPO": ("corral.agents.ppo.appo", "APPOTrainer"),
+    "BC": ("corral.agents.marwil", "BCTrainer"),
+    "MARWIL": ("corral.agents.marwil", "MARWILTrainer"),
+    "CQL": ("corral.agents.cql", "CQLTrainer"),
+    "CQL_DQN": ("corral.agents.cql", "CQLDQNTrainer"),
     "A3C": ("corral.agents.a3c", "A3CTrainer"),
     "IMPALA": ("corral.agents.impala", "ImpalaTrainer"),
 }
