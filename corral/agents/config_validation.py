@@ -63,6 +63,7 @@ def _common_specs() -> dict[str, Spec]:
         # Rollout workers
         "num_workers": Int(0),
         "num_envs_per_worker": Int(1),
+        "vectorize_mode": OneOf("sequential", "native", "envpool"),
         "create_env_on_driver": Bool(),
         "rollout_fragment_length": Int(1),
         "batch_mode": OneOf("truncate_episodes", "complete_episodes"),
