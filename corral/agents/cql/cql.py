@@ -48,7 +48,8 @@ CQL_DEFAULT_CONFIG = merge_trainer_configs(
         "lagrangian_thresh": 5.0,
         # Offline data is read, not sampled: no warm-up before training.
         "learning_starts": 0,
-        # The offline SAC data's actions are already in [-1, 1].
+        # Whether the input's actions are already in [-1, 1]: set True for files written
+        # by SAC or CQL with `normalize_actions` (their squashed actions are).
         "actions_in_input_normalized": False,
     },
     allow_unknown_configs=True,
