@@ -107,6 +107,8 @@ class SingleAgentSampler(SamplerBase):
         # (NEXT_STEP autoreset): `_autoreset` marks those sub-envs, whose next row
         # is dropped (`_record_vector_step`).
         self.vector_step = getattr(vector_env, "step_batched", None)
+        if self.vector_step is not None:  # its sub-envs cannot be replayed one by one
+            self.replay_log.exact = False  # (and its actions need no log)
         self._autoreset = np.zeros(self.num_envs, np.bool_)
         self._reset_rows: np.ndarray | None = None
         self._reset_all(worker.seed)

@@ -143,6 +143,8 @@ def test_batches_and_episodes_equal_a_raw_loop_over_the_same_vector_env(max_step
             "CartPole-v1", num_envs=4, vectorization_mode="vector_entry_point", **env_config
         )
         ours = check_against_reference(worker, vector, lambda: vector.reset(seed=3), 3)
+        # No exact resumes of a batched vector env's episodes: no action log either.
+        assert worker.sampler.replay_log.log == [] and worker.sampler.get_resume_state() is None
         truncated = sum(int(r[SampleBatch.TRUNCATEDS].sum()) for r in ours)
         assert (truncated > 0) == (max_steps is not None)
         for rows in ours:
