@@ -85,3 +85,62 @@ def test_steps_bound_the_whole_rollout(tmp_path, capsys):
     episodes = _episodes(capsys.readouterr().out)
     lengths = [int(e.split("length ")[1].split()[0]) for e in episodes]
     assert sum(lengths) == 25 and "cut by --steps" in episodes[-1]
+
+
+def _ppo_checkpoint(tmp_path):
+    from corral.agents.ppo import PPOTrainer
+
+    config = {"train_batch_size": 64, "rollout_fragment_length": 64, "sgd_minibatch_size": 32}
+    return _checkpoint(PPOTrainer, "CartPole-v1", config, tmp_path)
+
+
+def test_out_writes_the_evaluated_steps_for_json_reader(tmp_path, capsys):
+    import numpy as np
+
+    from corral.offline import JsonReader
+
+    path = _ppo_checkpoint(tmp_path)
+    out_dir = tmp_path / "rollouts"
+    args = ["evaluate", path, "--episodes", "3", "--steps", "40", "--out", str(out_dir)]
+    assert cli.main(args) == 0
+    stdout = capsys.readouterr().out
+    episodes = _episodes(stdout)
+    lengths = [int(e.split("length ")[1].split()[0]) for e in episodes]
+    assert f"Episodes written to {out_dir}" in stdout
+    batches = list(JsonReader(str(out_dir)).read_all_files())
+    # One batch per episode (the last one cut by --steps), a row per step evaluated.
+    assert [b.count for b in batches] == lengths and sum(lengths) == 40
+    for batch in batches:
+        assert len(set(batch["eps_id"])) == 1
+        np.testing.assert_array_equal(batch["t"], np.arange(batch.count))
+        np.testing.assert_array_equal(batch["obs"][1:], batch["new_obs"][:-1])
+        assert batch["obs"].shape == (batch.count, 4) and batch["obs"].dtype == np.float32
+        assert set(batch["actions"]) <= {0, 1}
+    assert len({b["eps_id"][0] for b in batches}) == len(batches)
+    # Episodes that ended by themselves end with done; the --steps-cut one does not.
+    ended = [not e.endswith("(cut by --steps)") for e in episodes]
+    assert [bool(b["dones"][-1]) for b in batches] == ended
+    assert not any(b["dones"][:-1].any() for b in batches)
+
+
+def test_out_writes_multi_agent_episodes_by_policy(multi_agent_checkpoint, tmp_path, capsys):
+    from corral.offline import JsonReader
+    from corral.policy.sample_batch import MultiAgentBatch
+
+    out_dir = tmp_path / "ma_rollouts"
+    args = ["evaluate", multi_agent_checkpoint, "--episodes", "2", "--out", str(out_dir)]
+    assert cli.main(args) == 0
+    assert len(_episodes(capsys.readouterr().out)) == 2
+    batches = list(JsonReader(str(out_dir)).read_all_files())
+    assert len(batches) == 2 and all(isinstance(b, MultiAgentBatch) for b in batches)
+    for batch in batches:
+        assert set(batch.policy_batches) == {"0", "1"}
+        assert all(len(set(p["eps_id"])) == 1 for p in batch.policy_batches.values())
+        # Each agent acts every env step until its own episode ends.
+        assert max(p.count for p in batch.policy_batches.values()) == batch.count
+
+
+def test_out_refuses_a_uri(tmp_path, capsys):
+    path = str(tmp_path / "no_checkpoint_needed")
+    assert cli.main(["evaluate", path, "--out", "s3://bucket/rollouts"]) == 2
+    assert "--out 's3://bucket/rollouts'" in capsys.readouterr().err

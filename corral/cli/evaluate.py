@@ -48,6 +48,12 @@ def add_evaluate_parser(commands: Any) -> None:
     display = evaluate.add_mutually_exclusive_group()
     display.add_argument("--render", action="store_true", help="show the env (render_mode human)")
     display.add_argument("--video-dir", help="record each episode as mp4 here (needs moviepy)")
+    evaluate.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the episodes here with the offline writer (RLlib 1.x JSON files, "
+        "readable by JsonReader and by an offline algorithm's `input`)",
+    )
     evaluate.add_argument("--config", type=json_object, help="config overrides as a JSON object")
     evaluate.add_argument("--seed", type=int, help="seed of the first env reset and the trainer")
     evaluate.set_defaults(handler=run_evaluate, subparser=evaluate)
@@ -90,6 +96,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     if args.video_dir:
         check_video_support()
+    writer = _out_writer(args.out)
     checkpoint_dir = find_checkpoint_dir(args.checkpoint)
     try:
         name, saved = read_saved_config(checkpoint_dir)
@@ -134,12 +141,38 @@ def run_evaluate(args: argparse.Namespace) -> int:
             trainer = _from_checkpoint(trainer_class, checkpoint_dir, overrides, logger_creator)
             config_env = trainer.config.get("env_config") or {}
         try:
-            rewards = evaluate_episodes(trainer, env, config_env, args)
+            rewards = evaluate_episodes(trainer, env, config_env, args, _recording(trainer, writer))
         finally:
+            if writer is not None:
+                writer.close()
             trainer.stop()
     mean = sum(rewards) / len(rewards)
     print(f"Mean reward over {len(rewards)} episodes: {mean:.2f}")
+    if args.out:
+        print(f"Episodes written to {os.path.abspath(args.out)}")
     return EXIT_OK
+
+
+def _out_writer(out_dir: str | None) -> Any:
+    """``--out``'s writer (``None`` without it); a folder it cannot use is a usage error."""
+    if not out_dir:
+        return None
+    from corral.cli.rollout_out import rollout_writer
+
+    try:
+        return rollout_writer(out_dir)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--out {out_dir!r}: {e}") from None
+
+
+def _recording(trainer: Any, writer: Any) -> Callable[[Any], Any] | None:
+    """``--out``: wraps the evaluation env so its episodes go to ``writer``."""
+    if writer is None:
+        return None
+    from corral.cli.rollout_out import record_episodes
+
+    mapping = trainer.config["multiagent"]["policy_mapping_fn"]
+    return lambda env: record_episodes(env, writer, mapping)
 
 
 def evaluation_overrides(

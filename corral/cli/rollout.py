@@ -13,13 +13,20 @@ from corral.cli.common import UsageError
 
 
 def evaluate_episodes(
-    trainer: Any, env_spec: Any, env_config: Mapping, args: argparse.Namespace
+    trainer: Any,
+    env_spec: Any,
+    env_config: Mapping,
+    args: argparse.Namespace,
+    wrap_env: Callable[[Any], Any] | None = None,
 ) -> list[float]:
     """Runs ``args.episodes`` episodes (fewer if ``args.steps`` runs out), printing each
-    one's reward and length; returns the rewards."""
+    one's reward and length; returns the rewards. ``wrap_env`` (e.g. ``--out``'s
+    recorder) wraps the env the episodes run in."""
     from gymnasium.error import DependencyNotInstalled
 
     env = make_evaluation_env(trainer, env_spec, env_config, args.render, args.video_dir)
+    if wrap_env is not None:
+        env = wrap_env(env)
     budget = getattr(args, "steps", None)
     try:
         rewards = []
