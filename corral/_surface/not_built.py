@@ -259,11 +259,6 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     Setting("_disable_action_flattening", "nested actions for models"),
     # Algorithms' own keys.
     Setting(
-        "microbatch_size",
-        "gradient accumulation over microbatches (one pass over the whole batch)",
-        ("A2C",),
-    ),
-    Setting(
         "worker_side_prioritization",
         "priorities computed in the workers (the driver computes them)",
         _OFF_POLICY,
