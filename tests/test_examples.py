@@ -29,7 +29,7 @@ TIMEOUT_S = 120
 
 
 def test_examples_are_found():
-    assert len(EXAMPLES) >= 12, [p.name for p in EXAMPLES]
+    assert len(EXAMPLES) >= 15, [p.name for p in EXAMPLES]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
