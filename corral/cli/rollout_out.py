@@ -152,7 +152,10 @@ class _MultiAgentRecorder(MultiAgentEnv):
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes this wrapper does not set itself.
-        return getattr(self.__dict__["env"], name)
+        env = self.__dict__.get("env")
+        if env is None:
+            raise AttributeError(name)
+        return getattr(env, name)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         self._flush()
