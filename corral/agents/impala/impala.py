@@ -99,6 +99,9 @@ DEFAULT_CONFIG = with_common_config(
         "learner_queue_timeout": 300,
         # Sample requests kept in flight on each remote worker.
         "max_sample_requests_in_flight_per_worker": 2,
+        # RLlib 2.x's name for `max_sample_requests_in_flight_per_worker`; when set
+        # (not None) it is used instead.
+        "max_requests_in_flight_per_sampler_worker": None,
         # Fragments received between two refreshes of the weights sent to the workers
         # (each worker gets the newest weights with its next request after a refresh).
         "broadcast_interval": 1,
@@ -149,6 +152,7 @@ CONFIG_SPECS = {
     "learner_queue_size": Int(1),
     "learner_queue_timeout": Float(0),
     "max_sample_requests_in_flight_per_worker": Int(1),
+    "max_requests_in_flight_per_sampler_worker": Optional(Int(1)),
     "broadcast_interval": Int(1),
     "num_aggregation_workers": Int(0),
     "grad_clip": Optional(Float(0)),
@@ -236,6 +240,10 @@ class ImpalaTrainer(Trainer):
 
     def validate_config(self, config: dict) -> None:
         super().validate_config(config)
+        if config["max_requests_in_flight_per_sampler_worker"] is not None:
+            config["max_sample_requests_in_flight_per_worker"] = config[
+                "max_requests_in_flight_per_sampler_worker"
+            ]
         if config["num_data_loader_buffers"] != DEPRECATED_VALUE:
             deprecation_warning(
                 "num_data_loader_buffers", "num_multi_gpu_tower_stacks", error=False

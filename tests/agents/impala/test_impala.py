@@ -46,6 +46,14 @@ def test_default_config_keys_are_rllibs():
         assert key in DEFAULT_CONFIG
 
 
+def test_rllib_2_name_of_the_requests_in_flight_key_is_taken():
+    trainer = ImpalaTrainer(config={**FAST, "max_requests_in_flight_per_sampler_worker": 3})
+    try:
+        assert trainer.config["max_sample_requests_in_flight_per_worker"] == 3
+    finally:
+        trainer.stop()
+
+
 @pytest.mark.parametrize(
     "bad, match",
     [
