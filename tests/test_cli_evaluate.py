@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import pytest
 
 from corral import cli, register_env
@@ -121,6 +122,24 @@ def test_out_writes_the_evaluated_steps_for_json_reader(tmp_path, capsys):
     ended = [not e.endswith("(cut by --steps)") for e in episodes]
     assert [bool(b["dones"][-1]) for b in batches] == ended
     assert not any(b["dones"][:-1].any() for b in batches)
+    # And an offline algorithm trains from them (`input`: the folder).
+    from corral.agents.marwil import MARWILTrainer
+
+    space = gym.make("CartPole-v1")
+    marwil = MARWILTrainer(
+        config={
+            **TINY,
+            "input": str(out_dir),
+            "observation_space": space.observation_space,
+            "action_space": space.action_space,
+            "train_batch_size": 16,
+        }
+    )
+    try:
+        result = marwil.train()
+    finally:
+        marwil.stop()
+    assert result["info"]["num_env_steps_sampled"] > 0
 
 
 def test_out_writes_multi_agent_episodes_by_policy(multi_agent_checkpoint, tmp_path, capsys):
