@@ -204,7 +204,7 @@ def test_dqn_from_ppo_files(cartpole_files, learning):
 @pytest.mark.learning
 def test_cql_dqn_from_ppo_files(cartpole_files, learning):
     config = offline_config(cartpole_files, tuned_config("cql/cartpole-cql-dqn.yaml"))
-    curve = run(learning, CQLDQNTrainer(config=config), 60_000)
+    curve = run(learning, CQLDQNTrainer(config=config), 40_000)
     assert curve[-1][1] >= THRESHOLD, curve
 
 
