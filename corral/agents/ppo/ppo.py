@@ -12,7 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from corral.agents.on_policy import ActorCriticTrainer, with_actor_critic_config
+from corral.agents.on_policy import (
+    ActorCriticTrainer,
+    sample_and_train_once,
+    with_actor_critic_config,
+)
 from corral.agents.ppo.ppo_torch_policy import PPOTorchPolicy
 from corral.agents.trainer_config import PPOConfig  # noqa: F401 - RLlib 1.13's path
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -97,6 +101,16 @@ class PPOTrainer(ActorCriticTrainer):
             deprecation_warning("vf_share_layers", "model.vf_share_layers")
             config["model"]["vf_share_layers"] = config["vf_share_layers"]
         super().validate_config(config)
+
+    def training_step(self) -> dict:
+        """The on-policy step with PPO's hooks named explicitly, so that
+        `build_trainer(training_step=PPOTrainer.training_step)` (RLlib 1.x's way of
+        reusing PPO's step) runs PPO's step on a trainer class of its own."""
+        return sample_and_train_once(
+            self,
+            lambda batch: PPOTrainer.before_learning(self, batch),
+            **PPOTrainer.sgd_settings(self),
+        )
 
     def sgd_settings(self) -> dict[str, Any]:
         """`num_sgd_iter` epochs of `sgd_minibatch_size` minibatches (shuffled per
