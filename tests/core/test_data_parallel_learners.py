@@ -131,7 +131,7 @@ def test_sac_learn_step_stays_identical_across_two_learners():
             h.call("policy_weights", "default_policy").result()["modules"]
             for h in trainer.learner_group.remote_learners
         )
-        assert set(a) == {"model", "target_q"}  # target critics travel too
+        assert set(a) == {"model", "target_model"}  # target critics travel too, once
         assert all(np.array_equal(a[m][k], b[m][k]) for m in a for k in a[m])
     finally:
         trainer.stop()

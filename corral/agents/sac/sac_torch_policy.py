@@ -75,9 +75,14 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         self.tau = float(config["tau"])
         # Only the critics have target copies: the soft target needs no target actor.
         self.init_target_network(tau=self.tau)
-        self.target_q = self.target_model
         self.polyak_every_step = not config.get("target_network_update_freq")
         self.deterministic_loss = bool(config.get("_deterministic_loss"))
+
+    @property
+    def target_q(self) -> torch.nn.Module:
+        """The target critics: SAC's name for the mixin's `target_model` (a property, so
+        that weight syncing, which walks the policy's modules, sends them once)."""
+        return self.target_model
 
     def make_model(self, num_outputs: int) -> SACTorchModel:
         cfg = self.config
