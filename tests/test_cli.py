@@ -643,6 +643,24 @@ def test_plot_reads_progress_csv_and_names_a_missing_key(tmp_path, capsys):
     assert cli.main(["plot", str(tmp_path / "empty")]) == 2
 
 
+def test_plot_of_an_offline_run_draws_its_evaluation_return(tmp_path):
+    # Offline trainers report no training episodes, only evaluation ones.
+    pytest.importorskip("matplotlib", reason="corral plot needs the `plot` extra (matplotlib)")
+    rows = [
+        {
+            "timesteps_total": 1000 * i,
+            "time_total_s": 1.0 * i,
+            "training_iteration": i,
+            "evaluation": {"episode_reward_mean": 50.0 * i},
+        }
+        for i in range(1, 5)
+    ]
+    run = _write_trial(tmp_path / "bc", rows)
+    out = tmp_path / "bc.png"
+    assert cli.main(["plot", str(run), "-o", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_config_prints_a_key_with_its_documentation(capsys):
     assert cli.main(["config", "PPO", "lr"]) == 0
     assert capsys.readouterr().out == "lr = 5e-05\n    Learning rate.\n"

@@ -121,13 +121,19 @@ def plot_runs(
     runs = [read_run(d) for d in logdirs]
     x_key = X_KEYS[x]
     y_key = y or DEFAULT_Y
-    if not any(run.series(x_key, y_key)[0] for run in runs):
+
+    def reported(key: str) -> bool:
+        return any(run.series(x_key, key)[0] for run in runs)
+
+    # Offline trainers report no training episodes: by default their curve is the
+    # evaluation return alone.
+    if not reported(y_key) and not (y is None and reported(EVALUATION_Y)):
         known = sorted({k for run in runs for row in run.rows for k in row})
         raise PlotError(f"no run reports {y_key!r} against {x_key!r}; keys: {known[:40]}")
     figure, axes = plt.subplots(figsize=(7, 4.2), dpi=110)
     for index, run in enumerate(runs):
         color = f"C{index % 10}"
-        label = run.name if len(runs) > 1 else "training"
+        label = run.name if len(runs) > 1 else ("training" if y is None else y_key)
         xs, ys = run.series(x_key, y_key)
         if xs:
             axes.plot(xs, ys, color=color, label=f"{label}" if y else f"{label} (mean)")
