@@ -24,7 +24,7 @@ from corral.agents.a3c.a3c_torch_policy import A3CTorchPolicy
 from corral.agents.on_policy import ActorCriticTrainer, with_actor_critic_config
 from corral.execution.common import NUM_ENV_STEPS_SAMPLED, count_sampled, count_trained
 from corral.execution.rollout_ops import synchronous_parallel_sample
-from corral.utils.config_spec import Int, Optional, Spec
+from corral.utils.config_spec import Int, Optional, Rule, Spec
 
 A2C_DEFAULT_CONFIG = with_actor_critic_config(
     {
@@ -64,14 +64,13 @@ class A2CTrainer(ActorCriticTrainer):
     _config_specs = A2C_CONFIG_SPECS
     _policy_class = A3CTorchPolicy
 
-    def validate_config(self, config: dict) -> None:
-        """Also: `microbatch_size` needs the driver's own learner."""
-        super().validate_config(config)
-        if config.get("microbatch_size") and config.get("num_learners"):
-            raise ValueError(
-                f"A2C: microbatch_size={config['microbatch_size']} accumulates gradients on "
-                f"the driver's learner; set num_learners=0 (got {config['num_learners']})."
-            )
+    _config_rules = (
+        Rule(
+            lambda c: not (c["microbatch_size"] and c["num_learners"]),
+            "A2C: microbatch_size={microbatch_size} accumulates gradients on the driver's "
+            "learner; set num_learners=0 (got {num_learners}).",
+        ),
+    )
 
     def training_step(self) -> dict:
         """One update on `train_batch_size` steps: whole, or summed over microbatches."""
