@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from corral.agents.ppo import PPOTrainer
-from corral.core.learner.learner import SEQ_MASK, _pad_sequences
+from corral.core.learner.training_data import SEQ_MASK, pad_sequences
 from corral.env.stateless_cartpole import StatelessCartPole
 from corral.policy.sample_batch import SampleBatch
 
@@ -54,7 +54,7 @@ def test_sampler_carries_and_resets_state(trainer):
 def test_training_sequences_reproduce_the_sampled_outputs(trainer):
     policy = trainer.get_policy()
     batch = trainer.workers.local_worker().sample()
-    rows, seqs = _pad_sequences(batch, None, 2, 7)
+    rows, seqs = pad_sequences(batch, None, 2, 7)
     assert int(seqs[SampleBatch.SEQ_LENS].max()) <= 7
     assert int(seqs[SampleBatch.SEQ_LENS].sum()) == batch.count
     with torch.no_grad():
@@ -73,7 +73,7 @@ def test_sequences_never_cross_episodes():
             "state_in_0": np.arange(12, dtype=np.float32)[:, None],
         }
     )
-    rows, seqs = _pad_sequences(batch, None, 1, 4)
+    rows, seqs = pad_sequences(batch, None, 1, 4)
     assert seqs[SampleBatch.SEQ_LENS].tolist() == [3, 4, 4, 1]
     assert seqs["state_in_0"][:, 0].tolist() == [0, 3, 7, 11]
     assert rows[SEQ_MASK].reshape(4, 4).sum(1).tolist() == [3, 4, 4, 1]
