@@ -15,10 +15,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from corral.agents.ppo.ppo_torch_policy import explained_variance
 from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.torch_utils import explained_variance
 
 
 def postprocess_advantages(
