@@ -77,9 +77,13 @@ class DefaultCallbacks:
     """
 
     def __init__(self, legacy_callbacks_dict: dict[str, Callable[[dict], Any]] | None = None):
-        """:param legacy_callbacks_dict: the deprecated dict interface, mapping legacy
-        hook names (e.g. "on_episode_end", "on_postprocess_traj") to functions taking
-        one info dict."""
+        """Callbacks, optionally through RLlib's deprecated dict interface.
+
+        Args:
+            legacy_callbacks_dict: the deprecated dict interface, mapping legacy hook
+                names (e.g. "on_episode_end", "on_postprocess_traj") to functions taking
+                one info dict.
+        """
         if legacy_callbacks_dict:
             deprecation_warning(
                 "callbacks dict interface",
@@ -124,8 +128,9 @@ class DefaultCallbacks:
     def on_trainer_init(self, *, trainer: Any, **kwargs: Any) -> None:
         """Run once at the end of `Trainer.setup()`, when workers and policies exist.
 
-        :param trainer: the trainer that was just built.
-        :param kwargs: reserved for arguments added later.
+        Args:
+            trainer: the trainer that was just built.
+            kwargs: reserved for arguments added later.
         """
 
     def on_sub_environment_created(
@@ -138,12 +143,13 @@ class DefaultCallbacks:
     ) -> None:
         """Run on a rollout worker right after it created one (sub-)environment.
 
-        :param worker: the rollout worker that owns the env.
-        :param sub_environment: the env object just created (one of the vectorised
-            copies when `num_envs_per_worker` > 1).
-        :param env_context: the `EnvContext` the env was built with (its
-            `worker_index` and `vector_index` say which copy this is).
-        :param kwargs: reserved for arguments added later.
+        Args:
+            worker: the rollout worker that owns the env.
+            sub_environment: the env object just created (one of the vectorised
+                copies when `num_envs_per_worker` > 1).
+            env_context: the `EnvContext` the env was built with (its
+                `worker_index` and `vector_index` say which copy this is).
+            kwargs: reserved for arguments added later.
         """
 
     def on_episode_start(
@@ -157,14 +163,15 @@ class DefaultCallbacks:
     ) -> None:
         """Run on the rollout worker after an episode's env reset, before its first step.
 
-        :param worker: the rollout worker collecting the episode.
-        :param base_env: the worker's (vectorised) env; the individual envs are
-            available through `base_env.get_sub_environments()`.
-        :param policies: policy id -> policy ("default_policy" only, in single-agent
-            setups).
-        :param episode: the new episode; put per-episode scratch data into
-            `episode.user_data` and metrics into `episode.custom_metrics`.
-        :param kwargs: reserved for arguments added later.
+        Args:
+            worker: the rollout worker collecting the episode.
+            base_env: the worker's (vectorised) env; the individual envs are
+                available through `base_env.get_sub_environments()`.
+            policies: policy id -> policy ("default_policy" only, in single-agent
+                setups).
+            episode: the new episode; put per-episode scratch data into
+                `episode.user_data` and metrics into `episode.custom_metrics`.
+            kwargs: reserved for arguments added later.
         """
         self._call_legacy(
             "on_episode_start", {"env": base_env, "policy": policies, "episode": episode}
@@ -181,11 +188,12 @@ class DefaultCallbacks:
     ) -> None:
         """Run on the rollout worker after every env step of an episode.
 
-        :param worker: the rollout worker collecting the episode.
-        :param base_env: the worker's (vectorised) env.
-        :param policies: policy id -> policy; may be omitted by the caller.
-        :param episode: the running episode (see `on_episode_start`).
-        :param kwargs: reserved for arguments added later.
+        Args:
+            worker: the rollout worker collecting the episode.
+            base_env: the worker's (vectorised) env.
+            policies: policy id -> policy; may be omitted by the caller.
+            episode: the running episode (see `on_episode_start`).
+            kwargs: reserved for arguments added later.
         """
         self._call_legacy("on_episode_step", {"env": base_env, "episode": episode})
 
@@ -203,11 +211,12 @@ class DefaultCallbacks:
         This is the usual place to turn `episode.user_data` into
         `episode.custom_metrics`.
 
-        :param worker: the rollout worker that collected the episode.
-        :param base_env: the worker's (vectorised) env.
-        :param policies: policy id -> policy.
-        :param episode: the finished episode.
-        :param kwargs: reserved for arguments added later.
+        Args:
+            worker: the rollout worker that collected the episode.
+            base_env: the worker's (vectorised) env.
+            policies: policy id -> policy.
+            episode: the finished episode.
+            kwargs: reserved for arguments added later.
         """
         self._call_legacy(
             "on_episode_end", {"env": base_env, "policy": policies, "episode": episode}
@@ -230,16 +239,17 @@ class DefaultCallbacks:
         Edit `postprocessed_batch` in place to add your own postprocessing; in
         multi-agent setups `original_batches` shows what the other agents did.
 
-        :param worker: the rollout worker that collected the trajectory.
-        :param episode: the episode the trajectory belongs to.
-        :param agent_id: the agent whose trajectory this is.
-        :param policy_id: the policy that agent is mapped to.
-        :param policies: policy id -> policy.
-        :param postprocessed_batch: the agent's trajectory after postprocessing
-            (mutable).
-        :param original_batches: agent id -> trajectory before postprocessing
-            (read-only).
-        :param kwargs: reserved for arguments added later.
+        Args:
+            worker: the rollout worker that collected the trajectory.
+            episode: the episode the trajectory belongs to.
+            agent_id: the agent whose trajectory this is.
+            policy_id: the policy that agent is mapped to.
+            policies: policy id -> policy.
+            postprocessed_batch: the agent's trajectory after postprocessing
+                (mutable).
+            original_batches: agent id -> trajectory before postprocessing
+                (read-only).
+            kwargs: reserved for arguments added later.
         """
         self._call_legacy(
             "on_postprocess_trajectory",
@@ -255,9 +265,10 @@ class DefaultCallbacks:
     def on_sample_end(self, *, worker: RolloutWorker, samples: SampleBatch, **kwargs: Any) -> None:
         """Run at the end of `RolloutWorker.sample()`, before the batch is returned.
 
-        :param worker: the rollout worker that sampled.
-        :param samples: the batch about to be returned (mutable).
-        :param kwargs: reserved for arguments added later.
+        Args:
+            worker: the rollout worker that sampled.
+            samples: the batch about to be returned (mutable).
+            kwargs: reserved for arguments added later.
         """
         self._call_legacy("on_sample_end", {"worker": worker, "samples": samples})
 
@@ -266,18 +277,20 @@ class DefaultCallbacks:
     ) -> None:
         """Run at the start of `Policy.learn_on_batch()`, before any sequence padding.
 
-        :param policy: the policy about to learn.
-        :param train_batch: the batch it will learn on (mutable).
-        :param result: the learn result dict; add custom stats to it.
-        :param kwargs: reserved for arguments added later.
+        Args:
+            policy: the policy about to learn.
+            train_batch: the batch it will learn on (mutable).
+            result: the learn result dict; add custom stats to it.
+            kwargs: reserved for arguments added later.
         """
 
     def on_train_result(self, *, trainer: Any, result: dict, **kwargs: Any) -> None:
         """Run in the driver at the end of each `Trainer.train()` call.
 
-        :param trainer: the trainer that just finished an iteration.
-        :param result: that iteration's result dict; add or change metrics in place.
-        :param kwargs: reserved for arguments added later.
+        Args:
+            trainer: the trainer that just finished an iteration.
+            result: that iteration's result dict; add or change metrics in place.
+            kwargs: reserved for arguments added later.
         """
         self._call_legacy("on_train_result", {"trainer": trainer, "result": result})
 
@@ -295,8 +308,12 @@ class MultiCallbacks(DefaultCallbacks):
     """
 
     def __init__(self, callback_class_list: Iterable[CallbacksFactory]):
-        """:param callback_class_list: `DefaultCallbacks` subclasses, or any
-        zero-argument callables returning a callbacks object."""
+        """Several callbacks objects called in turn.
+
+        Args:
+            callback_class_list: `DefaultCallbacks` subclasses, or any zero-argument
+                callables returning a callbacks object.
+        """
         super().__init__()
         self._callback_class_list: list[CallbacksFactory] = list(callback_class_list)
         for factory in self._callback_class_list:

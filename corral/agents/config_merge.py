@@ -85,10 +85,11 @@ def unknown_key_error(
 ) -> ValueError:
     """Build the error for a config key that does not exist, with suggestions.
 
-    :param key: the unknown key.
-    :param valid: the keys that would have been accepted at that place.
-    :param prefix: path of the enclosing dict, e.g. "model/".
-    :param hint: extra advice appended to the message.
+    Args:
+        key: the unknown key.
+        valid: the keys that would have been accepted at that place.
+        prefix: path of the enclosing dict, e.g. "model/".
+        hint: extra advice appended to the message.
     """
     valid = list(valid)
     msg = f"Unknown config key '{prefix}{key}'."
@@ -147,15 +148,16 @@ def deep_update(
     Dicts present on both sides merge key by key; anything else in `new_dict` replaces
     the old value (containers copied, other objects by reference).
 
-    :param original: the dict to update (changed in place).
-    :param new_dict: the updates.
-    :param new_keys_allowed: whether top-level keys missing from `original` may be
-        added; otherwise they raise `ValueError` naming the key and close matches.
-    :param allow_new_subkey_list: top-level keys whose dict values may gain new
-        sub-keys at any depth. Other dict values may not (unless `new_keys_allowed`):
-        a new sub-key raises `ValueError` naming its path ("key/subkey").
-    :param override_all_if_type_changes: top-level keys whose dict value is replaced
-        as a whole when the new dict's "type" entry differs from the old one.
+    Args:
+        original: the dict to update (changed in place).
+        new_dict: the updates.
+        new_keys_allowed: whether top-level keys missing from `original` may be
+            added; otherwise they raise `ValueError` naming the key and close matches.
+        allow_new_subkey_list: top-level keys whose dict values may gain new
+            sub-keys at any depth. Other dict values may not (unless `new_keys_allowed`):
+            a new sub-key raises `ValueError` naming its path ("key/subkey").
+        override_all_if_type_changes: top-level keys whose dict value is replaced
+            as a whole when the new dict's "type" entry differs from the old one.
     """
     return _update(
         original,
@@ -179,11 +181,12 @@ def merge_trainer_configs(
     Neither input is modified. A legacy dict given as `callbacks` becomes a factory of
     `DefaultCallbacks(legacy_callbacks_dict=...)`.
 
-    :param config1: the base, usually the algorithm's `DEFAULT_CONFIG`.
-    :param config2: the (partial) user config; None means no changes.
-    :param allow_unknown_configs: accept top-level keys `config1` lacks.
-    :param allow_unknown_subkeys: see `deep_update`'s `allow_new_subkey_list`.
-    :param override_all_subkeys_if_type_changes: see `deep_update`.
+    Args:
+        config1: the base, usually the algorithm's `DEFAULT_CONFIG`.
+        config2: the (partial) user config; None means no changes.
+        allow_unknown_configs: accept top-level keys `config1` lacks.
+        allow_unknown_subkeys: see `deep_update`'s `allow_new_subkey_list`.
+        override_all_subkeys_if_type_changes: see `deep_update`.
     """
     if config2 is None:
         config2 = {}

@@ -428,9 +428,10 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
     work. corral adds the checks of its own keys; features it does not have yet raise
     `NotImplementedError` (see also `check_not_implemented`).
 
-    :param config: the full config (`merge_trainer_configs` output); changed in place.
-    :param trainer: the trainer being built, if any (its default policy class decides
-        `simple_optimizer` in multi-agent setups).
+    Args:
+        config: the full config (`merge_trainer_configs` output); changed in place.
+        trainer: the trainer being built, if any (its default policy class decides
+            `simple_optimizer` in multi-agent setups).
     """
     if not isinstance(config, dict):
         raise ValueError(f"A trainer config must be a dict, got {type(config).__name__}.")

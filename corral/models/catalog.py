@@ -85,16 +85,19 @@ class ModelCatalog:
     ) -> tuple[Any, int]:
         """Return ``(dist_class, num_outputs)`` for ``action_space``.
 
-        :param action_space: ``Discrete`` -> :class:`TorchCategorical`, 1-D ``Box`` ->
-            :class:`TorchDiagGaussian` (``num_outputs = 2 * dim``), ``MultiDiscrete`` ->
-            :class:`TorchMultiCategorical` (returned as a ``functools.partial`` binding
-            ``input_lens``, like RLlib 1.x).
-        :param config: the ``"model"`` config; ``custom_action_dist`` (a registered name or
-            a class) takes precedence over everything else.
-        :param dist_type: a distribution class to use, or ``"deterministic"`` for a point
-            mass at the model output (DDPG/TD3 actors).
-        :param framework: only ``"torch"``.
-        :raises UnsupportedSpaceException: for spaces without a distribution.
+        Args:
+            action_space: ``Discrete`` -> :class:`TorchCategorical`, 1-D ``Box`` ->
+                :class:`TorchDiagGaussian` (``num_outputs = 2 * dim``), ``MultiDiscrete`` ->
+                :class:`TorchMultiCategorical` (returned as a ``functools.partial`` binding
+                ``input_lens``, like RLlib 1.x).
+            config: the ``"model"`` config; ``custom_action_dist`` (a registered name or
+                a class) takes precedence over everything else.
+            dist_type: a distribution class to use, or ``"deterministic"`` for a point
+                mass at the model output (DDPG/TD3 actors).
+            framework: only ``"torch"``.
+
+        Raises:
+            UnsupportedSpaceException: for spaces without a distribution.
         """
         _check_framework(framework)
         config = config or MODEL_DEFAULTS
@@ -204,9 +207,12 @@ class ModelCatalog:
         concatenates). With ``use_lstm``, the default model's features feed an
         :class:`LSTMWrapper`.
 
-        :param model_interface: a class mixed in front of the model class (its ``__init__``
-            takes ``model_kwargs``), e.g. an algorithm's Q-head model.
-        :raises UnsupportedSpaceException: for observation spaces that cannot be flattened.
+        Args:
+            model_interface: a class mixed in front of the model class (its ``__init__``
+                takes ``model_kwargs``), e.g. an algorithm's Q-head model.
+
+        Raises:
+            UnsupportedSpaceException: for observation spaces that cannot be flattened.
         """
         _check_framework(framework)
         config = {**MODEL_DEFAULTS, **(model_config or {})}

@@ -115,9 +115,10 @@ class Logger:
 
     Subclasses override ``_init`` (setup, as in Ray) and ``on_result``.
 
-    :param config: the trial's config, recorded by loggers that keep it.
-    :param logdir: directory to write into; created if missing.
-    :param trial: the trial this logger belongs to, if run by ``tune.run``.
+    Args:
+        config: the trial's config, recorded by loggers that keep it.
+        logdir: directory to write into; created if missing.
+        trial: the trial this logger belongs to, if run by ``tune.run``.
     """
 
     def __init__(self, config: dict, logdir: str, trial: Any = None) -> None:
@@ -360,8 +361,9 @@ DEFAULT_LOGGERS: tuple[type[Logger], ...] = (JsonLogger, CSVLogger, TBXLogger)
 class UnifiedLogger(Logger):
     """Fans every call out to several loggers (by default JSON, CSV and TensorBoard).
 
-    :param loggers: logger classes to use; ``None`` means ``DEFAULT_LOGGERS``.
-        ``TBXLogger`` is left out when no TensorBoard writer is installed.
+    Args:
+        loggers: logger classes to use; ``None`` means ``DEFAULT_LOGGERS``.
+            ``TBXLogger`` is left out when no TensorBoard writer is installed.
     """
 
     def __init__(

@@ -96,9 +96,10 @@ _global_registry = global_registry
 def register_env(name: str, env_creator: Callable[[Any], Any]) -> None:
     """Make ``name`` usable as ``config["env"]``.
 
-    :param name: the id trainers are given, e.g. ``"my_env"``.
-    :param env_creator: called with an ``EnvContext`` (a dict of ``env_config``
-        plus worker/vector indices) and returns the env.
+    Args:
+        name: the id trainers are given, e.g. ``"my_env"``.
+        env_creator: called with an ``EnvContext`` (a dict of ``env_config``
+            plus worker/vector indices) and returns the env.
     """
     _check_name(name)
     _check_callable("env_creator", env_creator)
@@ -108,9 +109,10 @@ def register_env(name: str, env_creator: Callable[[Any], Any]) -> None:
 def register_trainable(name: str, trainable: type) -> None:
     """Make ``name`` usable in ``tune.run(name)``.
 
-    :param name: the name to run it by.
-    :param trainable: a subclass of ``corral.tune.Trainable`` (e.g. a Trainer).
-        Ray's function trainables are not supported: subclass ``Trainable``.
+    Args:
+        name: the name to run it by.
+        trainable: a subclass of ``corral.tune.Trainable`` (e.g. a Trainer).
+            Ray's function trainables are not supported: subclass ``Trainable``.
     """
     _check_name(name)
     if not (isinstance(trainable, type) and issubclass(trainable, Trainable)):
@@ -121,9 +123,10 @@ def register_trainable(name: str, trainable: type) -> None:
 def register_input(name: str, input_creator: Callable[[Any], Any]) -> None:
     """Make ``name`` usable as ``config["input"]`` (and as a source of a mixed input).
 
-    :param name: the name to give as ``input``, e.g. ``"my_input"``.
-    :param input_creator: called with the rollout worker's ``corral.offline.IOContext``;
-        returns the ``InputReader`` (an object with ``next()``) the worker samples from.
+    Args:
+        name: the name to give as ``input``, e.g. ``"my_input"``.
+        input_creator: called with the rollout worker's ``corral.offline.IOContext``;
+            returns the ``InputReader`` (an object with ``next()``) the worker samples from.
     """
     _check_name(name)
     _check_callable("input_creator", input_creator)

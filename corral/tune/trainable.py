@@ -83,9 +83,10 @@ class TrialInfo:
 class Trainable:
     """Base class of everything ``tune.run`` can train, including RLlib-style Trainers.
 
-    :param config: hyper-parameters; ``setup`` receives a deep copy.
-    :param logger_creator: ``logger_creator(config) -> Logger``; by default a
-        ``UnifiedLogger`` in a new directory under ``default_results_dir()``.
+    Args:
+        config: hyper-parameters; ``setup`` receives a deep copy.
+        logger_creator: ``logger_creator(config) -> Logger``; by default a
+            ``UnifiedLogger`` in a new directory under ``default_results_dir()``.
     """
 
     def __init__(
@@ -254,7 +255,8 @@ class Trainable:
         previous complete checkpoint or the new one, whatever kills the process.
         Temporary folders of earlier killed saves are removed.
 
-        :return: the checkpoint directory, which ``restore`` accepts.
+        Returns:
+            the checkpoint directory, which ``restore`` accepts.
         """
         from corral.utils import checkpoint_files, checkpoints
 
@@ -297,10 +299,13 @@ class Trainable:
 
         The checkpoint's manifest is verified before any other file is read.
 
-        :param checkpoint_path: the checkpoint directory or any path inside it.
-        :raises CheckpointError: the path, its manifest, its metadata or a state
-            file is missing, malformed or does not match the manifest; the
-            message names the file.
+        Args:
+            checkpoint_path: the checkpoint directory or any path inside it.
+
+        Raises:
+            CheckpointError: the path, its manifest, its metadata or a state
+                file is missing, malformed or does not match the manifest; the
+                message names the file.
         """
         from corral.utils import checkpoint_files
 
@@ -350,7 +355,8 @@ class Trainable:
     ) -> dict[str, str]:
         """Export the model in the given formats (``ExportFormat`` names) to ``export_dir``.
 
-        :return: ``{format: path}`` of what was written.
+        Returns:
+            ``{format: path}`` of what was written.
         """
         if isinstance(export_formats, str):
             export_formats = [export_formats]

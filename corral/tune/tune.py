@@ -57,8 +57,9 @@ def grid_search(values: Iterable[Any]) -> dict[str, list[Any]]:
 class ExperimentAnalysis:
     """The trials of a ``tune.run`` call and helpers to pick the best one.
 
-    :param default_metric: metric the ``best_*`` properties rank by (``run``'s ``metric``).
-    :param default_mode: ``"max"`` or ``"min"`` (``run``'s ``mode``).
+    Args:
+        default_metric: metric the ``best_*`` properties rank by (``run``'s ``metric``).
+        default_mode: ``"max"`` or ``"min"`` (``run``'s ``mode``).
     """
 
     def __init__(
@@ -217,33 +218,34 @@ def run(
 ) -> ExperimentAnalysis:
     """Train trials of a trainable until each meets ``stop``; return their analysis.
 
-    :param run_or_experiment: a ``Trainable`` subclass, a name given to
-        ``register_trainable``, or an algorithm name such as ``"PPO"``.
-    :param config: the config; ``grid_search([...])`` values are expanded. With
-        ``"backend": "ray"`` the trials run in parallel under Ray Tune (on the cluster
-        ``ray.init()`` connects to), each in its ``default_resource_request`` placement
-        group; the returned analysis is the same.
-    :param stop: ``{key: threshold}``, a trial stops once any ``result[key] >=
-        threshold`` (nested keys joined by "/"), or ``stop(trial_id, result) ->
-        bool``. A trial also stops when a result has ``done=True``. With no
-        criterion a trial runs until it reports ``done``.
-    :param num_samples: how many times to run each grid combination.
-    :param checkpoint_freq: save every this many iterations (0: never).
-    :param checkpoint_at_end: save after the last iteration.
-    :param local_dir: results root, by default ``default_results_dir()``;
-        trial logdirs go to ``<local_dir>/<name>/``.
-    :param verbose: 0 silent, 1 a line per finished trial, 2 also a line per iteration.
-    :param restore: a checkpoint every trial restores from before training.
-    :param name: experiment folder name, by default the trainable's name.
-    :param metric: default metric of the analysis' ``best_*`` helpers.
-    :param mode: ``"max"`` or ``"min"``, default mode of those helpers.
-    :param keep_checkpoints_num: keep at most this many checkpoints per trial, the
-        best by ``checkpoint_score_attr``; the newest is never deleted.
-    :param checkpoint_score_attr: result key that ranks checkpoints (default
-        ``training_iteration``); a ``"min-"`` prefix ranks the lowest best, as in Tune.
-    :param seed: seed of the draws of search spaces (``choice``, ``uniform``, ...).
-    :param callbacks: ``tune.Callback`` hooks called as each trial starts, reports a
-        result, saves a checkpoint and ends (the local path; not with ``"backend": "ray"``).
+    Args:
+        run_or_experiment: a ``Trainable`` subclass, a name given to
+            ``register_trainable``, or an algorithm name such as ``"PPO"``.
+        config: the config; ``grid_search([...])`` values are expanded. With
+            ``"backend": "ray"`` the trials run in parallel under Ray Tune (on the cluster
+            ``ray.init()`` connects to), each in its ``default_resource_request`` placement
+            group; the returned analysis is the same.
+        stop: ``{key: threshold}``, a trial stops once any ``result[key] >=
+            threshold`` (nested keys joined by "/"), or ``stop(trial_id, result) ->
+            bool``. A trial also stops when a result has ``done=True``. With no
+            criterion a trial runs until it reports ``done``.
+        num_samples: how many times to run each grid combination.
+        checkpoint_freq: save every this many iterations (0: never).
+        checkpoint_at_end: save after the last iteration.
+        local_dir: results root, by default ``default_results_dir()``;
+            trial logdirs go to ``<local_dir>/<name>/``.
+        verbose: 0 silent, 1 a line per finished trial, 2 also a line per iteration.
+        restore: a checkpoint every trial restores from before training.
+        name: experiment folder name, by default the trainable's name.
+        metric: default metric of the analysis' ``best_*`` helpers.
+        mode: ``"max"`` or ``"min"``, default mode of those helpers.
+        keep_checkpoints_num: keep at most this many checkpoints per trial, the
+            best by ``checkpoint_score_attr``; the newest is never deleted.
+        checkpoint_score_attr: result key that ranks checkpoints (default
+            ``training_iteration``); a ``"min-"`` prefix ranks the lowest best, as in Tune.
+        seed: seed of the draws of search spaces (``choice``, ``uniform``, ...).
+        callbacks: ``tune.Callback`` hooks called as each trial starts, reports a
+            result, saves a checkpoint and ends (the local path; not with ``"backend": "ray"``).
     """
     trainable_cls = _resolve_trainable(run_or_experiment)
     trainable_name = (

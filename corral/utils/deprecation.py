@@ -49,12 +49,13 @@ def deprecation_warning(
 ) -> None:
     """Report that `old` is deprecated, pointing at `new` (or `help`) when given.
 
-    :param old: what is deprecated (a config key, a function, an argument).
-    :param new: what to use instead, if anything.
-    :param help: free-text advice, used when there is no single replacement.
-    :param error: True raises `CorralDeprecationError` (a `ValueError`) because the
-        old form is no longer supported; an exception class raises that (as RLlib's);
-        False or None only logs a warning.
+    Args:
+        old: what is deprecated (a config key, a function, an argument).
+        new: what to use instead, if anything.
+        help: free-text advice, used when there is no single replacement.
+        error: True raises `CorralDeprecationError` (a `ValueError`) because the
+            old form is no longer supported; an exception class raises that (as RLlib's);
+            False or None only logs a warning.
     """
     msg = f"`{old}` has been deprecated."
     if new:

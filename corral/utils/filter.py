@@ -146,10 +146,11 @@ class MeanStdFilter(Filter):
     the observation is added to the statistics first, as RLlib 1.x did; acting outside of
     sampling (``Trainer.compute_single_action``) passes ``update=False``.
 
-    :param shape: shape of one observation; calls with one more leading axis are batches.
-    :param demean: subtract the running mean.
-    :param destd: divide by the running standard deviation.
-    :param clip: clip the result to ``[-clip, clip]`` (None: no clipping).
+    Args:
+        shape: shape of one observation; calls with one more leading axis are batches.
+        demean: subtract the running mean.
+        destd: divide by the running standard deviation.
+        clip: clip the result to ``[-clip, clip]`` (None: no clipping).
     """
 
     def __init__(
@@ -265,8 +266,9 @@ class FilterManager:
         """Merge every remote worker's new statistics into ``local_filters``; then, with
         ``update_remote``, push the merged filters back to every remote worker.
 
-        :param local_filters: the driver's filters by policy id, updated in place.
-        :param remote_workers: worker handles with ``.call(method, ...) -> Future``.
+        Args:
+            local_filters: the driver's filters by policy id, updated in place.
+            remote_workers: worker handles with ``.call(method, ...) -> Future``.
         """
         from corral.evaluation.backend import wait_all
 

@@ -19,10 +19,11 @@ class DDPGTorchModel(FlatObsActorCritic):
     stretched, in the action space's bounds. The critics (two with `twin_q`)
     run as one `EnsembleMLP` over `concat(obs, action)`.
 
-    :param actor_hiddens: / :param actor_hidden_activation: the actor's dense layers.
-    :param critic_hiddens: / :param critic_hidden_activation: each critic's dense layers.
-    :param twin_q: two critics (TD3's clipped double-Q).
-    :param normalize_actions: act in [-1, 1] instead of the space's bounds.
+    Args:
+        actor_hiddens: the actor's dense layers (with `actor_hidden_activation`).
+        critic_hiddens: each critic's dense layers (with `critic_hidden_activation`).
+        twin_q: two critics (TD3's clipped double-Q).
+        normalize_actions: act in [-1, 1] instead of the space's bounds.
     """
 
     algorithm = "DDPG"

@@ -201,11 +201,14 @@ def project_distribution(
         m_floor(b) += p_j (ceil(b) - b),  m_ceil(b) += p_j (b - floor(b)),
     with all of p_j going to atom b when b is an integer.
 
-    :param next_probs: [B, N] probabilities of the chosen next action.
-    :param rewards: [B] (n-step) rewards.
-    :param discount: [B] or scalar: gamma^k (1 - terminated).
-    :param support: [N] atoms z_0 < ... < z_{N-1}, evenly spaced.
-    :return: [B, N] the projected target distribution.
+    Args:
+        next_probs: [B, N] probabilities of the chosen next action.
+        rewards: [B] (n-step) rewards.
+        discount: [B] or scalar: gamma^k (1 - terminated).
+        support: [N] atoms z_0 < ... < z_{N-1}, evenly spaced.
+
+    Returns:
+        [B, N] the projected target distribution.
     """
     v_min, v_max = float(support[0]), float(support[-1])
     delta_z = (v_max - v_min) / (len(support) - 1)

@@ -34,11 +34,12 @@ class SACTorchModel(FlatObsActorCritic):
     2019, arXiv:1910.07207): the policy outputs logits, each Q-net maps `obs`
     to one value per action.
 
-    :param policy_model_config: `fcnet_hiddens`/`fcnet_activation` of the policy net.
-    :param q_model_config: the same for the Q-nets.
-    :param twin_q: two Q-nets (clipped double-Q, Fujimoto et al. 2018) instead of one.
-    :param initial_alpha: initial entropy temperature.
-    :param target_entropy: a number, or "auto" (-dim(A) for Box, 0.98 log|A| for Discrete).
+    Args:
+        policy_model_config: `fcnet_hiddens`/`fcnet_activation` of the policy net.
+        q_model_config: the same for the Q-nets.
+        twin_q: two Q-nets (clipped double-Q, Fujimoto et al. 2018) instead of one.
+        initial_alpha: initial entropy temperature.
+        target_entropy: a number, or "auto" (-dim(A) for Box, 0.98 log|A| for Discrete).
     """
 
     algorithm = "SAC"

@@ -28,8 +28,9 @@ class TorchDistributionWrapper(ActionDistribution):
     result in ``last_sample`` so :meth:`sampled_action_logp` can score it without the caller
     threading it back.
 
-    :param inputs: the model's outputs (distribution parameters), a float tensor.
-    :param model: the model that produced them (some distributions read its config).
+    Args:
+        inputs: the model's outputs (distribution parameters), a float tensor.
+        model: the model that produced them (some distributions read its config).
     """
 
     def __init__(self, inputs: TensorType, model: TorchModelV2 | None = None) -> None:
@@ -83,7 +84,8 @@ class TorchCategorical(TorchDistributionWrapper):
     Logits of ``-inf`` (action masking) are allowed: masked actions are never sampled, and
     entropy and KL treat their ``0 * log 0`` terms as 0.
 
-    :param temperature: logits are divided by it; > 1 flattens the distribution.
+    Args:
+        temperature: logits are divided by it; > 1 flattens the distribution.
     """
 
     def __init__(
@@ -143,8 +145,9 @@ class TorchMultiCategorical(TorchDistributionWrapper):
     Log-probabilities, entropies and KLs are summed over the components; samples are
     ``[B, len(nvec)]`` (reshaped to ``[B, *nvec.shape]`` when ``action_space`` is given).
 
-    :param input_lens: the number of logits of each component (``nvec`` flattened).
-    :param action_space: the ``MultiDiscrete`` space, to restore a multi-dimensional ``nvec``.
+    Args:
+        input_lens: the number of logits of each component (``nvec`` flattened).
+        action_space: the ``MultiDiscrete`` space, to restore a multi-dimensional ``nvec``.
     """
 
     def __init__(
@@ -211,8 +214,9 @@ class TorchDiagGaussian(TorchDistributionWrapper):
     ``inputs`` is ``concat(mean, log_std)`` along the last axis. Log-probabilities,
     entropies and KLs are summed over the action dimensions (independent components).
 
-    :param action_space: when it is a ``Box`` of shape ``()``, samples are ``[B]``
-        instead of ``[B, 1]``.
+    Args:
+        action_space: when it is a ``Box`` of shape ``()``, samples are ``[B]``
+            instead of ``[B, 1]``.
     """
 
     def __init__(
@@ -311,9 +315,10 @@ class TorchMultiActionDistribution(TorchDistributionWrapper):
     tensors need no nested structures; ``TorchPolicy.to_env_actions`` rebuilds the tuples
     and dicts for the env. Log-likelihoods, entropies and KLs are summed over the leaves.
 
-    :param child_distributions: one distribution class (or partial) per leaf.
-    :param input_lens: number of inputs of each child.
-    :param action_space: the ``Tuple``/``Dict`` space.
+    Args:
+        child_distributions: one distribution class (or partial) per leaf.
+        input_lens: number of inputs of each child.
+        action_space: the ``Tuple``/``Dict`` space.
     """
 
     def __init__(

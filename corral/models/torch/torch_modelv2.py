@@ -33,11 +33,12 @@ class TorchModelV2(nn.Module, ModelV2):
     so layers created before it are kept, and a later ``nn.Module.__init__(self)`` (the
     RLlib pattern) only resets the still-empty module registries.
 
-    :param obs_space: observation space of the (preprocessed) observations the model sees.
-    :param action_space: the env's action space.
-    :param num_outputs: size of the output vector (the action distribution's input size).
-    :param model_config: the policy's ``"model"`` config dict.
-    :param name: a name for this model, used in error messages and exports.
+    Args:
+        obs_space: observation space of the (preprocessed) observations the model sees.
+        action_space: the env's action space.
+        num_outputs: size of the output vector (the action distribution's input size).
+        model_config: the policy's ``"model"`` config dict.
+        name: a name for this model, used in error messages and exports.
     """
 
     def __init__(
@@ -100,11 +101,14 @@ class TorchModelV2(nn.Module, ModelV2):
     ) -> tuple[TensorType, list[TensorType]]:
         """Compute the action-distribution inputs for a batch.
 
-        :param input_dict: at least ``"obs"``, a float tensor ``[B, ...]``; may also hold
-            ``"prev_actions"``, ``"prev_rewards"`` and ``"is_training"``.
-        :param state: RNN state tensors (empty list for feed-forward models).
-        :param seq_lens: sequence lengths for RNNs, else ``None``.
-        :return: ``(outputs [B, num_outputs], new_state)``.
+        Args:
+            input_dict: at least ``"obs"``, a float tensor ``[B, ...]``; may also hold
+                ``"prev_actions"``, ``"prev_rewards"`` and ``"is_training"``.
+            state: RNN state tensors (empty list for feed-forward models).
+            seq_lens: sequence lengths for RNNs, else ``None``.
+
+        Returns:
+            ``(outputs [B, num_outputs], new_state)``.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
@@ -128,9 +132,12 @@ class TorchModelV2(nn.Module, ModelV2):
     def custom_loss(self, policy_loss: Any, loss_inputs: dict[str, Any]) -> Any:
         """Hook to add model-specific losses (e.g. self-supervised terms) to the policy loss.
 
-        :param policy_loss: the policy's loss tensor, or a list of them (one per optimizer).
-        :param loss_inputs: the train batch the loss was computed on.
-        :return: the (possibly modified) loss in the same structure as ``policy_loss``.
+        Args:
+            policy_loss: the policy's loss tensor, or a list of them (one per optimizer).
+            loss_inputs: the train batch the loss was computed on.
+
+        Returns:
+            the (possibly modified) loss in the same structure as ``policy_loss``.
         """
         return policy_loss
 

@@ -53,9 +53,10 @@ class Exploration:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns (actions, their log-likelihood) for a batch, as torch tensors.
 
-        :param action_distribution: a `TorchDistributionWrapper` over the model output.
-        :param timestep: the global timestep (None: the last one seen).
-        :param explore: False gives the exploitation (deterministic) action.
+        Args:
+            action_distribution: a `TorchDistributionWrapper` over the model output.
+            timestep: the global timestep (None: the last one seen).
+            explore: False gives the exploitation (deterministic) action.
         """
         raise NotImplementedError
 
