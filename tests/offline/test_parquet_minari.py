@@ -85,8 +85,8 @@ def test_corrupt_parquet_file_is_named(tmp_path):
 def minari_dataset(tmp_path, monkeypatch):
     """A local Minari dataset of 5 random CartPole episodes.
 
-    Built from episode buffers (`create_dataset_from_buffers`): Minari's `DataCollector`
-    needs jax (`minari[create]`), which corral's environment does not install.
+    Built from episode buffers (`create_dataset_from_buffers`), with no jax; the
+    `DataCollector` way is the test after the next.
     """
     minari = pytest.importorskip("minari")
     from minari.data_collector import EpisodeBuffer
@@ -149,3 +149,54 @@ def test_minari_episodes_become_sample_batches(minari_dataset):
     assert len(seen) == 5  # one pass visits every episode once
     with pytest.raises(ValueError, match="no such local Minari dataset"):
         MinariReader("cartpole/missing-v0")
+
+
+def test_a_dataset_recorded_by_minaris_data_collector_trains_bc(tmp_path, monkeypatch):
+    """A dataset recorded the way Minari users make them (`DataCollector`, which needs
+    `minari[create]`), read as `input` by an offline trainer."""
+    minari = pytest.importorskip("minari")
+    pytest.importorskip("jax", reason="Minari's DataCollector needs minari[create] (jax)")
+    from minari import DataCollector
+
+    from corral.agents.marwil import BCTrainer
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    env = DataCollector(gym.make("CartPole-v1"))
+    steps = 0
+    for episode in range(4):
+        env.reset(seed=episode)
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            done, steps = term or trunc, steps + 1
+    dataset = env.create_dataset(
+        dataset_id="cartpole/collected-v0",
+        algorithm_name="random",
+        author="corral tests",
+        author_email="tests@corral.invalid",
+        description="4 random CartPole-v1 episodes",
+        eval_env="CartPole-v1",
+    )
+    assert dataset.total_steps == steps
+    assert minari.list_local_datasets()  # where corral's reader looks
+
+    reader = input_reader_for("minari://cartpole/collected-v0", IOContext(config={"seed": 0}))
+    read = sum(reader.next().count for _ in range(4))
+    assert read == steps  # one pass: every recorded step once
+
+    space = gym.make("CartPole-v1")
+    trainer = BCTrainer(
+        config={
+            "input": "minari://cartpole/collected-v0",
+            "observation_space": space.observation_space,
+            "action_space": space.action_space,
+            "train_batch_size": 32,
+            "evaluation_interval": None,
+            "seed": 0,
+        }
+    )
+    try:
+        result = trainer.train()
+        assert result["info"]["num_env_steps_trained"] > 0
+    finally:
+        trainer.stop()
