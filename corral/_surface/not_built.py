@@ -153,11 +153,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("agents.callbacks:RE3UpdateCallbacks",),
     ),
     Feature(
-        "Parameter-space noise",
-        "the ParameterNoise exploration",
-        ("utils.exploration.parameter_noise",),
-    ),
-    Feature(
         "External envs and policy serving",
         "ExternalEnv, PolicyClient/PolicyServerInput (envs that drive the agent)",
         (

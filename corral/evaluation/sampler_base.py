@@ -29,6 +29,7 @@ from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.obs_check import env_name
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
+from corral.utils.exploration.exploration import overrides
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +188,11 @@ def postprocess_trajectory(
     policy_map = worker.policy_map
     policy = policy_map[policy_id]
     others = other_agent_batches if other_agent_batches is not None else {}
+    # RLlib 1.13: the exploration sees the trajectory first (e.g. ParameterNoise adapts
+    # its noise scale), when its class overrides the hook.
+    exploration = getattr(policy, "exploration", None)
+    if exploration is not None and overrides(exploration, "postprocess_trajectory"):
+        batch = exploration.postprocess_trajectory(policy, batch)
     hook = sampler.call_postprocess_hook
     original = batch.copy() if hook else batch
     post = policy.postprocess_trajectory(batch, others, episode)

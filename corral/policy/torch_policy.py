@@ -22,6 +22,7 @@ from corral.models.torch.torch_modelv2 import TorchModelV2
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
+from corral.utils.exploration.exploration import overrides
 from corral.utils.schedules import make_schedule
 from corral.utils.spaces import unflatten_actions
 
@@ -111,6 +112,9 @@ class TorchPolicy(Policy):
         self._inline_sampling = (
             type(exploration) is StochasticSampling and exploration.random_timesteps == 0
         )
+        # RLlib 1.13's `before_compute_actions` hook (e.g. ParameterNoise), when overridden.
+        hook = exploration.before_compute_actions
+        self._before_compute = hook if overrides(exploration, "before_compute_actions") else None
         return exploration
 
     def _init_action_bounds(self, space: gym.Space) -> None:
@@ -142,6 +146,8 @@ class TorchPolicy(Policy):
         if explore is None:
             explore = self.config.get("explore", True)
         state_out: list[torch.Tensor] = []
+        if self._before_compute is not None:
+            self._before_compute(timestep=self.global_timestep, explore=explore)
         with torch.inference_mode():
             obs_t = torch.from_numpy(obs)
             if state is not None and self._initial_state:

@@ -11,6 +11,7 @@ from corral.utils.exploration.epsilon_greedy import EpsilonGreedy
 from corral.utils.exploration.exploration import Exploration
 from corral.utils.exploration.gaussian_noise import GaussianNoise
 from corral.utils.exploration.ornstein_uhlenbeck_noise import OrnsteinUhlenbeckNoise
+from corral.utils.exploration.parameter_noise import ParameterNoise
 from corral.utils.exploration.per_worker_epsilon_greedy import PerWorkerEpsilonGreedy
 from corral.utils.exploration.per_worker_gaussian_noise import PerWorkerGaussianNoise
 from corral.utils.exploration.per_worker_ornstein_uhlenbeck_noise import (
@@ -26,6 +27,7 @@ _BUILTIN: dict[str, type[Exploration]] = {
         EpsilonGreedy,
         GaussianNoise,
         OrnsteinUhlenbeckNoise,
+        ParameterNoise,
         PerWorkerEpsilonGreedy,
         PerWorkerGaussianNoise,
         PerWorkerOrnsteinUhlenbeckNoise,
@@ -94,6 +96,7 @@ __all__ = [
     "Exploration",
     "GaussianNoise",
     "OrnsteinUhlenbeckNoise",
+    "ParameterNoise",
     "PerWorkerEpsilonGreedy",
     "PerWorkerGaussianNoise",
     "PerWorkerOrnsteinUhlenbeckNoise",

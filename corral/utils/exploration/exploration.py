@@ -65,6 +65,19 @@ class Exploration:
             self.last_timestep = int(timestep)
         return self.last_timestep
 
+    def before_compute_actions(
+        self, *, timestep: int | None = None, explore: bool | None = None, **kwargs: Any
+    ) -> None:
+        """Hook before each batched forward pass that computes actions (RLlib 1.13's
+        name; e.g. `ParameterNoise` perturbs the weights here). A policy calls it only
+        when a subclass overrides it."""
+
+    def postprocess_trajectory(self, policy: Any, sample_batch: Any, **kwargs: Any) -> Any:
+        """Hook on each sampled trajectory before the policy postprocesses it (RLlib
+        1.13's; e.g. `ParameterNoise` adapts its noise scale here); returns the batch.
+        The samplers call it only when a subclass overrides it."""
+        return sample_batch
+
     def on_episode_start(self, policy: Any = None, **kwargs: Any) -> None:
         """Hook at the start of each episode (e.g. to reset correlated noise)."""
 
@@ -81,6 +94,11 @@ class Exploration:
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.last_timestep = int(state.get("last_timestep", self.last_timestep))
+
+
+def overrides(exploration: Exploration, hook: str) -> bool:
+    """Whether `exploration`'s class overrides the base class's no-op `hook`."""
+    return getattr(type(exploration), hook) is not getattr(Exploration, hook)
 
 
 def zero_logp(actions: torch.Tensor) -> torch.Tensor:
