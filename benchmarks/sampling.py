@@ -313,6 +313,9 @@ class CorralSampler:
 # -- Atari (Pong) -------------------------------------------------------------
 
 PONG = "ALE/Pong-v5"
+# RLlib's Atari PPO examples share the conv trunk between policy and value
+# (`vf_share_layers: True`); PPO's default keeps two stacks. Pong rows report both.
+SHARED_TRUNK = {"vf_share_layers": True}
 
 
 def _pong_sampling(env: str, envs: int, steps: int, **config: Any) -> tuple[float, dict]:
@@ -354,6 +357,9 @@ def bench_pong(envs: int, steps: int) -> dict[str, Any]:
     from corral.env.utils import make_env_creator
 
     corral_rate, _ = _pong_sampling(PONG, envs, steps, preprocessor_pref="deepmind")
+    shared_rate, _ = _pong_sampling(
+        PONG, envs, steps, preprocessor_pref="deepmind", model=SHARED_TRUNK
+    )
     # The same env construction as corral's (frame skip inside the wrapper).
     make = make_env_creator(PONG, preprocessor_pref="deepmind")
     env_list = [make(EnvContext()) for _ in range(envs)]
@@ -377,8 +383,10 @@ def bench_pong(envs: int, steps: int) -> dict[str, Any]:
         "workers": 1,
         "envs_per_worker": envs,
         "corral_steps_per_s": corral_rate,
+        "corral_shared_trunk_steps_per_s": shared_rate,
         "env_only_steps_per_s": env_rate,
         "ratio_to_env_only": ratio(corral_rate, env_rate),
+        "shared_trunk_ratio_to_env_only": ratio(shared_rate, env_rate),
     }
 
 
@@ -393,6 +401,9 @@ def bench_pong_envpool(envs: int, steps: int) -> dict[str, Any]:
     import numpy as np
 
     corral_rate, breakdown = _pong_sampling(ENVPOOL_PONG, envs, steps, vectorize_mode="envpool")
+    shared_rate, _ = _pong_sampling(
+        ENVPOOL_PONG, envs, steps, vectorize_mode="envpool", model=SHARED_TRUNK
+    )
     pool = envpool.make(ENVPOOL_PONG, env_type="gymnasium", num_envs=envs, seed=0)
     pool.reset()
     rng = np.random.default_rng(0)
@@ -413,8 +424,10 @@ def bench_pong_envpool(envs: int, steps: int) -> dict[str, Any]:
         "workers": 1,
         "envs_per_worker": envs,
         "corral_steps_per_s": corral_rate,
+        "corral_shared_trunk_steps_per_s": shared_rate,
         "env_only_steps_per_s": env_rate,
         "ratio_to_env_only": ratio(corral_rate, env_rate),
+        "shared_trunk_ratio_to_env_only": ratio(shared_rate, env_rate),
         "corral_sampler_ms_per_vector_step": {
             k: v for k, v in breakdown.items() if k.startswith("mean_") and v
         },
