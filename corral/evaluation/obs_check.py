@@ -70,6 +70,15 @@ def spaces_match(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _spans_its_dtype(space: gym.spaces.Box) -> bool:
+    """Whether an integer Box's bounds are its dtype's whole range (no value can be out)."""
+    dtype = np.dtype(space.dtype)
+    if dtype.kind not in "ui":
+        return False
+    info = np.iinfo(dtype)
+    return bool(np.all(space.low <= info.min) and np.all(space.high >= info.max))
+
+
 class ObservationCheck:
     """Bounds that preprocessed float32 observations (one or a batch) must lie in.
 
@@ -94,6 +103,9 @@ class ObservationCheck:
             self.high = np.minimum(high, _F32_MAX).astype(np.float32)
             if not (np.isfinite(low).any() or np.isfinite(high).any()):
                 self.bounded = False  # (-inf, inf): nothing but finiteness to check
+            elif _spans_its_dtype(original_space):
+                # e.g. Atari's uint8 frames in [0, 255]: any value of the dtype is inside.
+                self.bounded = False
         if not self.bounded:
             self.low = np.float32(-_F32_MAX)
             self.high = np.float32(_F32_MAX)

@@ -188,3 +188,17 @@ def test_bounds_are_checked_on_the_env_observation_not_the_filtered_one():
     # ...but the env's own observation out of bounds still is one.
     with pytest.raises(EnvError, match=r"element \[2\] is 2.5"):
         _train_once(OutOfBoundsEnv, observation_filter="MeanStdFilter")
+
+
+def test_integer_boxes_skip_only_bounds_their_dtype_cannot_break():
+    """uint8 frames in [0, 255] need no bounds pass (no uint8 value is outside);
+    a narrower integer Box is still checked."""
+    from corral.evaluation.obs_check import ObservationCheck
+
+    frames = gym.spaces.Box(0, 255, (4, 4, 2), np.uint8)
+    assert not ObservationCheck(frames, frames.shape).bounded
+    narrow = gym.spaces.Box(0, 100, (3,), np.uint8)
+    check = ObservationCheck(narrow, narrow.shape)
+    assert check.bounded
+    assert not check.ok(np.array([0, 150, 3], np.float32))
+    assert check.ok(np.array([0, 100, 3], np.float32))
