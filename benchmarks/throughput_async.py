@@ -13,6 +13,11 @@ rows alternate per repeat; the median over `--repeats` is reported. Rows:
 - `IMPALA-learner-bound`: the same sampling with a 512x512 net and 4 replays per batch
   (`num_sgd_iter=4`, `minibatch_buffer_size=4`), where learning, not sampling, is the
   bottleneck: its busy fraction is the figure (target >= 0.8).
+- `--solve`: time to a greedy evaluation return of 450 on CartPole-v1 (10 episodes,
+  evaluated every 10,000 env steps for all three), IMPALA's and APPO's tuned examples
+  against PPO's tuned example run on the same 2 workers x 4 envs, one fresh process
+  per run and seed (`--seeds`), alternated; the figure is the median of the training
+  seconds (evaluations included, set-up not) and of the env steps.
 - `--pong`: IMPALA on ALE/Pong-v5 with DeepMind preprocessing (84x84x4 frames, the
   default conv net, shared by policy and value), 2 workers x 4 envs, against the same
   wrapped env stepped alone with random actions in one process (what emulation and
@@ -26,6 +31,7 @@ printed with the results. Every line on stdout is one JSON object.
 Usage:
     python benchmarks/throughput_async.py              # CartPole rows, 3 repeats
     python benchmarks/throughput_async.py --pong       # and the Pong row
+    python benchmarks/throughput_async.py --solve --seeds 0 1 2 3 4   # time to 450
     python benchmarks/throughput_async.py --quick      # smoke test, a few seconds per row
 """
 
@@ -142,6 +148,54 @@ def child(name: str, seconds: float) -> dict[str, Any]:
         trainer.stop()
 
 
+SOLVE_THRESHOLD = 450.0
+SOLVE_MAX_STEPS = 500_000
+TUNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuned_examples")
+SOLVE_ROWS: dict[str, tuple[str, dict[str, Any]]] = {
+    "IMPALA": ("impala/cartpole-impala.yaml", {}),
+    "APPO": ("appo/cartpole-appo.yaml", {}),
+    # PPO's tuned example on the asynchronous rows' workers, and their evaluation schedule.
+    "PPO": (
+        "ppo/cartpole-ppo.yaml",
+        {
+            "num_workers": 2,
+            "num_envs_per_worker": 4,
+            "evaluation_interval": 1,
+            "min_time_s_per_reporting": 0,
+            "min_sample_timesteps_per_reporting": 10_000,
+        },
+    ),
+}
+
+
+def child_solve(name: str, seed: int) -> dict[str, Any]:
+    """Trains row `name`'s tuned example with `seed` until the greedy evaluation reaches
+    `SOLVE_THRESHOLD` (or `SOLVE_MAX_STEPS`)."""
+    from corral.agents.registry import get_trainer_class
+    from corral.cli.experiments import load_experiments
+
+    path, overrides = SOLVE_ROWS[name]
+    (spec,) = load_experiments(os.path.join(TUNED, path)).values()
+    config = {**spec["config"], **overrides, "seed": seed, "log_level": "ERROR"}
+    t0 = time.perf_counter()
+    trainer = get_trainer_class(spec["run"])(config=config, env=spec["env"])
+    setup_s, t0 = time.perf_counter() - t0, time.perf_counter()
+    try:
+        while True:
+            result = trainer.train()
+            score = (result.get("evaluation") or {}).get("episode_reward_mean")
+            solved = score is not None and score >= SOLVE_THRESHOLD
+            if solved or result["timesteps_total"] >= SOLVE_MAX_STEPS:
+                return {
+                    "solved": solved,
+                    "train_s": time.perf_counter() - t0,
+                    "setup_s": setup_s,
+                    "env_steps": result["timesteps_total"],
+                }
+    finally:
+        trainer.stop()
+
+
 def env_alone(seconds: float) -> float:
     """Steps/s of one DeepMind-wrapped Pong env stepped with random actions."""
     import numpy as np
@@ -163,8 +217,10 @@ def env_alone(seconds: float) -> float:
     return rate
 
 
-def run_child(name: str, seconds: float, timeout: float) -> dict[str, Any]:
+def run_child(name: str, seconds: float, timeout: float, seed: int | None = None) -> dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--seconds", str(seconds)]
+    if seed is not None:
+        cmd += ["--solve", "--seeds", str(seed)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("JSON:")]
     if proc.returncode != 0 or not lines:
@@ -180,11 +236,17 @@ def main() -> None:
     parser.add_argument("--pong", action="store_true", help="also the IMPALA Pong row")
     parser.add_argument("--quick", action="store_true", help="smoke test")
     parser.add_argument("--rows", nargs="+", help="only these rows (names as printed)")
+    parser.add_argument(
+        "--solve", action="store_true", help="time to 450 instead of throughput (see above)"
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="--solve's seeds")
     parser.add_argument("--timeout", type=float, default=600.0, help="per child run (s)")
     args = parser.parse_args()
     if args.child:
-        if args.child == "env-alone":
-            out: dict[str, Any] = {"env_steps_per_s": env_alone(args.seconds)}
+        if args.solve:
+            out: dict[str, Any] = child_solve(args.child, args.seeds[0])
+        elif args.child == "env-alone":
+            out = {"env_steps_per_s": env_alone(args.seconds)}
         else:
             out = child(args.child, args.seconds)
         print("JSON:" + json.dumps(out), flush=True)
@@ -192,6 +254,9 @@ def main() -> None:
     if args.quick:
         args.seconds, args.repeats = 3.0, 1
     emit({"bench": "throughput_async", "machine": machine_info()})
+    if args.solve:
+        solve(args)
+        return
     names = ["IMPALA", "APPO", "PPO", "IMPALA-learner-bound"]
     if args.pong:
         names += ["IMPALA-Pong", "env-alone"]
@@ -234,6 +299,36 @@ def main() -> None:
                 "load_avg_after": machine_info()["load_avg"],
                 "results_dir": _common.use_temp_results_dir(),
                 "note": "shared machine: other processes compete for the cores; noisy",
+            },
+        }
+    )
+
+
+def solve(args: argparse.Namespace) -> None:
+    """The `--solve` rows: per seed, every row in a fresh process, rows alternated."""
+    names = [n for n in SOLVE_ROWS if not args.rows or n in args.rows]
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for seed in args.seeds:
+        for name in names:
+            log(f"throughput_async: time to {SOLVE_THRESHOLD:g}, {name}, seed {seed}")
+            out = {"seed": seed, **run_child(name, 0.0, args.timeout, seed)}
+            emit({"bench": "time_to_solve", "row": name, **out})
+            runs[name].append(out)
+    train_s = {n: median(r.get("train_s") for r in rs) for n, rs in runs.items()}
+    emit(
+        {
+            "bench": "time_to_solve",
+            "summary": {
+                "threshold": SOLVE_THRESHOLD,
+                "seeds": args.seeds,
+                "median_train_s": train_s,
+                "median_env_steps": {
+                    n: median(r.get("env_steps") for r in rs) for n, rs in runs.items()
+                },
+                "solved": {n: sum(bool(r.get("solved")) for r in rs) for n, rs in runs.items()},
+                "impala_over_ppo_train_s": ratio(train_s.get("IMPALA"), train_s.get("PPO")),
+                "appo_over_ppo_train_s": ratio(train_s.get("APPO"), train_s.get("PPO")),
+                "load_avg_after": machine_info()["load_avg"],
             },
         }
     )
