@@ -33,6 +33,13 @@ from corral.evaluation.sampler_base import (
     postprocess_trajectory,
 )
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from corral.policy.view_requirement import (
+    ViewPlan,
+    ViewWindows,
+    accepts_view_inputs,
+    action_spec,
+    fill_future_rows,
+)
 
 ALL = "__all__"
 
@@ -60,6 +67,10 @@ class _AgentTrajectory:
         self.state: list[np.ndarray] | None = None
         self.prev_action: Any = None
         self.prev_reward = 0.0
+        # The trajectory view API: the latest values the policy's extra view columns
+        # read (None: the policy declares none), and how rewards are clipped.
+        self.view_windows: ViewWindows | None = None
+        self.reward_clip: tuple[float | None, float] | None = None
 
     def act(self, obs: np.ndarray, action: Any, extra: dict[str, Any]) -> None:
         self.pending = _Pending(obs, action, extra, self.steps)
@@ -80,9 +91,41 @@ class _AgentTrajectory:
         rows[SampleBatch.T].append(p.t)
         for k, v in p.extra.items():
             rows[k].append(v)
+        if self.view_windows is not None:
+            self._push_views(self.view_windows, p, new_obs, terminated, truncated)
         self.pending = None
         self.prev_reward = self.reward
         self.reward = 0.0
+
+    def _push_views(
+        self,
+        windows: ViewWindows,
+        p: _Pending,
+        new_obs: np.ndarray | None,
+        terminated: bool,
+        truncated: bool,
+    ) -> None:
+        """The closed transition's values of the columns the views read."""
+        for d in windows.plan.pushed_cols:
+            if d == SampleBatch.ACTIONS:
+                value: Any = p.action
+            elif d == SampleBatch.REWARDS:
+                value = np.array([self.reward], np.float32)
+                clip_rewards_in_place(value, self.reward_clip)
+                value = value[0]
+            elif d == SampleBatch.NEXT_OBS:
+                value = p.obs if new_obs is None else new_obs
+            elif d == SampleBatch.TERMINATEDS:
+                value = terminated
+            elif d == SampleBatch.TRUNCATEDS:
+                value = truncated
+            elif d == SampleBatch.T:
+                value = p.t
+            elif d in p.extra:
+                value = p.extra[d]
+            else:  # not recorded for this policy: the view reads zeros
+                continue
+            windows.push(d, np.asarray(value)[None])
 
     def take(self, eps_id: int, env_id: int) -> SampleBatch | None:
         """The completed transitions as a batch (None when there are none); clears them."""
@@ -100,6 +143,8 @@ class _AgentTrajectory:
         columns[SampleBatch.EPS_ID] = np.full(n, eps_id, np.int64)
         columns[SampleBatch.ENV_ID] = np.full(n, env_id, np.int64)
         columns[SampleBatch.AGENT_INDEX] = np.full(n, self.agent_index, np.int64)
+        if self.view_windows is not None:
+            fill_future_rows(self.view_windows.plan, columns)
         return SampleBatch(columns)
 
 
@@ -145,6 +190,9 @@ class MultiAgentSampler(SamplerBase):
         self.observation_fn = multiagent.get("observation_fn")
         self._ready: list[_Segment] = []
         self._stateful: dict[int, tuple[Any, bool]] = {}
+        # Per policy: its extra view columns (None: none) and whether its fast path
+        # takes them (`view_inputs`).
+        self._view_plans: dict[int, tuple[Any, ViewPlan | None, bool]] = {}
         # Per policy: what its agents' observations are checked against.
         self._obs_checks: dict[str, ObservationCheck] = {}
         self._reset_all(worker.seed)
@@ -331,10 +379,20 @@ class MultiAgentSampler(SamplerBase):
             policy = self.worker.policy_map[pid]
             obs = np.stack([self.slots[i].obs[agent] for i, agent in members])
             trajectories = [self._trajectory(self.slots[i], agent, pid) for i, agent in members]
+            plan, takes_views = self._views_of(policy)
+            view_inputs = step_rows = None
+            if plan is not None:
+                view_inputs, step_rows = self._agent_views(plan, obs, trajectories)
             if self._is_stateful(policy):
-                batch_actions, extra = self._stateful_actions(policy, obs, explore, trajectories)
+                batch_actions, extra = self._stateful_actions(
+                    policy, obs, explore, trajectories, view_inputs, takes_views
+                )
             else:
-                batch_actions, extra = _policy_actions(policy, obs, explore)
+                batch_actions, extra = _policy_actions(
+                    policy, obs, explore, view_inputs=view_inputs, takes_views=takes_views
+                )
+            if step_rows:
+                extra = {**extra, **step_rows}
             env_actions = (
                 policy.to_env_actions(batch_actions, self.unsquash, self.clip)
                 if hasattr(policy, "to_env_actions")
@@ -350,6 +408,37 @@ class MultiAgentSampler(SamplerBase):
                 actions[i][agent] = env_actions[k]
         return actions, sum(len(m) for m in groups.values())
 
+    def _views_of(self, policy: Any) -> tuple[ViewPlan | None, bool]:
+        """`policy`'s extra view columns (None: none) and whether its
+        `compute_actions_from_obs` takes them; asked once per policy."""
+        known = self._view_plans.get(id(policy))
+        if known is None or known[0] is not policy:
+            plan = None
+            if hasattr(policy, "view_requirements"):
+                plan = ViewPlan.for_policy(policy, _native_columns(policy), _specs(policy))
+            known = (policy, plan, plan is not None and accepts_view_inputs(policy))
+            self._view_plans[id(policy)] = known
+        return known[1], known[2]
+
+    def _agent_views(
+        self, plan: ViewPlan, obs: np.ndarray, trajectories: list[_AgentTrajectory]
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The view columns of a group of agents at their current steps: (the model's
+        input-dict entries, the train-batch rows); each agent's observation enters
+        its windows first."""
+        per_agent = []
+        for k, trajectory in enumerate(trajectories):
+            windows = trajectory.view_windows
+            if windows is None or windows.plan is not plan:
+                windows = trajectory.view_windows = ViewWindows(plan, 1)
+                trajectory.reward_clip = self.reward_clip
+            windows.push(SampleBatch.OBS, obs[k : k + 1])
+            per_agent.append(windows.step_views(np.array([trajectory.steps])))
+        step_views = {
+            name: np.concatenate([views[name] for views in per_agent]) for name in per_agent[0]
+        }
+        return plan.acting_inputs(step_views), plan.training_rows(step_views, len(obs))
+
     def _is_stateful(self, policy: Any) -> bool:
         """Whether `policy` carries a state from step to step (an RNN, or a custom
         policy whose `get_initial_state()` is not empty); asked once per policy."""
@@ -359,7 +448,13 @@ class MultiAgentSampler(SamplerBase):
         return known[1]
 
     def _stateful_actions(
-        self, policy: Any, obs: np.ndarray, explore: bool, trajectories: list
+        self,
+        policy: Any,
+        obs: np.ndarray,
+        explore: bool,
+        trajectories: list,
+        view_inputs: dict[str, np.ndarray] | None = None,
+        takes_views: bool = False,
     ) -> tuple[np.ndarray, dict]:
         """Actions of a stateful policy: each agent's state, previous action and reward
         go in (RLlib's `state_in_<i>`, `prev_actions`, `prev_rewards` views); the
@@ -372,7 +467,9 @@ class MultiAgentSampler(SamplerBase):
         states = [np.stack([t.state[j] for t in trajectories]) for j in range(n_states)]
         prev_actions = np.stack([np.asarray(t.prev_action) for t in trajectories])
         prev_rewards = np.array([t.prev_reward for t in trajectories], np.float32)
-        actions, extra = _policy_actions(policy, obs, explore, states, prev_actions, prev_rewards)
+        actions, extra = _policy_actions(
+            policy, obs, explore, states, prev_actions, prev_rewards, view_inputs, takes_views
+        )
         for k, trajectory in enumerate(trajectories):
             trajectory.state = [
                 np.asarray(extra[f"state_out_{j}"][k])
@@ -509,9 +606,30 @@ def _policy_actions(
     state: list[np.ndarray] | None = None,
     prev_actions: np.ndarray | None = None,
     prev_rewards: np.ndarray | None = None,
+    view_inputs: dict[str, np.ndarray] | None = None,
+    takes_views: bool = False,
 ) -> tuple[np.ndarray, dict]:
     """Actions and extra fetches (with `state_out_<i>`) of a batch of preprocessed
-    observations; `state` etc. for stateful policies."""
+    observations; `state` etc. for stateful policies; `view_inputs`: extra view
+    columns (passed as `view_inputs` when `takes_views`, else in an input dict)."""
+    if view_inputs is not None:
+        if takes_views:
+            return policy.compute_actions_from_obs(
+                obs, explore, state, prev_actions, prev_rewards, view_inputs=view_inputs
+            )
+        input_dict: dict[str, Any] = {SampleBatch.OBS: obs, **view_inputs}
+        for j, s in enumerate(state or []):
+            input_dict[f"state_in_{j}"] = s
+        if state is not None:
+            input_dict[SampleBatch.PREV_ACTIONS] = prev_actions
+            input_dict[SampleBatch.PREV_REWARDS] = prev_rewards
+        actions, state_out, extra = policy.compute_actions_from_input_dict(
+            input_dict, explore=explore
+        )
+        extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
+        for j, s in enumerate(state_out or []):
+            extra[f"state_out_{j}"] = np.asarray(s)
+        return np.asarray(actions), extra
     fast = getattr(policy, "compute_actions_from_obs", None)
     if fast is not None:
         if state is None:
@@ -528,6 +646,45 @@ def _policy_actions(
     for j, s in enumerate(state_out or []):
         extra[f"state_out_{j}"] = np.asarray(s)
     return np.asarray(actions), extra
+
+
+def _native_columns(policy: Any) -> set[str]:
+    """The columns the multi-agent sampler writes itself for `policy`'s agents."""
+    native = {
+        SampleBatch.OBS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.TERMINATEDS,
+        SampleBatch.TRUNCATEDS,
+        SampleBatch.DONES,
+        SampleBatch.EPS_ID,
+        SampleBatch.T,
+        SampleBatch.ENV_ID,
+        SampleBatch.AGENT_INDEX,
+    }
+    initial_state = getattr(policy, "get_initial_state", None)
+    if initial_state is not None and initial_state():
+        native |= {SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS}
+    return native
+
+
+def _specs(policy: Any) -> dict[str, tuple[tuple, Any]]:
+    """(row shape, dtype) of the columns an agent of `policy` records."""
+    preprocessor = getattr(policy, "preprocessor", None)
+    shape = getattr(preprocessor, "shape", None)
+    if shape is None:
+        shape = getattr(getattr(policy, "observation_space", None), "shape", None) or ()
+    obs = (tuple(shape), np.dtype(np.float32))
+    return {
+        SampleBatch.OBS: obs,
+        SampleBatch.NEXT_OBS: obs,
+        SampleBatch.ACTIONS: action_spec(getattr(policy, "action_space", None)),
+        SampleBatch.REWARDS: ((), np.dtype(np.float32)),
+        SampleBatch.TERMINATEDS: ((), np.dtype(np.bool_)),
+        SampleBatch.TRUNCATEDS: ((), np.dtype(np.bool_)),
+        SampleBatch.T: ((), np.dtype(np.int64)),
+    }
 
 
 def _zero_action(space: Any) -> np.ndarray:

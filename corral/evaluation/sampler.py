@@ -38,6 +38,14 @@ from corral.evaluation.sampler_base import (
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.policy import declared_for
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
+from corral.policy.view_requirement import (
+    ViewPlan,
+    ViewWindows,
+    accepts_view_inputs,
+    action_spec,
+    fill_future,
+    fill_future_rows,
+)
 from corral.utils.error import EnvError
 from corral.utils.filter import NoFilter
 
@@ -111,6 +119,11 @@ class SingleAgentSampler(SamplerBase):
             self.replay_log.exact = False  # (and its actions need no log)
         self._autoreset = np.zeros(self.num_envs, np.bool_)
         self._reset_rows: np.ndarray | None = None
+        # The trajectory view API: the extra view columns the policy (or its model)
+        # declared; None (the usual case) leaves the loop as it is.
+        self.views = self._plan_views()
+        self.view_windows = None if self.views is None else ViewWindows(self.views, self.num_envs)
+        self._step_views: dict[str, np.ndarray] = {}
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -138,6 +151,38 @@ class SingleAgentSampler(SamplerBase):
         for i in range(self.num_envs):
             obs = self._reset_sub_env(i, seed=None if seed is None else seed + i)
             self._start_episode(i, obs)
+
+    def _plan_views(self) -> ViewPlan | None:
+        """The policy's extra view columns (see `corral.policy.view_requirement`)."""
+        native = {
+            SampleBatch.OBS,
+            SampleBatch.NEXT_OBS,
+            SampleBatch.ACTIONS,
+            SampleBatch.REWARDS,
+            SampleBatch.TERMINATEDS,
+            SampleBatch.TRUNCATEDS,
+            SampleBatch.DONES,
+            SampleBatch.EPS_ID,
+            SampleBatch.T,
+            SampleBatch.ENV_ID,
+            SampleBatch.AGENT_INDEX,
+        }
+        if self.recurrent:
+            native |= {SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS}
+        specs = {
+            SampleBatch.OBS: (self.obs_shape, np.dtype(np.float32)),
+            SampleBatch.NEXT_OBS: (self.obs_shape, np.dtype(np.float32)),
+            SampleBatch.ACTIONS: action_spec(self.policy.action_space),
+            SampleBatch.REWARDS: ((), np.dtype(np.float32)),
+            SampleBatch.TERMINATEDS: ((), np.dtype(np.bool_)),
+            SampleBatch.TRUNCATEDS: ((), np.dtype(np.bool_)),
+            SampleBatch.EPS_ID: ((), np.dtype(np.int64)),
+            SampleBatch.T: ((), np.dtype(np.int64)),
+        }
+        plan = ViewPlan.for_policy(self.policy, native, specs)
+        if plan is not None:
+            self._view_compute = accepts_view_inputs(self.policy)
+        return plan
 
     def _reset_sub_env(self, i: int, seed: int | None = None) -> Any:
         """Resets sub-env `i` (logged for exact resumes); returns its observation."""
@@ -214,8 +259,30 @@ class SingleAgentSampler(SamplerBase):
                 buf[f"state_in_{i}"] = np.zeros((T, *state.shape), np.float32)
             buf[SampleBatch.PREV_ACTIONS] = np.zeros((T, *self.prev_actions.shape), actions.dtype)
             buf[SampleBatch.PREV_REWARDS] = np.zeros((T, N), np.float32)
+        if self.views is not None:
+            self._allocate_views(buf, T, N, actions, extra)
         self._buffers = buf
         return buf
+
+    def _allocate_views(
+        self,
+        buf: dict[str, np.ndarray],
+        T: int,
+        N: int,
+        actions: np.ndarray,
+        extra: dict[str, np.ndarray],
+    ) -> None:
+        """The buffers of the extra view columns kept for training, once the first
+        forward pass told the shapes of the columns it returns."""
+        views = self.views
+        assert views is not None
+        views.specs[SampleBatch.ACTIONS] = (actions.shape[1:], actions.dtype)
+        for k, v in extra.items():
+            views.specs[k] = (v.shape[1:], v.dtype)
+        views.keep_available(set(buf))
+        for c in views.training:
+            shape, dtype = views.specs[c.data_col]
+            buf[c.name] = np.zeros((T, N, *c.value_shape(tuple(shape))), dtype)
 
     @property
     def _buf(self) -> dict[str, np.ndarray]:
@@ -309,9 +376,12 @@ class SingleAgentSampler(SamplerBase):
         clock = time.perf_counter
         T = self.fragment_length
         failures = None
+        views = self.views
         for t in range(T):
             t0 = clock()
-            if recurrent:
+            if views is not None:
+                actions, extra = self._compute_with_views(explore)
+            elif recurrent:
                 actions, extra = compute(
                     self.obs, explore, self.states, self.prev_actions, self.prev_rewards
                 )
@@ -321,6 +391,8 @@ class SingleAgentSampler(SamplerBase):
             buf = self._buffers
             if buf is None:
                 buf = self._allocate(actions, extra)
+            if views is not None:
+                self._record_step_views(buf, t)
             if recurrent:
                 self._record_recurrent_inputs(buf, t, actions, extra)
             buf[SampleBatch.OBS][t] = self.obs
@@ -342,6 +414,8 @@ class SingleAgentSampler(SamplerBase):
                 self._render()
                 t3 = clock()
             record(buf, t, results, actions)
+            if views is not None:
+                self._push_step_views(buf, t)
             if failures:
                 for i, error in failures:
                     self._drop_faulty_episode(i, t, error)
@@ -350,6 +424,70 @@ class SingleAgentSampler(SamplerBase):
             timers.processing += (t2 - t1) + (clock() - t3)
         timers.steps += T
         return self._build_batch(self._buf)
+
+    # -- the trajectory view API (only with extra view columns) -----------------
+
+    def _compute_with_views(self, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One step's actions with the view columns in the model's input dict: this
+        step's observation enters the windows, every column's past offsets are read
+        (and kept for the batch)."""
+        windows = self.view_windows
+        assert windows is not None
+        windows.push(SampleBatch.OBS, self.obs)
+        self._step_views = windows.step_views(self.ep_len)
+        inputs = windows.acting_inputs(self._step_views)
+        policy = self.policy
+        recurrent = (self.states, self.prev_actions, self.prev_rewards) if self.recurrent else ()
+        if self._view_compute:
+            return policy.compute_actions_from_obs(
+                self.obs, explore, *recurrent, view_inputs=inputs
+            )
+        input_dict: dict[str, Any] = {SampleBatch.OBS: self.obs, **inputs}
+        if self.recurrent:
+            for j, state in enumerate(self.states):
+                input_dict[f"state_in_{j}"] = state
+            input_dict[SampleBatch.PREV_ACTIONS] = self.prev_actions
+            input_dict[SampleBatch.PREV_REWARDS] = self.prev_rewards
+        actions, state_out, extra = policy.compute_actions_from_input_dict(
+            input_dict, explore=explore
+        )
+        extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
+        for j, state in enumerate(state_out or []):
+            extra[f"state_out_{j}"] = np.asarray(state)
+        return np.asarray(actions), extra
+
+    def _record_step_views(self, buf: dict[str, np.ndarray], t: int) -> None:
+        """Row `t` of the view columns kept for training: the past offsets just read."""
+        assert self.views is not None
+        for c in self.views.training:
+            values = self._step_views.get(c.name)
+            if values is None:
+                continue
+            if c.stacked:
+                buf[c.name][t][:, c.past] = values
+            else:
+                buf[c.name][t] = values[:, 0]
+
+    def _push_step_views(self, buf: dict[str, np.ndarray], t: int) -> None:
+        """The step's values of the data columns that past offsets read (rewards
+        clipped as the batch's are)."""
+        windows = self.view_windows
+        assert windows is not None and self.views is not None
+        for d in self.views.pushed_cols:
+            values = buf[d][t]
+            if d == SampleBatch.REWARDS and self.reward_clip is not None:
+                values = values.copy()
+                clip_rewards_in_place(values, self.reward_clip)
+            windows.push(d, values)
+
+    def _fill_future_views(self, buf: dict[str, np.ndarray]) -> None:
+        """The view columns' later offsets, from the complete fragment."""
+        assert self.views is not None
+        for c in self.views.training:
+            if len(c.future):
+                fill_future(
+                    c, buf[c.name], buf, buf[SampleBatch.EPS_ID], buf[SampleBatch.T], self._valid
+                )
 
     def _stand_in_result(self, i: int) -> tuple:
         """What a failed sub-env "returned": its last observation, no reward, not done
@@ -571,6 +709,8 @@ class SingleAgentSampler(SamplerBase):
             )
         self._check_fragment_obs(buf[SampleBatch.NEXT_OBS])
         clip_rewards_in_place(rewards, self.reward_clip)
+        if self.views is not None:
+            self._fill_future_views(buf)
         columns = {k: _env_major(v) for k, v in buf.items()}
         term = columns[SampleBatch.TERMINATEDS]
         columns[SampleBatch.DONES] = term | columns[SampleBatch.TRUNCATEDS]
@@ -603,13 +743,16 @@ class SingleAgentSampler(SamplerBase):
                 ]
             if not merged:  # every row dropped (faulty episodes, autoreset steps)
                 continue
-            for ep in merged[:-1]:
-                done_eps.append(ep)
+            finished = merged[:-1]
             last = merged[-1]
             if last[SampleBatch.DONES][-1]:
-                done_eps.append(last)
+                finished.append(last)
             else:
                 self._pending[i] = [last.copy()]
+            if self.views is not None:  # later offsets across the fragments' cuts
+                for ep in finished:
+                    fill_future_rows(self.views, ep)
+            done_eps.extend(finished)
         self._faulty_eps.clear()
         return done_eps
 
@@ -633,6 +776,8 @@ class SingleAgentSampler(SamplerBase):
             state["rnn_states"] = [s.copy() for s in self.states]
             state["prev_actions"] = self.prev_actions.copy()
             state["prev_rewards"] = self.prev_rewards.copy()
+        if self.view_windows is not None:
+            state["view_windows"] = self.view_windows.get_state()
         return state
 
     def set_resume_state(self, state: dict[str, Any]) -> None:
@@ -650,6 +795,8 @@ class SingleAgentSampler(SamplerBase):
             self.states = [np.array(s) for s in state["rnn_states"]]
             self.prev_actions = np.array(state["prev_actions"])
             self.prev_rewards = np.array(state["prev_rewards"])
+        if self.view_windows is not None and "view_windows" in state:
+            self.view_windows.set_state(state["view_windows"])
         self._episodes_by_id = {}
         for i in range(self.num_envs):
             self._make_episode(i, int(self.eps_ids[i]))

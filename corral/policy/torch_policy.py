@@ -21,6 +21,7 @@ from corral.models.preprocessors import preprocessor_for_space
 from corral.models.torch.torch_modelv2 import TorchModelV2
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.view_requirement import declared_views, next_step_inputs
 from corral.utils.exploration import Exploration, StochasticSampling, make_exploration
 from corral.utils.exploration.exploration import overrides
 from corral.utils.schedules import make_schedule
@@ -67,6 +68,13 @@ class TorchPolicy(Policy):
         ]
         self.exploration = self.make_exploration()
         self._init_action_bounds(action_space)
+        # RLlib 1.13: the model's view requirements are the policy's; extra view columns
+        # reach the model at acting (`view_inputs`) and training time (train_columns).
+        self.view_requirements.update(getattr(self.model, "view_requirements", None) or {})
+        views = tuple(declared_views(self.view_requirements))
+        columns = getattr(self, "train_columns", None)
+        if views and columns is not None:
+            self.train_columns = (*columns, *views)
 
     # -- construction -------------------------------------------------------
 
@@ -134,6 +142,7 @@ class TorchPolicy(Policy):
         state: list[np.ndarray] | None = None,
         prev_actions: np.ndarray | None = None,
         prev_rewards: np.ndarray | None = None,
+        view_inputs: dict[str, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions and extra fetches for a batch of preprocessed float32 obs.
 
@@ -141,7 +150,8 @@ class TorchPolicy(Policy):
         numpy arrays; the actions are in the policy's (normalised) space.
         Recurrent policies take the batch's `state` (one array per state
         tensor, [B, ...]) and previous actions/rewards, and add
-        `state_out_<i>` to the fetches.
+        `state_out_<i>` to the fetches. `view_inputs`: the extra view columns of
+        the model's input dict (trajectory view API; feed-forward models).
         """
         if explore is None:
             explore = self.config.get("explore", True)
@@ -159,7 +169,7 @@ class TorchPolicy(Policy):
                     prev_rewards,
                 )
             else:
-                dist_inputs, values = self._forward_inference(obs_t)
+                dist_inputs, values = self._forward_inference(obs_t, view_inputs)
             dist = self.dist_class(dist_inputs, self.model)
             if not self._inline_sampling:
                 actions, logp = self.exploration.get_exploration_action(
@@ -201,10 +211,15 @@ class TorchPolicy(Policy):
         out, state_out = self.model(input_dict, state, seq_lens)
         return out, self.model.value_function(), list(state_out)
 
-    def _forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _forward_inference(
+        self, obs: torch.Tensor, views: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if self._fast_forward is not None:
             return self._fast_forward(obs)
-        out, _ = self.model({SampleBatch.OBS: obs}, [], None)
+        input_dict = {SampleBatch.OBS: obs}
+        for k, v in (views or {}).items():
+            input_dict[k] = torch.as_tensor(v)
+        out, _ = self.model(input_dict, [], None)
         return out, self.model.value_function()
 
     def compute_actions(
@@ -249,12 +264,14 @@ class TorchPolicy(Policy):
     ) -> tuple[np.ndarray, list, dict]:
         obs = np.asarray(input_dict[SampleBatch.OBS], dtype=np.float32)
         states = [v for k, v in sorted(input_dict.items()) if k.startswith("state_in_")]
+        views = {k: np.asarray(input_dict[k]) for k in self._act_views() if k in input_dict}
         actions, extra = self.compute_actions_from_obs(
             obs,
             explore,
             self._state_batches(states, len(obs)),
             _as_array(input_dict.get(SampleBatch.PREV_ACTIONS)),
             _as_array(input_dict.get(SampleBatch.PREV_REWARDS)),
+            view_inputs=views or None,
         )
         return actions, self._pop_state_out(extra), extra
 
@@ -282,7 +299,11 @@ class TorchPolicy(Policy):
         """
         new_obs = batch[SampleBatch.NEXT_OBS][rows]
         if not self._initial_state:
-            return self.value(new_obs)
+            views = next_step_inputs(self.view_requirements, batch, rows)
+            if not views:
+                return self.value(new_obs)
+            with torch.inference_mode():
+                return self._forward_inference(torch.from_numpy(new_obs), views)[1].numpy()
         state = [batch[f"state_out_{i}"][rows] for i in range(len(self._initial_state))]
         with torch.inference_mode():
             step = self._fast_rnn_step or self._rnn_step_through_forward
@@ -306,11 +327,19 @@ class TorchPolicy(Policy):
                 SampleBatch.OBS: train_batch[SampleBatch.OBS],
                 "is_training": True,
             }
+            for k in declared_views(self.view_requirements):
+                if k in train_batch:
+                    input_dict[k] = train_batch[k]
             out, _ = self.model(input_dict, [], None)
             return out, self.model.value_function()
         state = [train_batch[f"state_in_{i}"] for i in range(len(self._initial_state))]
         out, _ = self.model(train_batch, state, train_batch[SampleBatch.SEQ_LENS])
         return out, self.model.value_function()
+
+    def _act_views(self) -> list[str]:
+        """The extra view columns the model reads when acting."""
+        reqs = declared_views(self.view_requirements)
+        return [k for k, vr in reqs.items() if vr.used_for_compute_actions]
 
     def is_recurrent(self) -> bool:
         return bool(self._initial_state)

@@ -3,12 +3,14 @@ trajectory view API)."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from corral.env.gym_compat import convert_space
+from corral.policy.sample_batch import SampleBatch
 
 
 class ViewRequirement:
@@ -78,9 +80,27 @@ class ViewRequirement:
 
 
 def default_view_requirements(obs_space: Any, action_space: Any) -> dict[str, ViewRequirement]:
-    """The columns every policy sees (RLlib 1.13's `Policy._get_default_view_requirements`)."""
-    from corral.policy.sample_batch import SampleBatch
+    """The columns every policy sees (RLlib 1.13's `Policy._get_default_view_requirements`).
 
+    They are marked as defaults: the samplers fill them their own way (the previous
+    action and reward only for stateful policies), and only requirements a policy or
+    its model adds or replaces become extra view columns (see `declared_views`).
+    """
+    return {name: _as_default(vr) for name, vr in _defaults(obs_space, action_space).items()}
+
+
+def model_view_requirements(obs_space: Any) -> dict[str, ViewRequirement]:
+    """A model's own requirements before it adds any (RLlib 1.13's
+    `ModelV2.view_requirements`: the current observation)."""
+    return {SampleBatch.OBS: _as_default(ViewRequirement(space=obs_space))}
+
+
+def _as_default(vr: ViewRequirement) -> ViewRequirement:
+    vr._corral_default = True  # type: ignore[attr-defined]
+    return vr
+
+
+def _defaults(obs_space: Any, action_space: Any) -> dict[str, ViewRequirement]:
     return {
         SampleBatch.OBS: ViewRequirement(space=obs_space),
         SampleBatch.NEXT_OBS: ViewRequirement(
@@ -101,4 +121,403 @@ def default_view_requirements(obs_space: Any, action_space: Any) -> dict[str, Vi
     }
 
 
-__all__ = ["ViewRequirement"]
+# -- the samplers' side: extra view columns --------------------------------------
+#
+# A view column `name` reads `data_col` at time offsets `shift` relative to each step
+# of one agent's episode. Before the episode's first step (offset < 0 past its start)
+# it reads zeros, as RLlib 1.13's collectors fill the time before an episode; after
+# the last step a sampler has seen of the trajectory, zeros too.
+#
+# What a step's forward pass can see: the observation up to the current one (shift
+# <= 0) and every other column up to the previous step (shift <= -1). Those offsets
+# ("past" ones) are read from a rolling window of each data column, step by step, so
+# the values the model acts on are the values that go into the train batch. Later
+# offsets (e.g. `new_obs`-style `shift=1` on "obs", or "actions" at shift 0 or +1)
+# are filled from the sampled fragment once it is complete.
+
+_STATE_PREFIXES = ("state_in_", "state_out_")
+
+
+def declared_views(view_requirements: dict[str, Any]) -> dict[str, ViewRequirement]:
+    """The view requirements a policy (or its model) added beyond the defaults that
+    the samplers fill themselves: the extra columns to build.
+
+    Left out: the marked defaults (`default_view_requirements`), RNN state views
+    (`state_in_<i>` / `state_out_<i>`: the samplers carry states), and requirements
+    on a column of their own name at shift 0 (filled by whoever adds the column: a
+    postprocessing function, a callback).
+    """
+    out: dict[str, ViewRequirement] = {}
+    for name, vr in view_requirements.items():
+        if not isinstance(vr, ViewRequirement) or getattr(vr, "_corral_default", False):
+            continue
+        data_col = vr.data_col or name
+        if name.startswith(_STATE_PREFIXES) or data_col.startswith(_STATE_PREFIXES):
+            continue
+        if data_col == name and not vr.shift_arr.any():
+            continue
+        if not (vr.used_for_compute_actions or vr.used_for_training):
+            continue
+        out[name] = vr
+    return out
+
+
+class ViewColumn:
+    """One extra view column as a sampler builds it.
+
+    Args:
+        name: the column's key in the input dict and the train batch.
+        vr: its requirement.
+
+    Raises:
+        ValueError: the requirement uses `index` or a `batch_repeat_value` (state
+            views only), or is used for computing actions while it reads a later
+            step than the forward pass can see.
+    """
+
+    def __init__(self, name: str, vr: ViewRequirement) -> None:
+        self.name = name
+        self.data_col = vr.data_col or name
+        if vr.index is not None:
+            raise ValueError(f"ViewRequirement {name!r}: `index` views are not built; use `shift`.")
+        if vr.batch_repeat_value != 1:
+            raise ValueError(
+                f"ViewRequirement {name!r}: batch_repeat_value={vr.batch_repeat_value!r} is "
+                "only built for RNN state views (state_in_<i>); expected 1."
+            )
+        self.shifts = np.asarray(vr.shift_arr, np.int64).reshape(-1)
+        # An int shift gives a value per step; a list or range adds a time axis.
+        self.stacked = not isinstance(vr.shift, (int, np.integer))
+        self.for_actions = bool(vr.used_for_compute_actions)
+        self.for_training = bool(vr.used_for_training)
+        self.space = vr.space
+        # The latest offset a forward pass sees: this step's obs, the last step's rest.
+        self.latest = 0 if self.data_col == SampleBatch.OBS else -1
+        self.past = np.flatnonzero(self.shifts <= self.latest)
+        self.future = np.flatnonzero(self.shifts > self.latest)
+        if self.for_actions and len(self.future):
+            raise ValueError(
+                f"ViewRequirement {name!r} (data_col={self.data_col!r}, shift={vr.shift!r}) "
+                "has used_for_compute_actions=True, but when actions are computed "
+                f"{self.data_col!r} is known only up to shift {self.latest}; set "
+                "used_for_compute_actions=False for a view of later steps."
+            )
+        # How many of the latest values of `data_col` its past offsets need.
+        self.depth = int(self.latest - self.shifts[self.past].min() + 1) if len(self.past) else 0
+
+    def value_shape(self, row_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of one row of the column, given one row of its data column."""
+        return (len(self.shifts), *row_shape) if self.stacked else row_shape
+
+
+class ViewPlan:
+    """The extra view columns of one policy in one sampler, and the data columns
+    (with their row shape and dtype) they read.
+
+    Args:
+        columns: the columns (`ViewColumn`s).
+        specs: `{data_col: (row shape, dtype)}` of the columns the sampler records
+            (the previous actions' shape before the first action, ...); a data column
+            missing here takes its requirement's `space`.
+    """
+
+    def __init__(self, columns: list[ViewColumn], specs: dict[str, tuple[tuple, Any]]) -> None:
+        self.columns = columns
+        self.acting = [c for c in columns if c.for_actions]
+        self.training = [c for c in columns if c.for_training]
+        self.specs = dict(specs)
+        for c in columns:
+            if c.data_col not in self.specs:
+                shape = tuple(getattr(c.space, "shape", None) or ())
+                dtype = getattr(c.space, "dtype", None) or np.float32
+                self.specs[c.data_col] = (shape, np.dtype(dtype))
+        # The window depth per data column: the deepest past offset any column reads.
+        self.depths: dict[str, int] = {}
+        for c in columns:
+            if c.depth:
+                self.depths[c.data_col] = max(self.depths.get(c.data_col, 0), c.depth)
+        self.pushed_cols = [d for d in self.depths if d != SampleBatch.OBS]
+
+    @classmethod
+    def for_policy(
+        cls, policy: Any, native: set[str], specs: dict[str, tuple[tuple, Any]]
+    ) -> ViewPlan | None:
+        """The plan of `policy`'s declared views (its `view_requirements`, which
+        include its model's), or None when there is none: the sampler then runs
+        exactly as without the trajectory view API. Views of columns the sampler
+        writes anyway (`native`, e.g. prev_actions of a stateful policy) are left to it.
+        """
+        reqs = dict(getattr(policy, "view_requirements", None) or {})
+        model_reqs = getattr(getattr(policy, "model", None), "view_requirements", None)
+        for name, vr in (model_reqs or {}).items():
+            reqs.setdefault(name, vr)
+        columns = [
+            ViewColumn(name, vr) for name, vr in declared_views(reqs).items() if name not in native
+        ]
+        return cls(columns, specs) if columns else None
+
+    def keep_available(self, available: set[str]) -> None:
+        """Drops the columns whose data column the sampler does not record (e.g. one
+        that postprocessing adds later: RLlib skips those too)."""
+        dropped = [c for c in self.columns if c.data_col not in available]
+        if not dropped:
+            return
+        self.__init__([c for c in self.columns if c not in dropped], self.specs)  # type: ignore[misc]
+
+    def acting_inputs(self, step_views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The input-dict entries of the columns used for computing actions, from
+        `ViewWindows.step_views`."""
+        out = {}
+        for c in self.acting:
+            values = step_views[c.name]
+            out[c.name] = values if c.stacked else values[:, 0]
+        return out
+
+    def training_rows(self, step_views: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
+        """The train-batch rows of the columns kept for training (`[rows, ...]`): the
+        past offsets of `step_views`, zeros where later offsets go (filled once the
+        trajectory is complete)."""
+        out = {}
+        for c in self.training:
+            past = step_views.get(c.name)
+            if past is None:
+                continue
+            if not c.stacked:
+                out[c.name] = past[:, 0]
+            elif len(c.future):
+                full = self.zeros(c, rows)
+                full[:, c.past] = past
+                out[c.name] = full
+            else:
+                out[c.name] = past
+        return out
+
+    def zeros(self, column: ViewColumn, rows: int) -> np.ndarray:
+        shape, dtype = self.specs[column.data_col]
+        return np.zeros((rows, *column.value_shape(tuple(shape))), dtype)
+
+
+class ViewWindows:
+    """The latest values of each data column a plan's past offsets read, per row (a
+    sub-env or an agent), newest last: `[rows, depth, ...]`.
+
+    Past offsets are masked with each row's step in its episode (`ep_t`): the window
+    is never cleared, a value from before the episode's start is simply not read.
+    """
+
+    def __init__(self, plan: ViewPlan, rows: int) -> None:
+        self.plan = plan
+        self.rows = rows
+        self.windows: dict[str, np.ndarray] = {}
+
+    def push(self, data_col: str, values: Any) -> None:
+        """Appends each row's newest value of `data_col` (`[rows, ...]`)."""
+        depth = self.plan.depths.get(data_col)
+        if depth is None:
+            return
+        values = np.asarray(values)
+        win = self.windows.get(data_col)
+        if win is None or win.shape[2:] != values.shape[1:]:
+            win = self.windows[data_col] = np.zeros(
+                (self.rows, depth, *values.shape[1:]), values.dtype
+            )
+        if depth > 1:
+            win[:, :-1] = win[:, 1:]
+        win[:, -1] = values
+
+    def past_values(self, column: ViewColumn, ep_t: np.ndarray) -> np.ndarray:
+        """`[rows, len(column.past), ...]`: the column's past offsets at each row's
+        current step `ep_t`, zeros before the episode's first step."""
+        shifts = column.shifts[column.past]
+        win = self.windows.get(column.data_col)
+        if win is None:  # nothing recorded yet: everything lies before the start
+            shape, dtype = self.plan.specs[column.data_col]
+            return np.zeros((self.rows, len(shifts), *shape), dtype)
+        depth = win.shape[1]
+        out = win[:, depth - 1 + shifts - column.latest]
+        before = (np.asarray(ep_t).reshape(-1, 1) + shifts.reshape(1, -1)) < 0
+        if before.any():
+            out[before] = 0
+        return out
+
+    def step_views(self, ep_t: np.ndarray) -> dict[str, np.ndarray]:
+        """Every column's past offsets at the current step (after the current obs was
+        pushed): `{name: [rows, len(past), ...]}` (columns with no past offset left
+        out)."""
+        return {c.name: self.past_values(c, ep_t) for c in self.plan.columns if len(c.past)}
+
+    def acting_inputs(self, step_views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The input-dict entries of the columns used for computing actions."""
+        return self.plan.acting_inputs(step_views)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self.windows.items()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.windows = {k: np.array(v) for k, v in state.items()}
+
+
+def future_values(
+    data: np.ndarray,
+    eps_id: np.ndarray,
+    ep_t: np.ndarray,
+    offset: int,
+    valid: np.ndarray | None = None,
+) -> np.ndarray:
+    """`data` `offset >= 0` rows later along axis 0 within the same episode, zeros
+    where that row lies past what was sampled, in another episode, or is dropped.
+
+    Args:
+        data: `[T, N, ...]` (time-major) rows of one data column.
+        eps_id: `[T, N]` episode ids.
+        ep_t: `[T, N]` each row's step in its episode.
+        offset: how many steps later.
+        valid: `[T, N]` rows kept in the batch (None: all).
+    """
+    out = np.zeros_like(data)
+    T = len(data)
+    if offset >= T:
+        return out
+    if offset == 0:
+        return data.copy()
+    same = (eps_id[offset:] == eps_id[:-offset]) & (ep_t[offset:] == ep_t[:-offset] + offset)
+    if valid is not None:
+        same &= valid[offset:]
+    head = out[: T - offset]
+    head[same] = data[offset:][same]
+    return out
+
+
+def fill_future(
+    column: ViewColumn,
+    target: np.ndarray,
+    columns: dict[str, np.ndarray],
+    eps_id: np.ndarray,
+    ep_t: np.ndarray,
+    valid: np.ndarray | None = None,
+) -> None:
+    """Writes `column`'s later offsets into `target` (`[T, N, ...]` time-major, of
+    `column.value_shape`) from a complete fragment's time-major `columns`."""
+    for pos in column.future:
+        shift = int(column.shifts[pos])
+        if column.data_col == SampleBatch.OBS:  # obs at t + s is new_obs at t + s - 1
+            values = future_values(columns[SampleBatch.NEXT_OBS], eps_id, ep_t, shift - 1, valid)
+        else:
+            values = future_values(columns[column.data_col], eps_id, ep_t, shift, valid)
+        if column.stacked:
+            target[:, :, pos] = values
+        else:
+            target[...] = values
+
+
+def fill_future_rows(plan: ViewPlan, columns: dict[str, Any]) -> None:
+    """The later offsets of the view columns of one agent's rows in time order
+    (pieces of episodes told apart by `eps_id`, when present), in place; zeros past
+    the last row. A view column not there yet is created."""
+    n = len(columns[SampleBatch.REWARDS])
+    time_major = {
+        k: v.reshape(n, 1, *v.shape[1:])
+        for k, v in columns.items()
+        if isinstance(v, np.ndarray) and len(v) == n
+    }
+    eps = time_major.get(SampleBatch.EPS_ID)
+    if eps is None:
+        eps = np.zeros((n, 1), np.int64)
+    ep_t = time_major[SampleBatch.T]
+    for c in plan.training:
+        if not len(c.future):
+            continue
+        source = SampleBatch.NEXT_OBS if c.data_col == SampleBatch.OBS else c.data_col
+        if source not in time_major:
+            continue
+        if c.name not in columns:
+            columns[c.name] = plan.zeros(c, n)
+        target = columns[c.name]
+        fill_future(c, target.reshape(n, 1, *target.shape[1:]), time_major, eps, ep_t)
+
+
+def next_step_inputs(
+    view_requirements: dict[str, Any], batch: Any, rows: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The acting-time view columns of the step after each of `rows` of a sampled
+    batch (RLlib 1.13's `get_single_step_input_dict(..., index="last")`), e.g. to
+    bootstrap V(s') where a trajectory is cut.
+
+    The next step's offset `s` is the row's offset `s + 1`: the row's own view
+    value when its column has that offset, `new_obs` / the row's value for the
+    newest one, else the batch row that far back in the same episode (zeros before
+    the episode's start or before the batch).
+    """
+    out: dict[str, np.ndarray] = {}
+    rows = np.asarray(rows)
+    for name, vr in declared_views(view_requirements).items():
+        if not vr.used_for_compute_actions:
+            continue
+        column = ViewColumn(name, vr)
+        parts = []
+        for s in column.shifts.tolist():
+            parts.append(_next_value(column, batch, rows, int(s) + 1))
+        values = np.stack(parts, axis=1)
+        out[name] = values if column.stacked else values[:, 0]
+    return out
+
+
+def _next_value(column: ViewColumn, batch: Any, rows: np.ndarray, offset: int) -> np.ndarray:
+    """`column.data_col` at `offset` steps from each of `rows` (offset <= latest + 1)."""
+    d = column.data_col
+    if offset == column.latest + 1:  # the newest value: known at the row itself
+        return np.asarray(batch[SampleBatch.NEXT_OBS if d == SampleBatch.OBS else d])[rows]
+    own = batch.get(column.name) if hasattr(batch, "get") else None
+    matches = np.flatnonzero(column.shifts == offset)
+    if own is not None and len(matches):
+        values = np.asarray(own)[rows]
+        return values[:, int(matches[0])] if column.stacked else values
+    data = np.asarray(batch[d])
+    eps = np.asarray(batch[SampleBatch.EPS_ID])
+    t = np.asarray(batch[SampleBatch.T])
+    src = rows + offset
+    inside = (src >= 0) & (src < len(data))
+    src_c = np.clip(src, 0, len(data) - 1)
+    ok = inside & (eps[src_c] == eps[rows]) & (t[src_c] == t[rows] + offset)
+    values = data[src_c].copy()
+    values[~ok] = 0
+    return values
+
+
+def action_spec(space: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """(row shape, dtype) of a policy's actions as the samplers store them."""
+    if isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):  # flat rows
+        return (int(gym.spaces.flatdim(space)),), np.dtype(np.float32)
+    dtype = getattr(space, "dtype", None)
+    integral = dtype is not None and np.issubdtype(dtype, np.integer)
+    shape = tuple(getattr(space, "shape", None) or ())
+    return shape, np.dtype(np.int64 if integral else np.float32)
+
+
+def accepts_view_inputs(policy: Any) -> bool:
+    """Whether `policy.compute_actions_from_obs` takes `view_inputs` (TorchPolicy's
+    fast path); other policies get an input dict (`compute_actions_from_input_dict`)."""
+    fast = getattr(policy, "compute_actions_from_obs", None)
+    if fast is None:
+        return False
+    try:
+        return "view_inputs" in inspect.signature(fast).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+__all__ = [
+    "ViewColumn",
+    "ViewPlan",
+    "ViewRequirement",
+    "ViewWindows",
+    "accepts_view_inputs",
+    "action_spec",
+    "declared_views",
+    "default_view_requirements",
+    "fill_future",
+    "fill_future_rows",
+    "future_values",
+    "model_view_requirements",
+    "next_step_inputs",
+]

@@ -10,6 +10,7 @@ from torch import nn
 
 from corral.models.modelv2 import ModelV2
 from corral.models.preprocessors import restore_original_dimensions
+from corral.policy.view_requirement import model_view_requirements
 
 TensorType = torch.Tensor
 ModelConfigDict = dict[str, Any]
@@ -59,6 +60,8 @@ class TorchModelV2(nn.Module, ModelV2):
         self.name = name or "default_model"
         self.framework = "torch"
         self.time_major = bool(model_config.get("_time_major", False))
+        # RLlib 1.13's trajectory view API: models add their own views here.
+        self.view_requirements = model_view_requirements(obs_space)
 
     def __call__(
         self,
