@@ -8,7 +8,9 @@ on both backends, and each backend's start-up time next to `ray.init()` alone.
   1 and 2 (and more with `--max-learners`), the same batch every time.
 - Start-up: building a `PPOTrainer` with 2 workers (and, apart, with 2 learners) on each
   backend; for "ray", `ray.init()` alone is timed first and the trainer's time is
-  what it adds on top.
+  what it adds on top, next to 2 bare actors that only import torch and gymnasium
+  (`bare_2_actors_import_torch_s`: the floor, since every worker actor is a fresh
+  process that imports them).
 
 What limits each figure is printed with it: free cores (the machine's load average is in
 the machine record; with fewer free cores than processes the figures only show the
@@ -96,6 +98,30 @@ def _startup(backend: str, **config) -> float:
     return elapsed
 
 
+def _bare_actors_start(n: int) -> float:
+    """Seconds until `n` Ray actors that only import torch and gymnasium are ready: the
+    floor under a trainer's Ray start-up (each worker actor is a fresh process that
+    imports them before it builds an env and a policy)."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Bare:
+        def __init__(self) -> None:
+            import gymnasium  # noqa: F401
+            import torch  # noqa: F401
+
+        def ready(self) -> bool:
+            return True
+
+    start = time.perf_counter()
+    actors = [Bare.remote() for _ in range(n)]
+    ray.get([a.ready.remote() for a in actors])
+    elapsed = time.perf_counter() - start
+    for a in actors:
+        ray.kill(a)
+    return elapsed
+
+
 def _train_batch(rows: int):
     from corral.agents.ppo import PPOTrainer
     from corral.agents.ppo.ppo import standardize
@@ -133,12 +159,14 @@ def main() -> None:
             emit({"bench": "scaling", "backend": "ray", "ray_init_s": time.perf_counter() - start})
         startup = _startup(backend, num_workers=2)
         learners_startup = _startup(backend, num_workers=0, num_learners=2)
+        floor = {"bare_2_actors_import_torch_s": _bare_actors_start(2)} if backend == "ray" else {}
         emit(
             {
                 "bench": "scaling",
                 "backend": backend,
                 "trainer_2_workers_start_s": startup,
                 "trainer_2_learners_start_s": learners_startup,
+                **floor,
                 "note": "on top of ray.init()" if backend == "ray" else "forked processes",
             }
         )
