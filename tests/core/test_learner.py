@@ -90,7 +90,7 @@ def test_batches_and_training_data_inputs():
     assert policy.seen == [[0, 1, 2, 3]]
     with pytest.raises(ValueError, match="needs training data"):
         learner.update()
-    with pytest.raises(NotImplementedError, match="data_iterators"):
+    with pytest.raises(ValueError, match="data_iterators need minibatch_size >= 1"):
         learner.update(data_iterators=[iter([])])
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral.core.learner.learner import Learner, training_data_of
+from corral.core.learner.training_data import rows_of_iterator
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
 from corral.evaluation.worker_handle import WorkerFuture, WorkerHandle, WorkerSpec, start_worker
-from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.utils.metrics import MetricsLogger
 
 if TYPE_CHECKING:
@@ -66,15 +67,19 @@ def _driver_device(config: dict) -> str | None:
 def check_gpus(config: dict) -> None:
     """Raise `ValueError` naming the key when the config asks for GPUs torch cannot see.
 
-    `num_gpus` (the driver's learner) needs CUDA here; `num_gpus_per_learner` only with
-    backend="local" (on a Ray cluster the GPUs are on other nodes, Ray checks them).
-    `_fake_gpus` needs none.
+    `num_gpus` (the driver's learner) needs CUDA here; `num_gpus_per_learner` and
+    `num_gpus_per_worker` (remote rollout workers' inference) only with backend="local"
+    (on a Ray cluster the GPUs are on other nodes, Ray checks them). `_fake_gpus` needs
+    none.
     """
     if config.get("_fake_gpus"):
         return
     wanted = [("num_gpus", config.get("num_gpus", 0) or 0)]
-    if config.get("backend", "local") == "local" and config.get("num_learners"):
-        wanted.append(("num_gpus_per_learner", config.get("num_gpus_per_learner", 0) or 0))
+    if config.get("backend", "local") == "local":
+        if config.get("num_learners"):
+            wanted.append(("num_gpus_per_learner", config.get("num_gpus_per_learner", 0) or 0))
+        if config.get("num_workers"):
+            wanted.append(("num_gpus_per_worker", config.get("num_gpus_per_worker", 0) or 0))
     asked = [(key, value) for key, value in wanted if value > 0]
     if not asked:
         return
@@ -328,8 +333,24 @@ class LearnerGroup:
         (`distributed.shard_batch`), each learner runs `minibatch_size // n` row
         minibatches with gradients averaged across the learners, and the results are
         merged with `MetricsLogger.aggregate` (means averaged, sums added).
+
+        `data_iterators` (Ray Data): one iterator per learner (e.g.
+        `dataset.streaming_split(n, equal=True)`) gives learner k `num_iters` batches of
+        `minibatch_size // n` rows of iterator k; a single iterator gives `num_iters`
+        batches of `minibatch_size` rows, split among the learners as a batch is. The
+        driver reads the iterators (one thread each) and sends each learner its rows.
         """
         if not self._handles:
+            iterators = kwargs.pop("data_iterators", None)
+            num_iters = kwargs.pop("num_iters", None)
+            if iterators:  # the iterators' rows, read here, as batches
+                kwargs["batches"] = [
+                    *(kwargs.get("batches") or []),
+                    *(
+                        rows_of_iterator(it, num_iters, kwargs.get("minibatch_size"))
+                        for it in iterators
+                    ),
+                ]
             return self._learner.update(batch, **kwargs)
         from corral.core.learner.distributed import (
             load_policy_train_state,
@@ -337,13 +358,38 @@ class LearnerGroup:
             shard_batch,
         )
 
-        data = training_data_of(batch, **{k: kwargs.pop(k, None) for k in _DATA_ARGS})
         minibatch_size = kwargs.pop("minibatch_size", None)
         no_metrics_reduce = kwargs.pop("_no_metrics_reduce", False)
-        if len(self._handles) == 1:
-            shards, per_learner = [data], minibatch_size
+        num_iters = kwargs.pop("num_iters", None)
+        iterators = kwargs.pop("data_iterators", None)
+        data_args = {k: kwargs.pop(k, None) for k in _DATA_ARGS if k != "data_iterators"}
+        if iterators and len(iterators) == len(self._handles) > 1:
+            if batch is not None or any(data_args.values()):
+                raise ValueError(
+                    "LearnerGroup.update: with one data iterator per learner, pass no other "
+                    "training data (batch, batches, refs, episodes) in the same update."
+                )
+            shards, per_learner_rows = self._iterator_shards(iterators, num_iters, minibatch_size)
+            per_learner: int | None = per_learner_rows
         else:
-            shards, per_learner = shard_batch(data, len(self._handles), minibatch_size)
+            if iterators and len(iterators) != 1:
+                raise ValueError(
+                    f"LearnerGroup.update: got {len(iterators)} data iterators for "
+                    f"{len(self._handles)} learners; pass one per learner (e.g. "
+                    f"dataset.streaming_split({len(self._handles)}, equal=True)) or one "
+                    "whose batches are split among them."
+                )
+            data = training_data_of(
+                batch,
+                data_iterators=iterators,
+                num_iters=num_iters,
+                minibatch_size=minibatch_size,
+                **data_args,
+            )
+            if len(self._handles) == 1:
+                shards, per_learner = [data], minibatch_size
+            else:
+                shards, per_learner = shard_batch(data, len(self._handles), minibatch_size)
         trained = sorted(
             pid
             for pid in shards[0].policy_batches
@@ -361,6 +407,35 @@ class LearnerGroup:
             policy.bump_weights_seq()
         self.metrics.aggregate([metrics for metrics, _ in results if metrics is not None])
         return None if no_metrics_reduce else self.metrics.reduce()
+
+    def _iterator_shards(
+        self, iterators: Sequence[Any], num_iters: int | None, minibatch_size: int | None
+    ) -> tuple[list[MultiAgentBatch], int]:
+        """Learner k's shard from data iterator k: `num_iters` batches of
+        `minibatch_size // n` rows (the group's minibatch is `minibatch_size` rows).
+
+        The iterators are read at once, one thread each (the parts of a
+        `streaming_split` are consumed together), and cut to equal length: every learner
+        must run the same number of minibatches.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        n = len(self._handles)
+        if minibatch_size is None or minibatch_size < n:
+            raise ValueError(
+                f"LearnerGroup.update with data_iterators needs minibatch_size >= "
+                f"num_learners={n} (each learner takes minibatch_size // {n} rows per "
+                f"batch), got {minibatch_size!r}."
+            )
+        per_learner = minibatch_size // n
+        with ThreadPoolExecutor(n) as pool:
+            parts = list(
+                pool.map(lambda it: rows_of_iterator(it, num_iters, per_learner), iterators)
+            )
+        length = min(p.count for p in parts)
+        length -= length % per_learner
+        shards = [MultiAgentBatch({DEFAULT_POLICY_ID: p.slice(0, length)}, length) for p in parts]
+        return shards, per_learner
 
     def add_policy(self, policy_id: str, policy: Policy) -> None:
         """Every learner starts training `policy` (with a fresh optimiser)."""

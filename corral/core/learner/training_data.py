@@ -1,13 +1,19 @@
 """What a `Learner.update` trains on, made ready for the learner: the training data of its
 arguments as one batch (`training_data_of`), numpy columns as torch tensors once per update
 (`to_tensors`), and recurrent batches cut into padded sequences (`pad_sequences`).
+
+Besides batches and episodes in this process, an update can train on Ray object refs of
+them (`batch_refs`, `episodes_refs`: fetched with `ray.get`) and on Ray Data iterators
+(`data_iterators`: `num_iters` batches of `minibatch_size` rows from each, see
+`rows_of_iterator`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -50,35 +56,154 @@ def training_data_of(
     batches: Sequence[SampleBatch | MultiAgentBatch] | None = None,
     batch_refs: Sequence[ray.ObjectRef] | None = None,
     episodes: Sequence[SampleBatch | MultiAgentBatch] | None = None,
-    episodes_refs: Sequence[object] | None = None,
-    data_iterators: Sequence[object] | None = None,
+    episodes_refs: Sequence[ray.ObjectRef] | None = None,
+    data_iterators: Sequence[Any] | None = None,
     training_data: TrainingData | None = None,
+    *,
+    num_iters: int | None = None,
+    minibatch_size: int | None = None,
 ) -> MultiAgentBatch:
     """The training data of an update (`Learner.update`'s arguments) as one batch.
 
+    Args:
+        batch: one batch.
+        batches: more batches.
+        batch_refs: Ray object refs of batches (fetched here with `ray.get`).
+        episodes: episodes (trajectories) as batches.
+        episodes_refs: Ray object refs of episodes: each ref holds one episode (a batch)
+            or a list of them.
+        data_iterators: Ray Data iterators (`ray.data.DataIterator`, e.g. a
+            `Dataset.iterator()` or one part of `Dataset.streaming_split(n)`); from each,
+            `num_iters` batches of `minibatch_size` rows (`rows_of_iterator`).
+        training_data: a `TrainingData` (instead of the arguments above it).
+        num_iters: batches to take from each data iterator (None: until it ends).
+        minibatch_size: rows per batch taken from a data iterator.
+
     Raises:
-        NotImplementedError: `episodes_refs` or `data_iterators` (Ray Data) were given.
-        ValueError: there is no data.
+        ValueError: there is no data, or `data_iterators` came without a
+            `minibatch_size`.
+        ImportError: refs or iterators were given and Ray is not installed.
     """
-    if episodes_refs or data_iterators:
-        raise NotImplementedError(
-            "episodes_refs and data_iterators (Ray Data iterators) are not implemented "
-            "yet; pass batches, or `batch_refs` (Ray object refs of batches)."
-        )
     if batch_refs:
-        batches = [*(batches or []), *_resolve_refs(batch_refs)]
+        batches = [*(batches or []), *resolve_refs(batch_refs)]
+    if episodes_refs:
+        episodes = [*(episodes or []), *_flatten_episodes(resolve_refs(episodes_refs))]
+    if data_iterators:
+        batches = [
+            *(batches or []),
+            *(rows_of_iterator(it, num_iters, minibatch_size) for it in data_iterators),
+        ]
     return (training_data or TrainingData(batch, batches, episodes)).solve()
 
 
-def _resolve_refs(refs: Sequence[ray.ObjectRef]) -> list[SampleBatch | MultiAgentBatch]:
-    """The batches behind Ray object refs (`ray.get`); needs the `ray` extra."""
+def resolve_refs(refs: Sequence[ray.ObjectRef]) -> list[Any]:
+    """The objects behind Ray object refs (`ray.get`); needs the `ray` extra."""
     from corral.evaluation.ray_backend import RAY_MISSING, ray_available
 
     if not ray_available():
-        raise ImportError(f"batch_refs are Ray object refs. {RAY_MISSING}")
+        raise ImportError(f"batch_refs and episodes_refs are Ray object refs. {RAY_MISSING}")
     import ray
 
     return list(ray.get(list(refs)))
+
+
+def _flatten_episodes(resolved: Sequence[Any]) -> list[SampleBatch | MultiAgentBatch]:
+    """Episodes out of what `episodes_refs` held: an episode, or a list of episodes."""
+    episodes: list[SampleBatch | MultiAgentBatch] = []
+    for item in resolved:
+        items = item if isinstance(item, list | tuple) else [item]
+        for episode in items:
+            if not isinstance(episode, SampleBatch | MultiAgentBatch):
+                raise TypeError(
+                    "episodes_refs must refer to episodes (SampleBatch or MultiAgentBatch) "
+                    f"or lists of them; one holds a {type(episode).__name__}."
+                )
+            episodes.append(episode)
+    return episodes
+
+
+# Per Ray Data iterator: (rows per batch, the batches still to come of its current pass).
+# Kept across updates, so that each update continues where the previous one stopped; a
+# new pass starts when one ends (for `streaming_split` parts, in step with the others).
+_STREAMS: weakref.WeakKeyDictionary[Any, tuple[int, Iterator[Mapping[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def rows_of_iterator(
+    iterator: Any, num_iters: int | None, minibatch_size: int | None
+) -> SampleBatch:
+    """`num_iters` batches of `minibatch_size` rows of a Ray Data iterator, as one batch.
+
+    The iterator's rows come as numpy columns (`iter_batches(batch_format="numpy",
+    drop_last=True)`) and are concatenated, so that a learner update with the same
+    `minibatch_size` and one epoch runs exactly one minibatch per batch taken, in order.
+    Successive calls continue the iterator's pass; when it ends, the next call starts a
+    new pass (`num_iters=None`: the rest of the current pass, or a whole new one).
+
+    Args:
+        iterator: a `ray.data.DataIterator` (or anything with its `iter_batches`).
+        num_iters: batches to take (>= 1), or None for the rest of the pass.
+        minibatch_size: rows per batch (>= 1).
+
+    Raises:
+        ValueError: a bad `num_iters` / `minibatch_size`, or the iterator holds fewer
+            than `minibatch_size` rows.
+    """
+    if minibatch_size is None or minibatch_size < 1:
+        raise ValueError(
+            "data_iterators need minibatch_size >= 1 (the rows of each batch taken from an "
+            f"iterator), got {minibatch_size!r}."
+        )
+    if num_iters is not None and num_iters < 1:
+        raise ValueError(f"num_iters must be None or >= 1, got {num_iters!r}.")
+    if not callable(getattr(iterator, "iter_batches", None)):
+        raise TypeError(
+            "data_iterators must be Ray Data iterators (ray.data.DataIterator, e.g. "
+            f"dataset.iterator() or dataset.streaming_split(n)), got {type(iterator).__name__}."
+        )
+    parts: list[SampleBatch] = []
+    restarted = False
+    while num_iters is None or len(parts) < num_iters:
+        stream = _STREAMS.get(iterator)
+        if stream is None or stream[0] != minibatch_size:
+            batches = iterator.iter_batches(
+                batch_size=minibatch_size, batch_format="numpy", drop_last=True
+            )
+            stream = (minibatch_size, iter(batches))
+            _STREAMS[iterator] = stream
+            if restarted:  # a whole fresh pass gave no batch
+                break
+            restarted = True
+        columns = next(stream[1], None)
+        if columns is None:  # the pass ended
+            del _STREAMS[iterator]
+            if num_iters is None and parts:
+                break
+            continue
+        restarted = False
+        parts.append(columns_to_batch(columns))
+    if not parts:
+        raise ValueError(
+            f"The Ray Data iterator {iterator!r} holds fewer than minibatch_size="
+            f"{minibatch_size} rows: no batch to train on."
+        )
+    return concat_samples(parts)
+
+
+def columns_to_batch(columns: Mapping[str, Any]) -> SampleBatch:
+    """A `SampleBatch` of numpy columns from Ray Data (`batch_format="numpy"`).
+
+    Columns of per-row arrays (Ray's object arrays for lists of arrays) are stacked;
+    float64 columns become float32, as corral's sampled batches hold them.
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, values in columns.items():
+        arr = np.asarray(values)
+        if arr.dtype == object and arr.size and isinstance(arr.flat[0], np.ndarray | list):
+            arr = np.stack([np.asarray(v) for v in arr])
+        out[name] = arr.astype(np.float32) if arr.dtype == np.float64 else arr
+    return SampleBatch(out)
 
 
 def pad_sequences(
