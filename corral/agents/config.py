@@ -86,6 +86,23 @@ COMMON_CONFIG: TrainerConfigDict = {
     # are never left non-finite: if a step itself overflows them, they are put
     # back as they were before the update.
     "skip_nonfinite_updates": False,
+    # (RLlib 2.x's names) Run the learner's loss computation through
+    # `torch.compile`: a policy's `loss` (DQN: its TD loss; SAC: its three losses,
+    # the methods named by the policy's `compiled_loss_methods`); backward, the
+    # finite checks, clipping and the optimiser step stay eager (Adam is fused
+    # already). The first update of each new shape compiles (several seconds);
+    # batch sizes that change compile once more with a dynamic batch dimension.
+    # If compiling fails, a warning says why and that policy runs eagerly. Off
+    # by default: on a CPU, for the small MLPs of the equal-work benchmarks, it
+    # does not win back its compile time (see benchmarks/README.md).
+    "torch_compile_learner": False,
+    # The `torch.compile` backend: "inductor" (generated C++/OpenMP kernels; needs a
+    # C++ compiler), "aot_eager" (no code generation: for checking), or any
+    # backend name `torch._dynamo.list_backends()` gives.
+    "torch_compile_learner_dynamo_backend": "inductor",
+    # The `torch.compile` mode: None (default), "reduce-overhead" (CUDA graphs: GPU
+    # only), "max-autotune", "max-autotune-no-cudagraphs".
+    "torch_compile_learner_dynamo_mode": None,
     # === Environment ===
     # Cut episodes after this many steps (a truncation). None uses the env's
     # `spec.max_episode_steps` when it has one.

@@ -74,6 +74,11 @@ def _common_specs() -> dict[str, Spec]:
         "model": Optional(Dict(MODEL_SPECS, what="a dict of model options")),
         "optimizer": Dict(what="a dict of keyword arguments for the optimiser"),
         "skip_nonfinite_updates": Bool(),
+        "torch_compile_learner": Bool(),
+        "torch_compile_learner_dynamo_backend": Str(),
+        "torch_compile_learner_dynamo_mode": Optional(
+            OneOf("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+        ),
         # Environment
         "horizon": Optional(Int(1)),
         "soft_horizon": Bool(),

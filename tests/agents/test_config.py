@@ -46,6 +46,10 @@ CORRAL_KEYS = {
     "worker_health_probe_timeout_s",
     "skip_nonfinite_updates",
     "vectorize_mode",
+    # RLlib 2.x's names (not in 1.13's COMMON_CONFIG).
+    "torch_compile_learner",
+    "torch_compile_learner_dynamo_backend",
+    "torch_compile_learner_dynamo_mode",
 }
 # Keys RLlib 1.13 added to COMMON_CONFIG (see tests/agents/test_config_1_13_keys.py).
 RLLIB_1_13_KEYS = {
@@ -719,7 +723,6 @@ def test_evaluation_config_checked():
 NON_DEFAULT_SAMPLES = {
     "sample_async": True,
     "fake_sampler": True,
-    "num_gpus_per_worker": 0.5,
     "eager_tracing": True,
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",

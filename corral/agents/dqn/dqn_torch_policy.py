@@ -102,18 +102,19 @@ class DQNTorchPolicy(LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMixin
 
     def loss(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         loss, td_error, q_selected = self._td_loss(model, train_batch)
         if self._td_error_log is not None:
             self._td_error_log.append(td_error)
         with torch.no_grad():
+            min_q, max_q = torch.aminmax(q_selected)
             stats = {
                 "loss": loss,
                 "mean_q": q_selected.mean(),
-                "min_q": q_selected.min(),
-                "max_q": q_selected.max(),
+                "min_q": min_q,
+                "max_q": max_q,
                 "mean_td_error": td_error.mean(),
-                "cur_lr": torch.tensor(self.cur_lr),
+                "cur_lr": float(self.cur_lr),
             }
         return loss, stats
 
@@ -124,36 +125,47 @@ class DQNTorchPolicy(LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMixin
         obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
         actions = batch[SampleBatch.ACTIONS].long()
         rewards = batch[SampleBatch.REWARDS].float()
-        not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
-        discount = bootstrap_discount(batch, self.gamma)  # gamma^k per row
-        weights = batch[WEIGHTS].float() if WEIGHTS in batch else 1.0
-        rows = torch.arange(len(actions))
+        # gamma^k (1 - terminated) per row: the weight of the bootstrap term.
+        bootstrap = bootstrap_discount(batch, self.gamma) * (
+            1.0 - batch[SampleBatch.TERMINATEDS].float()
+        )
+        weights = batch[WEIGHTS].float() if WEIGHTS in batch else None
 
         logits_t = model.q_logits(obs)
         with torch.no_grad():
             logits_tp1 = self.target_model.q_logits(next_obs)
             q_tp1 = self.target_model.q_values(logits_tp1)
             if self.q_config["double_q"]:
-                best_next = model.q_values(model.q_logits(next_obs)).argmax(-1)
+                best_next = model.q_values(model.q_logits(next_obs)).argmax(-1, keepdim=True)
             else:
-                best_next = q_tp1.argmax(-1)
+                best_next = None
 
         if self.q_config["num_atoms"] == 1:
-            q_selected = logits_t[rows, actions]
+            q_selected = logits_t.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
             with torch.no_grad():
-                target = rewards + discount * not_done * q_tp1[rows, best_next]
-            td_error = q_selected - target
-            loss = (weights * huber_loss(td_error)).mean()
-            return loss, td_error.detach(), q_selected.detach()
+                q_next = (
+                    q_tp1.amax(-1) if best_next is None else q_tp1.gather(-1, best_next).squeeze(-1)
+                )
+                target = rewards + bootstrap * q_next
+                td_error = q_selected.detach() - target
+            # huber(Q - target): the same values and gradients as huber_loss(td_error).
+            if weights is None:
+                loss = torch.nn.functional.huber_loss(q_selected, target)
+            else:
+                per_row = torch.nn.functional.huber_loss(q_selected, target, reduction="none")
+                loss = (weights * per_row).mean()
+            return loss, td_error, q_selected.detach()
 
         # C51: cross-entropy to the target distribution projected onto the support.
+        rows = torch.arange(len(actions))
+        best_next = q_tp1.argmax(-1) if best_next is None else best_next.squeeze(-1)
         support = model.support
         log_p_selected = torch.log_softmax(logits_t[rows, actions], dim=-1)
         with torch.no_grad():
             p_next = torch.softmax(logits_tp1[rows, best_next], dim=-1)
-            target_dist = project_distribution(p_next, rewards, discount * not_done, support)
+            target_dist = project_distribution(p_next, rewards, bootstrap, support)
         cross_entropy = -(target_dist * log_p_selected).sum(-1)
-        loss = (weights * cross_entropy).mean()
+        loss = (cross_entropy if weights is None else weights * cross_entropy).mean()
         q_selected = (log_p_selected.exp() * support).sum(-1)
         return loss, cross_entropy.detach(), q_selected.detach()
 

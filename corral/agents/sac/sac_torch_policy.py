@@ -68,6 +68,9 @@ def squashed_gaussian_sample(
 class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
     """SAC for 1-D Box actions (acting in [-1, 1]) and for Discrete actions."""
 
+    # What `torch_compile_learner` compiles: the losses, not `learn_step`'s steps.
+    compiled_loss_methods = ("_losses_continuous", "_losses_discrete")
+
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
         self.discrete = self.model.discrete

@@ -6,6 +6,7 @@ non-finite loss terms and parameter groups are worked out only on failure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -127,3 +128,76 @@ def check_finite_update(
             f" (non-finite loss terms: {terms_text})." if bad_terms else " (the loss is finite)."
         )
     raise NonFiniteUpdateError(detail)
+
+
+def clip_grad_norm_checked(
+    loss: torch.Tensor,
+    optimizer: Optimizers,
+    params: list[torch.Tensor],
+    max_norm: float,
+    terms: Mapping[str, Any] | None = None,
+) -> float | torch.Tensor:
+    """Clips the gradients of `params` to the global norm `max_norm`, after checking that
+    the loss and every gradient are finite; returns the norm before clipping.
+
+    The check reads the gradients' global norm (NaN or inf when any gradient is), which
+    the clip computes anyway, and the loss in one host copy, so a checked and clipped
+    minibatch costs one sync (`check_finite_update` then `clip_grad_norm_` cost more
+    small ops and two). The arithmetic is `torch.nn.utils.clip_grad_norm_`'s: the same
+    norm and scale factor, so the clipped gradients are the same to the bit.
+
+    Raises:
+        NonFiniteUpdateError: the loss or a gradient is NaN/inf (named as
+            `check_finite_update` names them); the gradients are not clipped then.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads or any(
+        g.dtype != grads[0].dtype or g.device != grads[0].device for g in grads
+    ):  # mixed dtypes or devices: torch's own grouping
+        check_finite_update(loss, optimizer, terms)
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    with torch.no_grad():
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        norm_value, loss_value = torch.stack(
+            (norm, loss.detach().reshape(()).to(norm.dtype))
+        ).tolist()
+        if not (math.isfinite(norm_value) and math.isfinite(loss_value)):
+            # Says what is not finite (and raises). Finite gradients whose squares
+            # overflow float32 read as an infinite norm; they are scaled to zero below.
+            check_finite_update(loss, optimizer, terms)
+        if norm_value + 1e-6 >= max_norm * (1.0 - 1e-6):  # else torch's factor is 1.0
+            torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp(max=1.0))
+    return norm_value
+
+
+def scalar_values(values: list[Any]) -> list[Any]:
+    """`values` with each one-element tensor turned into a Python number, in one host copy
+    per dtype and device (the other entries as they are).
+
+    The learner turns a whole update's stats (and its weight check) into numbers at once
+    instead of one sync per stat.
+    """
+    groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
+    for i, value in enumerate(values):
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            groups.setdefault((value.dtype, value.device), []).append(i)
+    if not groups:
+        return values
+    out = list(values)
+    for positions in groups.values():
+        tensors = [values[i].detach().reshape(()) for i in positions]
+        for i, number in zip(positions, torch.stack(tensors).tolist()):
+            out[i] = number
+    return out
+
+
+def finite_sum(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The sum of every element of every tensor as a one-element tensor, without a
+    sync: finite exactly when all elements are (see `sum_is_finite`), in float32 or
+    wider; 0 for no tensors."""
+    sums = [t.detach().sum(dtype=torch.float32 if t.dtype.itemsize < 4 else None) for t in tensors]
+    if not sums:
+        return torch.zeros(())
+    if len({(s.dtype, s.device) for s in sums}) > 1:
+        return torch.stack([s.double().cpu() for s in sums]).sum()
+    return torch.stack(sums).sum()

@@ -15,17 +15,23 @@ metrics and optimiser checkpoints stay here either way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
+from corral.core.learner.compile import LossCompiler
 from corral.core.learner.finite import (
     NonFiniteUpdateError,
     Optimizers,
     check_finite_update,
+    clip_grad_norm_checked,
+    finite_sum,
     optimizers_of,
+    scalar_values,
     sum_is_finite,
 )
 from corral.core.learner.policy_protocol import (
@@ -41,7 +47,7 @@ from corral.core.learner.training_data import (
     to_tensors,
     training_data_of,
 )
-from corral.policy.policy import declared_for
+from corral.policy.policy import Policy, declared_for
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.metrics import MetricsLogger
@@ -49,7 +55,6 @@ from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
 
 if TYPE_CHECKING:
     from corral.agents.callbacks import DefaultCallbacks
-    from corral.policy.policy import Policy
 
 
 # Key under which per-update counters that concern all policies are logged.
@@ -110,6 +115,15 @@ class Learner:
         self.metrics = MetricsLogger()
         # Per policy: buffers holding the weights from before the current update.
         self._snapshots: dict[str, list[torch.Tensor]] = {}
+        # `torch_compile_learner`: the policies' loss methods through torch.compile.
+        self._compiler = (
+            LossCompiler(
+                config.get("torch_compile_learner_dynamo_backend") or "inductor",
+                config.get("torch_compile_learner_dynamo_mode"),
+            )
+            if config.get("torch_compile_learner")
+            else None
+        )
         self._generator = torch.Generator()
         seed = config.get("seed")
         self._generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**62))
@@ -125,6 +139,8 @@ class Learner:
         """Stops training the policy and drops its optimiser."""
         self.policy_ids.discard(policy_id)
         self.optimizers.pop(policy_id, None)
+        if self._compiler is not None and policy_id in self.policies:
+            self._compiler.forget(self.policies[policy_id])
         if not isinstance(self.policies, PolicyMap):
             self.policies.pop(policy_id, None)
 
@@ -239,30 +255,27 @@ class Learner:
         step = self._minibatch_step(policy, optimizer, params)
         skip_nonfinite = bool(self.config.get("skip_nonfinite_updates"))
         skipped = 0
-        stats: dict[str, Any] = {}
+        # Each minibatch's stats, logged after the loop: their tensors become numbers
+        # in one host copy together with the weight check below (not one per stat).
+        minibatch_stats: list[dict[str, Any]] = []
         # The weights as they were, put back if a step (finite loss and gradients, but
         # e.g. an enormous lr) overflows them: weights are never left non-finite.
         snapshot = self._snapshot(pid, params)
-        for mb in self._minibatches(
-            policy, batch, num_epochs, minibatch_size, shuffle, num_total_minibatches
-        ):
-            try:
-                mb_stats = step(mb)
-            except NonFiniteUpdateError as err:
-                if not skip_nonfinite:
-                    self._restore_if_nonfinite(params, snapshot)
-                    raise NonFiniteUpdateError(err.detail, pid) from None
-                skipped += 1
-                continue
-            stats = mb_stats
-            for name, value in stats.items():
-                self.metrics.log_value(
-                    (pid, name),
-                    value.detach() if torch.is_tensor(value) else value,
-                    window=float("inf"),
-                    clear_on_reduce=True,
-                )
-        if self._restore_if_nonfinite(params, snapshot):
+        with self._compiling(policy):
+            for mb in self._minibatches(
+                policy, batch, num_epochs, minibatch_size, shuffle, num_total_minibatches
+            ):
+                try:
+                    minibatch_stats.append(step(mb))
+                except NonFiniteUpdateError as err:
+                    if not skip_nonfinite:
+                        self._log_stats(pid, minibatch_stats, None)
+                        self._restore_if_nonfinite(params, snapshot)
+                        raise NonFiniteUpdateError(err.detail, pid) from None
+                    skipped += 1
+        if not self._log_stats(pid, minibatch_stats, params):
+            with torch.no_grad():
+                torch._foreach_copy_([p.data for p in params], snapshot)
             if not skip_nonfinite:
                 raise NonFiniteUpdateError(
                     "an optimiser step made the weights NaN or inf (from a finite loss and "
@@ -276,9 +289,13 @@ class Learner:
                 (pid, NUM_NONFINITE_UPDATES_SKIPPED), skipped, reduce="sum", clear_on_reduce=True
             )
         policy.bump_weights_seq()
-        mean_stats = {name: self.metrics.peek((pid, name)) for name in stats}
-        for name, value in policy.after_update(mean_stats).items():
-            self.metrics.log_value((pid, name), value, window=1)
+        after_update = policy.after_update
+        if getattr(after_update, "__func__", None) is not Policy.after_update:
+            # (Policy's own `after_update` does nothing: its mean stats are not worked out.)
+            names = minibatch_stats[-1] if minibatch_stats else {}
+            mean_stats = {name: self.metrics.peek((pid, name)) for name in names}
+            for name, value in after_update(mean_stats).items():
+                self.metrics.log_value((pid, name), value, window=1)
         # What `on_learn_on_batch` put into its `result` dict: RLlib reports it as the
         # policy's custom metrics (`info/learner/<pid>/custom_metrics`).
         for name, value in extra.items():
@@ -418,18 +435,38 @@ class Learner:
         """A copy of `params` in buffers kept per policy (reallocated when the
         parameters change, e.g. after a policy reload)."""
         buffers = self._snapshots.get(pid)
-        if (
-            buffers is None
-            or len(buffers) != len(params)
-            or any(
-                b.shape != p.shape or b.dtype != p.dtype or b.device != p.device
-                for b, p in zip(buffers, params)
-            )
-        ):
+        if buffers is None or len(buffers) != len(params):
+            buffers = None
+        else:
+            for b, p in zip(buffers, params):
+                if b.shape != p.shape or b.dtype != p.dtype or b.device != p.device:
+                    buffers = None
+                    break
+        if buffers is None:
             buffers = self._snapshots[pid] = [torch.empty_like(p) for p in params]
         with torch.no_grad():
-            torch._foreach_copy_(buffers, [p.detach() for p in params])
+            torch._foreach_copy_(buffers, params)
         return buffers
+
+    def _compiling(self, policy: TrainablePolicy) -> AbstractContextManager[None]:
+        """Within the block, the policy's loss methods are compiled ones
+        (`torch_compile_learner`); a no-op without it."""
+        return nullcontext() if self._compiler is None else self._compiler.compiled(policy)
+
+    def _log_stats(
+        self, pid: str, minibatch_stats: list[dict[str, Any]], params: list[torch.Tensor] | None
+    ) -> bool:
+        """Logs each minibatch's stats (mean over the update's minibatches); with
+        `params`, returns whether every weight is finite (read in the same host copy
+        as the stats' tensors), else True."""
+        names = [name for stats in minibatch_stats for name in stats]
+        values = [value for stats in minibatch_stats for value in stats.values()]
+        if params is not None:
+            values.append(finite_sum(params))
+        values = scalar_values(values)
+        for name, value in zip(names, values):
+            self.metrics.log_value((pid, name), value, window=float("inf"), clear_on_reduce=True)
+        return params is None or math.isfinite(values[-1])
 
     @staticmethod
     def _restore_if_nonfinite(params: list[torch.Tensor], snapshot: list[torch.Tensor]) -> bool:
@@ -606,10 +643,12 @@ def _backward(
     )
     _clear_grads(params)
     loss.backward()
-    check_finite_update(loss, optimizer, stats)
     grad_clip = policy.config.get("grad_clip")
     if grad_clip:
-        stats["grad_gnorm"] = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        # The finite check reads the norm the clip computes (one sync for both).
+        stats["grad_gnorm"] = clip_grad_norm_checked(loss, optimizer, params, grad_clip, stats)
+    else:
+        check_finite_update(loss, optimizer, stats)
     return stats
 
 
