@@ -135,6 +135,18 @@ def test_adaptive_stddev_moves_towards_the_target_distance():
     assert not exploration.weights_are_currently_noisy
 
 
+def test_a_policy_without_action_dist_inputs_gets_a_clear_error():
+    policy = _policy()
+
+    class NoDistInputs:
+        def compute_actions_from_input_dict(self, input_dict, explore=None):
+            return np.zeros(2), [], {SampleBatch.ACTION_LOGP: np.zeros(2)}
+
+    batch = SampleBatch({SampleBatch.OBS: np.zeros((2, 4), np.float32)})
+    with pytest.raises(ValueError, match="returns no 'action_dist_inputs'"):
+        policy.exploration.postprocess_trajectory(NoDistInputs(), batch)
+
+
 def test_action_distance_matches_hand_computed_kl():
     exploration = _policy(random_timesteps=0).exploration
     exploration.sub_exploration.last_timestep = 10**6  # epsilon 0.01

@@ -209,6 +209,14 @@ class ParameterNoise(Exploration):
         """The policy's action-distribution inputs on the batch's observations, with
         (explore=True) or without the noise."""
         _, _, fetches = policy.compute_actions_from_input_dict(sample_batch, explore=explore)
+        if SampleBatch.ACTION_DIST_INPUTS not in (fetches or {}):
+            raise ValueError(
+                f"ParameterNoise measures how far the noise moves the policy's action "
+                f"distribution, but {type(policy).__name__}.compute_actions_from_input_dict "
+                f"returns no {SampleBatch.ACTION_DIST_INPUTS!r} (it fetched "
+                f"{sorted(fetches or {})}); it is built for policies that act through "
+                "TorchPolicy.compute_actions_from_obs, such as DQN's."
+            )
         return np.asarray(fetches[SampleBatch.ACTION_DIST_INPUTS], np.float64)
 
     def action_distance(self, noisy: np.ndarray, clean: np.ndarray) -> tuple[float, float]:
