@@ -314,14 +314,16 @@ class TwoAgents(MultiAgentEnv):
         return obs, rewards, flags, {"__all__": False}, {}
 
 
-def test_multi_agent_views_per_agent_timeline():
+@pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"])
+def test_multi_agent_views_per_agent_timeline(batch_mode):
     space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
     act = gym.spaces.Discrete(3)
     config = _config(
+        batch_mode=batch_mode,
         multiagent={
             "policies": {"pa": (None, space, act, {}), "pb": (None, space, act, {})},
             "policy_mapping_fn": lambda agent_id, *args, **kwargs: "p" + agent_id,
-        }
+        },
     )
     trainer = PPOTrainer(env=TwoAgents, config=config)
     try:
