@@ -21,6 +21,7 @@ from corral.agents.ppo import PPOTrainer
 from corral.env.multi_agent_env import MultiAgentEnv
 from corral.models import ModelCatalog
 from corral.models.torch.torch_modelv2 import TorchModelV2
+from corral.policy.policy import Policy
 from corral.policy.view_requirement import (
     ViewColumn,
     ViewRequirement,
@@ -339,5 +340,44 @@ def test_multi_agent_views_per_agent_timeline(batch_mode):
         b_rows = samples[0].policy_batches["pb"]
         assert b_rows.count < samples[0].policy_batches["pa"].count
         trainer.train()
+    finally:
+        trainer.stop()
+
+
+class CountOn(Policy):
+    """A custom (not torch) policy acting on a view: the action after its previous one
+    (RLlib-style: the view arrives in `compute_actions_from_input_dict`)."""
+
+    def __init__(self, observation_space, action_space, config):
+        super().__init__(observation_space, action_space, config)
+        self.view_requirements["last_action"] = ViewRequirement(
+            data_col="actions", shift=-1, space=action_space
+        )
+
+    def compute_actions_from_input_dict(self, input_dict, explore=None, **kwargs):
+        previous = np.asarray(input_dict["last_action"])
+        return (previous + 1) % 3, [], {}
+
+    def compute_actions(self, obs_batch, *args, **kwargs):
+        raise AssertionError("the sampler must pass the input dict with the view")
+
+
+def test_custom_policy_gets_its_views_in_the_input_dict():
+    space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    act = gym.spaces.Discrete(3)
+    config = _config(
+        multiagent={
+            "policies": {"pa": (None, space, act, {}), "pb": (CountOn, space, act, {})},
+            "policy_mapping_fn": lambda agent_id, *args, **kwargs: "p" + agent_id,
+            "policies_to_train": ["pa"],
+        }
+    )
+    trainer = PPOTrainer(env=TwoAgents, config=config)
+    try:
+        batch = trainer.workers.local_worker().sample().policy_batches["pb"]
+        # 1, 2, 0, 1, ... from each episode's start (the previous action reads 0 there).
+        np.testing.assert_array_equal(batch["actions"], (batch["t"] + 1) % 3)
+        np.testing.assert_array_equal(batch["last_action"], batch["t"] % 3)
+        assert (batch["t"] == 0).sum() >= 2
     finally:
         trainer.stop()
