@@ -48,7 +48,15 @@ class ViewRequirement:
         if isinstance(shift, (list, tuple)):
             self.shift_arr = np.array(shift)
         elif isinstance(shift, str):
-            lo, hi = (int(p) for p in shift.split(":"))
+            try:
+                lo, hi = (int(p) for p in shift.split(":"))
+            except ValueError:
+                raise ValueError(
+                    f"ViewRequirement shift={shift!r}: a range string is 'from:to' with two "
+                    "ints, both included (e.g. '-3:0')."
+                ) from None
+            if hi < lo:
+                raise ValueError(f"ViewRequirement shift={shift!r}: the range is empty.")
             self.shift_arr = np.arange(lo, hi + 1)
         else:
             self.shift_arr = np.array([shift])

@@ -264,6 +264,17 @@ def test_a_view_of_later_steps_cannot_be_used_for_acting():
         ViewColumn("a", ViewRequirement(data_col="actions", shift=0))
 
 
+def test_shift_forms():
+    assert ViewRequirement(shift="-3:0").shift_arr.tolist() == [-3, -2, -1, 0]
+    assert ViewRequirement(shift=[-4, -1]).shift_arr.tolist() == [-4, -1]
+    assert ViewColumn("x", ViewRequirement(data_col="obs", shift=-1)).stacked is False
+    assert ViewColumn("x", ViewRequirement(data_col="obs", shift=[-1])).stacked is True
+    with pytest.raises(ValueError, match="'from:to'"):
+        ViewRequirement(shift="-3")
+    with pytest.raises(ValueError, match="empty"):
+        ViewRequirement(shift="0:-2")
+
+
 def test_future_values_stop_at_episode_ends_and_dropped_rows():
     data = np.arange(6, dtype=np.float32).reshape(6, 1)
     eps = np.array([[1], [1], [1], [2], [2], [2]])
