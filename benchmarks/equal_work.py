@@ -52,6 +52,10 @@ optimisers: torch's first optimiser construction imports its compiler stack,
 corral / reference for `train_s` (the engine cost the targets are about) and
 for `train_s + setup_s`.
 
+`--torch-compile [BACKEND]` runs corral with `torch_compile_learner` (dynamo backend
+BACKEND, default inductor); its compile time is in `train_s` (corral builds its
+learner on the first `train()`).
+
 Usage:
     python benchmarks/equal_work.py                       # all rows, 3 repeats
     python benchmarks/equal_work.py --rows sac td3 --repeats 5
@@ -324,8 +328,15 @@ def corral_config(row: str, fragment: int, steps: int) -> tuple[str, str, dict[s
     raise ValueError(f"unknown row {row!r}")
 
 
+# `--torch-compile BACKEND` (set in the child): corral's `torch_compile_learner`.
+TORCH_COMPILE: str | None = None
+
+
 def run_corral(row: str, steps: int, fragment: int) -> dict[str, Any]:
     name, env_id, config = corral_config(row, fragment, steps)
+    if TORCH_COMPILE:
+        config["torch_compile_learner"] = True
+        config["torch_compile_learner_dynamo_backend"] = TORCH_COMPILE
     t0 = time.perf_counter()
     from corral.agents.registry import get_trainer_class
 
@@ -870,6 +881,8 @@ def child_main(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    global TORCH_COMPILE
+    TORCH_COMPILE = args.torch_compile
     out = RUNNERS[args.child](args.row, args.budget, args.fragment)
     out["torch_threads"] = torch.get_num_threads()  # after training: a library may set it
     print("JSON:" + json.dumps(out), flush=True)
@@ -919,6 +932,14 @@ def main() -> None:
         help="off-policy rows: env steps between blocks of as many gradient steps",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads in every run")
+    parser.add_argument(
+        "--torch-compile",
+        nargs="?",
+        const="inductor",
+        default=None,
+        metavar="BACKEND",
+        help="corral: `torch_compile_learner` with this dynamo backend (default inductor)",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--quick", action="store_true", help="short runs, 1 repeat")
     parser.add_argument("--child", choices=IMPLS, help=argparse.SUPPRESS)
@@ -943,6 +964,7 @@ def main() -> None:
         repeats=args.repeats,
         fragment=args.fragment,
         threads=args.threads,
+        torch_compile=args.torch_compile,
         settings={row: SETTINGS[row] for row in args.rows},
     )
     emit(header)
@@ -959,7 +981,8 @@ def main() -> None:
                     eval_every=0,
                     threads=args.threads,
                     timeout=args.timeout,
-                    child_args=["--row", row, "--fragment", str(args.fragment)],
+                    child_args=["--row", row, "--fragment", str(args.fragment)]
+                    + (["--torch-compile", args.torch_compile] if args.torch_compile else []),
                 )
                 out = run_child(__file__, impl, 0, child_args)
                 out = {"bench": "equal_work", "row": row, "impl": impl, "repeat": rep, **out}

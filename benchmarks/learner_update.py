@@ -17,9 +17,14 @@ Samples/s = batch size x epochs / seconds per update; alternating, median of
 the one corral's trainer sets in the driver (`num_cpus_for_driver`, default 1)
 unless `--threads` overrides it (reported as `torch_threads`).
 
+`--torch-compile [BACKEND]` trains corral's side with `torch_compile_learner` (dynamo
+backend BACKEND, default inductor); the warm-up update, which compiles, is timed
+apart as `corral_first_update_s`.
+
 Usage:
     python benchmarks/learner_update.py
     python benchmarks/learner_update.py --quick
+    python benchmarks/learner_update.py --torch-compile
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ def make_trainer(args: argparse.Namespace):
         "log_level": "ERROR",
         **LOSS,
     }
+    if args.torch_compile:
+        config["torch_compile_learner"] = True
+        config["torch_compile_learner_dynamo_backend"] = args.torch_compile
     return PPOTrainer(config=config, env="CartPole-v1")
 
 
@@ -145,6 +153,14 @@ def main() -> None:
         help="torch threads for both (0: what corral's trainer sets, num_cpus_for_driver)",
     )
     parser.add_argument("--quick", action="store_true", help="1000 samples, 2 epochs, 1 repeat")
+    parser.add_argument(
+        "--torch-compile",
+        nargs="?",
+        const="inductor",
+        default=None,
+        metavar="BACKEND",
+        help="corral: `torch_compile_learner` with this dynamo backend (default inductor)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.batch, args.epochs, args.repeats = 1000, 2, 1
@@ -185,8 +201,11 @@ def main() -> None:
         def raw_update() -> None:
             raw.update(columns, args.epochs, args.minibatch)
 
-        # Warm-up: one update each (first-call costs: allocator, optimizer state).
+        # Warm-up: one update each (first-call costs: allocator, optimizer state, and
+        # with --torch-compile the compilation, reported as `corral_first_update_s`).
+        t0 = time.perf_counter()
         corral_update()
+        first_update_s = time.perf_counter() - t0
         raw_update()
         corral_rates, raw_rates = [], []
         for rep in range(args.repeats):
@@ -216,6 +235,8 @@ def main() -> None:
             "ratio": ratio(c, r),
             "corral_ms_per_minibatch": 1000 * samples / c / minibatches,
             "raw_ms_per_minibatch": 1000 * samples / r / minibatches,
+            "corral_first_update_s": first_update_s,
+            "torch_compile": args.torch_compile,
             "corral_runs": corral_rates,
             "raw_runs": raw_rates,
             "torch_threads": torch.get_num_threads(),

@@ -61,12 +61,24 @@ class CompiledMethod:
                 self.backend,
                 self.mode,
                 self.label,
-                type(err).__name__,
-                str(err).strip().splitlines()[0] if str(err).strip() else "",
+                *_cause_of(err),
             )
             # The methods compiled are pure loss computations: running the same
             # minibatch again eagerly changes nothing twice.
             return self.eager(*args, **kwargs)
+
+
+def _cause_of(err: BaseException) -> tuple[str, str]:
+    """(type name, first line of the message) of the innermost cause of `err` (dynamo
+    wraps a backend's error in `BackendCompilerFailed`)."""
+    root = err
+    for _ in range(10):
+        inner = getattr(root, "inner_exception", None) or root.__cause__
+        if not isinstance(inner, BaseException) or inner is root:
+            break
+        root = inner
+    lines = [line for line in str(root).splitlines() if line.strip()]
+    return type(root).__name__, lines[0].strip() if lines else ""
 
 
 class LossCompiler:
