@@ -184,10 +184,12 @@ def scalar_values(values: list[Any]) -> list[Any]:
     if not groups:
         return values
     out = list(values)
-    for positions in groups.values():
-        tensors = [values[i].detach().reshape(()) for i in positions]
-        for i, number in zip(positions, torch.stack(tensors).tolist()):
-            out[i] = number
+    with torch.no_grad():
+        for positions in groups.values():
+            tensors = [values[i] for i in positions]
+            tensors = [t if t.dim() == 0 else t.reshape(()) for t in tensors]
+            for i, number in zip(positions, torch.stack(tensors).tolist()):
+                out[i] = number
     return out
 
 

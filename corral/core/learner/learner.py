@@ -115,6 +115,8 @@ class Learner:
         self.metrics = MetricsLogger()
         # Per policy: buffers holding the weights from before the current update.
         self._snapshots: dict[str, list[torch.Tensor]] = {}
+        # Per policy class: whether its `train_columns` are declared for its `loss`.
+        self._declares_columns: dict[type, bool] = {}
         # `torch_compile_learner`: the policies' loss methods through torch.compile.
         self._compiler = (
             LossCompiler(
@@ -494,11 +496,12 @@ class Learner:
         with `seq_lens`, each sequence's `state_in_<i>` and a `seq_mask`.
         """
         # A loss overridden below the class that listed its columns reads any column.
-        columns = (
-            getattr(policy, "train_columns", None)
-            if declared_for(policy, "train_columns", "loss")
-            else None
-        )
+        declared = self._declares_columns.get(type(policy))
+        if declared is None:
+            declared = self._declares_columns[type(policy)] = declared_for(
+                policy, "train_columns", "loss"
+            )
+        columns = getattr(policy, "train_columns", None) if declared else None
         is_recurrent = getattr(policy, "is_recurrent", None)
         if not (is_recurrent and is_recurrent()):
             tensors = self._to_device(to_tensors(batch, columns))
