@@ -70,6 +70,25 @@ def spaces_match(a: Any, b: Any) -> bool:
     return a == b
 
 
+def batch_obs_dtype(space: Any, model: Any, *, unprocessed: bool) -> np.dtype:
+    """The dtype of a sampler's observation columns.
+
+    float32, except for an integer `Box` (e.g. Atari's uint8 frames) whose observations
+    reach the batch as the env gives them (`unprocessed`: no preprocessor, no filter)
+    and a model that says it casts integer observations itself (its class attribute
+    `accepts_integer_obs`, True for the default vision net, as RLlib's torch models
+    call `.float()` on `obs`): then the env's dtype.
+    """
+    if (
+        unprocessed
+        and isinstance(space, gym.spaces.Box)
+        and np.dtype(space.dtype).kind in "ui"
+        and getattr(model, "accepts_integer_obs", False)
+    ):
+        return np.dtype(space.dtype)
+    return np.dtype(np.float32)
+
+
 def _spans_its_dtype(space: gym.spaces.Box) -> bool:
     """Whether an integer Box's bounds are its dtype's whole range (no value can be out)."""
     dtype = np.dtype(space.dtype)

@@ -21,7 +21,7 @@ import numpy as np
 
 from corral.env.gym_compat import step_output_error
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
-from corral.evaluation.obs_check import ObservationCheck, all_finite
+from corral.evaluation.obs_check import ObservationCheck, all_finite, batch_obs_dtype
 from corral.evaluation.resume_state import EnvReplayLog
 
 # Moved to `sampler_base` (shared with the multi-agent sampler); importable from here too.
@@ -92,6 +92,16 @@ class SingleAgentSampler(SamplerBase):
         # the default NoFilter costs nothing (the flag skips the call).
         self.obs_filter = worker.filters.get(self.policy_id, NoFilter())
         self.filter_obs = not isinstance(self.obs_filter, NoFilter)
+        # Observations are float32 in the batches, except integer frames (Atari's uint8)
+        # given unfiltered to a model that casts them itself (`accepts_integer_obs`, the
+        # default vision net): those stay integers, a quarter of the bytes to copy and
+        # store, and need no finiteness check.
+        self.obs_dtype = batch_obs_dtype(
+            self.preprocessor.original_space,
+            policy.model,
+            unprocessed=self.fast_obs and not self.filter_obs,
+        )
+        self.obs_integral = self.obs_dtype.kind in "uib"
         # The policy postprocesses a whole fragment in one call (PPO's GAE) unless
         # a subclass overrides `postprocess_trajectory` without saying it may.
         self.postprocess_batched = bool(policy.postprocess_batched) and declared_for(
@@ -135,7 +145,7 @@ class SingleAgentSampler(SamplerBase):
     # -- setup --------------------------------------------------------------
 
     def _reset_all(self, seed: int | None) -> None:
-        self.obs = np.zeros((self.num_envs, *self.obs_shape), np.float32)
+        self.obs = np.zeros((self.num_envs, *self.obs_shape), self.obs_dtype)
         self.ep_len = np.zeros(self.num_envs, np.int64)
         self.ep_ret = np.zeros(self.num_envs, np.float64)
         self.eps_ids = np.zeros(self.num_envs, np.int64)
@@ -170,8 +180,8 @@ class SingleAgentSampler(SamplerBase):
         if self.recurrent:
             native |= {SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS}
         specs = {
-            SampleBatch.OBS: (self.obs_shape, np.dtype(np.float32)),
-            SampleBatch.NEXT_OBS: (self.obs_shape, np.dtype(np.float32)),
+            SampleBatch.OBS: (self.obs_shape, self.obs_dtype),
+            SampleBatch.NEXT_OBS: (self.obs_shape, self.obs_dtype),
             SampleBatch.ACTIONS: action_spec(self.policy.action_space),
             SampleBatch.REWARDS: ((), np.dtype(np.float32)),
             SampleBatch.TERMINATEDS: ((), np.dtype(np.bool_)),
@@ -233,7 +243,7 @@ class SingleAgentSampler(SamplerBase):
                 f"shape {np.shape(obs)}, but its observation space {space} expects shape "
                 f"{self.obs_shape}."
             )
-        obs = np.asarray(obs, np.float32)
+        obs = np.asarray(obs, self.obs_dtype)
         if not self.obs_check.ok(obs):
             raise self.obs_check.error(
                 obs, env=self.envs[i], call=call, worker_index=self.worker.worker_index, env_index=i
@@ -243,8 +253,8 @@ class SingleAgentSampler(SamplerBase):
     def _allocate(self, actions: np.ndarray, extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         T, N = self.fragment_length, self.num_envs
         buf = {
-            SampleBatch.OBS: np.zeros((T, N, *self.obs_shape), np.float32),
-            SampleBatch.NEXT_OBS: np.zeros((T, N, *self.obs_shape), np.float32),
+            SampleBatch.OBS: np.zeros((T, N, *self.obs_shape), self.obs_dtype),
+            SampleBatch.NEXT_OBS: np.zeros((T, N, *self.obs_shape), self.obs_dtype),
             SampleBatch.ACTIONS: np.zeros((T, *actions.shape), actions.dtype),
             SampleBatch.REWARDS: np.zeros((T, N), np.float32),
             SampleBatch.TERMINATEDS: np.zeros((T, N), np.bool_),
@@ -592,9 +602,12 @@ class SingleAgentSampler(SamplerBase):
             for i, o in enumerate(raw_obs):
                 new_obs[i] = self.preprocessor.transform(o)
         # NaN/inf must not reach the policy (it would act on it) nor the batch: one
-        # vectorised check per step. The bounds are checked once per fragment.
+        # vectorised check per step (integers are always finite). The bounds are
+        # checked once per fragment.
         if not (
-            _isfinite(_add_reduce(new_obs, axis=None, dtype=np.float64)) or all_finite(new_obs)
+            self.obs_integral
+            or _isfinite(_add_reduce(new_obs, axis=None, dtype=np.float64))
+            or all_finite(new_obs)
         ):
             raise self.obs_check.error(
                 new_obs,

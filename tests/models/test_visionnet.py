@@ -75,3 +75,70 @@ def test_catalog_picks_vision_net_for_images_only():
     act = gym.spaces.Discrete(2)
     assert isinstance(ModelCatalog.get_model_v2(image, act, 2, {}), VisionNetwork)
     assert not isinstance(ModelCatalog.get_model_v2(flat, act, 2, {}), VisionNetwork)
+
+
+class _Frames(gym.Env):
+    """42x42x3 uint8 frames in [0, 255], 10-step episodes."""
+
+    observation_space = gym.spaces.Box(0, 255, (42, 42, 3), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, config=None):
+        self.t = 0
+        self.rng = np.random.default_rng(0)
+
+    def _obs(self):
+        return self.rng.integers(0, 256, (42, 42, 3), dtype=np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, self.t >= 10, False, {}
+
+
+class _FloatOnlyConvNet(VisionNetwork):
+    """A user's subclass that does not say it casts integer frames."""
+
+    accepts_integer_obs = False
+
+
+def _sampled(model):
+    from corral.agents.ppo import PPOTrainer
+
+    config = {
+        "num_workers": 0,
+        "num_envs_per_worker": 2,
+        "rollout_fragment_length": 16,
+        "train_batch_size": 32,
+        "sgd_minibatch_size": 16,
+        "num_sgd_iter": 1,
+        "model": model,
+        "seed": 0,
+    }
+    trainer = PPOTrainer(config=config, env=_Frames)
+    try:
+        batch = trainer.workers.local_worker().sample()
+        result = trainer.train()
+        return batch, result
+    finally:
+        trainer.stop()
+
+
+def test_uint8_frames_stay_uint8_for_the_vision_net_and_train():
+    """The default vision net casts frames itself, so batches keep the env's uint8
+    (RLlib's layout too); the same env with a model that does not say so gets float32."""
+    from corral.models.catalog import ModelCatalog
+
+    batch, result = _sampled({"conv_filters": [[4, [4, 4], 2], [8, [21, 21], 1]]})
+    assert batch["obs"].dtype == np.uint8 and batch["new_obs"].dtype == np.uint8
+    assert int(batch["obs"].max()) > 200  # raw pixel values, not scaled
+    assert np.isfinite(result["info"]["learner"]["default_policy"]["learner_stats"]["total_loss"])
+
+    ModelCatalog.register_custom_model("float_only_conv", _FloatOnlyConvNet)
+    batch, _ = _sampled(
+        {"custom_model": "float_only_conv", "conv_filters": [[4, [4, 4], 2], [8, [21, 21], 1]]}
+    )
+    assert batch["obs"].dtype == np.float32

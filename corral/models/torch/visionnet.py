@@ -123,6 +123,10 @@ class VisionNetwork(TorchModelV2):
     With ``num_outputs=None`` the trunk's features are the output (an LSTM wrapper on top).
     """
 
+    # Integer frames (uint8) may arrive as they are: the model casts them to float32 on
+    # its first layer, so samplers keep them uint8 in the batches (a quarter of the bytes).
+    accepts_integer_obs = True
+
     def __init__(
         self,
         obs_space: gym.Space,
