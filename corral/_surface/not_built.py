@@ -242,7 +242,6 @@ _OFF_POLICY = ("SimpleQ", "DQN", "APEX", "SAC", "DDPG", "TD3")
 NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     Setting("sample_async", "sampling in a background thread"),
     Setting("fake_sampler", "the fake sampler"),
-    Setting("num_gpus_per_worker", "GPUs in rollout workers"),
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),
     Setting("model/use_attention", "attention (GTrXL) models"),
     Setting("model/custom_preprocessor", "custom preprocessors"),

@@ -280,13 +280,18 @@ COMMON_CONFIG: TrainerConfigDict = {
     # One GPU is used; several GPUs are `num_learners` learners with
     # `num_gpus_per_learner: 1` each (RLlib 1.x's multi-GPU towers).
     "num_gpus": 0,
-    # Run the GPU code paths (`num_gpus`, `num_gpus_per_learner`) on the CPU, to test
-    # them on machines without a GPU; reserves no GPUs.
+    # Run the GPU code paths (`num_gpus`, `num_gpus_per_learner`,
+    # `num_gpus_per_worker`) on the CPU, to test them on machines without a GPU;
+    # reserves no GPUs.
     "_fake_gpus": False,
     # CPUs reserved per rollout worker.
     "num_cpus_per_worker": 1,
-    # GPUs per rollout worker (fractional allowed); only for GPU-heavy envs or
-    # unusually expensive inference.
+    # GPUs per remote rollout worker (fractional allowed: Ray packs several workers
+    # on one GPU); > 0 runs the workers' inference on cuda: their policies' modules
+    # on the GPU, observations copied there per call, actions back, synced weights
+    # loaded onto it (the driver's own worker stays on the CPU). For GPU-heavy
+    # envs or expensive inference (conv nets); policies acting through their own
+    # `compute_actions_from_obs` (SAC, DDPG, TD3) refuse it.
     "num_gpus_per_worker": 0,
     # Extra custom Ray resources to request per worker, e.g. {"my_env_slot": 1}
     # (backend="ray" only).

@@ -15,6 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from corral.agents.config import copy_config, deep_update
 from corral.env.base_env import BaseEnv
@@ -285,7 +286,11 @@ class RolloutWorker:
             # Tells the policy's exploration which worker it acts in (e.g.
             # PerWorkerEpsilonGreedy's per-worker epsilon; 0 = the driver's worker).
             policy_config["worker_index"] = self.worker_index
-            policies[pid] = spec.policy_class(obs_space, act_space, policy_config)
+            policy = spec.policy_class(obs_space, act_space, policy_config)
+            device = rollout_device(policy_config, self.worker_index)
+            if device is not None:
+                place_policy(policy, device, pid)
+            policies[pid] = policy
         return policies
 
     def _config_space(self, key: str, env_space: gym.Space) -> gym.Space:
@@ -648,6 +653,51 @@ class RolloutWorker:
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"
+
+
+def rollout_device(config: dict, worker_index: int) -> str | None:
+    """Where a rollout worker's policies act (`num_gpus_per_worker`).
+
+    None (the CPU, where policies are built) for the driver's worker (index 0, whose
+    policies the learner trains: `num_gpus` is its key) and without
+    `num_gpus_per_worker`; "cuda" for a remote worker with `num_gpus_per_worker > 0`
+    (the GPU Ray assigned it with backend="ray", the current CUDA device otherwise);
+    "cpu" with `_fake_gpus`: the same device code path (`TorchPolicy.to_device`) on the
+    CPU.
+
+    Raises:
+        ValueError: `num_gpus_per_worker > 0`, no `_fake_gpus`, and torch sees no CUDA.
+    """
+    gpus = config.get("num_gpus_per_worker", 0) or 0
+    if worker_index == 0 or gpus <= 0:
+        return None
+    if config.get("_fake_gpus"):
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"num_gpus_per_worker={gpus}, but torch sees no CUDA GPU in rollout worker "
+            f"{worker_index} (torch {torch.__version__}, CUDA build: "
+            f"{torch.version.cuda is not None}). Set num_gpus_per_worker=0, or "
+            "`_fake_gpus: True` to run the GPU code path on the CPU."
+        )
+    return "cuda"
+
+
+def place_policy(policy: Policy, device: str, policy_id: str) -> None:
+    """Moves a rollout worker's policy to `device` (`TorchPolicy.to_device`).
+
+    A policy without `to_device` (not a `TorchPolicy`) keeps acting where it is, with a
+    warning.
+    """
+    to_device = getattr(policy, "to_device", None)
+    if to_device is None:
+        logger.warning(
+            "num_gpus_per_worker: policy %r (%s) has no to_device(); it acts on the CPU.",
+            policy_id,
+            type(policy).__name__,
+        )
+        return
+    to_device(device)
 
 
 def _default_policy_mapping_fn(agent_id: Any, episode: Any, worker: Any, **kwargs: Any) -> str:

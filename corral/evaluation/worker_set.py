@@ -118,10 +118,15 @@ class WorkerSet:
         )
 
     def _ray_resources(self) -> dict[str, Any]:
-        """Ray actor options of one worker, from the `*_per_worker` keys."""
+        """Ray actor options of one worker, from the `*_per_worker` keys.
+
+        `num_gpus_per_worker` GPUs (fractional allowed: Ray packs several workers on one
+        GPU and sets each actor's CUDA_VISIBLE_DEVICES); none with `_fake_gpus`, whose
+        workers run the GPU code path on their CPU.
+        """
         cfg = self._config
         options: dict[str, Any] = {"num_cpus": cfg.get("num_cpus_per_worker", 1)}
-        if cfg.get("num_gpus_per_worker"):
+        if cfg.get("num_gpus_per_worker") and not cfg.get("_fake_gpus"):
             options["num_gpus"] = cfg["num_gpus_per_worker"]
         if cfg.get("custom_resources_per_worker"):
             options["resources"] = dict(cfg["custom_resources_per_worker"])

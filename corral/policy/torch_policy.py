@@ -9,6 +9,7 @@ numpy arrays. Learning goes through `loss`, which algorithms implement and a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,8 +45,11 @@ class TorchPolicy(Policy):
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
         self.preprocessor = preprocessor_for_space(observation_space)
-        # RLlib's `policy.device` (corral's policies act and learn on the CPU).
+        # RLlib's `policy.device`: the CPU, unless `to_device` moved the policy (a rollout
+        # worker with `num_gpus_per_worker`); learners train copies on their own device.
         self.device = torch.device("cpu")
+        # True once `to_device` ran: acting moves inputs there and results back.
+        self._device_inference = False
         self.dist_class, num_outputs = ModelCatalog.get_action_dist(
             action_space, config["model"], framework="torch"
         )
@@ -133,6 +137,44 @@ class TorchPolicy(Policy):
             self._low = space.low.astype(np.float32)
             self._high = space.high.astype(np.float32)
 
+    def to_device(self, device: str | torch.device) -> None:
+        """Moves every torch module of the policy (model, target networks) to `device`
+        and acts there from now on: observations go to the device once per call, actions
+        and fetches come back as numpy arrays, tensors the exploration creates are made
+        on the device, and `set_weights` copies synced weights onto it.
+
+        `num_gpus_per_worker` calls this in rollout workers ("cuda"; "cpu" with
+        `_fake_gpus`, the same code path on the CPU).
+
+        Raises:
+            NotImplementedError: the policy acts through its own
+                `compute_actions_from_obs` (SAC, DDPG, TD3), which runs on the CPU only.
+        """
+        own = type(self).compute_actions_from_obs
+        if own is not TorchPolicy.compute_actions_from_obs:
+            raise NotImplementedError(
+                f"num_gpus_per_worker: {type(self).__name__} acts through its own "
+                f"compute_actions_from_obs ({own.__qualname__}), which runs on the CPU; "
+                "rollout-worker GPUs are built for policies acting through "
+                "TorchPolicy's (PPO, APPO, IMPALA, PG, A2C/A3C, DQN, MARWIL/BC). Set "
+                "num_gpus_per_worker=0."
+            )
+        self.device = torch.device(device)
+        for module in vars(self).values():
+            if isinstance(module, torch.nn.Module):
+                module.to(self.device)
+        self._device_inference = True
+
+    def _device_scope(self) -> contextlib.AbstractContextManager[Any]:
+        """Tensors made without a device (exploration noise, view columns) land on the
+        policy's device while it acts there (`to_device`); a no-op otherwise."""
+        return self.device if self._device_inference else contextlib.nullcontext()
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        """A numpy input as a tensor on the policy's device (no copy on the CPU)."""
+        tensor = torch.from_numpy(array)
+        return tensor.to(self.device, non_blocking=True) if self._device_inference else tensor
+
     # -- acting -------------------------------------------------------------
 
     def compute_actions_from_obs(
@@ -158,13 +200,13 @@ class TorchPolicy(Policy):
         state_out: list[torch.Tensor] = []
         if self._before_compute is not None:
             self._before_compute(timestep=self.global_timestep, explore=explore)
-        with torch.inference_mode():
-            obs_t = torch.from_numpy(obs)
+        with torch.inference_mode(), self._device_scope():
+            obs_t = self._tensor(obs)
             if state is not None and self._initial_state:
                 step = self._fast_rnn_step or self._rnn_step_through_forward
                 dist_inputs, values, state_out = step(
                     obs_t,
-                    [torch.from_numpy(np.asarray(s)) for s in state],
+                    [self._tensor(np.asarray(s)) for s in state],
                     prev_actions,
                     prev_rewards,
                 )
@@ -180,15 +222,15 @@ class TorchPolicy(Policy):
                 logp = dist.sampled_action_logp()
             else:
                 actions = dist.deterministic_sample()
-                logp = torch.zeros(len(obs_t))
+                logp = torch.zeros(len(obs_t), device=obs_t.device)
         extra = {
-            SampleBatch.ACTION_LOGP: logp.numpy(),
-            SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
-            SampleBatch.VF_PREDS: values.numpy(),
+            SampleBatch.ACTION_LOGP: _numpy(logp),
+            SampleBatch.ACTION_DIST_INPUTS: _numpy(dist_inputs),
+            SampleBatch.VF_PREDS: _numpy(values),
         }
         for i, s in enumerate(state_out):
-            extra[f"state_out_{i}"] = s.numpy()
-        return actions.numpy(), extra
+            extra[f"state_out_{i}"] = _numpy(s)
+        return _numpy(actions), extra
 
     def _rnn_step_through_forward(
         self,
@@ -287,9 +329,9 @@ class TorchPolicy(Policy):
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         """Value estimates for a batch of preprocessed observations."""
-        with torch.inference_mode():
-            _, values = self._forward_inference(torch.from_numpy(obs))
-        return values.numpy()
+        with torch.inference_mode(), self._device_scope():
+            _, values = self._forward_inference(self._tensor(obs))
+        return _numpy(values)
 
     def bootstrap_values(self, batch: SampleBatch, rows: np.ndarray) -> np.ndarray:
         """V(new_obs) at `rows` of a sampled batch (where returns are cut).
@@ -302,18 +344,18 @@ class TorchPolicy(Policy):
             views = next_step_inputs(self.view_requirements, batch, rows)
             if not views:
                 return self.value(new_obs)
-            with torch.inference_mode():
-                return self._forward_inference(torch.from_numpy(new_obs), views)[1].numpy()
+            with torch.inference_mode(), self._device_scope():
+                return _numpy(self._forward_inference(self._tensor(new_obs), views)[1])
         state = [batch[f"state_out_{i}"][rows] for i in range(len(self._initial_state))]
-        with torch.inference_mode():
+        with torch.inference_mode(), self._device_scope():
             step = self._fast_rnn_step or self._rnn_step_through_forward
             _, values, _ = step(
-                torch.from_numpy(new_obs),
-                [torch.from_numpy(s) for s in state],
+                self._tensor(new_obs),
+                [self._tensor(s) for s in state],
                 batch[SampleBatch.ACTIONS][rows],
                 batch[SampleBatch.REWARDS][rows],
             )
-        return values.numpy()
+        return _numpy(values)
 
     def forward_train(self, train_batch: TensorDict) -> tuple[torch.Tensor, torch.Tensor]:
         """(dist_inputs, values) for a training minibatch (with gradients).
@@ -440,7 +482,7 @@ class TorchPolicy(Policy):
         if getattr(self, "_learner", None) is None:
             from corral.core.learner import Learner
 
-            self._learner = Learner({_OWN_ID: self}, self.config)
+            self._learner = Learner({_OWN_ID: self}, self.config, device=self.device)
         return self._learner
 
     # -- state --------------------------------------------------------------
@@ -449,7 +491,11 @@ class TorchPolicy(Policy):
         return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        state = {k: torch.as_tensor(_writable(np.asarray(v))) for k, v in weights.items()}
+        """Loads numpy weights into the model, on its device (`to_device`)."""
+        state = {
+            k: torch.as_tensor(_writable(np.asarray(v)), device=self.device)
+            for k, v in weights.items()
+        }
         self.model.load_state_dict(state)
 
     def extra_state(self) -> dict[str, Any]:
@@ -530,6 +576,11 @@ def _fast_forward_of(
         if getattr(cls, name, None) is not getattr(owner, name, None):
             return None
     return fast
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A result tensor as numpy (copied to the CPU first when it is on a device)."""
+    return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
 
 
 def _as_array(value: object) -> np.ndarray | None:
