@@ -223,9 +223,21 @@ class FeedForwardActingMixin:
         state: list[np.ndarray] | None = None,
         prev_actions: np.ndarray | None = None,
         prev_rewards: np.ndarray | None = None,
+        view_inputs: dict[str, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Feed-forward only: `state` and previous actions/rewards are not used; the
-        flattened observations go to `act(obs, explore)` (SAC, DDPG)."""
+        flattened observations go to `act(obs, explore)` (SAC, DDPG).
+
+        Raises:
+            ValueError: `view_inputs` (trajectory-view columns for acting) were given:
+                these policies act on the observations alone.
+        """
+        if view_inputs:
+            raise ValueError(
+                f"{type(self).__name__} acts on observations only; acting-time view "
+                f"columns {sorted(view_inputs)} (ViewRequirement with "
+                "used_for_compute_actions=True) are not supported for it."
+            )
         if explore is None:
             explore = self.config.get("explore", True)  # type: ignore[attr-defined]
         with torch.inference_mode():
