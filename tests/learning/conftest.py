@@ -52,3 +52,14 @@ def learning():
         assert_solved = staticmethod(assert_solved)
 
     return Helpers
+
+
+@pytest.fixture
+def local_ray():
+    """A Ray of the test's own on 2 CPUs (CI's local Ray), shut down afterwards; the
+    test is skipped, saying why, where the `ray` extra is not installed."""
+    ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
+    # address="local": a Ray of its own, even where another run's cluster is up.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -42,12 +42,5 @@ def test_a3c_learns_cartpole(learning):
 
 
 @pytest.mark.learning
-def test_a3c_learns_cartpole_on_ray(learning):
-    ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
-    # address="local": a Ray of its own, even where another run's cluster is up.
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        curve = _run(learning, backend="ray")
-    finally:
-        ray.shutdown()
-    _assert_learned("A3C (ray)", curve)
+def test_a3c_learns_cartpole_on_ray(learning, local_ray):
+    _assert_learned("A3C (ray)", _run(learning, backend="ray"))

@@ -29,12 +29,5 @@ def test_impala_solves_cartpole(learning):
 
 
 @pytest.mark.learning
-def test_impala_solves_cartpole_on_ray(learning):
-    ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
-    # address="local": a Ray of its own, even where another run's cluster is up.
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        curve = _run(learning, backend="ray")
-    finally:
-        ray.shutdown()
-    learning.assert_solved("IMPALA (ray)", curve, THRESHOLD)
+def test_impala_solves_cartpole_on_ray(learning, local_ray):
+    learning.assert_solved("IMPALA (ray)", _run(learning, backend="ray"), THRESHOLD)
