@@ -9,6 +9,14 @@ own shard (``Dataset.split(num_workers)``, worker ``i`` the ``i``-th). Ray (``ra
 is needed; the dataset runs on the Ray cluster the process is connected to (a local one
 is started otherwise). Parquet files written by `ParquetWriter` keep their row shapes
 (``corral.shapes`` metadata); JSON datasets hold one step per line.
+
+``input`` may also be a `ray.data.Dataset` itself (`is_ray_dataset`): it is read the same
+way. The offline algorithms read it in their rollout workers, not through the learners'
+`data_iterators`: each batch goes through the readers' `adapt_batch` (action clipping and
+normalisation) and `postprocess_inputs` (the current policy's `postprocess_trajectory`,
+which MARWIL's advantages and CQL's n-step targets need, over whole episode fragments) and
+into the algorithm's replay buffer (MARWIL/BC mix and resample stored steps; CQL samples its
+buffer), none of which happens to rows streamed straight into a learner.
 """
 
 from __future__ import annotations
@@ -35,6 +43,14 @@ def _ray_data() -> Any:
             "input='dataset' reads Ray Data datasets and needs Ray: pip install 'corral[ray]'."
         ) from err
     return ray.data
+
+
+def is_ray_dataset(value: Any) -> bool:
+    """True for a `ray.data.Dataset` (or `MaterializedDataset`), without importing Ray."""
+    return any(
+        cls.__name__ == "Dataset" and cls.__module__.startswith("ray.data")
+        for cls in type(value).__mro__
+    )
 
 
 def load_dataset(input_config: dict) -> Any:
@@ -66,13 +82,17 @@ class DatasetReader(InputReader):
     """Fixed-size batches of a Ray Data dataset's steps (RLlib 1.13's `DatasetReader`).
 
     Args:
-        ioctx: the worker's IO context (its ``input_config`` names the dataset).
-        ds: the dataset to read; None loads the one ``input_config`` names.
+        ioctx: the worker's IO context (its ``input_config`` names the dataset, unless
+            its ``input`` is a dataset itself).
+        ds: the dataset to read; None reads ``input`` when it is a `ray.data.Dataset`,
+            else loads the one ``input_config`` names.
     """
 
     def __init__(self, ioctx: IOContext | None = None, ds: Any = None) -> None:
         self.ioctx = ioctx or IOContext()
         config, input_config = self.ioctx.config, self.ioctx.input_config
+        if ds is None and is_ray_dataset(config.get("input")):
+            ds = config["input"]
         dataset = ds if ds is not None else load_dataset(input_config)
         num_workers = int(config.get("num_workers") or 0)
         index = self.ioctx.worker_index

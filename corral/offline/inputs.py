@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from corral.offline.dataset_reader import DatasetReader, is_ray_dataset
 from corral.offline.input_reader import InputReader, SamplerInput
 from corral.offline.io_context import IOContext
 from corral.offline.json_reader import JsonReader
@@ -54,6 +55,8 @@ def _is_parquet(source: Any) -> bool:
 
 def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
     """The reader of one input source (anything ``config["input"]`` may be but a dict)."""
+    if is_ray_dataset(source):
+        return DatasetReader(ioctx, ds=source)
     if callable(source):
         return _checked(source(ioctx), source)
     if isinstance(source, dict):
@@ -72,8 +75,6 @@ def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
 
                 return MinariReader(source[len(prefix) :], ioctx)
         if source == "dataset":
-            from corral.offline.dataset_reader import DatasetReader
-
             return DatasetReader(ioctx)
         if source.startswith("d4rl"):
             raise NotImplementedError(
@@ -89,7 +90,8 @@ def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
     raise ValueError(
         f"input={source!r}: expected 'sampler', a folder/glob/file or list of files, a dict "
         "{source: probability}, a callable taking an IOContext, a name registered with "
-        "register_input, 'dataset' (Ray Data), or 'minari://<dataset id>'."
+        "register_input, 'dataset' (Ray Data) or a ray.data.Dataset, or "
+        "'minari://<dataset id>'."
     )
 
 

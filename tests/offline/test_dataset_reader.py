@@ -83,3 +83,64 @@ def test_json_lines_of_steps_and_bad_configs(tmp_path, local_ray):
         load_dataset({"format": "csv", "path": "x"})
     with pytest.raises(ValueError, match="must be callable"):
         load_dataset({"loader_fn": 3})
+
+
+def _cartpole_steps(n: int):
+    """n CartPole-v1 steps of a random policy, as rows of the columns BC reads."""
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    rows, eps_id, t = [], 0, 0
+    for _ in range(n):
+        action = int(env.action_space.sample())
+        new_obs, reward, term, trunc, _ = env.step(action)
+        rows.append(
+            {
+                "obs": obs.astype(np.float32),
+                "actions": action,
+                "rewards": float(reward),
+                "new_obs": new_obs.astype(np.float32),
+                "terminateds": bool(term),
+                "truncateds": bool(trunc),
+                "dones": bool(term or trunc),
+                "eps_id": eps_id,
+                "t": t,
+            }
+        )
+        obs, t = new_obs, t + 1
+        if term or trunc:
+            (obs, _), eps_id, t = env.reset(), eps_id + 1, 0
+    return env, rows
+
+
+@pytest.mark.parametrize("num_learners", [0, 2])
+def test_bc_trains_on_a_ray_dataset_given_as_input(local_ray, num_learners):
+    # With learners too: the workers read the dataset, the learners split its batches.
+    from corral.agents.marwil import BCTrainer
+
+    env, rows = _cartpole_steps(200)
+    dataset = ray.data.from_items(rows)
+    assert isinstance(input_reader_for(dataset, IOContext(config={})), DatasetReader)
+    trainer = BCTrainer(
+        config={
+            "input": dataset,
+            "observation_space": env.observation_space,
+            "action_space": env.action_space,
+            "train_batch_size": 50,
+            "evaluation_interval": None,
+            "num_learners": num_learners,
+            "seed": 0,
+        }
+    )
+    try:
+        before = trainer.get_policy().get_weights()
+        for _ in range(2):
+            result = trainer.train()
+        assert result["info"]["num_env_steps_trained"] >= 100
+        stats = result["info"]["learner"]["default_policy"]["learner_stats"]
+        assert np.isfinite(stats["policy_loss"])
+        after = trainer.get_policy().get_weights()
+        assert any(not np.array_equal(before[k], after[k]) for k in after)
+    finally:
+        trainer.stop()
