@@ -28,7 +28,6 @@ SMALL = {
     "num_sgd_iter": 1,
     "model": {"fcnet_hiddens": [16]},
     "seed": 3,
-    "log_level": "ERROR",
 }
 # The columns PPO's loss reads (what a dataset of its train batches would hold).
 COLUMNS = (
@@ -77,10 +76,11 @@ def _fresh_learner(weights, group=False):
     return trainer, policy, learner
 
 
-def test_update_from_a_data_iterator_equals_one_from_the_same_rows(ppo_batch):
+@pytest.mark.parametrize("group", [False, True], ids=["learner", "local_learner_group"])
+def test_update_from_a_data_iterator_equals_one_from_the_same_rows(ppo_batch, group):
     batch, weights = ppo_batch
     t1, p1, l1 = _fresh_learner(weights)
-    t2, p2, l2 = _fresh_learner(weights, group=True)  # its local learner reads the iterator
+    t2, p2, l2 = _fresh_learner(weights, group=group)
     try:
         r1 = l1.update(batch=batch.copy(), minibatch_size=64, num_epochs=1)
         iterator = _dataset(batch).iterator()

@@ -200,7 +200,9 @@ class Learner:
         minibatches (the whole batch when `minibatch_size` is None or larger
         than the batch), shuffled per epoch when `shuffle_batch_per_epoch`.
         `num_total_minibatches > 0` instead runs exactly that many minibatches,
-        cycling through epochs. Returns `metrics.reduce()`: a nested dict
+        cycling through epochs. `data_iterators` (Ray Data) give `num_iters` batches of
+        `minibatch_size` rows each (see `training_data_of`), so one epoch runs one
+        minibatch per batch. Returns `metrics.reduce()`: a nested dict
         (policy id -> stat name) of `Stats`, which can be reduced again across
         learners; None when `_no_metrics_reduce`.
         """
@@ -209,7 +211,15 @@ class Learner:
         if minibatch_size is not None and minibatch_size < 1:
             raise ValueError(f"minibatch_size must be None or >= 1, got {minibatch_size}.")
         data = training_data_of(
-            batch, batches, batch_refs, episodes, episodes_refs, data_iterators, training_data
+            batch,
+            batches,
+            batch_refs,
+            episodes,
+            episodes_refs,
+            data_iterators,
+            training_data,
+            num_iters=kwargs.get("num_iters"),
+            minibatch_size=minibatch_size,
         )
         for pid, policy_batch in data.policy_batches.items():
             if pid in self.policy_ids and pid in self.policies and policy_batch.count > 0:
