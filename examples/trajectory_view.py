@@ -13,11 +13,9 @@ replays it over whole sequences, as it does an LSTM's state. It also reads
 `ViewRequirement(data_col="actions", shift=-1)` and `("rewards", shift=-1)`
 describe, which corral's samplers fill for every stateful model.
 
-Honest note: corral does not yet honour an arbitrary custom `ViewRequirement`
-on a feed-forward model (e.g. `"obs"` with `shift="-2:0"` in
-`model.view_requirements`); its samplers fill the views of stateful models
-(`state_in_*`, `state_out_*`, `prev_actions`, `prev_rewards`). Keeping the
-window in the state, as here, gives the same inputs and runs today.
+Feed-forward models can also declare such views directly in
+`model.view_requirements` (see `frame_stacking_cartpole.py`); keeping the window
+in the RNN state, as here, is the recurrent alternative.
 
     python examples/trajectory_view.py [--stop-iters 15] [--smoke]
 """
