@@ -154,6 +154,12 @@ def test_two_learners_each_read_their_own_streaming_split(ppo_batch, backend):
             for h in group.remote_learners
         )
         assert all(np.array_equal(a[k], b[k]) for k in a)  # the learners agree
+        # Ray learners read their own part (kept on the learner); local ones get rows.
+        held = [
+            h.apply(lambda worker: len(worker._data_iterators)).result(60)
+            for h in group.remote_learners
+        ]
+        assert held == ([1, 1] if backend == "ray" else [0, 0])
         trained = trainer.get_policy().get_weights()
         assert any(not np.array_equal(trained[k], weights[k]) for k in trained)
         # The next update goes on with the rest of each part (64 of its 128 rows left).

@@ -35,7 +35,7 @@ from corral.core.learner.finite import Optimizers
 from corral.core.learner.learner import Learner
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, Future
 from corral.policy.policy import Policy
-from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 
 if TYPE_CHECKING:
     from corral.agents.callbacks import DefaultCallbacks
@@ -196,6 +196,8 @@ class LearnerWorker:
         self.learner = Learner(
             self.policies, config, callbacks, policy_ids=policy_ids, device=self.device
         )
+        # Ray Data iterators sent by the driver (`set_data_iterator`), by key.
+        self._data_iterators: dict[int, Any] = {}
 
     def _build_policy(self, pid: str, spec: PolicyBuildSpec) -> Policy:
         cls, obs_space, action_space, policy_config = spec
@@ -331,6 +333,22 @@ class LearnerWorker:
         if self.rank == 0:
             new_states = {pid: policy_train_state(self.policies[pid]) for pid in states}
         return metrics, new_states
+
+    def set_data_iterator(self, key: int, iterator: Any) -> None:
+        """Keeps a Ray Data iterator (e.g. this learner's part of a `streaming_split`)
+        for `update_from_iterator`."""
+        self._data_iterators[key] = iterator
+
+    def update_from_iterator(
+        self, states: Mapping[str, Any], key: int, num_iters: int, **kwargs: Any
+    ) -> tuple[dict | None, dict[str, Any] | None]:
+        """`update` on `num_iters` batches of `minibatch_size` rows of the iterator kept
+        under `key` (read here, continuing its pass), as the default policy's rows."""
+        from corral.core.learner.training_data import rows_of_iterator
+
+        rows = rows_of_iterator(self._data_iterators[key], num_iters, kwargs.get("minibatch_size"))
+        shard = MultiAgentBatch({DEFAULT_POLICY_ID: rows}, rows.count)
+        return self.update(states, shard, **kwargs)
 
     def get_learner_state(self) -> bytes:
         """The learner's state (optimisers, generator) as `to_bytes`."""

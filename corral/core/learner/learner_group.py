@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,17 @@ def check_gpus(config: dict) -> None:
         )
 
 
+def _rows_per_learner(minibatch_size: int | None, n: int) -> int:
+    """Rows per batch each of n learners takes from its data iterator."""
+    if minibatch_size is None or minibatch_size < n:
+        raise ValueError(
+            f"LearnerGroup.update with data_iterators needs minibatch_size >= "
+            f"num_learners={n} (each learner takes minibatch_size // {n} rows per "
+            f"batch), got {minibatch_size!r}."
+        )
+    return minibatch_size // n
+
+
 class LearnerFailure(WorkerFailure):
     """A data-parallel learner died or raised; the trainer recovers the learner group
     as it recovers workers (`recreate_failed_workers`, `ignore_worker_failures`)."""
@@ -131,6 +143,11 @@ class LearnerGroup:
         self.local_learner: Learner | None = None
         self._handles: list[WorkerHandle] = []
         self._placement: RayPlacement | None = None
+        # Data iterators the Ray learners hold: iterator -> {rank: key on that learner}.
+        self._iterator_keys: weakref.WeakKeyDictionary[Any, dict[int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._next_iterator_key = 0
         self.metrics = MetricsLogger()
         device = _driver_device(config) if num_learners == 0 else None
         if num_learners == 0 and device is None:
@@ -191,6 +208,7 @@ class LearnerGroup:
 
     def _start(self, n: int) -> None:
         """Starts n learners, forms their process group (gloo, or nccl on GPUs)."""
+        self._iterator_keys = weakref.WeakKeyDictionary()  # new learners hold none
         from corral.core.learner.distributed import LearnerWorker, policy_build_spec
 
         cfg = self.config
@@ -337,8 +355,9 @@ class LearnerGroup:
         `data_iterators` (Ray Data): one iterator per learner (e.g.
         `dataset.streaming_split(n, equal=True)`) gives learner k `num_iters` batches of
         `minibatch_size // n` rows of iterator k; a single iterator gives `num_iters`
-        batches of `minibatch_size` rows, split among the learners as a batch is. The
-        driver reads the iterators (one thread each) and sends each learner its rows.
+        batches of `minibatch_size` rows, split among the learners as a batch is. Ray
+        learners (backend="ray", with `num_iters`) read their own iterators; otherwise the
+        driver reads them (one thread each) and sends each learner its rows.
         """
         if not self._handles:
             iterators = kwargs.pop("data_iterators", None)
@@ -352,11 +371,7 @@ class LearnerGroup:
                     ),
                 ]
             return self._learner.update(batch, **kwargs)
-        from corral.core.learner.distributed import (
-            load_policy_train_state,
-            policy_train_state,
-            shard_batch,
-        )
+        from corral.core.learner.distributed import policy_train_state, shard_batch
 
         minibatch_size = kwargs.pop("minibatch_size", None)
         no_metrics_reduce = kwargs.pop("_no_metrics_reduce", False)
@@ -369,8 +384,13 @@ class LearnerGroup:
                     "LearnerGroup.update: with one data iterator per learner, pass no other "
                     "training data (batch, batches, refs, episodes) in the same update."
                 )
-            shards, per_learner_rows = self._iterator_shards(iterators, num_iters, minibatch_size)
-            per_learner: int | None = per_learner_rows
+            per_learner: int | None = _rows_per_learner(minibatch_size, len(self._handles))
+            if self.config.get("backend", "local") == "ray" and num_iters is not None:
+                # Ray actors read their own iterators (the rows never pass the driver).
+                return self._update_from_own_iterators(
+                    iterators, num_iters, per_learner, no_metrics_reduce, kwargs
+                )
+            shards = self._iterator_shards(iterators, num_iters, minibatch_size)
         else:
             if iterators and len(iterators) != 1:
                 raise ValueError(
@@ -397,9 +417,17 @@ class LearnerGroup:
         )
         states = {pid: policy_train_state(self.policies[pid]) for pid in trained}
         options = {**kwargs, "minibatch_size": per_learner}
-        results = self._wait(
-            [h.call("update", states, shard, **options) for h, shard in zip(self._handles, shards)]
-        )
+        futures = [
+            h.call("update", states, shard, **options) for h, shard in zip(self._handles, shards)
+        ]
+        return self._finish_update(futures, no_metrics_reduce)
+
+    def _finish_update(self, futures: list[WorkerFuture], no_metrics_reduce: bool) -> dict | None:
+        """Waits for the learners' updates, loads learner 0's new states into the driver's
+        policies and merges the learners' metrics."""
+        from corral.core.learner.distributed import load_policy_train_state
+
+        results = self._wait(futures)
         for pid, state in (results[0][1] or {}).items():
             policy = self.policies[pid]
             load_policy_train_state(policy, state, schedules=False)
@@ -408,9 +436,46 @@ class LearnerGroup:
         self.metrics.aggregate([metrics for metrics, _ in results if metrics is not None])
         return None if no_metrics_reduce else self.metrics.reduce()
 
+    def _update_from_own_iterators(
+        self,
+        iterators: Sequence[Any],
+        num_iters: int,
+        per_learner: int | None,
+        no_metrics_reduce: bool,
+        options: dict[str, Any],
+    ) -> dict | None:
+        """Ray learner k reads `num_iters` batches of `per_learner` rows of iterator k
+        itself. Each iterator is sent to its learner once (the first update that names
+        it) and kept there, so later updates continue its pass."""
+        from corral.core.learner.distributed import policy_train_state
+
+        sends, keys = [], []
+        for rank, (handle, iterator) in enumerate(zip(self._handles, iterators)):
+            held = self._iterator_keys.setdefault(iterator, {})
+            if rank not in held:
+                held[rank] = self._next_iterator_key
+                self._next_iterator_key += 1
+                sends.append(handle.call("set_data_iterator", held[rank], iterator))
+            keys.append(held[rank])
+        self._wait(sends)
+        trained = [pid for pid in (DEFAULT_POLICY_ID,) if pid in self._policy_ids]
+        states = {pid: policy_train_state(self.policies[pid]) for pid in trained}
+        futures = [
+            h.call(
+                "update_from_iterator",
+                states,
+                key,
+                num_iters,
+                minibatch_size=per_learner,
+                **options,
+            )
+            for h, key in zip(self._handles, keys)
+        ]
+        return self._finish_update(futures, no_metrics_reduce)
+
     def _iterator_shards(
         self, iterators: Sequence[Any], num_iters: int | None, minibatch_size: int | None
-    ) -> tuple[list[MultiAgentBatch], int]:
+    ) -> list[MultiAgentBatch]:
         """Learner k's shard from data iterator k: `num_iters` batches of
         `minibatch_size // n` rows (the group's minibatch is `minibatch_size` rows).
 
@@ -420,22 +485,14 @@ class LearnerGroup:
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        n = len(self._handles)
-        if minibatch_size is None or minibatch_size < n:
-            raise ValueError(
-                f"LearnerGroup.update with data_iterators needs minibatch_size >= "
-                f"num_learners={n} (each learner takes minibatch_size // {n} rows per "
-                f"batch), got {minibatch_size!r}."
-            )
-        per_learner = minibatch_size // n
-        with ThreadPoolExecutor(n) as pool:
+        per_learner = _rows_per_learner(minibatch_size, len(self._handles))
+        with ThreadPoolExecutor(len(iterators)) as pool:
             parts = list(
                 pool.map(lambda it: rows_of_iterator(it, num_iters, per_learner), iterators)
             )
         length = min(p.count for p in parts)
         length -= length % per_learner
-        shards = [MultiAgentBatch({DEFAULT_POLICY_ID: p.slice(0, length)}, length) for p in parts]
-        return shards, per_learner
+        return [MultiAgentBatch({DEFAULT_POLICY_ID: p.slice(0, length)}, length) for p in parts]
 
     def add_policy(self, policy_id: str, policy: Policy) -> None:
         """Every learner starts training `policy` (with a fresh optimiser)."""
