@@ -43,9 +43,15 @@ class InferenceModule(torch.nn.Module):
         return out, self.model.value_function()
 
 
-def example_obs(obs_shape: tuple[int, ...]) -> torch.Tensor:
-    """A batch of two observations: batch size 1 would let exporters fix the batch dim."""
-    return torch.zeros((2, *obs_shape), dtype=torch.float32)
+def example_obs(obs_shape: tuple[int, ...], model: torch.nn.Module | None = None) -> torch.Tensor:
+    """A batch of two observations: batch size 1 would let exporters fix the batch dim.
+
+    On the device of `model`'s parameters (a rollout worker's policy may act on a GPU,
+    `num_gpus_per_worker`), the CPU without any.
+    """
+    param = next(iter(model.parameters()), None) if model is not None else None
+    device = param.device if param is not None else torch.device("cpu")
+    return torch.zeros((2, *obs_shape), dtype=torch.float32, device=device)
 
 
 def export_torchscript(model: TorchModelV2, obs_shape: tuple[int, ...], export_dir: str) -> str:
@@ -57,7 +63,7 @@ def export_torchscript(model: TorchModelV2, obs_shape: tuple[int, ...], export_d
         # TorchScript is the documented export format; torch flags it as
         # deprecated in favour of torch.export, which libtorch cannot load.
         warnings.filterwarnings("ignore", message=".*torch.jit.*deprecated", category=Warning)
-        traced = torch.jit.trace(module, example_obs(obs_shape))
+        traced = torch.jit.trace(module, example_obs(obs_shape, model))
     path = os.path.join(export_dir, "model.pt")
     traced.save(path)
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
@@ -88,7 +94,7 @@ def export_onnx(
         warnings.filterwarnings("ignore", category=FutureWarning)
         torch.onnx.export(
             InferenceModule(model).eval(),
-            (example_obs(obs_shape),),
+            (example_obs(obs_shape, model),),
             path,
             opset_version=int(opset),
             input_names=["obs"],

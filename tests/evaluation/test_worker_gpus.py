@@ -70,6 +70,19 @@ def test_rollout_device_of_each_worker():
         assert rollout_device({**CONFIG, "_fake_gpus": False}, 1) == "cuda"
 
 
+def test_a_policy_on_its_device_exports(tmp_path):
+    trainer = PPOTrainer(config={**CONFIG, "num_workers": 0}, env="CartPole-v1")
+    try:
+        policy = trainer.get_policy()
+        policy.to_device("cpu")
+        policy.export_model(str(tmp_path))
+        loaded = torch.jit.load(str(tmp_path / "model.pt"))
+        out, value = loaded(torch.zeros(3, 4))
+        assert out.shape == (3, 2) and value.shape == (3,)
+    finally:
+        trainer.stop()
+
+
 def test_to_device_acts_there_and_loads_weights_there():
     trainer = PPOTrainer(config={**CONFIG, "num_workers": 0}, env="CartPole-v1")
     try:
