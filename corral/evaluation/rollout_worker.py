@@ -541,7 +541,12 @@ class RolloutWorker:
         return None
 
     def on_policy_restored(self, policy_id: str, state: Any) -> None:
-        self.policy_map[policy_id].on_global_var_update(self.global_vars)
+        policy = self.policy_map[policy_id]
+        # A policy reloaded from disk is rebuilt on the CPU: back onto the worker's device.
+        device = rollout_device(policy.config, self.worker_index)
+        if device is not None:
+            place_policy(policy, device, policy_id)
+        policy.on_global_var_update(self.global_vars)
 
     def get_global_vars(self) -> dict:
         return dict(self.global_vars)

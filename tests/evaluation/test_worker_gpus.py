@@ -62,6 +62,30 @@ def test_ppo_trains_with_fake_gpu_workers_on_local_processes():
         trainer.stop()
 
 
+def test_a_spilled_policy_comes_back_onto_the_device(tmp_path):
+    config = {
+        **CONFIG,
+        "num_workers": 1,
+        "multiagent": {
+            "policies": {"default_policy", "b"},
+            "policy_mapping_fn": lambda agent_id, *args, **kwargs: "default_policy",
+            "policy_map_capacity": 1,
+            "policy_map_cache": str(tmp_path),
+        },
+    }
+    trainer = PPOTrainer(config=config, env="CartPole-v1")
+    try:
+
+        def reload_both(worker):
+            # Each lookup spills the other policy (capacity 1) and reloads this one.
+            return [worker.policy_map[pid]._device_inference for pid in ("b", "default_policy", "b")]
+
+        moved = trainer.workers.remote_workers()[0].apply(reload_both).result(timeout=60)
+        assert moved == [True, True, True]
+    finally:
+        trainer.stop()
+
+
 def test_rollout_device_of_each_worker():
     assert rollout_device(CONFIG, 0) is None  # the driver's worker: `num_gpus` decides
     assert rollout_device(CONFIG, 1) == "cpu"
