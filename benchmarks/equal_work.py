@@ -49,8 +49,9 @@ imports torch and gymnasium first (untimed, the same for all), then times
 `setup_s` (importing the library and building the trainer / model / nets and
 optimisers: torch's first optimiser construction imports its compiler stack,
 1-2 s here, on every side) and `train_s` (the training loop). Ratios are
-corral / reference for `train_s` (the engine cost the targets are about) and
-for `train_s + setup_s`.
+corral / reference for `train_s` (the engine cost the targets are about), for
+`train_s + setup_s`, and for `train_cpu_s` (the training loop's CPU time: the
+figure a loaded machine inflates least).
 
 `--torch-compile [BACKEND]` runs corral with `torch_compile_learner` (dynamo backend
 BACKEND, default inductor); its compile time is in `train_s` (corral builds its
@@ -342,15 +343,17 @@ def run_corral(row: str, steps: int, fragment: int) -> dict[str, Any]:
 
     trainer = get_trainer_class(name)(config=config, env=env_id)
     setup_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result: dict[str, Any] = {}
     while int(result.get("timesteps_total", 0)) < steps:
         result = trainer.train()
     train_s = time.perf_counter() - t0
+    train_cpu_s = time.process_time() - c0
     trainer.stop()
     return {
         "setup_s": setup_s,
         "train_s": train_s,
+        "train_cpu_s": train_cpu_s,
         "env_steps": int(result["timesteps_total"]),
         "iterations": int(result["training_iteration"]),
     }
@@ -458,12 +461,14 @@ def run_sb3(row: str, steps: int, fragment: int) -> dict[str, Any]:
     else:
         raise ValueError(f"unknown row {row!r}")
     setup_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps)
     train_s = time.perf_counter() - t0
+    train_cpu_s = time.process_time() - c0
     return {
         "setup_s": setup_s,
         "train_s": train_s,
+        "train_cpu_s": train_cpu_s,
         "env_steps": int(model.num_timesteps),
         "gradient_steps": int(getattr(model, "_n_updates", 0)),
         "sb3_version": sb3.__version__,
@@ -597,7 +602,7 @@ def hand_on_policy(row: str, steps: int) -> dict[str, Any]:
     params = [*pi.parameters(), *vf.parameters()]
     optimizer = _adam(params, s["lr"], s.get("adam_eps", 1e-8))
     setup_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     done_steps = updates = 0
     batch_steps = s["n_envs"] * s["n_steps"]
     while done_steps < steps:
@@ -644,9 +649,11 @@ def hand_on_policy(row: str, steps: int) -> dict[str, Any]:
                 _step_zero_grad(optimizer, loss, params, s["grad_clip"])
                 updates += 1
     train_s = time.perf_counter() - t0
+    train_cpu_s = time.process_time() - c0
     return {
         "setup_s": setup_s,
         "train_s": train_s,
+        "train_cpu_s": train_cpu_s,
         "env_steps": done_steps,
         "gradient_steps": updates,
     }
@@ -677,7 +684,7 @@ def hand_dqn(row: str, steps: int, fragment: int) -> dict[str, Any]:
     max_priority = 1.0
     rows = torch.arange(s["batch"])
     setup_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     updates = 0
     pending = 0
     for t in range(steps):
@@ -724,7 +731,14 @@ def hand_dqn(row: str, steps: int, fragment: int) -> dict[str, Any]:
         if (t + 1) % s["target_update"] == 0:
             q_target.load_state_dict(q.state_dict())
     train_s = time.perf_counter() - t0
-    return {"setup_s": setup_s, "train_s": train_s, "env_steps": steps, "gradient_steps": updates}
+    train_cpu_s = time.process_time() - c0
+    return {
+        "setup_s": setup_s,
+        "train_s": train_s,
+        "train_cpu_s": train_cpu_s,
+        "env_steps": steps,
+        "gradient_steps": updates,
+    }
 
 
 class _SquashedGaussianActor:
@@ -826,7 +840,7 @@ def hand_continuous(row: str, steps: int, fragment: int) -> dict[str, Any]:
                 torch._foreach_lerp_(actor_target_params, actor_params, s["tau"])
 
     setup_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     updates = pending = 0
     for t in range(steps):
         if t < s["learning_starts"]:
@@ -858,7 +872,14 @@ def hand_continuous(row: str, steps: int, fragment: int) -> dict[str, Any]:
                 td3_update(*batch, updates)
         pending = 0
     train_s = time.perf_counter() - t0
-    return {"setup_s": setup_s, "train_s": train_s, "env_steps": steps, "gradient_steps": updates}
+    train_cpu_s = time.process_time() - c0
+    return {
+        "setup_s": setup_s,
+        "train_s": train_s,
+        "train_cpu_s": train_cpu_s,
+        "env_steps": steps,
+        "gradient_steps": updates,
+    }
 
 
 def run_hand(row: str, steps: int, fragment: int) -> dict[str, Any]:
@@ -902,6 +923,9 @@ def summarize(row: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]
             "median_train_s": median(r["train_s"] for r in impl_runs),
             "median_setup_s": median(r["setup_s"] for r in impl_runs),
             "median_total_s": median(r["train_s"] + r["setup_s"] for r in impl_runs),
+            # CPU time of the training loop (the child's, all threads): what the
+            # machine's other load inflates least.
+            "median_train_cpu_s": median(r["train_cpu_s"] for r in impl_runs),
         }
     for ref in ("sb3", "hand"):
         if "corral" in out and ref in out:
@@ -909,10 +933,14 @@ def summarize(row: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]
             out[f"ratio_corral_{ref}"] = {
                 "train_s": ratio(c["median_train_s"], r["median_train_s"]),
                 "total_s": ratio(c["median_total_s"], r["median_total_s"]),
+                "train_cpu_s": ratio(c["median_train_cpu_s"], r["median_train_cpu_s"]),
             }
     if "sb3" in out and "hand" in out:
         out["ratio_sb3_hand"] = {
-            "train_s": ratio(out["sb3"]["median_train_s"], out["hand"]["median_train_s"])
+            "train_s": ratio(out["sb3"]["median_train_s"], out["hand"]["median_train_s"]),
+            "train_cpu_s": ratio(
+                out["sb3"]["median_train_cpu_s"], out["hand"]["median_train_cpu_s"]
+            ),
         }
     out["target_corral_sb3"] = TARGETS[row]
     out["target_corral_hand"] = 1.15
@@ -1001,6 +1029,10 @@ def main() -> None:
                     "train_s": ratio(
                         summary["dqn_prioritized"][impl]["median_train_s"],
                         summary["dqn"][impl]["median_train_s"],
+                    ),
+                    "train_cpu_s": ratio(
+                        summary["dqn_prioritized"][impl]["median_train_cpu_s"],
+                        summary["dqn"][impl]["median_train_cpu_s"],
                     ),
                     "target": 1.25,
                 }
