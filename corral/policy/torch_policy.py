@@ -223,14 +223,19 @@ class TorchPolicy(Policy):
             else:
                 actions = dist.deterministic_sample()
                 logp = torch.zeros(len(obs_t), device=obs_t.device)
+        if self._device_inference:  # results back from the device, once each
+            logp, dist_inputs, values, actions = (
+                t.cpu() for t in (logp, dist_inputs, values, actions)
+            )
+            state_out = [s.cpu() for s in state_out]
         extra = {
-            SampleBatch.ACTION_LOGP: _numpy(logp),
-            SampleBatch.ACTION_DIST_INPUTS: _numpy(dist_inputs),
-            SampleBatch.VF_PREDS: _numpy(values),
+            SampleBatch.ACTION_LOGP: logp.numpy(),
+            SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
+            SampleBatch.VF_PREDS: values.numpy(),
         }
         for i, s in enumerate(state_out):
-            extra[f"state_out_{i}"] = _numpy(s)
-        return _numpy(actions), extra
+            extra[f"state_out_{i}"] = s.numpy()
+        return actions.numpy(), extra
 
     def _rnn_step_through_forward(
         self,
