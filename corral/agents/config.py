@@ -93,8 +93,10 @@ COMMON_CONFIG: TrainerConfigDict = {
     # already). The first update of each new shape compiles (several seconds);
     # batch sizes that change compile once more with a dynamic batch dimension.
     # If compiling fails, a warning says why and that policy runs eagerly. Off
-    # by default: on a CPU, for the small MLPs of the equal-work benchmarks, it
-    # does not win back its compile time (see benchmarks/README.md).
+    # by default: on a 2-core CPU, PPO's 64x64 update ran 1.4-1.6x faster per
+    # minibatch once compiled, but compiling took ~35 s (paid back after ~30,000
+    # minibatches), and DQN's 256x256 step on 64 rows gained nothing
+    # (benchmarks/README.md, `learner_update.py --torch-compile`).
     "torch_compile_learner": False,
     # The `torch.compile` backend: "inductor" (generated C++/OpenMP kernels; needs a
     # C++ compiler), "aot_eager" (no code generation: for checking), or any
