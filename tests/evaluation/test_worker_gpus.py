@@ -78,7 +78,9 @@ def test_a_spilled_policy_comes_back_onto_the_device(tmp_path):
 
         def reload_both(worker):
             # Each lookup spills the other policy (capacity 1) and reloads this one.
-            return [worker.policy_map[pid]._device_inference for pid in ("b", "default_policy", "b")]
+            return [
+                worker.policy_map[pid]._device_inference for pid in ("b", "default_policy", "b")
+            ]
 
         moved = trainer.workers.remote_workers()[0].apply(reload_both).result(timeout=60)
         assert moved == [True, True, True]
