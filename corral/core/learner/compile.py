@@ -11,7 +11,10 @@ gradient clipping and the optimiser step stay eager.
 Compiled code is kept per policy object and method across updates. dynamo compiles
 each new input shape once; when a shape changes (a last minibatch or an update of
 another size) it recompiles once with that dimension dynamic (`torch.compile`'s
-`dynamic=None`), so the number of compilations stays small.
+`dynamic=None`), so the number of compilations stays small. dynamo keeps its
+compiled variants per code object (`torch._dynamo.config.recompile_limit`, 8 by
+default): many policies of one class in one process (a large multi-agent league)
+each need a variant, and those past the limit run eagerly (torch warns).
 """
 
 from __future__ import annotations
