@@ -94,7 +94,7 @@ def _spans_its_dtype(space: gym.spaces.Box) -> bool:
     dtype = np.dtype(space.dtype)
     if dtype.kind not in "ui":
         return False
-    info = np.iinfo(dtype)
+    info = np.iinfo(dtype)  # type: ignore[type-var]  # an integer dtype, checked above
     return bool(np.all(space.low <= info.min) and np.all(space.high >= info.max))
 
 
