@@ -31,6 +31,7 @@ from corral.evaluation.sampler_base import (
     clip_rewards_in_place,
     nonfinite_reward_error,
     postprocess_trajectory,
+    sampler_columns,
 )
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.policy.view_requirement import (
@@ -650,23 +651,8 @@ def _policy_actions(
 
 def _native_columns(policy: Any) -> set[str]:
     """The columns the multi-agent sampler writes itself for `policy`'s agents."""
-    native = {
-        SampleBatch.OBS,
-        SampleBatch.NEXT_OBS,
-        SampleBatch.ACTIONS,
-        SampleBatch.REWARDS,
-        SampleBatch.TERMINATEDS,
-        SampleBatch.TRUNCATEDS,
-        SampleBatch.DONES,
-        SampleBatch.EPS_ID,
-        SampleBatch.T,
-        SampleBatch.ENV_ID,
-        SampleBatch.AGENT_INDEX,
-    }
     initial_state = getattr(policy, "get_initial_state", None)
-    if initial_state is not None and initial_state():
-        native |= {SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS}
-    return native
+    return sampler_columns(bool(initial_state is not None and initial_state()))
 
 
 def _specs(policy: Any) -> dict[str, tuple[tuple, Any]]:

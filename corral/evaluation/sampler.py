@@ -34,6 +34,7 @@ from corral.evaluation.sampler_base import (
     postprocess_trajectory,
     restart_enabled,
     reward_clip_bounds,
+    sampler_columns,
 )
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.policy import declared_for
@@ -164,21 +165,7 @@ class SingleAgentSampler(SamplerBase):
 
     def _plan_views(self) -> ViewPlan | None:
         """The policy's extra view columns (see `corral.policy.view_requirement`)."""
-        native = {
-            SampleBatch.OBS,
-            SampleBatch.NEXT_OBS,
-            SampleBatch.ACTIONS,
-            SampleBatch.REWARDS,
-            SampleBatch.TERMINATEDS,
-            SampleBatch.TRUNCATEDS,
-            SampleBatch.DONES,
-            SampleBatch.EPS_ID,
-            SampleBatch.T,
-            SampleBatch.ENV_ID,
-            SampleBatch.AGENT_INDEX,
-        }
-        if self.recurrent:
-            native |= {SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS}
+        native = sampler_columns(self.recurrent)
         specs = {
             SampleBatch.OBS: (self.obs_shape, self.obs_dtype),
             SampleBatch.NEXT_OBS: (self.obs_shape, self.obs_dtype),

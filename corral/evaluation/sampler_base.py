@@ -31,6 +31,33 @@ from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
 from corral.utils.exploration.exploration import overrides
 
+# The columns both samplers write themselves (plus the previous action and reward for
+# stateful policies): a trajectory view of any other column, or with a shift, is built
+# from these by `corral.policy.view_requirement`.
+_SAMPLER_COLUMNS = frozenset(
+    {
+        SampleBatch.OBS,
+        SampleBatch.NEXT_OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        SampleBatch.TERMINATEDS,
+        SampleBatch.TRUNCATEDS,
+        SampleBatch.DONES,
+        SampleBatch.EPS_ID,
+        SampleBatch.T,
+        SampleBatch.ENV_ID,
+        SampleBatch.AGENT_INDEX,
+    }
+)
+
+
+def sampler_columns(recurrent: bool) -> set[str]:
+    """The columns a sampler writes itself for a (`recurrent` or feed-forward) policy."""
+    if recurrent:
+        return set(_SAMPLER_COLUMNS) | {SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS}
+    return set(_SAMPLER_COLUMNS)
+
+
 logger = logging.getLogger(__name__)
 
 # How many rebuilt copies of a sub-env may raise in a row (in reset()) before
