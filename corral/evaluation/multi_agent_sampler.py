@@ -28,6 +28,8 @@ from corral.evaluation.episode import Episode
 from corral.evaluation.obs_check import ObservationCheck
 from corral.evaluation.sampler_base import (
     SamplerBase,
+    actions_with_views,
+    as_fetches,
     clip_rewards_in_place,
     nonfinite_reward_error,
     postprocess_trajectory,
@@ -614,39 +616,23 @@ def _policy_actions(
     observations; `state` etc. for stateful policies; `view_inputs`: extra view
     columns (passed as `view_inputs` when `takes_views`, else in an input dict)."""
     if view_inputs is not None:
-        if takes_views:
-            return policy.compute_actions_from_obs(
-                obs, explore, state, prev_actions, prev_rewards, view_inputs=view_inputs
-            )
-        input_dict: dict[str, Any] = {SampleBatch.OBS: obs, **view_inputs}
-        for j, s in enumerate(state or []):
-            input_dict[f"state_in_{j}"] = s
-        if state is not None:
-            input_dict[SampleBatch.PREV_ACTIONS] = prev_actions
-            input_dict[SampleBatch.PREV_REWARDS] = prev_rewards
-        actions, state_out, extra = policy.compute_actions_from_input_dict(
-            input_dict, explore=explore
+        return actions_with_views(
+            policy, obs, explore, view_inputs, takes_views, state, prev_actions, prev_rewards
         )
-        extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
-        for j, s in enumerate(state_out or []):
-            extra[f"state_out_{j}"] = np.asarray(s)
-        return np.asarray(actions), extra
     fast = getattr(policy, "compute_actions_from_obs", None)
     if fast is not None:
         if state is None:
             return fast(obs, explore)
         return fast(obs, explore, state, prev_actions, prev_rewards)
-    actions, state_out, extra = policy.compute_actions(
-        obs,
-        state_batches=state,
-        prev_action_batch=prev_actions,
-        prev_reward_batch=prev_rewards,
-        explore=explore,
+    return as_fetches(
+        *policy.compute_actions(
+            obs,
+            state_batches=state,
+            prev_action_batch=prev_actions,
+            prev_reward_batch=prev_rewards,
+            explore=explore,
+        )
     )
-    extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
-    for j, s in enumerate(state_out or []):
-        extra[f"state_out_{j}"] = np.asarray(s)
-    return np.asarray(actions), extra
 
 
 def _native_columns(policy: Any) -> set[str]:

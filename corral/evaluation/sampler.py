@@ -29,6 +29,7 @@ from corral.evaluation.sampler_base import (
     MAX_SUB_ENV_RESTARTS_IN_A_ROW,
     SamplerBase,
     SubEnvRestarts,
+    actions_with_views,
     clip_rewards_in_place,
     nonfinite_reward_error,
     postprocess_trajectory,
@@ -433,25 +434,10 @@ class SingleAgentSampler(SamplerBase):
         windows.push(SampleBatch.OBS, self.obs)
         self._step_views = windows.step_views(self.ep_len)
         inputs = windows.acting_inputs(self._step_views)
-        policy = self.policy
         recurrent = (self.states, self.prev_actions, self.prev_rewards) if self.recurrent else ()
-        if self._view_compute:
-            return policy.compute_actions_from_obs(
-                self.obs, explore, *recurrent, view_inputs=inputs
-            )
-        input_dict: dict[str, Any] = {SampleBatch.OBS: self.obs, **inputs}
-        if self.recurrent:
-            for j, state in enumerate(self.states):
-                input_dict[f"state_in_{j}"] = state
-            input_dict[SampleBatch.PREV_ACTIONS] = self.prev_actions
-            input_dict[SampleBatch.PREV_REWARDS] = self.prev_rewards
-        actions, state_out, extra = policy.compute_actions_from_input_dict(
-            input_dict, explore=explore
+        return actions_with_views(
+            self.policy, self.obs, explore, inputs, self._view_compute, *recurrent
         )
-        extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
-        for j, state in enumerate(state_out or []):
-            extra[f"state_out_{j}"] = np.asarray(state)
-        return np.asarray(actions), extra
 
     def _record_step_views(self, buf: dict[str, np.ndarray], t: int) -> None:
         """Row `t` of the view columns kept for training: the past offsets just read."""

@@ -190,6 +190,41 @@ def nonfinite_reward_error(
     )
 
 
+def as_fetches(actions: Any, state_out: Any, extra: Any) -> tuple[np.ndarray, dict]:
+    """`compute_actions`-style results as the samplers keep them: actions as an array,
+    the extra fetches as arrays with the RNN states out as `state_out_<i>`."""
+    fetches = {k: np.asarray(v) for k, v in (extra or {}).items()}
+    for j, s in enumerate(state_out or []):
+        fetches[f"state_out_{j}"] = np.asarray(s)
+    return np.asarray(actions), fetches
+
+
+def actions_with_views(
+    policy: Any,
+    obs: np.ndarray,
+    explore: bool,
+    view_inputs: dict[str, np.ndarray],
+    takes_views: bool,
+    state: list[np.ndarray] | None = None,
+    prev_actions: np.ndarray | None = None,
+    prev_rewards: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict]:
+    """One step's actions and fetches with trajectory-view columns for the model:
+    passed as `view_inputs` to a policy whose `compute_actions_from_obs` takes them
+    (`takes_views`), else in the input dict of `compute_actions_from_input_dict`
+    (with the RNN state and previous action/reward of a stateful policy)."""
+    if takes_views:
+        recurrent = () if state is None else (state, prev_actions, prev_rewards)
+        return policy.compute_actions_from_obs(obs, explore, *recurrent, view_inputs=view_inputs)
+    input_dict: dict[str, Any] = {SampleBatch.OBS: obs, **view_inputs}
+    if state is not None:
+        for j, s in enumerate(state):
+            input_dict[f"state_in_{j}"] = s
+        input_dict[SampleBatch.PREV_ACTIONS] = prev_actions
+        input_dict[SampleBatch.PREV_REWARDS] = prev_rewards
+    return as_fetches(*policy.compute_actions_from_input_dict(input_dict, explore=explore))
+
+
 def postprocess_trajectory(
     sampler: Any,
     policy_id: str,
