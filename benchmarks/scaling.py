@@ -60,7 +60,7 @@ def _sampling(backend: str, num_workers: int, rounds: int) -> dict:
         trainer.stop()
 
 
-def _learning(backend: str, num_learners: int, batch, rounds: int) -> dict:
+def _learning(backend: str, num_learners: int, batch, rounds: int, minibatch: int) -> dict:
     from corral.agents.ppo import PPOTrainer
 
     trainer = PPOTrainer(
@@ -75,11 +75,11 @@ def _learning(backend: str, num_learners: int, batch, rounds: int) -> dict:
     )
     try:
         group = trainer.learner_group
-        group.update(batch=batch.copy(), minibatch_size=256, num_epochs=1)  # warm-up
+        group.update(batch=batch.copy(), minibatch_size=minibatch, num_epochs=1)  # warm-up
         rates = []
         for _ in range(rounds):
             start = time.perf_counter()
-            group.update(batch=batch.copy(), minibatch_size=256, num_epochs=5)
+            group.update(batch=batch.copy(), minibatch_size=minibatch, num_epochs=5)
             rates.append(5 * batch.env_steps() / (time.perf_counter() - start))
         return {"learner_samples_per_s": median(rates)}
     finally:
@@ -122,6 +122,60 @@ def _bare_actors_start(n: int) -> float:
     return elapsed
 
 
+def _allreduce_rank(rank: int, port: int, numel: int, calls: int, out) -> None:
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    grads = torch.randn(numel)
+    for _ in range(20):
+        dist.all_reduce(grads)
+    dist.barrier()
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        dist.all_reduce(grads)
+    if rank == 0:
+        out.put(((time.perf_counter() - start) / calls, (time.process_time() - cpu) / calls))
+    dist.destroy_process_group()
+
+
+def _allreduce_floor(numel: int, calls: int = 300) -> dict:
+    """Wall and CPU seconds of one gloo all-reduce of `numel` floats between 2 local
+    processes that do nothing else: the floor under each minibatch of 2 learners."""
+    import multiprocessing as mp
+    import socket
+
+    with socket.socket() as sock:  # a free port for the rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_allreduce_rank, args=(r, port, numel, calls, out)) for r in (0, 1)]
+    for proc in procs:
+        proc.start()
+    wall, cpu = out.get(timeout=120)
+    for proc in procs:
+        proc.join()
+    return {"floats": numel, "wall_ms": 1000 * wall, "cpu_ms": 1000 * cpu}
+
+
+def _ppo_params() -> int:
+    """Trainable floats in the learning rows' PPO policy (the all-reduced gradient)."""
+    from corral.agents.ppo import PPOTrainer
+
+    trainer = PPOTrainer(
+        config={"num_workers": 0, "model": {"fcnet_hiddens": [256, 256]}}, env=CARTPOLE
+    )
+    policy = trainer.get_policy()
+    numel = sum(p.numel() for p in policy.model.parameters() if p.requires_grad)
+    trainer.stop()
+    return numel
+
+
 def _train_batch(rows: int):
     from corral.agents.ppo import PPOTrainer
     from corral.agents.ppo.ppo import standardize
@@ -144,12 +198,23 @@ def main() -> None:
     parser.add_argument("--max-learners", type=int, default=2)
     parser.add_argument("--batch", type=int, default=4000, help="train batch rows")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--minibatch",
+        type=int,
+        nargs="+",
+        default=[256],
+        help="learner minibatch sizes (rows over all learners) to measure",
+    )
     args = parser.parse_args()
     emit({"bench": "scaling", "machine": machine_info()})
     backends = ["local"]
     if not args.no_ray and importlib.util.find_spec("ray") is not None:
         backends.append("ray")
     batch = _train_batch(args.batch)
+    if args.max_learners >= 2:
+        params = _ppo_params()
+        for numel in (1_000, params):
+            emit({"bench": "scaling", "allreduce_floor": _allreduce_floor(numel)})
     for backend in backends:
         if backend == "ray":
             import ray
@@ -185,27 +250,29 @@ def main() -> None:
                     "limit": "free cores (one per worker), then the driver's batch assembly",
                 }
             )
-        base_samples = None
-        for n in range(0, args.max_learners + 1):
-            log(f"learning: {backend}, {n} learners")
-            rec = _learning(backend, n, batch, args.rounds)
-            base_samples = base_samples or rec["learner_samples_per_s"]
-            emit(
-                {
-                    "bench": "scaling",
-                    "backend": backend,
-                    "num_learners": n,
-                    **rec,
-                    "speedup_over_driver": rec["learner_samples_per_s"] / base_samples,
-                    "limit": (
-                        "one core"
-                        if n == 0
-                        else "free cores (one per learner), one "
-                        "gradient all-reduce per minibatch, the shards and weights sent "
-                        "per update"
-                    ),
-                }
-            )
+        for minibatch in args.minibatch:
+            base_samples = None
+            for n in range(0, args.max_learners + 1):
+                log(f"learning: {backend}, {n} learners, minibatch {minibatch}")
+                rec = _learning(backend, n, batch, args.rounds, minibatch)
+                base_samples = base_samples or rec["learner_samples_per_s"]
+                emit(
+                    {
+                        "bench": "scaling",
+                        "backend": backend,
+                        "num_learners": n,
+                        "minibatch": minibatch,
+                        **rec,
+                        "speedup_over_driver": rec["learner_samples_per_s"] / base_samples,
+                        "limit": (
+                            "one core"
+                            if n == 0
+                            else "free cores (one per learner), one gradient all-reduce "
+                            "per minibatch (allreduce_floor), the shards and weights "
+                            "sent per update"
+                        ),
+                    }
+                )
         if backend == "ray":
             import ray
 
