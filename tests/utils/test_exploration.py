@@ -58,6 +58,25 @@ def test_epsilon_greedy_actions():
     assert (actions == 1).all()
 
 
+@pytest.mark.parametrize("epsilon", [0.0, 0.05, 0.5, 1.0])
+def test_epsilon_greedy_draws_the_same_random_stream_on_every_step(epsilon):
+    # Both draws (the noise over actions, then the explore mask) happen on every step,
+    # whether or not a row explores: the actions are those of drawing both and picking
+    # per row, and the generator ends where it would.
+    q = torch.tensor([[0.0, 3.0, 1.0, -np.inf], [2.0, np.nan, 0.5, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    exp = EpsilonGreedy(DISCRETE, initial_epsilon=epsilon, final_epsilon=epsilon)
+    torch.manual_seed(3)
+    got = [exp.get_exploration_action(q_dist(q), timestep=0)[0] for _ in range(300)]
+    after = torch.rand(1)
+    torch.manual_seed(3)
+    greedy = q.argmax(-1)
+    for actions in got:
+        noise = torch.rand(q.shape).masked_fill(~torch.isfinite(q), -1.0)
+        explore = torch.rand(len(q)) < epsilon
+        assert torch.equal(actions, torch.where(explore, noise.argmax(-1), greedy))
+    assert torch.equal(torch.rand(1), after)
+
+
 def test_per_worker_epsilons_follow_apex():
     def eps(worker_index, num_workers):
         exp = PerWorkerEpsilonGreedy(DISCRETE, worker_index=worker_index, num_workers=num_workers)

@@ -68,12 +68,15 @@ class EpsilonGreedy(Exploration):
             return greedy, zero_logp(greedy)
         epsilon = self.epsilon(timestep)
         n = q_values.shape[0]
-        # A uniform draw among the allowed (finite-Q) actions: argmax of noise.
+        # A uniform draw among the allowed (finite-Q) actions: argmax of noise. Both
+        # draws are made on every step (the same random stream whether or not a row
+        # explores); the argmax only when one does.
         noise = torch.rand(q_values.shape)
-        noise = noise.masked_fill(~torch.isfinite(q_values), -1.0)
-        uniform = noise.argmax(dim=-1)
         take_random = torch.rand(n) < epsilon
-        actions = torch.where(take_random, uniform, greedy)
+        if not take_random.any():
+            return greedy, zero_logp(greedy)
+        noise[~torch.isfinite(q_values)] = -1.0
+        actions = torch.where(take_random, noise.argmax(dim=-1), greedy)
         return actions, zero_logp(actions)
 
     def get_info(self) -> dict[str, Any]:
