@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -50,18 +51,20 @@ def adapt_batch(batch: SampleBatchType, ioctx: IOContext, where: str) -> SampleB
                 f"policies ({sorted(policies)}); single-agent data trains one policy."
             )
         pid = next(iter(policies))
-        return _adapt_actions(batch, policies[pid], ioctx.config)
+        return adapt_actions(batch, policies[pid], ioctx.config)
     for pid, sub in batch.policy_batches.items():
         if pid not in policies:
             raise ValueError(
                 f"{where}: data of policy {pid!r}, which this worker does not have "
                 f"(its policies: {sorted(policies)})."
             )
-        batch.policy_batches[pid] = _adapt_actions(sub, policies[pid], ioctx.config)
+        batch.policy_batches[pid] = adapt_actions(sub, policies[pid], ioctx.config)
     return batch
 
 
-def _adapt_actions(batch: SampleBatch, policy: Any, config: dict) -> SampleBatch:
+def adapt_actions(batch: SampleBatch, policy: Any, config: Mapping[str, Any]) -> SampleBatch:
+    """``clip_actions`` / ``normalize_actions`` on the recorded actions of one policy's
+    batch (Box action spaces only)."""
     if SampleBatch.ACTIONS not in batch:
         return batch
     space = getattr(policy, "action_space", None)
@@ -83,14 +86,15 @@ def postprocess_if_needed(batch: SampleBatchType, ioctx: IOContext) -> SampleBat
     if not ioctx.config.get("postprocess_inputs") or policies is None:
         return batch
     if isinstance(batch, SampleBatch):
-        return _postprocess(batch, policies[next(iter(policies))])
+        return postprocess_episodes(batch, policies[next(iter(policies))])
     return MultiAgentBatch(
-        {pid: _postprocess(b, policies[pid]) for pid, b in batch.policy_batches.items()},
+        {pid: postprocess_episodes(b, policies[pid]) for pid, b in batch.policy_batches.items()},
         batch.count,
     )
 
 
-def _postprocess(batch: SampleBatch, policy: Any) -> SampleBatch:
+def postprocess_episodes(batch: SampleBatch, policy: Any) -> SampleBatch:
+    """The policy's `postprocess_trajectory` on each episode fragment of `batch`."""
     if SampleBatch.EPS_ID not in batch:
         return policy.postprocess_trajectory(batch)
     return concat_samples([policy.postprocess_trajectory(t) for t in batch.split_by_episode()])

@@ -11,24 +11,28 @@ is started otherwise). Parquet files written by `ParquetWriter` keep their row s
 (``corral.shapes`` metadata); JSON datasets hold one step per line.
 
 ``input`` may also be a `ray.data.Dataset` itself (`is_ray_dataset`): it is read the same
-way. The offline algorithms read it in their rollout workers, not through the learners'
-`data_iterators`: each batch goes through the readers' `adapt_batch` (action clipping and
-normalisation) and `postprocess_inputs` (the current policy's `postprocess_trajectory`,
-which MARWIL's advantages and CQL's n-step targets need, over whole episode fragments) and
-into the algorithm's replay buffer (MARWIL/BC mix and resample stored steps; CQL samples its
-buffer), none of which happens to rows streamed straight into a learner.
+way. By default the offline algorithms read it in their rollout workers: each batch goes
+through `adapt_batch` (action clipping and normalisation) and `postprocess_inputs` (the
+current policy's `postprocess_trajectory` over its episode fragments) into the algorithm's
+replay buffer. With BC's / MARWIL's ``stream_to_learners`` the learners read it through
+`data_iterators` instead, preparing each batch the same way with `prepare_streamed_rows`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from corral.offline.adapt import adapt_batch, postprocess_if_needed
+from corral.offline.adapt import (
+    adapt_actions,
+    adapt_batch,
+    postprocess_episodes,
+    postprocess_if_needed,
+)
 from corral.offline.columns import decode_column
 from corral.offline.input_reader import InputReader, SampleBatchType
 from corral.offline.io_context import IOContext
@@ -70,7 +74,8 @@ def load_dataset(input_config: dict) -> Any:
     return data.read_parquet(path) if fmt == "parquet" else data.read_json(path)
 
 
-def _row_shapes(dataset: Any) -> dict[str, list[int]]:
+def row_shapes(dataset: Any) -> dict[str, list[int]]:
+    """The row shapes of a Parquet dataset written by `ParquetWriter` (`corral.shapes`)."""
     schema = dataset.schema()
     base = getattr(schema, "base_schema", schema)
     metadata = getattr(base, "metadata", None) or {}
@@ -101,7 +106,7 @@ class DatasetReader(InputReader):
         size = input_config.get("batch_size") or config.get("train_batch_size") or 1
         self.batch_size = max(1, math.ceil(int(size) / max(1, num_workers)))
         self.dataset = dataset
-        self._shapes = _row_shapes(dataset)
+        self._shapes = row_shapes(dataset)
         self._batches: Iterator[dict[str, np.ndarray]] | None = None
 
     def next(self) -> SampleBatchType:
@@ -112,22 +117,85 @@ class DatasetReader(InputReader):
                 )
             columns = next(self._batches, None)
             if columns is not None:
-                batch: SampleBatchType = self._to_batch(columns)
+                batch: SampleBatchType = dataset_rows(columns, self._shapes)
                 batch = adapt_batch(batch, self.ioctx, "Ray dataset")
                 return postprocess_if_needed(batch, self.ioctx)
             self._batches = None
         raise ValueError("The Ray dataset of input='dataset' holds no rows.")
 
-    def _to_batch(self, columns: dict[str, Any]) -> SampleBatch:
-        out: dict[str, Any] = {}
-        for name, values in columns.items():
-            arr = np.asarray(values)
-            if arr.dtype == object and arr.size and isinstance(arr.flat[0], np.ndarray):
-                arr = np.stack(list(arr))  # list columns come as an array of row arrays
-            if name in self._shapes:
-                arr = arr.reshape(len(arr), *self._shapes[name])
-            elif arr.dtype == object:
-                out[name] = decode_column(name, arr.tolist(), "Ray dataset")
-                continue
-            out[name] = arr.astype(np.float32) if arr.dtype == np.float64 else arr
-        return SampleBatch(out)
+
+def dataset_rows(columns: Mapping[str, Any], shapes: Mapping[str, list[int]]) -> SampleBatch:
+    """A `SampleBatch` of one batch of a dataset's rows (Ray Data numpy columns): list
+    columns stacked, Parquet columns given their row shapes (`corral.shapes`), encoded
+    columns (JSON) decoded, float64 as float32."""
+    out: dict[str, Any] = {}
+    for name, values in columns.items():
+        arr = np.asarray(values)
+        if arr.dtype == object and arr.size and isinstance(arr.flat[0], np.ndarray):
+            arr = np.stack(list(arr))  # list columns come as an array of row arrays
+        if name in shapes:
+            arr = arr.reshape(len(arr), *shapes[name])
+        elif arr.dtype == object:
+            out[name] = decode_column(name, arr.tolist(), "Ray dataset")
+            continue
+        out[name] = arr.astype(np.float32) if arr.dtype == np.float64 else arr
+    return SampleBatch(out)
+
+
+# The config keys `prepare_streamed_rows` reads (what the learners need of the config).
+STREAM_CONFIG_KEYS = (
+    "clip_actions",
+    "normalize_actions",
+    "actions_in_input_normalized",
+    "postprocess_inputs",
+)
+
+
+def prepare_streamed_rows(
+    policy: Any,
+    columns: Mapping[str, Any],
+    *,
+    config: Mapping[str, Any],
+    shapes: Mapping[str, list[int]],
+    keep: Sequence[str] | None = None,
+) -> SampleBatch:
+    """A batch of dataset rows streamed to a learner (`data_iterators`), made what a
+    rollout worker's `DatasetReader` would have handed over: decoded (`dataset_rows`),
+    actions clipped / normalised (`adapt_actions`), and with ``postprocess_inputs`` each
+    episode fragment through `policy`'s `postprocess_trajectory` (the reading learner's
+    policy, with the weights it trains). `keep`: the columns to keep (the loss's).
+
+    Bind everything but `policy` and `columns` (`functools.partial`) and pass it as
+    `LearnerGroup.update(prepare_rows=...)`; `config` needs only `STREAM_CONFIG_KEYS`.
+    """
+    batch = adapt_actions(dataset_rows(columns, shapes), policy, config)
+    if config.get("postprocess_inputs"):
+        batch = postprocess_episodes(batch, policy)
+    if keep is not None:
+        missing = sorted(set(keep) - set(batch))
+        if missing:
+            raise ValueError(
+                f"The streamed dataset rows lack columns {missing} after preparation (they "
+                f"hold {sorted(batch)}): the loss reads {list(keep)}."
+            )
+        batch = SampleBatch({k: batch[k] for k in keep})
+    return batch
+
+
+def check_stream_input(config: Mapping[str, Any]) -> None:
+    """Raises unless ``input`` can be streamed to the learners (a Ray Data dataset, or
+    ``"dataset"`` with its ``input_config``); loads nothing."""
+    if not (is_ray_dataset(config.get("input")) or config.get("input") == "dataset"):
+        raise ValueError(
+            "stream_to_learners streams a Ray Data dataset: `input` must be a "
+            f"ray.data.Dataset or 'dataset' (with input_config), got {config.get('input')!r}."
+        )
+
+
+def stream_dataset(config: Mapping[str, Any]) -> Any:
+    """The Ray Data dataset an offline trainer streams to its learners: ``input`` itself,
+    or the one ``input="dataset"``'s ``input_config`` names."""
+    check_stream_input(config)
+    if is_ray_dataset(config.get("input")):
+        return config["input"]
+    return load_dataset(config.get("input_config") or {})

@@ -326,8 +326,16 @@ class LearnerWorker:
             (the learner's reduced metrics, learner 0's new policy training states;
             None from the other learners).
         """
+        self._load_states(states)
+        return self._update_loaded(states, shard, **kwargs)
+
+    def _load_states(self, states: Mapping[str, Any]) -> None:
         for pid, state in states.items():
             load_policy_train_state(self.policies[pid], state, schedules=True)
+
+    def _update_loaded(
+        self, states: Mapping[str, Any], shard: MultiAgentBatch, **kwargs: Any
+    ) -> tuple[dict | None, dict[str, Any] | None]:
         metrics = self.learner.update(batch=shard, **kwargs)
         new_states = None
         if self.rank == 0:
@@ -340,15 +348,26 @@ class LearnerWorker:
         self._data_iterators[key] = iterator
 
     def update_from_iterator(
-        self, states: Mapping[str, Any], key: int, num_iters: int, **kwargs: Any
+        self,
+        states: Mapping[str, Any],
+        key: int,
+        num_iters: int,
+        prepare_rows: Callable[..., SampleBatch] | None = None,
+        **kwargs: Any,
     ) -> tuple[dict | None, dict[str, Any] | None]:
         """`update` on `num_iters` batches of `minibatch_size` rows of the iterator kept
-        under `key` (read here, continuing its pass), as the default policy's rows."""
-        from corral.core.learner.training_data import rows_of_iterator
+        under `key` (read here, continuing its pass), as the default policy's rows;
+        `prepare_rows(policy, columns)` (see `LearnerGroup.update`) runs on each batch
+        with this learner's policy, once the driver's states are loaded into it."""
+        from corral.core.learner.training_data import rows_of_iterator, with_reading_policy
 
-        rows = rows_of_iterator(self._data_iterators[key], num_iters, kwargs.get("minibatch_size"))
+        self._load_states(states)
+        prepare = with_reading_policy(prepare_rows, self.policies)
+        rows = rows_of_iterator(
+            self._data_iterators[key], num_iters, kwargs.get("minibatch_size"), prepare
+        )
         shard = MultiAgentBatch({DEFAULT_POLICY_ID: rows}, rows.count)
-        return self.update(states, shard, **kwargs)
+        return self._update_loaded(states, shard, **kwargs)
 
     def get_learner_state(self) -> bytes:
         """The learner's state (optimisers, generator) as `to_bytes`."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral.core.learner.learner import Learner, training_data_of
-from corral.core.learner.training_data import rows_of_iterator
+from corral.core.learner.training_data import rows_of_iterator, with_reading_policy
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
 from corral.evaluation.worker_handle import WorkerFuture, WorkerHandle, WorkerSpec, start_worker
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
@@ -358,15 +358,24 @@ class LearnerGroup:
         batches of `minibatch_size` rows, split among the learners as a batch is. Ray
         learners (backend="ray", with `num_iters`) read their own iterators; otherwise the
         driver reads them (one thread each) and sends each learner its rows.
+
+        `prepare_rows(policy, columns) -> SampleBatch` (an option of this group, not of
+        `Learner.update`) turns each batch taken from a data iterator into the rows to
+        train on, with the default policy of the process that reads it (the learner's
+        own for Ray learners reading their iterators, after the driver's weights were
+        loaded into it; the driver's otherwise): the offline algorithms' preparation of
+        dataset rows (`corral.offline.adapt.prepare_rows`).
         """
+        prepare_rows = kwargs.pop("prepare_rows", None)
         if not self._handles:
             iterators = kwargs.pop("data_iterators", None)
             num_iters = kwargs.pop("num_iters", None)
             if iterators:  # the iterators' rows, read here, as batches
+                prepare = with_reading_policy(prepare_rows, self._learner.policies)
                 kwargs["batches"] = [
                     *(kwargs.get("batches") or []),
                     *(
-                        rows_of_iterator(it, num_iters, kwargs.get("minibatch_size"))
+                        rows_of_iterator(it, num_iters, kwargs.get("minibatch_size"), prepare)
                         for it in iterators
                     ),
                 ]
@@ -378,6 +387,7 @@ class LearnerGroup:
         num_iters = kwargs.pop("num_iters", None)
         iterators = kwargs.pop("data_iterators", None)
         data_args = {k: kwargs.pop(k, None) for k in _DATA_ARGS if k != "data_iterators"}
+        prepare = with_reading_policy(prepare_rows, self.policies)
         if iterators and len(iterators) == len(self._handles) > 1:
             if batch is not None or any(data_args.values()):
                 raise ValueError(
@@ -388,9 +398,9 @@ class LearnerGroup:
             if self.config.get("backend", "local") == "ray" and num_iters is not None:
                 # Ray actors read their own iterators (the rows never pass the driver).
                 return self._update_from_own_iterators(
-                    iterators, num_iters, per_learner, no_metrics_reduce, kwargs
+                    iterators, num_iters, per_learner, no_metrics_reduce, kwargs, prepare_rows
                 )
-            shards = self._iterator_shards(iterators, num_iters, minibatch_size)
+            shards = self._iterator_shards(iterators, num_iters, minibatch_size, prepare)
         else:
             if iterators and len(iterators) != 1:
                 raise ValueError(
@@ -399,13 +409,12 @@ class LearnerGroup:
                     f"dataset.streaming_split({len(self._handles)}, equal=True)) or one "
                     "whose batches are split among them."
                 )
-            data = training_data_of(
-                batch,
-                data_iterators=iterators,
-                num_iters=num_iters,
-                minibatch_size=minibatch_size,
-                **data_args,
-            )
+            if iterators:  # one iterator: its rows, read here, are split as a batch is
+                data_args["batches"] = [
+                    *(data_args.get("batches") or []),
+                    rows_of_iterator(iterators[0], num_iters, minibatch_size, prepare),
+                ]
+            data = training_data_of(batch, minibatch_size=minibatch_size, **data_args)
             if len(self._handles) == 1:
                 shards, per_learner = [data], minibatch_size
             else:
@@ -443,6 +452,7 @@ class LearnerGroup:
         per_learner: int | None,
         no_metrics_reduce: bool,
         options: dict[str, Any],
+        prepare_rows: Callable[..., SampleBatch] | None = None,
     ) -> dict | None:
         """Ray learner k reads `num_iters` batches of `per_learner` rows of iterator k
         itself. Each iterator is sent to its learner once (the first update that names
@@ -466,6 +476,7 @@ class LearnerGroup:
                 states,
                 key,
                 num_iters,
+                prepare_rows,
                 minibatch_size=per_learner,
                 **options,
             )
@@ -474,7 +485,11 @@ class LearnerGroup:
         return self._finish_update(futures, no_metrics_reduce)
 
     def _iterator_shards(
-        self, iterators: Sequence[Any], num_iters: int | None, minibatch_size: int | None
+        self,
+        iterators: Sequence[Any],
+        num_iters: int | None,
+        minibatch_size: int | None,
+        prepare: Callable[[Mapping[str, Any]], SampleBatch] | None = None,
     ) -> list[MultiAgentBatch]:
         """Learner k's shard from data iterator k: `num_iters` batches of
         `minibatch_size // n` rows (the group's minibatch is `minibatch_size` rows).
@@ -488,7 +503,9 @@ class LearnerGroup:
         per_learner = _rows_per_learner(minibatch_size, len(self._handles))
         with ThreadPoolExecutor(len(iterators)) as pool:
             parts = list(
-                pool.map(lambda it: rows_of_iterator(it, num_iters, per_learner), iterators)
+                pool.map(
+                    lambda it: rows_of_iterator(it, num_iters, per_learner, prepare), iterators
+                )
             )
         length = min(p.count for p in parts)
         length -= length % per_learner

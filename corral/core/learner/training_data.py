@@ -11,14 +11,19 @@ them (`batch_refs`, `episodes_refs`: fetched with `ray.get`) and on Ray Data ite
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from corral.policy.sample_batch import (
+    DEFAULT_POLICY_ID,
+    MultiAgentBatch,
+    SampleBatch,
+    concat_samples,
+)
 from corral.utils.compression import is_compressed, unpack_column
 
 if TYPE_CHECKING:
@@ -131,7 +136,10 @@ _STREAMS: weakref.WeakKeyDictionary[Any, tuple[int, Iterator[Mapping[str, Any]]]
 
 
 def rows_of_iterator(
-    iterator: Any, num_iters: int | None, minibatch_size: int | None
+    iterator: Any,
+    num_iters: int | None,
+    minibatch_size: int | None,
+    prepare: Callable[[Mapping[str, Any]], SampleBatch] | None = None,
 ) -> SampleBatch:
     """`num_iters` batches of `minibatch_size` rows of a Ray Data iterator, as one batch.
 
@@ -145,6 +153,10 @@ def rows_of_iterator(
         iterator: a `ray.data.DataIterator` (or anything with its `iter_batches`).
         num_iters: batches to take (>= 1), or None for the rest of the pass.
         minibatch_size: rows per batch (>= 1).
+        prepare: turns each batch taken (numpy columns) into the rows to train on, with
+            the reading process's policy bound to it (an offline algorithm's
+            `prepare_rows`: action clipping, the policy's postprocessing); default
+            `columns_to_batch`.
 
     Raises:
         ValueError: a bad `num_iters` / `minibatch_size`, or the iterator holds fewer
@@ -182,13 +194,25 @@ def rows_of_iterator(
                 break
             continue
         restarted = False
-        parts.append(columns_to_batch(columns))
+        parts.append((prepare or columns_to_batch)(columns))
     if not parts:
         raise ValueError(
             f"The Ray Data iterator {iterator!r} holds fewer than minibatch_size="
             f"{minibatch_size} rows: no batch to train on."
         )
     return concat_samples(parts)
+
+
+def with_reading_policy(
+    prepare_rows: Callable[..., SampleBatch] | None, policies: Mapping[str, Any]
+) -> Callable[[Mapping[str, Any]], SampleBatch] | None:
+    """`prepare_rows(policy, columns)` (`LearnerGroup.update`'s option) as the `prepare`
+    of `rows_of_iterator`, with the default policy of the process that reads the rows;
+    None without `prepare_rows`."""
+    if prepare_rows is None:
+        return None
+    policy = policies[DEFAULT_POLICY_ID]
+    return lambda columns: prepare_rows(policy, columns)
 
 
 def columns_to_batch(columns: Mapping[str, Any]) -> SampleBatch:

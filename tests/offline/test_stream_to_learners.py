@@ -1,0 +1,189 @@
+"""MARWIL / BC with ``stream_to_learners``: a Ray Data dataset streamed to the learners
+(`data_iterators`), each learner preparing the rows it reads with its own policy.
+
+Runs on a local Ray instance; skipped when the `ray` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from corral.agents.marwil import BCTrainer, MARWILTrainer
+from corral.offline.dataset_reader import STREAM_CONFIG_KEYS, prepare_streamed_rows
+from corral.policy.sample_batch import SampleBatch
+
+ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (pip install ray)")
+pytest.importorskip("ray.data")
+
+SPACES = {
+    "observation_space": gym.spaces.Box(-np.inf, np.inf, (4,), np.float32),
+    "action_space": gym.spaces.Discrete(2),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _expert(obs: np.ndarray) -> int:
+    """The action to clone: push towards the side the pole falls to."""
+    return int(obs[2] + 0.5 * obs[3] > 0)
+
+
+def _expert_steps(n: int, seed: int = 0) -> list[dict]:
+    """n CartPole-v1 steps labelled with the expert's action, on the states of a random
+    walk (which cover more of the state space than the expert's own, balanced ones)."""
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    rows, eps_id, t = [], 0, 0
+    for _ in range(n):
+        new_obs, reward, term, trunc, _ = env.step(int(env.action_space.sample()))
+        rows.append(
+            {
+                "obs": obs.astype(np.float32),
+                "actions": _expert(obs),
+                "rewards": float(reward),
+                "new_obs": new_obs.astype(np.float32),
+                "terminateds": bool(term),
+                "truncateds": bool(trunc),
+                "dones": bool(term or trunc),
+                "eps_id": eps_id,
+                "t": t,
+            }
+        )
+        obs, t = new_obs, t + 1
+        if term or trunc:
+            (obs, _), eps_id, t = env.reset(), eps_id + 1, 0
+    return rows
+
+
+@pytest.fixture(scope="module")
+def expert_rows():
+    return _expert_steps(3000)
+
+
+def _config(dataset, **extra):
+    return {
+        "input": dataset,
+        **SPACES,
+        "stream_to_learners": True,
+        "input_evaluation": [],
+        "train_batch_size": 100,
+        "evaluation_interval": None,
+        "model": {"fcnet_hiddens": [32]},
+        "seed": 0,
+        **extra,
+    }
+
+
+def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
+    return {k: np.asarray([r[k] for r in rows]) for k in rows[0]}
+
+
+def test_one_step_equals_an_update_on_the_rows_a_rollout_worker_would_read(expert_rows):
+    # The same first train_batch_size rows, prepared as a rollout worker's DatasetReader
+    # prepares them (MARWIL's discounted returns with postprocess_inputs, bootstrapped
+    # from the policy's value at the fragment's cut): one streamed training step equals
+    # one update on them.
+    dataset = ray.data.from_items(expert_rows).repartition(1)  # one block: order kept
+    streamed = MARWILTrainer(config=_config(dataset, gamma=0.9))
+    reference = MARWILTrainer(config=_config(dataset, gamma=0.9, stream_to_learners=False))
+    try:
+        policy = reference.get_policy()
+        start = policy.get_weights()
+        for k, v in streamed.get_policy().get_weights().items():
+            assert np.array_equal(v, start[k]), k
+        read = reference.workers.local_worker().sample()
+        assert read.count == 100
+        np.testing.assert_array_equal(read["obs"], _columns(expert_rows[:100])["obs"])
+        keep = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)
+        reference.learner_group.update(
+            batch=SampleBatch({k: read[k] for k in keep}), num_epochs=1, minibatch_size=None
+        )
+
+        result = streamed.train()
+        assert result["info"]["num_env_steps_trained"] == 100
+        expected, got = policy.get_weights(), streamed.get_policy().get_weights()
+        for k in expected:
+            np.testing.assert_allclose(got[k], expected[k], atol=1e-6, err_msg=k)
+        assert any(not np.array_equal(got[k], start[k]) for k in got)
+    finally:
+        streamed.stop()
+        reference.stop()
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_bc_clones_the_expert_from_a_stream_split_between_two_learners(expert_rows, backend):
+    dataset = ray.data.from_items(expert_rows)
+    trainer = BCTrainer(
+        config=_config(dataset, num_learners=2, lr=1e-2, backend=backend, train_batch_size=200)
+    )
+    try:
+        for _ in range(40):
+            result = trainer.train()
+        assert result["info"]["num_env_steps_trained"] == 40 * 200
+        stats = result["info"]["learner"]["default_policy"]["learner_stats"]
+        assert np.isfinite(stats["policy_loss"])
+        held_out = _columns(_expert_steps(1000, seed=1))
+        actions, _, _ = trainer.get_policy().compute_actions(held_out["obs"], explore=False)
+        accuracy = float(np.mean(actions == held_out["actions"]))
+        assert accuracy > 0.9, accuracy
+        # The learners stayed in step (the driver holds learner 0's weights).
+        remote = trainer.learner_group.remote_learners
+        assert len(remote) == 2
+    finally:
+        trainer.stop()
+
+
+def test_actions_are_adapted_as_the_workers_readers_adapt_them():
+    # clip_actions / normalize_actions apply to streamed rows as to read ones.
+    box = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    trainer = BCTrainer(
+        config={
+            "input": ray.data.from_items([{"obs": np.zeros(4, np.float32), "actions": [1.0]}]),
+            "observation_space": SPACES["observation_space"],
+            "action_space": box,
+            "stream_to_learners": True,
+            "normalize_actions": True,
+            "postprocess_inputs": False,
+            "evaluation_interval": None,
+        }
+    )
+    try:
+        prepare = functools.partial(
+            prepare_streamed_rows,
+            config={k: trainer.config.get(k) for k in STREAM_CONFIG_KEYS},
+            shapes={},
+        )
+        rows = {"obs": np.zeros((2, 4), np.float32), "actions": np.array([[1.0], [3.0]])}
+        batch = prepare(trainer.get_policy(), copy.deepcopy(rows))
+        # Normalised from [-2, 2] to [-1, 1]; 3.0 (outside the bounds) maps past 1.
+        np.testing.assert_allclose(batch["actions"][:, 0], [0.5, 1.5])
+        assert batch["actions"].dtype == np.float32
+    finally:
+        trainer.stop()
+
+
+def test_bad_configs_are_named():
+    with pytest.raises(ValueError, match="must be a ray.data.Dataset or 'dataset'"):
+        BCTrainer(config={"input": "/some/json/dir", **SPACES, "stream_to_learners": True})
+    dataset = ray.data.from_items(_expert_steps(10))
+    with pytest.raises(ValueError, match="`num_workers` must be 0"):
+        BCTrainer(config=_config(dataset, num_workers=1))
+    with pytest.raises(ValueError, match="lack columns"):
+        prepare_streamed_rows(
+            None,
+            {"obs": np.zeros((2, 4), np.float32)},
+            config={"postprocess_inputs": False},
+            shapes={},
+            keep=("obs", "actions"),
+        )
