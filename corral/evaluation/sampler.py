@@ -612,9 +612,14 @@ class SingleAgentSampler(SamplerBase):
         self.ep_ret += rew
         if self.recurrent:
             self.prev_rewards = rew.copy()
-        # Any episode end? Asked of the env's flags as they came (cheaper than of
-        # the arrays); a horizon cut is one too.
-        ended = True in terminateds or True in truncateds
+        # Any episode end? Asked of the env's flags as they came when they are a tuple
+        # (`True in` a tuple is cheaper than any numpy call), of the rows just written
+        # when a batched vector env gave arrays (where `True in` is two numpy passes);
+        # a horizon cut is one too.
+        if isinstance(terminateds, np.ndarray):
+            ended = bool((term | trunc).any())
+        else:
+            ended = True in terminateds or True in truncateds
         cut = None
         rule = self.end_rule
         if rule.active:
