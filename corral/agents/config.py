@@ -333,6 +333,17 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Shuffle offline batches through a sliding buffer of this many batches
     # (0: no shuffling); input waits until the buffer is full.
     "shuffle_buffer_size": 0,
+    # The offline algorithms (BC, MARWIL, CQL, CQL_DQN) with a Ray Data `input` (a
+    # ray.data.Dataset, or "dataset" with `input_config`): stream its rows to the
+    # learners through the Learner API's `data_iterators` (one `streaming_split` part per
+    # learner) instead of reading them in the rollout workers into the replay buffer.
+    # The process that reads a batch prepares it (actions clipped / normalised,
+    # `postprocess_inputs` with the weights it trains); every training step is one
+    # gradient step on the next `train_batch_size` rows, in the dataset's order (shuffle
+    # the dataset itself to mix it, e.g. `ds.randomize_block_order()`). Needs
+    # `num_workers` 0 and one policy's data; the replay buffer, `learning_starts` and
+    # `input_evaluation` do not apply; a restored trainer starts a new pass.
+    "stream_to_learners": False,
     # Where to write experiences: None (nowhere), "logdir" (the trainer's log
     # folder), a folder (JSON lines, RLlib 1.x's files; Parquet with
     # `output_config={"format": "parquet"}`), or a callable taking an IOContext

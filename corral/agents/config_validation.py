@@ -156,6 +156,7 @@ def _common_specs() -> dict[str, Spec]:
         "actions_in_input_normalized": Bool(),
         "input_evaluation": ListOf(Str()),
         "postprocess_inputs": Bool(),
+        "stream_to_learners": Bool(),
         "shuffle_buffer_size": Int(0),
         "output": Optional(AnyOf(Str(), CallableSpec("a function returning an OutputWriter"))),
         "output_compress_columns": ListOf(Str()),
@@ -494,6 +495,10 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
         config["input_evaluation"] = list(input_evaluation)
     elif not isinstance(input_evaluation, list):
         raise ValueError(f"`input_evaluation` must be a list of strings, got {input_evaluation}!")
+    if config.get("stream_to_learners"):
+        from corral.execution.learner_stream import check_stream_config
+
+        check_stream_config(config, trainer)
 
     _validate_model(model_config)
 

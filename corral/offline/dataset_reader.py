@@ -14,8 +14,9 @@ is started otherwise). Parquet files written by `ParquetWriter` keep their row s
 way. By default the offline algorithms read it in their rollout workers: each batch goes
 through `adapt_batch` (action clipping and normalisation) and `postprocess_inputs` (the
 current policy's `postprocess_trajectory` over its episode fragments) into the algorithm's
-replay buffer. With BC's / MARWIL's ``stream_to_learners`` the learners read it through
-`data_iterators` instead, preparing each batch the same way with `prepare_streamed_rows`.
+replay buffer. With ``stream_to_learners`` (`corral.execution.learner_stream`) the learners
+read it through `data_iterators` instead, preparing each batch the same way with
+`prepare_streamed_rows`.
 """
 
 from __future__ import annotations
@@ -158,12 +159,14 @@ def prepare_streamed_rows(
     config: Mapping[str, Any],
     shapes: Mapping[str, list[int]],
     keep: Sequence[str] | None = None,
+    require: Sequence[str] = (),
 ) -> SampleBatch:
     """A batch of dataset rows streamed to a learner (`data_iterators`), made what a
     rollout worker's `DatasetReader` would have handed over: decoded (`dataset_rows`),
     actions clipped / normalised (`adapt_actions`), and with ``postprocess_inputs`` each
     episode fragment through `policy`'s `postprocess_trajectory` (the reading learner's
-    policy, with the weights it trains). `keep`: the columns to keep (the loss's).
+    policy, with the weights it trains). `keep`: the columns to keep, those present (the
+    loss's); `require`: the columns that must be there.
 
     Bind everything but `policy` and `columns` (`functools.partial`) and pass it as
     `LearnerGroup.update(prepare_rows=...)`; `config` needs only `STREAM_CONFIG_KEYS`.
@@ -171,14 +174,14 @@ def prepare_streamed_rows(
     batch = adapt_actions(dataset_rows(columns, shapes), policy, config)
     if config.get("postprocess_inputs"):
         batch = postprocess_episodes(batch, policy)
+    missing = sorted(set(require) - set(batch))
+    if missing:
+        raise ValueError(
+            f"The streamed dataset rows lack columns {missing} after preparation (they hold "
+            f"{sorted(batch)}): the loss needs {list(require)}."
+        )
     if keep is not None:
-        missing = sorted(set(keep) - set(batch))
-        if missing:
-            raise ValueError(
-                f"The streamed dataset rows lack columns {missing} after preparation (they "
-                f"hold {sorted(batch)}): the loss reads {list(keep)}."
-            )
-        batch = SampleBatch({k: batch[k] for k in keep})
+        batch = SampleBatch({k: batch[k] for k in keep if k in batch})
     return batch
 
 

@@ -173,17 +173,92 @@ def test_actions_are_adapted_as_the_workers_readers_adapt_them():
         trainer.stop()
 
 
-def test_bad_configs_are_named():
+def _pendulum_steps(n: int) -> list[dict]:
+    """n Pendulum-v1 steps of uniform random actions (actions in the env's [-2, 2])."""
+    env = gym.make("Pendulum-v1")
+    obs, _ = env.reset(seed=0)
+    env.action_space.seed(0)
+    rows, eps_id = [], 0
+    for _ in range(n):
+        action = env.action_space.sample()
+        new_obs, reward, term, trunc, _ = env.step(action)
+        rows.append(
+            {
+                "obs": obs.astype(np.float32),
+                "actions": action.astype(np.float32),
+                "rewards": float(reward),
+                "new_obs": new_obs.astype(np.float32),
+                "terminateds": bool(term),
+                "truncateds": bool(trunc),
+                "eps_id": eps_id,
+            }
+        )
+        obs = new_obs
+        if term or trunc:
+            (obs, _), eps_id = env.reset(), eps_id + 1
+    return rows
+
+
+@pytest.mark.parametrize("algo", ["CQL", "CQL_DQN"])
+def test_cql_trains_on_a_stream_split_between_two_learners(algo):
+    from corral.agents.cql import CQLDQNTrainer, CQLTrainer
+
+    if algo == "CQL":
+        rows, env = _pendulum_steps(600), gym.make("Pendulum-v1")
+        cls, extra = CQLTrainer, {"bc_iters": 2, "num_actions": 2}
+    else:
+        rows, env = _expert_steps(600), gym.make("CartPole-v1")
+        cls, extra = CQLDQNTrainer, {"target_network_update_freq": 200}
+    trainer = cls(
+        config={
+            "input": ray.data.from_items(rows),
+            "observation_space": env.observation_space,
+            "action_space": env.action_space,
+            "stream_to_learners": True,
+            "num_learners": 2,
+            "train_batch_size": 64,
+            "evaluation_interval": None,
+            # One training step per train() (the off-policy default reports every 1,000).
+            "min_sample_timesteps_per_reporting": 0,
+            "min_time_s_per_reporting": 0,
+            "seed": 0,
+            **extra,
+        }
+    )
+    try:
+        before = trainer.get_policy().get_weights()
+        for _ in range(4):
+            result = trainer.train()
+        assert result["info"]["num_env_steps_trained"] == 4 * 64
+        stats = result["info"]["learner"]["default_policy"]["learner_stats"]
+        assert all(np.isfinite(v) for v in stats.values() if np.isscalar(v))
+        after = trainer.get_policy().get_weights()
+        changed = [k for k in after if not np.array_equal(before[k], after[k])]
+        assert changed and any("target" not in k for k in changed)
+        if algo == "CQL_DQN":  # 256 rows "sampled": one hard target update at 200
+            assert result["num_target_updates"] == 1
+    finally:
+        trainer.stop()
+
+
+def test_bad_configs_are_named(caplog):
+    from corral.agents.ppo import PPOTrainer
+
     with pytest.raises(ValueError, match="must be a ray.data.Dataset or 'dataset'"):
         BCTrainer(config={"input": "/some/json/dir", **SPACES, "stream_to_learners": True})
     dataset = ray.data.from_items(_expert_steps(10))
     with pytest.raises(ValueError, match="`num_workers` must be 0"):
         BCTrainer(config=_config(dataset, num_workers=1))
+    with pytest.raises(ValueError, match="PPO does not stream its input to the learners"):
+        PPOTrainer(config=_config(dataset), env="CartPole-v1")
     with pytest.raises(ValueError, match="lack columns"):
         prepare_streamed_rows(
             None,
             {"obs": np.zeros((2, 4), np.float32)},
             config={"postprocess_inputs": False},
             shapes={},
-            keep=("obs", "actions"),
+            require=("obs", "actions"),
         )
+    with caplog.at_level("WARNING", logger="corral.execution.learner_stream"):
+        BCTrainer(config=_config(dataset, input_evaluation=["is"])).stop()
+    assert "input_evaluation=['is'] are not computed" in caplog.text

@@ -15,8 +15,11 @@ from corral.agents.cql.cql_dqn_torch_policy import CQLDQNTorchPolicy
 from corral.agents.cql.cql_torch_policy import CQLTorchPolicy
 from corral.agents.dqn import DEFAULT_CONFIG as DQN_DEFAULT_CONFIG
 from corral.agents.dqn import DQNTrainer
+from corral.agents.off_policy import REPLAY_COLUMNS
 from corral.agents.sac import DEFAULT_CONFIG as SAC_DEFAULT_CONFIG
 from corral.agents.sac import SACTrainer
+from corral.execution.learner_stream import LearnerStream
+from corral.policy.sample_batch import SampleBatch
 from corral.utils.config_spec import Bool, Float, Int, Spec
 
 # CQL's own keys (RLlib 1.13's), shared by the SAC and DQN forms where they apply.
@@ -78,7 +81,36 @@ CONFIG_SPECS: dict[str, Spec] = {
 }
 
 
-class CQLTrainer(SACTrainer):
+# The columns of a transition (the replay buffer's, as the CQL losses read them).
+_STREAM_REQUIRED = (
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.REWARDS,
+    SampleBatch.NEXT_OBS,
+    SampleBatch.TERMINATEDS,
+)
+
+
+class _Streaming:
+    """`stream_to_learners` for the CQL trainers (`corral.execution.learner_stream`):
+    each streamed step is one gradient step, then the target networks' update rule."""
+
+    _stream_columns = (REPLAY_COLUMNS, _STREAM_REQUIRED)
+    _stream: LearnerStream | None
+
+    def setup(self, config: dict) -> None:
+        super().setup(config)  # type: ignore[misc]
+        self._stream = LearnerStream.of(self)
+
+    def training_step(self) -> dict:
+        if self._stream is None:
+            return super().training_step()  # type: ignore[misc]
+        info = self._stream.training_step(self, after_update=self._maybe_update_targets)  # type: ignore[attr-defined]
+        self._last_learner_info = info
+        return info
+
+
+class CQLTrainer(_Streaming, SACTrainer):
     """Conservative Q-learning on SAC, for Box actions (arXiv:2006.04779)."""
 
     _name = "CQL"
@@ -87,7 +119,7 @@ class CQLTrainer(SACTrainer):
     _policy_class = CQLTorchPolicy
 
 
-class CQLDQNTrainer(DQNTrainer):
+class CQLDQNTrainer(_Streaming, DQNTrainer):
     """Conservative Q-learning on DQN, for Discrete actions (CQL(H), arXiv:2006.04779)."""
 
     _name = "CQL_DQN"

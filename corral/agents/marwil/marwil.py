@@ -9,10 +9,6 @@ take one gradient step on `train_batch_size` rows sampled uniformly from it. The
 
 from __future__ import annotations
 
-import functools
-import logging
-from typing import Any
-
 from corral.agents.config import with_common_config
 from corral.agents.marwil.marwil_torch_policy import MARWILTorchPolicy
 from corral.agents.trainer import (
@@ -22,18 +18,10 @@ from corral.agents.trainer import (
     NUM_ENV_STEPS_TRAINED,
     Trainer,
 )
-from corral.core.learner.learner import ALL_MODULES
 from corral.execution import synchronous_parallel_sample
-from corral.offline.dataset_reader import (
-    STREAM_CONFIG_KEYS,
-    check_stream_input,
-    prepare_streamed_rows,
-    row_shapes,
-    stream_dataset,
-)
-from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
-from corral.utils.config_spec import Bool, Float, Int, Optional
-from corral.utils.metrics import stats_to_values
+from corral.execution.learner_stream import LearnerStream
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.utils.config_spec import Float, Int, Optional
 from corral.utils.replay_buffers import MultiAgentReplayBuffer
 
 DEFAULT_CONFIG = with_common_config(
@@ -49,17 +37,6 @@ DEFAULT_CONFIG = with_common_config(
         "input_evaluation": ["is", "wis"],
         # MARWIL's postprocessing (the discounted returns) must run on the input.
         "postprocess_inputs": True,
-        # With a Ray Data dataset as `input` (a ray.data.Dataset, or "dataset" with
-        # `input_config`): stream its rows to the learners through the Learner API's
-        # `data_iterators` (one `streaming_split` part per learner with `num_learners`
-        # > 1) instead of reading them in the rollout workers into the replay buffer.
-        # Each learner prepares the rows it reads (actions clipped / normalised,
-        # `postprocess_inputs` with the weights it trains) and every training step is
-        # one gradient step on the next `train_batch_size` rows, in the dataset's order
-        # (shuffle the dataset itself to mix it, e.g. `ds.random_shuffle()`);
-        # `replay_buffer_size` and `learning_starts` do not apply, and `num_workers`
-        # must be 0. A restored trainer starts a new pass over the dataset.
-        "stream_to_learners": False,
         # === Training ===
         # Scale of the advantages in the exponential weights exp(beta A / c); 0.0 is
         # behaviour cloning (see bc.py).
@@ -100,10 +77,7 @@ CONFIG_SPECS = {
     "replay_buffer_size": Int(1, integral_float_ok=True),
     "learning_starts": Int(0, integral_float_ok=True),
     "bc_logstd_coeff": Float(0),
-    "stream_to_learners": Bool(),
 }
-
-logger = logging.getLogger(__name__)
 
 # The columns MARWIL's loss reads (the rest of an input batch is not kept).
 _BUFFER_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.ADVANTAGES)
@@ -116,43 +90,24 @@ class MARWILTrainer(Trainer):
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
     _policy_class = MARWILTorchPolicy
+    # `stream_to_learners`: the loss's columns (kept, and required).
+    _stream_columns = (_BUFFER_COLUMNS, _BUFFER_COLUMNS)
 
     def setup(self, config: dict) -> None:
         super().setup(config)
         self.local_replay_buffer = MultiAgentReplayBuffer(
             int(self.config["replay_buffer_size"]), seed=self.config.get("seed")
         )
-        self._streams: list[Any] | None = None  # `stream_to_learners`: made on first use
+        self._stream = LearnerStream.of(self)
 
     def validate_config(self, config: dict) -> None:
         super().validate_config(config)
         if config["train_batch_size"] < 1:
             raise ValueError(f"`train_batch_size` must be >= 1, got {config['train_batch_size']}")
-        if config.get("stream_to_learners"):
-            check_stream_input(config)
-            if config["num_workers"]:
-                raise ValueError(
-                    "stream_to_learners reads the dataset on the learners: `num_workers` "
-                    f"must be 0 (rollout workers would not read it), got "
-                    f"{config['num_workers']}."
-                )
-            if config.get("input_evaluation"):
-                logger.warning(
-                    "stream_to_learners: no rollout worker reads the dataset, so the "
-                    "off-policy estimates of input_evaluation=%r are not computed (set "
-                    "input_evaluation: [] to silence this).",
-                    config["input_evaluation"],
-                )
-            policies = config.get("multiagent", {}).get("policies") or {}
-            if set(policies) - {DEFAULT_POLICY_ID}:
-                raise ValueError(
-                    "stream_to_learners streams the rows of one (the default) policy; "
-                    "multi-agent datasets are read by the rollout workers (leave it False)."
-                )
 
     def training_step(self) -> dict:
-        if self.config.get("stream_to_learners"):
-            return self._training_step_streamed()
+        if self._stream is not None:
+            return self._stream.training_step(self)
         batch = synchronous_parallel_sample(self.workers).as_multi_agent()
         counters = self._counters
         counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
@@ -169,40 +124,6 @@ class MARWILTrainer(Trainer):
         )
         counters[NUM_ENV_STEPS_TRAINED] += train_batch.env_steps()
         counters[NUM_AGENT_STEPS_TRAINED] += train_batch.agent_steps()
-        self.workers.sync_weights(global_vars={"timestep": counters[NUM_ENV_STEPS_SAMPLED]})
-        return self.learner_info_from(results)
-
-    def _training_step_streamed(self) -> dict:
-        """One gradient step on the next `train_batch_size` rows of the dataset, read
-        and prepared by the learners (`stream_to_learners`)."""
-        cfg = self.config
-        group = self.learner_group
-        if self._streams is None:
-            dataset = stream_dataset(cfg)
-            n = max(1, int(cfg.get("num_learners") or 0))
-            self._streams = (
-                list(dataset.streaming_split(n, equal=True)) if n > 1 else [dataset.iterator()]
-            )
-            self._prepare = functools.partial(
-                prepare_streamed_rows,
-                config={k: cfg.get(k) for k in STREAM_CONFIG_KEYS},
-                shapes=row_shapes(dataset),
-                keep=_BUFFER_COLUMNS,
-            )
-        counters = self._counters
-        results = group.update(
-            data_iterators=self._streams,
-            num_iters=1,
-            minibatch_size=cfg["train_batch_size"],
-            num_epochs=1,
-            prepare_rows=self._prepare,
-            timesteps={"num_env_steps_sampled_lifetime": counters[NUM_ENV_STEPS_SAMPLED]},
-        )
-        rows = _rows_trained(results, cfg["train_batch_size"])
-        for key in (NUM_ENV_STEPS_SAMPLED, NUM_AGENT_STEPS_SAMPLED):
-            counters[key] += rows
-        for key in (NUM_ENV_STEPS_TRAINED, NUM_AGENT_STEPS_TRAINED):
-            counters[key] += rows
         self.workers.sync_weights(global_vars={"timestep": counters[NUM_ENV_STEPS_SAMPLED]})
         return self.learner_info_from(results)
 
@@ -226,9 +147,3 @@ def _loss_columns(batch: MultiAgentBatch) -> MultiAgentBatch:
         },
         batch.env_steps(),
     )
-
-
-def _rows_trained(results: dict | None, default: int) -> int:
-    """Rows the learners trained on in one update (summed over learners)."""
-    values = stats_to_values(results or {}).get(ALL_MODULES, {})
-    return int(values.get("num_env_steps_trained", default))
