@@ -85,41 +85,12 @@ def test_json_lines_of_steps_and_bad_configs(tmp_path, local_ray):
         load_dataset({"loader_fn": 3})
 
 
-def _cartpole_steps(n: int):
-    """n CartPole-v1 steps of a random policy, as rows of the columns BC reads."""
-    import gymnasium as gym
-
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=0)
-    rows, eps_id, t = [], 0, 0
-    for _ in range(n):
-        action = int(env.action_space.sample())
-        new_obs, reward, term, trunc, _ = env.step(action)
-        rows.append(
-            {
-                "obs": obs.astype(np.float32),
-                "actions": action,
-                "rewards": float(reward),
-                "new_obs": new_obs.astype(np.float32),
-                "terminateds": bool(term),
-                "truncateds": bool(trunc),
-                "dones": bool(term or trunc),
-                "eps_id": eps_id,
-                "t": t,
-            }
-        )
-        obs, t = new_obs, t + 1
-        if term or trunc:
-            (obs, _), eps_id, t = env.reset(), eps_id + 1, 0
-    return env, rows
-
-
 @pytest.mark.parametrize("num_learners", [0, 2])
-def test_bc_trains_on_a_ray_dataset_given_as_input(local_ray, num_learners):
+def test_bc_trains_on_a_ray_dataset_given_as_input(local_ray, num_learners, cartpole_steps):
     # With learners too: the workers read the dataset, the learners split its batches.
     from corral.agents.marwil import BCTrainer
 
-    env, rows = _cartpole_steps(200)
+    env, rows = cartpole_steps(200)
     dataset = ray.data.from_items(rows)
     assert isinstance(input_reader_for(dataset, IOContext(config={})), DatasetReader)
     trainer = BCTrainer(

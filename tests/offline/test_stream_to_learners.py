@@ -38,37 +38,10 @@ def _expert(obs: np.ndarray) -> int:
     return int(obs[2] + 0.5 * obs[3] > 0)
 
 
-def _expert_steps(n: int, seed: int = 0) -> list[dict]:
-    """n CartPole-v1 steps labelled with the expert's action, on the states of a random
-    walk (which cover more of the state space than the expert's own, balanced ones)."""
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=seed)
-    env.action_space.seed(seed)
-    rows, eps_id, t = [], 0, 0
-    for _ in range(n):
-        new_obs, reward, term, trunc, _ = env.step(int(env.action_space.sample()))
-        rows.append(
-            {
-                "obs": obs.astype(np.float32),
-                "actions": _expert(obs),
-                "rewards": float(reward),
-                "new_obs": new_obs.astype(np.float32),
-                "terminateds": bool(term),
-                "truncateds": bool(trunc),
-                "dones": bool(term or trunc),
-                "eps_id": eps_id,
-                "t": t,
-            }
-        )
-        obs, t = new_obs, t + 1
-        if term or trunc:
-            (obs, _), eps_id, t = env.reset(), eps_id + 1, 0
-    return rows
-
-
 @pytest.fixture(scope="module")
-def expert_rows():
-    return _expert_steps(3000)
+def expert_rows(cartpole_steps):
+    """CartPole states of a random walk, labelled with the expert's actions."""
+    return cartpole_steps(3000, label=_expert)[1]
 
 
 def _config(dataset, **extra):
@@ -122,7 +95,9 @@ def test_one_step_equals_an_update_on_the_rows_a_rollout_worker_would_read(exper
 
 
 @pytest.mark.parametrize("backend", ["local", "ray"])
-def test_bc_clones_the_expert_from_a_stream_split_between_two_learners(expert_rows, backend):
+def test_bc_clones_the_expert_from_a_stream_split_between_two_learners(
+    expert_rows, backend, cartpole_steps
+):
     dataset = ray.data.from_items(expert_rows)
     trainer = BCTrainer(
         config=_config(dataset, num_learners=2, lr=1e-2, backend=backend, train_batch_size=200)
@@ -133,7 +108,7 @@ def test_bc_clones_the_expert_from_a_stream_split_between_two_learners(expert_ro
         assert result["info"]["num_env_steps_trained"] == 40 * 200
         stats = result["info"]["learner"]["default_policy"]["learner_stats"]
         assert np.isfinite(stats["policy_loss"])
-        held_out = _columns(_expert_steps(1000, seed=1))
+        held_out = _columns(cartpole_steps(1000, seed=1, label=_expert)[1])
         actions, _, _ = trainer.get_policy().compute_actions(held_out["obs"], explore=False)
         accuracy = float(np.mean(actions == held_out["actions"]))
         assert accuracy > 0.9, accuracy
@@ -200,14 +175,14 @@ def _pendulum_steps(n: int) -> list[dict]:
 
 
 @pytest.mark.parametrize("algo", ["CQL", "CQL_DQN"])
-def test_cql_trains_on_a_stream_split_between_two_learners(algo):
+def test_cql_trains_on_a_stream_split_between_two_learners(algo, cartpole_steps):
     from corral.agents.cql import CQLDQNTrainer, CQLTrainer
 
     if algo == "CQL":
         rows, env = _pendulum_steps(600), gym.make("Pendulum-v1")
         cls, extra = CQLTrainer, {"bc_iters": 2, "num_actions": 2}
     else:
-        rows, env = _expert_steps(600), gym.make("CartPole-v1")
+        env, rows = cartpole_steps(600, label=_expert)
         cls, extra = CQLDQNTrainer, {"target_network_update_freq": 200}
     trainer = cls(
         config={
@@ -241,12 +216,12 @@ def test_cql_trains_on_a_stream_split_between_two_learners(algo):
         trainer.stop()
 
 
-def test_bad_configs_are_named(caplog):
+def test_bad_configs_are_named(caplog, cartpole_steps):
     from corral.agents.ppo import PPOTrainer
 
     with pytest.raises(ValueError, match="must be a ray.data.Dataset or 'dataset'"):
         BCTrainer(config={"input": "/some/json/dir", **SPACES, "stream_to_learners": True})
-    dataset = ray.data.from_items(_expert_steps(10))
+    dataset = ray.data.from_items(cartpole_steps(10)[1])
     with pytest.raises(ValueError, match="`num_workers` must be 0"):
         BCTrainer(config=_config(dataset, num_workers=1))
     with pytest.raises(ValueError, match="PPO does not stream its input to the learners"):
