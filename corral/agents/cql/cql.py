@@ -15,7 +15,7 @@ from corral.agents.cql.cql_dqn_torch_policy import CQLDQNTorchPolicy
 from corral.agents.cql.cql_torch_policy import CQLTorchPolicy
 from corral.agents.dqn import DEFAULT_CONFIG as DQN_DEFAULT_CONFIG
 from corral.agents.dqn import DQNTrainer
-from corral.agents.off_policy import REPLAY_COLUMNS
+from corral.agents.off_policy import REPLAY_COLUMNS, OffPolicyTrainer
 from corral.agents.sac import DEFAULT_CONFIG as SAC_DEFAULT_CONFIG
 from corral.agents.sac import SACTrainer
 from corral.execution.learner_stream import LearnerStream
@@ -91,7 +91,7 @@ _STREAM_REQUIRED = (
 )
 
 
-class _Streaming:
+class _Streaming(OffPolicyTrainer):
     """`stream_to_learners` for the CQL trainers (`corral.execution.learner_stream`):
     each streamed step is one gradient step, then the target networks' update rule."""
 
@@ -99,13 +99,13 @@ class _Streaming:
     _stream: LearnerStream | None
 
     def setup(self, config: dict) -> None:
-        super().setup(config)  # type: ignore[misc]
+        super().setup(config)
         self._stream = LearnerStream.of(self)
 
     def training_step(self) -> dict:
         if self._stream is None:
-            return super().training_step()  # type: ignore[misc]
-        info = self._stream.training_step(self, after_update=self._maybe_update_targets)  # type: ignore[attr-defined]
+            return super().training_step()
+        info = self._stream.training_step(self, after_update=self._maybe_update_targets)
         self._last_learner_info = info
         return info
 
