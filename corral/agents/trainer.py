@@ -679,14 +679,12 @@ class Trainer(Trainable):
     # -- lifecycle ----------------------------------------------------------
 
     def cleanup(self) -> None:
-        """Stops every worker process (rollout and evaluation) and remote learner."""
-        learner_group = getattr(self, "_learner_group", None)
-        if learner_group is not None:
-            learner_group.stop()
-        for name in ("workers", "evaluation_workers"):
-            worker_set = getattr(self, name, None)
-            if worker_set is not None:
-                worker_set.stop()
+        """Ends a `stream_to_learners` stream, stops every remote learner and worker
+        process (rollout and evaluation)."""
+        for name in ("_stream", "_learner_group", "workers", "evaluation_workers"):
+            part = getattr(self, name, None)
+            if part is not None:
+                part.stop()
 
     @staticmethod
     def with_updates(**overrides: Any) -> type[Trainer]:

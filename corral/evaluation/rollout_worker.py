@@ -652,6 +652,9 @@ class RolloutWorker:
         return os.getpid()
 
     def stop(self) -> None:
+        close_input = getattr(self.input_reader, "close", None)  # e.g. a Ray Data pass
+        if callable(close_input):
+            close_input()
         self.output_writer.close()
         if self.async_env is not None:
             self.async_env.stop()

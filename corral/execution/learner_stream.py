@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from corral.core.learner.learner import ALL_MODULES, NUM_ENV_STEPS_SAMPLED_LIFETIME
+from corral.core.learner.training_data import end_streams
 from corral.offline.dataset_reader import (
     STREAM_CONFIG_KEYS,
     check_stream_input,
@@ -141,6 +142,13 @@ class LearnerStream:
         for key in (NUM_ENV_STEPS_TRAINED, NUM_AGENT_STEPS_TRAINED):
             counters[key] += rows
         return results
+
+    def stop(self) -> None:
+        """Ends the passes this process holds open (`end_streams`); the learners' own
+        iterators end with the learners."""
+        if self._iterators is not None:
+            end_streams(self._iterators)
+            self._iterators = None
 
     def training_step(self, trainer: Any, after_update: Callable[[], None] | None = None) -> dict:
         """A streamed training step: `update`, then `after_update` (e.g. target network

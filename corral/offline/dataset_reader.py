@@ -124,6 +124,13 @@ class DatasetReader(InputReader):
             self._batches = None
         raise ValueError("The Ray dataset of input='dataset' holds no rows.")
 
+    def close(self) -> None:
+        """Ends the pass in progress (Ray Data's batch generator), while Ray is up."""
+        close = getattr(self._batches, "close", None)  # a generator (Ray Data's) has one
+        if close is not None:
+            close()
+        self._batches = None
+
 
 def dataset_rows(columns: Mapping[str, Any], shapes: Mapping[str, list[int]]) -> SampleBatch:
     """A `SampleBatch` of one batch of a dataset's rows (Ray Data numpy columns): list

@@ -16,7 +16,7 @@ pytest.importorskip("ray.data")
 from corral.agents.ppo import PPOTrainer  # noqa: E402
 from corral.agents.ppo.ppo import standardize  # noqa: E402
 from corral.core.learner import Learner, LearnerGroup  # noqa: E402
-from corral.core.learner.training_data import rows_of_iterator  # noqa: E402
+from corral.core.learner.training_data import end_streams, rows_of_iterator  # noqa: E402
 from corral.policy.sample_batch import SampleBatch  # noqa: E402
 from corral.utils.metrics import stats_to_values  # noqa: E402
 
@@ -45,6 +45,7 @@ COLUMNS = (
 def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
+    end_streams()  # the passes these tests leave open end while Ray is up
     ray.shutdown()
 
 

@@ -119,6 +119,19 @@ def test_bc_clones_the_expert_from_a_stream_split_between_two_learners(
         trainer.stop()
 
 
+def test_stopping_the_trainer_ends_the_stream_it_holds_open(expert_rows):
+    # A pass left open would be finalised by the garbage collector at any later time,
+    # possibly after ray.shutdown() and inside unrelated code.
+    from corral.core.learner import training_data
+
+    trainer = BCTrainer(config=_config(ray.data.from_items(expert_rows)))
+    trainer.train()
+    iterators = trainer._stream._iterators
+    assert any(it in training_data._STREAMS for it in iterators)
+    trainer.stop()
+    assert not any(it in training_data._STREAMS for it in iterators)
+
+
 def test_actions_are_adapted_as_the_workers_readers_adapt_them():
     # clip_actions / normalize_actions apply to streamed rows as to read ones.
     box = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)

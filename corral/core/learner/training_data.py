@@ -203,6 +203,18 @@ def rows_of_iterator(
     return concat_samples(parts)
 
 
+def end_streams(iterators: Sequence[Any] | None = None) -> None:
+    """Closes the passes `rows_of_iterator` holds open of `iterators` (all of this
+    process's when None): Ray Data's batch generators, which would otherwise be finalised
+    whenever the garbage collector gets to them, possibly after Ray has shut down and in
+    the middle of unrelated code. A closed iterator starts a new pass when read again."""
+    for iterator in list(_STREAMS) if iterators is None else iterators:
+        batches = _STREAMS.pop(iterator, (0, None))[1]
+        close = getattr(batches, "close", None)  # a generator (Ray Data's) has one
+        if close is not None:
+            close()
+
+
 def with_reading_policy(
     prepare_rows: Callable[..., SampleBatch] | None, policies: Mapping[str, Any]
 ) -> Callable[[Mapping[str, Any]], SampleBatch] | None:
