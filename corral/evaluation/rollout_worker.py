@@ -17,7 +17,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from corral.agents.config import copy_config, deep_update
 from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
@@ -29,6 +28,13 @@ from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
 from corral.evaluation.obs_check import env_name, spaces_match
+from corral.evaluation.policy_setup import (
+    default_policy_mapping_fn,
+    merge_policy_config,
+    place_policy,
+    rollout_device,
+    with_class_defaults,
+)
 from corral.evaluation.sampler import SingleAgentSampler
 from corral.offline.estimators.runner import estimate_off_policy
 from corral.offline.input_reader import SamplerInput
@@ -107,7 +113,7 @@ class RolloutWorker:
             self.env = self.async_env.envs[0] if self.async_env is not None else None
         multiagent = config["multiagent"]
         self.policy_mapping_fn: Callable = multiagent.get("policy_mapping_fn") or (
-            _default_policy_mapping_fn
+            default_policy_mapping_fn
         )
         self.policy_map = PolicyMap(
             multiagent.get("policy_map_capacity") or 100,
@@ -137,7 +143,6 @@ class RolloutWorker:
             return None
         # Distinct, reproducible streams per worker.
         seed = int(seed) + 1000 * self.worker_index
-        import torch
 
         random.seed(seed)
         np.random.seed(seed % 2**32)
@@ -281,8 +286,8 @@ class RolloutWorker:
                 )
             # Policy specs and config keys written with old `gym.spaces` (RLlib 1.x code).
             obs_space, act_space = convert_space(obs_space), convert_space(act_space)
-            policy_config = _merge_policy_config(base_config or self.config, spec.config)
-            policy_config = _with_class_defaults(spec.policy_class, policy_config)
+            policy_config = merge_policy_config(base_config or self.config, spec.config)
+            policy_config = with_class_defaults(spec.policy_class, policy_config)
             # Tells the policy's exploration which worker it acts in (e.g.
             # PerWorkerEpsilonGreedy's per-worker epsilon; 0 = the driver's worker).
             policy_config["worker_index"] = self.worker_index
@@ -663,56 +668,6 @@ class RolloutWorker:
         return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"
 
 
-def rollout_device(config: dict, worker_index: int) -> str | None:
-    """Where a rollout worker's policies act (`num_gpus_per_worker`).
-
-    None (the CPU, where policies are built) for the driver's worker (index 0, whose
-    policies the learner trains: `num_gpus` is its key) and without
-    `num_gpus_per_worker`; "cuda" for a remote worker with `num_gpus_per_worker > 0`
-    (the GPU Ray assigned it with backend="ray", the current CUDA device otherwise);
-    "cpu" with `_fake_gpus`: the same device code path (`TorchPolicy.to_device`) on the
-    CPU.
-
-    Raises:
-        ValueError: `num_gpus_per_worker > 0`, no `_fake_gpus`, and torch sees no CUDA.
-    """
-    gpus = config.get("num_gpus_per_worker", 0) or 0
-    if worker_index == 0 or gpus <= 0:
-        return None
-    if config.get("_fake_gpus"):
-        return "cpu"
-    if not torch.cuda.is_available():
-        raise ValueError(
-            f"num_gpus_per_worker={gpus}, but torch sees no CUDA GPU in rollout worker "
-            f"{worker_index} (torch {torch.__version__}, CUDA build: "
-            f"{torch.version.cuda is not None}). Set num_gpus_per_worker=0, or "
-            "`_fake_gpus: True` to run the GPU code path on the CPU."
-        )
-    return "cuda"
-
-
-def place_policy(policy: Policy, device: str, policy_id: str) -> None:
-    """Moves a rollout worker's policy to `device` (`TorchPolicy.to_device`).
-
-    A policy without `to_device` (not a `TorchPolicy`) keeps acting where it is, with a
-    warning.
-    """
-    to_device = getattr(policy, "to_device", None)
-    if to_device is None:
-        logger.warning(
-            "num_gpus_per_worker: policy %r (%s) has no to_device(); it acts on the CPU.",
-            policy_id,
-            type(policy).__name__,
-        )
-        return
-    to_device(device)
-
-
-def _default_policy_mapping_fn(agent_id: Any, episode: Any, worker: Any, **kwargs: Any) -> str:
-    """Without a `policy_mapping_fn`, every agent plays the default policy (RLlib's rule)."""
-    return DEFAULT_POLICY_ID
-
-
 def _agent_ids(env: MultiAgentEnv) -> list[Any]:
     """The agent ids of a multi-agent env (from a reset when it declares none)."""
     agents = list(env.possible_agents or env.agents or (env.observation_spaces or {}))
@@ -720,26 +675,3 @@ def _agent_ids(env: MultiAgentEnv) -> list[Any]:
         obs, _ = env.reset()
         agents = list(obs)
     return agents
-
-
-def _with_class_defaults(policy_class: type, config: dict) -> dict:
-    """`config` plus the keys it lacks from the policy class's own algorithm defaults
-    (`policy_class.get_default_config()`), so e.g. a `PPOTorchPolicy` under a DQN trainer
-    finds `kl_coeff` (RLlib 1.13: `dict(get_default_config(), **config)`)."""
-    get_defaults = getattr(policy_class, "get_default_config", None)
-    if not callable(get_defaults):
-        return config
-    try:
-        defaults = get_defaults()
-    except TypeError:  # not RLlib's zero-argument function
-        return config
-    if not isinstance(defaults, dict):
-        return config
-    missing = {k: copy_config(v) for k, v in defaults.items() if k not in config}
-    return {**missing, **config} if missing else config
-
-
-def _merge_policy_config(base: dict, overrides: dict | None) -> dict:
-    """The trainer config with a policy's overrides merged in (nested dicts key by key):
-    corral's one recursive merge (`deep_update`) on a copy of the config's containers."""
-    return deep_update(copy_config(base), overrides or {}, new_keys_allowed=True)

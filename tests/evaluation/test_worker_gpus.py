@@ -9,7 +9,7 @@ import torch
 
 from corral.agents.ppo import PPOTrainer
 from corral.agents.sac import SACTrainer
-from corral.evaluation.rollout_worker import rollout_device
+from corral.evaluation.policy_setup import rollout_device
 from corral.evaluation.worker_set import WorkerSet
 from corral.policy.torch_policy import TorchPolicy
 
