@@ -23,29 +23,25 @@ from corral.env.gym_compat import step_output_error
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.obs_check import ObservationCheck, all_finite, batch_obs_dtype
 from corral.evaluation.resume_state import EnvReplayLog
-
-# Moved to `sampler_base` (shared with the multi-agent sampler); importable from here too.
 from corral.evaluation.sampler_base import (
     MAX_SUB_ENV_RESTARTS_IN_A_ROW,
     SamplerBase,
     SubEnvRestarts,
-    actions_with_views,
     clip_rewards_in_place,
     nonfinite_reward_error,
     postprocess_trajectory,
     restart_enabled,
     reward_clip_bounds,
-    sampler_columns,
 )
+
+# Moved to `sampler_base` (shared with the multi-agent sampler); importable from here too.
+from corral.evaluation.sampler_resume import SingleAgentResume
+from corral.evaluation.sampler_views import SingleAgentViews
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.policy import declared_for
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
 from corral.policy.view_requirement import (
-    ViewPlan,
     ViewWindows,
-    accepts_view_inputs,
-    action_spec,
-    fill_future,
     fill_future_rows,
 )
 from corral.utils.error import EnvError
@@ -65,7 +61,7 @@ __all__ = [
 ]
 
 
-class SingleAgentSampler(SamplerBase):
+class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
     """Samples fragments from a `VectorEnv` with one policy.
 
     Episode ends follow `EpisodeEndRule` (horizon, `soft_horizon`,
@@ -164,24 +160,6 @@ class SingleAgentSampler(SamplerBase):
             obs = self._reset_sub_env(i, seed=None if seed is None else seed + i)
             self._start_episode(i, obs)
 
-    def _plan_views(self) -> ViewPlan | None:
-        """The policy's extra view columns (see `corral.policy.view_requirement`)."""
-        native = sampler_columns(self.recurrent)
-        specs = {
-            SampleBatch.OBS: (self.obs_shape, self.obs_dtype),
-            SampleBatch.NEXT_OBS: (self.obs_shape, self.obs_dtype),
-            SampleBatch.ACTIONS: action_spec(self.policy.action_space),
-            SampleBatch.REWARDS: ((), np.dtype(np.float32)),
-            SampleBatch.TERMINATEDS: ((), np.dtype(np.bool_)),
-            SampleBatch.TRUNCATEDS: ((), np.dtype(np.bool_)),
-            SampleBatch.EPS_ID: ((), np.dtype(np.int64)),
-            SampleBatch.T: ((), np.dtype(np.int64)),
-        }
-        plan = ViewPlan.for_policy(self.policy, native, specs)
-        if plan is not None:
-            self._view_compute = accepts_view_inputs(self.policy)
-        return plan
-
     def _reset_sub_env(self, i: int, seed: int | None = None) -> Any:
         """Resets sub-env `i` (logged for exact resumes); returns its observation."""
         self.replay_log.before_reset(i, seed)
@@ -261,26 +239,6 @@ class SingleAgentSampler(SamplerBase):
             self._allocate_views(buf, T, N, actions, extra)
         self._buffers = buf
         return buf
-
-    def _allocate_views(
-        self,
-        buf: dict[str, np.ndarray],
-        T: int,
-        N: int,
-        actions: np.ndarray,
-        extra: dict[str, np.ndarray],
-    ) -> None:
-        """The buffers of the extra view columns kept for training, once the first
-        forward pass told the shapes of the columns it returns."""
-        views = self.views
-        assert views is not None
-        views.specs[SampleBatch.ACTIONS] = (actions.shape[1:], actions.dtype)
-        for k, v in extra.items():
-            views.specs[k] = (v.shape[1:], v.dtype)
-        views.keep_available(set(buf))
-        for c in views.training:
-            shape, dtype = views.specs[c.data_col]
-            buf[c.name] = np.zeros((T, N, *c.value_shape(tuple(shape))), dtype)
 
     @property
     def _buf(self) -> dict[str, np.ndarray]:
@@ -422,55 +380,6 @@ class SingleAgentSampler(SamplerBase):
             timers.processing += (t2 - t1) + (clock() - t3)
         timers.steps += T
         return self._build_batch(self._buf)
-
-    # -- the trajectory view API (only with extra view columns) -----------------
-
-    def _compute_with_views(self, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """One step's actions with the view columns in the model's input dict: this
-        step's observation enters the windows, every column's past offsets are read
-        (and kept for the batch)."""
-        windows = self.view_windows
-        assert windows is not None
-        windows.push(SampleBatch.OBS, self.obs)
-        self._step_views = windows.step_views(self.ep_len)
-        inputs = windows.acting_inputs(self._step_views)
-        recurrent = (self.states, self.prev_actions, self.prev_rewards) if self.recurrent else ()
-        return actions_with_views(
-            self.policy, self.obs, explore, inputs, self._view_compute, *recurrent
-        )
-
-    def _record_step_views(self, buf: dict[str, np.ndarray], t: int) -> None:
-        """Row `t` of the view columns kept for training: the past offsets just read."""
-        assert self.views is not None
-        for c in self.views.training:
-            values = self._step_views.get(c.name)
-            if values is None:
-                continue
-            if c.stacked:
-                buf[c.name][t][:, c.past] = values
-            else:
-                buf[c.name][t] = values[:, 0]
-
-    def _push_step_views(self, buf: dict[str, np.ndarray], t: int) -> None:
-        """The step's values of the data columns that past offsets read (rewards
-        clipped as the batch's are)."""
-        windows = self.view_windows
-        assert windows is not None and self.views is not None
-        for d in self.views.pushed_cols:
-            values = buf[d][t]
-            if d == SampleBatch.REWARDS and self.reward_clip is not None:
-                values = values.copy()
-                clip_rewards_in_place(values, self.reward_clip)
-            windows.push(d, values)
-
-    def _fill_future_views(self, buf: dict[str, np.ndarray]) -> None:
-        """The view columns' later offsets, from the complete fragment."""
-        assert self.views is not None
-        for c in self.views.training:
-            if len(c.future):
-                fill_future(
-                    c, buf[c.name], buf, buf[SampleBatch.EPS_ID], buf[SampleBatch.T], self._valid
-                )
 
     def _stand_in_result(self, i: int) -> tuple:
         """What a failed sub-env "returned": its last observation, no reward, not done
@@ -746,53 +655,6 @@ class SingleAgentSampler(SamplerBase):
             done_eps.extend(finished)
         self._faulty_eps.clear()
         return done_eps
-
-    # -- exact resumes (see corral.evaluation.resume_state) ---------------------
-
-    def get_resume_state(self) -> dict[str, Any] | None:
-        """The unfinished episodes as plain data (None: they cannot be replayed, e.g.
-        pieces of complete episodes are pending or an env's reset was not seeded)."""
-        envs = self.replay_log.get_state()
-        if envs is None or any(self._pending) or self.vector_step is not None:
-            return None
-        state: dict[str, Any] = {
-            **envs,
-            "obs": self.obs.copy(),
-            "ep_len": self.ep_len.copy(),
-            "ep_ret": self.ep_ret.copy(),
-            "eps_ids": self.eps_ids.copy(),
-            "episode_counter": self._episode_counter,
-        }
-        if self.recurrent:
-            state["rnn_states"] = [s.copy() for s in self.states]
-            state["prev_actions"] = self.prev_actions.copy()
-            state["prev_rewards"] = self.prev_rewards.copy()
-        if self.view_windows is not None:
-            state["view_windows"] = self.view_windows.get_state()
-        return state
-
-    def set_resume_state(self, state: dict[str, Any]) -> None:
-        """Continues the episodes `get_resume_state` described: each sub-env is replayed
-        to where it was, and the sampler's per-env arrays are taken over."""
-        raw_obs = self.replay_log.replay(
-            state, lambda actions: self.policy.to_env_actions(actions, self.unsquash, self.clip)
-        )
-        self.obs[:] = state["obs"]
-        self.ep_len[:] = state["ep_len"]
-        self.ep_ret[:] = state["ep_ret"]
-        self.eps_ids[:] = state["eps_ids"]
-        self._episode_counter = int(state["episode_counter"])
-        if self.recurrent:
-            self.states = [np.array(s) for s in state["rnn_states"]]
-            self.prev_actions = np.array(state["prev_actions"])
-            self.prev_rewards = np.array(state["prev_rewards"])
-        if self.view_windows is not None and "view_windows" in state:
-            self.view_windows.set_state(state["view_windows"])
-        self._episodes_by_id = {}
-        for i in range(self.num_envs):
-            self._make_episode(i, int(self.eps_ids[i]))
-            episode = self._sync_episode(i)
-            episode._set_last(SINGLE_AGENT_ID, obs=self.obs[i], raw_obs=raw_obs[i])
 
 
 def _is_step_tuple(result: Any) -> bool:
