@@ -6,6 +6,7 @@ not installed.
 """
 
 import copy
+import gc
 
 import numpy as np
 import pytest
@@ -46,6 +47,7 @@ def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     end_streams()  # the passes these tests leave open end while Ray is up
+    gc.collect()  # and Ray Data generators left in reference cycles
     ray.shutdown()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +31,7 @@ SPACES = {
 def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
+    gc.collect()  # Ray Data generators left in reference cycles end while Ray is up
     ray.shutdown()
 
 
