@@ -4,7 +4,7 @@ replayed to where it was by `corral.evaluation.resume_state.EnvReplayLog`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,11 +36,11 @@ class SingleAgentResume:
     _episode_counter: int
     _episodes_by_id: dict[int, Episode]
 
-    def _make_episode(self, i: int, eps_id: int) -> Episode:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # the sampler's own, which these methods call
 
-    def _sync_episode(self, i: int) -> Episode:
-        raise NotImplementedError
+        def _make_episode(self, i: int, eps_id: int) -> Episode: ...
+
+        def _sync_episode(self, i: int) -> Episode: ...
 
     def get_resume_state(self) -> dict[str, Any] | None:
         """The unfinished episodes as plain data (None: they cannot be replayed, e.g.

@@ -22,10 +22,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from corral.core.learner.learner import ALL_MODULES, NUM_ENV_STEPS_SAMPLED_LIFETIME
 from corral.core.learner.training_data import end_streams
+from corral.execution.common import count_sampled, count_trained
 from corral.offline.dataset_reader import (
     STREAM_CONFIG_KEYS,
     check_stream_input,
@@ -34,13 +35,7 @@ from corral.offline.dataset_reader import (
     stream_dataset,
 )
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
-from corral.utils.metrics import (
-    NUM_AGENT_STEPS_SAMPLED,
-    NUM_AGENT_STEPS_TRAINED,
-    NUM_ENV_STEPS_SAMPLED,
-    NUM_ENV_STEPS_TRAINED,
-    stats_to_values,
-)
+from corral.utils.metrics import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED, stats_to_values
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +69,18 @@ def check_stream_config(config: Mapping[str, Any], trainer: Any = None) -> None:
             "to silence this).",
             config["input_evaluation"],
         )
+
+
+class _Rows(NamedTuple):
+    """Single-agent rows read from the stream, as the step counters count a batch."""
+
+    count: int
+
+    def env_steps(self) -> int:
+        return self.count
+
+    def agent_steps(self) -> int:
+        return self.count
 
 
 class LearnerStream:
@@ -134,13 +141,12 @@ class LearnerStream:
             prepare_rows=self._prepare,
             timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: counters[NUM_ENV_STEPS_SAMPLED]},
         )
-        # Rows trained, summed over the learners (what a cut to equal shards kept).
+        # Rows trained, summed over the learners (what a cut to equal shards kept): read
+        # from the stream, so counted as sampled too.
         trained = stats_to_values(results or {}).get(ALL_MODULES, {})
-        rows = int(trained.get("num_env_steps_trained", self.config["train_batch_size"]))
-        for key in (NUM_ENV_STEPS_SAMPLED, NUM_AGENT_STEPS_SAMPLED):
-            counters[key] += rows
-        for key in (NUM_ENV_STEPS_TRAINED, NUM_AGENT_STEPS_TRAINED):
-            counters[key] += rows
+        rows = _Rows(int(trained.get(NUM_ENV_STEPS_TRAINED, self.config["train_batch_size"])))
+        count_sampled(counters, rows)
+        count_trained(counters, rows)
         return results
 
     def stop(self) -> None:

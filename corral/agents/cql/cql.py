@@ -19,7 +19,7 @@ from corral.agents.off_policy import REPLAY_COLUMNS, OffPolicyTrainer
 from corral.agents.sac import DEFAULT_CONFIG as SAC_DEFAULT_CONFIG
 from corral.agents.sac import SACTrainer
 from corral.execution.learner_stream import LearnerStream
-from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import N_STEP
 from corral.utils.config_spec import Bool, Float, Int, Spec
 
 # CQL's own keys (RLlib 1.13's), shared by the SAC and DQN forms where they apply.
@@ -81,14 +81,9 @@ CONFIG_SPECS: dict[str, Spec] = {
 }
 
 
-# The columns of a transition (the replay buffer's, as the CQL losses read them).
-_STREAM_REQUIRED = (
-    SampleBatch.OBS,
-    SampleBatch.ACTIONS,
-    SampleBatch.REWARDS,
-    SampleBatch.NEXT_OBS,
-    SampleBatch.TERMINATEDS,
-)
+# The columns of a transition (the replay buffer's, as the CQL losses read them); the
+# n-step column is there only when postprocessing added it.
+_STREAM_REQUIRED = tuple(c for c in REPLAY_COLUMNS if c != N_STEP)
 
 
 class _Streaming(OffPolicyTrainer):

@@ -364,7 +364,7 @@ class LearnerGroup:
         train on, with the default policy of the process that reads it (the learner's
         own for Ray learners reading their iterators, after the driver's weights were
         loaded into it; the driver's otherwise): the offline algorithms' preparation of
-        dataset rows (`corral.offline.adapt.prepare_rows`).
+        dataset rows (`corral.offline.dataset_reader.prepare_streamed_rows`).
         """
         prepare_rows = kwargs.pop("prepare_rows", None)
         if not self._handles:
