@@ -393,29 +393,50 @@ def bench_pong(envs: int, steps: int) -> dict[str, Any]:
 ENVPOOL_PONG = "Pong-v5"
 
 
-def bench_pong_envpool(envs: int, steps: int) -> dict[str, Any]:
+def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any]:
     """corral's sampling on EnvPool's Pong (`vectorize_mode="envpool"`: the emulator and
     DeepMind's frame processing in C++, 84x84 grey, 4 frames), next to the same pool
-    alone stepped with random actions (transitions counted on both sides)."""
+    alone stepped with random actions (transitions counted on both sides).
+
+    Rows: PPO's default model (two conv stacks), the shared trunk, and the shared
+    trunk with `env_splits=2` (two pools stepping while the policy acts for the other);
+    each round runs every row once, in that order, then the env alone; medians.
+    """
     import envpool
     import numpy as np
 
-    corral_rate, breakdown = _pong_sampling(ENVPOOL_PONG, envs, steps, vectorize_mode="envpool")
-    shared_rate, _ = _pong_sampling(
-        ENVPOOL_PONG, envs, steps, vectorize_mode="envpool", model=SHARED_TRUNK
-    )
-    pool = envpool.make(ENVPOOL_PONG, env_type="gymnasium", num_envs=envs, seed=0)
-    pool.reset()
-    rng = np.random.default_rng(0)
-    n_actions = pool.single_action_space.n
-    prev_done = np.zeros(envs, np.bool_)
-    done, t0 = 0, time.perf_counter()
-    while done < steps:
-        _, _, term, trunc, _ = pool.step(rng.integers(n_actions, size=envs))
-        done += envs - int(prev_done.sum())
-        prev_done = term | trunc
-    env_rate = done / (time.perf_counter() - t0)
-    pool.close()
+    def env_alone() -> float:
+        pool = envpool.make(ENVPOOL_PONG, env_type="gymnasium", num_envs=envs, seed=0)
+        pool.reset()
+        rng = np.random.default_rng(0)
+        n_actions = pool.single_action_space.n
+        prev_done = np.zeros(envs, np.bool_)
+        done, t0 = 0, time.perf_counter()
+        while done < steps:
+            _, _, term, trunc, _ = pool.step(rng.integers(n_actions, size=envs))
+            done += envs - int(prev_done.sum())
+            prev_done = term | trunc
+        rate = done / (time.perf_counter() - t0)
+        pool.close()
+        return rate
+
+    rows = {
+        "corral": {},
+        "corral_shared_trunk": {"model": SHARED_TRUNK},
+        "corral_shared_trunk_env_splits_2": {"model": SHARED_TRUNK, "env_splits": 2},
+    }
+    runs: dict[str, list[float]] = {name: [] for name in (*rows, "env_only")}
+    breakdowns: dict[str, dict[str, float]] = {}
+    for _ in range(repeats):
+        for name, extra in rows.items():
+            rate, breakdown = _pong_sampling(
+                ENVPOOL_PONG, envs, steps, vectorize_mode="envpool", **extra
+            )
+            runs[name].append(rate)
+            breakdowns[name] = {k: v for k, v in breakdown.items() if k.startswith("mean_") and v}
+        runs["env_only"].append(env_alone())
+    rates = {name: median(r) for name, r in runs.items()}
+    env_rate = rates["env_only"]
     return {
         "bench": "sampling",
         "env": f"envpool:{ENVPOOL_PONG}",
@@ -423,14 +444,11 @@ def bench_pong_envpool(envs: int, steps: int) -> dict[str, Any]:
         "preprocessing": "EnvPool's (84x84 grey, 4 frames, frame skip 4)",
         "workers": 1,
         "envs_per_worker": envs,
-        "corral_steps_per_s": corral_rate,
-        "corral_shared_trunk_steps_per_s": shared_rate,
-        "env_only_steps_per_s": env_rate,
-        "ratio_to_env_only": ratio(corral_rate, env_rate),
-        "shared_trunk_ratio_to_env_only": ratio(shared_rate, env_rate),
-        "corral_sampler_ms_per_vector_step": {
-            k: v for k, v in breakdown.items() if k.startswith("mean_") and v
-        },
+        "repeats": repeats,
+        **{f"{name}_steps_per_s": rate for name, rate in rates.items()},
+        **{f"{name}_ratio_to_env_only": ratio(rates[name], env_rate) for name in rows},
+        "runs": runs,
+        "corral_sampler_ms_per_vector_step": breakdowns,
     }
 
 
@@ -626,7 +644,7 @@ def main() -> None:
         emit(bench_pong(4, 800 if args.quick else 4_000))
     if args.pong_envpool:
         log(f"sampling: envpool {ENVPOOL_PONG}, 1 process x 8 envs")
-        emit(bench_pong_envpool(8, 800 if args.quick else 4_000))
+        emit(bench_pong_envpool(8, 800 if args.quick else 4_000, args.repeats))
     emit(
         {
             "bench": "sampling",

@@ -50,6 +50,14 @@ COMMON_CONFIG: TrainerConfigDict = {
     # `restart_failed_sub_environments`, `remote_worker_envs` and `record_env` are
     # refused with them.
     "vectorize_mode": "sequential",
+    # With vectorize_mode="envpool": the worker's sub-envs in this many EnvPool pools
+    # (groups of num_envs_per_worker // env_splits) that step in turn: while one
+    # group's envs step in EnvPool's threads, the sampler records the previous group's
+    # step and computes the next group's actions (double-buffered sampling, Sample
+    # Factory's `worker_num_splits`; 2 is the usual value). It pays off when inference
+    # and env stepping cost about the same (Atari); batches, seeds (sub-env i gets
+    # seed + i) and episodes are those of one pool stepped in lockstep. 1: one pool.
+    "env_splits": 1,
     # Whether the driver's local worker builds an env too when `num_workers` > 0.
     # It normally needs none, since remote workers sample and evaluation workers
     # evaluate; set True to e.g. call `compute_single_action` against its env.

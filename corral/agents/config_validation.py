@@ -64,6 +64,7 @@ def _common_specs() -> dict[str, Spec]:
         "num_workers": Int(0),
         "num_envs_per_worker": Int(1),
         "vectorize_mode": OneOf("sequential", "native", "envpool"),
+        "env_splits": Int(1),
         "create_env_on_driver": Bool(),
         "rollout_fragment_length": Int(1),
         "batch_mode": OneOf("truncate_episodes", "complete_episodes"),
@@ -263,11 +264,32 @@ def _validate_framework_and_backend(config: TrainerConfigDict) -> None:
     _check_int(config, "num_workers", 0)
     _check_int(config, "num_envs_per_worker", 1)
     _check_int(config, "evaluation_num_workers", 0)
+    _check_env_splits(config)
 
     if config.get("recreate_failed_workers") and config.get("ignore_worker_failures"):
         raise ValueError(
             "Only one of `ignore_worker_failures` (carry on without a dead worker) and "
             "`recreate_failed_workers` (replace it) may be True."
+        )
+
+
+def _check_env_splits(config: Mapping[str, Any]) -> None:
+    """`env_splits` > 1 needs EnvPool pools and divides `num_envs_per_worker`."""
+    splits = config.get("env_splits") or 1
+    if splits == 1:
+        return
+    mode = config.get("vectorize_mode") or "sequential"
+    if mode != "envpool":
+        raise ValueError(
+            f"env_splits={splits!r} needs vectorize_mode='envpool' (EnvPool steps a group in "
+            f"its own threads while the policy acts for the next one); got vectorize_mode="
+            f"{mode!r}, whose envs step in the sampler's thread. Set env_splits=1."
+        )
+    n = config.get("num_envs_per_worker") or 1
+    if n % splits:
+        raise ValueError(
+            f"env_splits={splits!r} must divide num_envs_per_worker={n} (each group is a "
+            "pool of num_envs_per_worker // env_splits sub-envs)."
         )
 
 

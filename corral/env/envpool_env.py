@@ -9,17 +9,27 @@ episode's end returns the new episode's first observation, reward 0), which
 Seeds: EnvPool seeds sub-env `i` with `seed + i` when the pool is made (its
 `reset()` does not reseed), so the worker passes its seed here; a worker
 without a seed gets a random one.
+
+`env_splits` > 1 makes `EnvPoolSplits`: several pools whose groups of sub-envs the
+sampler steps in turn (`corral.evaluation.sampler_split`), so that EnvPool's threads
+step one group while the policy acts for the next.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from corral.env.native_vector_env import is_envpool_env  # noqa: F401 - re-exported
+from corral.env.native_vector_env import (
+    BatchedVectorEnv,
+    InfoRows,
+    SubEnvView,
+    is_envpool_env,  # noqa: F401 - re-exported
+)
 
 INSTALL_HINT = "pip install corral[envpool]"
 
@@ -85,3 +95,98 @@ def envpool_env_creator(task_id: Any) -> Any:
     make their own pools of `num_envs_per_worker`, `corral.env.native_vector_env`)."""
     check_task_id(task_id)
     return lambda ctx: make_envpool_env(task_id, 1, None, dict(ctx))
+
+
+class EnvPoolSplits(BatchedVectorEnv):
+    """`env_splits` EnvPool pools as one batched vector env whose groups step in turn.
+
+    Group `g` is pool `g`, sub-envs `groups[g]` of the worker. The sampler sends a
+    group's actions (`send_group`) and, while EnvPool's threads step it, receives,
+    records and acts for the next group (double-buffered sampling): the policy's
+    forward pass overlaps the env's C++ step instead of waiting for it. Pool `g` is
+    made with seed `seed + g * group_size`, so sub-env `i` of the worker gets
+    `seed + i`, as in one pool of all of them.
+
+    Args:
+        pools: the EnvPool pools, each of the same task and number of sub-envs.
+        name: what error messages call it.
+        channels_last: hand image frames on as `[H, W, C]` (see `BatchedVectorEnv`).
+    """
+
+    def __init__(self, pools: Sequence[Any], name: str, channels_last: bool = False) -> None:
+        super().__init__(pools[0], name=name, channels_last=channels_last)
+        self.pools = list(pools)
+        size = int(pools[0].num_envs)
+        self.group_size = size
+        self.num_envs = size * len(self.pools)
+        # Read by the sampler: the sub-envs of each group, stepped with send/recv_group.
+        self.groups = [slice(g * size, (g + 1) * size) for g in range(len(self.pools))]
+        self.envs = [SubEnvView(self, i) for i in range(self.num_envs)]
+
+    def vector_reset(self, seed: int | None = None) -> np.ndarray:
+        """Resets every pool (EnvPool takes its seeds when made); the stacked first
+        observations of all groups."""
+        obs = np.concatenate([pool.reset()[0] for pool in self.pools])
+        return np.moveaxis(obs, 1, -1) if self.channels_last else obs
+
+    def send_group(self, g: int, actions: Any) -> None:
+        """Starts a step of group `g` with its sub-envs' actions (returns at once)."""
+        self.pools[g].send(np.asarray(actions))
+
+    def recv_group(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, InfoRows]:
+        """Waits for group `g`'s step; its results as `step_batched` gives them."""
+        obs, rewards, terminated, truncated, info = self.pools[g].recv()
+        if self.channels_last:
+            obs = np.moveaxis(obs, 1, -1)
+        return obs, rewards, terminated, truncated, InfoRows(info, self.group_size)
+
+    def step_batched(self, actions: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """One step of every group at once (all sent, then all received)."""
+        actions = np.asarray(actions)
+        for g, cols in enumerate(self.groups):
+            self.send_group(g, actions[cols])
+        parts = [self.recv_group(g) for g in range(len(self.groups))]
+        stacked = [np.concatenate([p[k] for p in parts]) for k in range(4)]
+        infos = [row for p in parts for row in p[4]]
+        return stacked[0], stacked[1], stacked[2], stacked[3], infos
+
+    def stop(self) -> None:
+        """Closes every pool."""
+        for pool in self.pools:
+            pool.close()
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def make_envpool_splits(
+    task_id: Any,
+    num_envs: int,
+    splits: int,
+    seed: int | None,
+    env_config: Mapping[str, Any] | None = None,
+) -> EnvPoolSplits:
+    """`splits` pools of `num_envs // splits` sub-envs (`env_splits`), seeded so that
+    sub-env `i` of the whole gets `seed + i`; None: one random seed for all.
+
+    The pools share the machine: unless `env_config` sets `num_threads`, each gets
+    `cpu_count // splits` threads (at least 1, at most its sub-envs) instead of
+    EnvPool's one per sub-env, whose wake-ups would preempt the sampler's thread.
+    """
+    if splits < 1 or num_envs % splits:
+        raise ValueError(
+            f"env_splits={splits!r} must be >= 1 and divide num_envs_per_worker={num_envs}."
+        )
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % 2**31)  # type: ignore[operator]
+    size = num_envs // splits
+    config = dict(env_config or {})
+    if not config.get("num_threads"):
+        config["num_threads"] = max(1, min(size, _usable_cores() // splits))
+    pools = [make_envpool_env(task_id, size, seed + g * size, config) for g in range(splits)]
+    shape = getattr(pools[0], "single_observation_space", pools[0].observation_space).shape or ()
+    return EnvPoolSplits(pools, name=f"envpool:{task_id}", channels_last=len(shape) == 3)

@@ -311,8 +311,13 @@ def batched_worker_env(
     if mode == "native":
         vector = make_native_vector_env(env_id, num_envs, env_config)
     elif mode == "envpool":
-        from corral.env.envpool_env import make_envpool_env
+        from corral.env.envpool_env import make_envpool_env, make_envpool_splits
 
+        splits = int(config.get("env_splits") or 1)
+        if splits > 1:  # double-buffered: groups step in turn (`EnvPoolSplits`)
+            split = make_envpool_splits(env_id, num_envs, splits, worker.seed, env_config)
+            _announce_sub_envs(worker, split)
+            return split
         vector = make_envpool_env(env_id, num_envs, worker.seed, env_config)
     if num_envs not in (1, vector.num_envs):
         vector.close()
@@ -327,9 +332,14 @@ def batched_worker_env(
         batched = BatchedVectorEnv(vector)
     if mode is None:  # the worker reported the creator's vector env when it was made
         return batched
+    _announce_sub_envs(worker, batched)
+    return batched
+
+
+def _announce_sub_envs(worker: Any, batched: BatchedVectorEnv) -> None:
+    """`on_sub_environment_created` for each sub-env of a vector env the worker made."""
     for i, env in enumerate(batched.envs):
         ctx = worker.env_context.copy_with_overrides(vector_index=i)
         worker.callbacks.on_sub_environment_created(
             worker=worker, sub_environment=env, env_context=ctx
         )
-    return batched

@@ -36,6 +36,7 @@ from corral.evaluation.sampler_base import (
 
 # Moved to `sampler_base` (shared with the multi-agent sampler); importable from here too.
 from corral.evaluation.sampler_resume import SingleAgentResume
+from corral.evaluation.sampler_split import SplitStepping
 from corral.evaluation.sampler_views import SingleAgentViews
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.policy import declared_for
@@ -51,6 +52,8 @@ from corral.utils.filter import NoFilter
 # if every term is; `all_finite` decides when it is not).
 _add_reduce = np.add.reduce
 _isfinite = math.isfinite
+# Every sub-env: the default group of the recording methods.
+_ALL_ENVS = slice(None)
 
 __all__ = [
     "MAX_SUB_ENV_RESTARTS_IN_A_ROW",
@@ -61,7 +64,7 @@ __all__ = [
 ]
 
 
-class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
+class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, SamplerBase):
     """Samples fragments from a `VectorEnv` with one policy.
 
     Episode ends follow `EpisodeEndRule` (horizon, `soft_horizon`,
@@ -127,11 +130,16 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
             self.replay_log.exact = False  # (and its actions need no log)
         self._autoreset = np.zeros(self.num_envs, np.bool_)
         self._reset_rows: np.ndarray | None = None
+        # Groups of sub-envs that step in turn (`env_splits`, `EnvPoolSplits`); None: all
+        # sub-envs step together.
+        self.env_groups: list[slice] | None = getattr(vector_env, "groups", None)
         # The trajectory view API: the extra view columns the policy (or its model)
         # declared; None (the usual case) leaves the loop as it is.
         self.views = self._plan_views()
         self.view_windows = None if self.views is None else ViewWindows(self.views, self.num_envs)
         self._step_views: dict[str, np.ndarray] = {}
+        if self.env_groups is not None:
+            self._check_split_stepping()
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -221,7 +229,8 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
         buf = {
             SampleBatch.OBS: np.zeros((T, N, *self.obs_shape), self.obs_dtype),
             SampleBatch.NEXT_OBS: np.zeros((T, N, *self.obs_shape), self.obs_dtype),
-            SampleBatch.ACTIONS: np.zeros((T, *actions.shape), actions.dtype),
+            # (Rows of all N sub-envs, also when a group of them acted: `env_splits`.)
+            SampleBatch.ACTIONS: np.zeros((T, N, *actions.shape[1:]), actions.dtype),
             SampleBatch.REWARDS: np.zeros((T, N), np.float32),
             SampleBatch.TERMINATEDS: np.zeros((T, N), np.bool_),
             SampleBatch.TRUNCATEDS: np.zeros((T, N), np.bool_),
@@ -229,7 +238,7 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
             SampleBatch.T: np.zeros((T, N), np.int64),
         }
         for k, v in extra.items():
-            buf[k] = np.zeros((T, *v.shape), v.dtype)
+            buf[k] = np.zeros((T, N, *v.shape[1:]), v.dtype)
         if self.recurrent:
             for i, state in enumerate(self.states):
                 buf[f"state_in_{i}"] = np.zeros((T, *state.shape), np.float32)
@@ -321,6 +330,8 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
         return concat_samples(out)
 
     def _run_fragment(self) -> SampleBatch:
+        if self.env_groups is not None:
+            return self._run_split_fragment()
         policy, timers = self.policy, self.timers
         compute = policy.compute_actions_from_obs
         to_env = policy.to_env_actions
@@ -426,19 +437,27 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
         self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
 
     def _record_vector_step(
-        self, buf: dict[str, np.ndarray], t: int, results: tuple, actions: np.ndarray
+        self,
+        buf: dict[str, np.ndarray],
+        t: int,
+        results: tuple,
+        actions: np.ndarray,
+        cols: slice = _ALL_ENVS,
     ) -> None:
-        """Records one step of a batched vector env (stacked arrays).
+        """Records one step of a batched vector env (stacked arrays) or of its group
+        of sub-envs `cols` (`env_splits`; `results` and `actions` are the group's).
 
         Sub-envs whose episode ended in the previous step were reset by this one
         (NEXT_STEP autoreset: their action was ignored, the observation is the new
         episode's first): their row is no transition and is dropped from the batch,
         and their new episode starts here.
         """
+        self._t = t  # the step being recorded (read by `Episode.batch_builder`)
         raw_obs, rewards, terminateds, truncateds, infos = results
-        resetting = self._autoreset
+        resetting = self._autoreset[cols]
         if resetting.any():
-            rows = np.flatnonzero(resetting)
+            local = np.flatnonzero(resetting)
+            rows = local + (cols.start or 0)
             resetting[:] = False
             if self._valid is None:
                 self._valid = np.ones((self.fragment_length, self.num_envs), np.bool_)
@@ -447,18 +466,22 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
             rewards = np.array(rewards, np.float32)
             terminateds = np.array(terminateds, np.bool_)
             truncateds = np.array(truncateds, np.bool_)
-            rewards[rows] = 0.0
-            terminateds[rows] = truncateds[rows] = False
+            rewards[local] = 0.0
+            terminateds[local] = truncateds[local] = False
             # The common step counts a step for every sub-env: at 0, no horizon cuts these.
             self.ep_len[rows] = -1
             self._reset_rows = rows
-            self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
+            self._record_columns(
+                buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions, cols
+            )
             self._reset_rows = None
             # The new episodes start from the (checked, filtered) observations just written.
-            for i in rows.tolist():
-                self._start_episode(i, raw_obs[i], write_obs=False)
+            for i, row in zip(local.tolist(), rows.tolist()):
+                self._start_episode(row, raw_obs[i], write_obs=False)
             return
-        self._record_columns(buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions)
+        self._record_columns(
+            buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions, cols
+        )
 
     def _record_columns(
         self,
@@ -470,16 +493,18 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
         truncateds: Any,
         infos: Any,
         actions: np.ndarray,
+        cols: slice = _ALL_ENVS,
     ) -> None:
-        """Writes one step of every sub-env (sequences indexed by sub-env) into row `t`
-        and ends the episodes that ended in it."""
-        new_obs = buf[SampleBatch.NEXT_OBS][t]
+        """Writes one step of every sub-env (sequences indexed by sub-env), or of the
+        group `cols` of them, into row `t` and ends the episodes that ended in it."""
+        off = cols.start or 0  # sub-env `off + i` is entry `i` of the sequences
+        new_obs = buf[SampleBatch.NEXT_OBS][t, cols]
         if self.fast_obs:
             try:
                 new_obs[:] = raw_obs
             except ValueError:
                 for i, o in enumerate(raw_obs):
-                    self._write_obs(i, o, call="step")
+                    self._write_obs(off + i, o, call="step")
         else:
             for i, o in enumerate(raw_obs):
                 new_obs[i] = self.preprocessor.transform(o)
@@ -502,23 +527,24 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
             # The bounds are those of the env's observations, not of filtered ones:
             # with a filter they are checked here, per step, before it runs.
             if self.obs_check.bounded and not self.obs_check.ok(new_obs):
-                i = next(i for i in range(self.num_envs) if not self.obs_check.ok(new_obs[i]))
+                i = next(i for i in range(len(new_obs)) if not self.obs_check.ok(new_obs[i]))
                 raise self.obs_check.error(
                     new_obs[i].copy(),
-                    env=self.envs[i],
+                    env=self.envs[off + i],
                     call="step",
                     worker_index=self.worker.worker_index,
-                    env_index=i,
+                    env_index=off + i,
                 )
             new_obs[:] = self.obs_filter(new_obs)
-        rew = buf[SampleBatch.REWARDS][t]
+        rew = buf[SampleBatch.REWARDS][t, cols]
         rew[:] = rewards
-        term = buf[SampleBatch.TERMINATEDS][t]
-        trunc = buf[SampleBatch.TRUNCATEDS][t]
+        term = buf[SampleBatch.TERMINATEDS][t, cols]
+        trunc = buf[SampleBatch.TRUNCATEDS][t, cols]
         term[:] = terminateds
         trunc[:] = truncateds
-        self.ep_len += 1
-        self.ep_ret += rew
+        ep_len = self.ep_len[cols]
+        ep_len += 1
+        self.ep_ret[cols] += rew
         if self.recurrent:
             self.prev_rewards = rew.copy()
         # Any episode end? Asked of the env's flags as they came when they are a tuple
@@ -532,16 +558,16 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
         cut = None
         rule = self.end_rule
         if rule.active:
-            cut = rule.cut(self.ep_len, term | trunc)
+            cut = rule.cut(ep_len, term | trunc)
             rule.mark(term, trunc, cut)
             ended = ended or bool(cut is not None and cut.any())
-        self.obs[:] = new_obs
+        self.obs[cols] = new_obs
         if self.call_step_hook:
-            self._call_step_hooks(t, raw_obs, actions, rewards, infos)
+            self._call_step_hooks(t, raw_obs, actions, rewards, infos, off)
         if ended:
             for i in np.flatnonzero(term | trunc).tolist():
                 reset = cut is None or rule.resets_env(cut[i])
-                self._end_episode(i, infos[i], reset=reset, last_obs=raw_obs[i])
+                self._end_episode(off + i, infos[i], reset=reset, last_obs=raw_obs[i])
 
     def _sync_episode(self, i: int) -> Episode:
         """The `Episode` of sub-env `i` with its length and returns brought up to date
@@ -552,21 +578,23 @@ class SingleAgentSampler(SingleAgentViews, SingleAgentResume, SamplerBase):
         episode.agent_rewards[(SINGLE_AGENT_ID, self.policy_id)] = episode.total_reward
         return episode
 
-    def _call_step_hooks(self, t, raw_obs, actions, rewards, infos) -> None:
+    def _call_step_hooks(self, t, raw_obs, actions, rewards, infos, off: int = 0) -> None:
+        """`on_episode_step` for sub-envs `off + i` (entry `i` of the sequences)."""
         skip = () if self._reset_rows is None else set(self._reset_rows.tolist())
-        for i in range(self.num_envs):
-            if i in skip:  # an autoreset step, not a step of an episode
+        for i in range(len(raw_obs)):
+            env_index = off + i
+            if env_index in skip:  # an autoreset step, not a step of an episode
                 continue
-            episode = self._sync_episode(i)
+            episode = self._sync_episode(env_index)
             episode._set_last(
                 SINGLE_AGENT_ID,
-                obs=self._buf[SampleBatch.NEXT_OBS][t][i],
+                obs=self._buf[SampleBatch.NEXT_OBS][t][env_index],
                 raw_obs=raw_obs[i],
                 action=actions[i],
                 reward=float(rewards[i]),
                 info=infos[i],
             )
-            self._episode_step_hook(episode, i)
+            self._episode_step_hook(episode, env_index)
 
     def _end_episode(self, i: int, info: dict, reset: bool, last_obs: Any) -> None:
         episode = self._sync_episode(i)

@@ -46,6 +46,7 @@ CORRAL_KEYS = {
     "worker_health_probe_timeout_s",
     "skip_nonfinite_updates",
     "vectorize_mode",
+    "env_splits",
     "stream_to_learners",
     # RLlib 2.x's names (not in 1.13's COMMON_CONFIG).
     "torch_compile_learner",

@@ -3,16 +3,28 @@ corral's episodes exactly (checked against a raw loop over a pool of the same se
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
 import pytest
 
-from corral.env.envpool_env import import_envpool, make_envpool_env
+from corral.agents.callbacks import DefaultCallbacks
+from corral.env.envpool_env import (
+    EnvPoolSplits,
+    import_envpool,
+    make_envpool_env,
+    make_envpool_splits,
+)
 from corral.env.native_vector_env import BatchedVectorEnv
 from corral.policy.sample_batch import SampleBatch
 
-from .test_native_vector_env import check_against_reference, check_boundaries, make_worker
+from .test_native_vector_env import (
+    check_against_reference,
+    check_boundaries,
+    check_episode_rows_at_their_end,
+    make_worker,
+)
 
 try:
     import envpool  # noqa: F401
@@ -99,3 +111,130 @@ def test_atari_frames_are_handed_on_channels_last():
         np.testing.assert_array_equal(batch[SampleBatch.OBS][0], np.moveaxis(first[0], 0, -1))
     finally:
         trainer.stop()
+
+
+# -- env_splits: groups of sub-envs stepping in turn (double-buffered sampling) -------
+
+
+@needs_envpool
+@pytest.mark.parametrize("max_steps", [None, 7])
+def test_split_pools_give_the_batches_and_episodes_of_one_pool(max_steps):
+    env_config = {} if max_steps is None else {"max_episode_steps": max_steps}
+    trainer, worker = make_worker(vectorize_mode="envpool", env_splits=2, env_config=env_config)
+    try:
+        env = worker.async_env
+        assert isinstance(env, EnvPoolSplits) and env.groups == [slice(0, 2), slice(2, 4)]
+        assert worker.sampler.env_groups == env.groups
+        pool = make_envpool_env("CartPole-v1", 4, 3, env_config)  # one pool, the worker's seed
+        ours = check_against_reference(worker, pool, pool.reset, 3)
+        for rows in ours:
+            check_boundaries(rows)
+    finally:
+        trainer.stop()
+
+
+@needs_envpool
+def test_split_pools_give_whole_episodes():
+    trainer, worker = make_worker(
+        vectorize_mode="envpool", env_splits=4, batch_mode="complete_episodes"
+    )
+    try:
+        batch = worker.sample()
+        assert set(batch[SampleBatch.ENV_ID].tolist()) <= {0, 1, 2, 3}
+        for episode in batch.split_by_episode():
+            assert episode[SampleBatch.T][0] == 0
+            assert episode[SampleBatch.DONES][-1] and not episode[SampleBatch.DONES][:-1].any()
+    finally:
+        trainer.stop()
+
+
+@needs_envpool
+def test_split_pools_report_each_step_to_the_callbacks_of_its_sub_env():
+    class Steps(DefaultCallbacks):
+        seen: list[tuple[int, int]] = []
+
+        def on_episode_step(
+            self, *, worker, base_env, policies=None, episode, env_index=None, **kw
+        ):
+            Steps.seen.append((env_index, episode.episode_id))
+
+    trainer, worker = make_worker(vectorize_mode="envpool", env_splits=2, callbacks=Steps)
+    try:
+        batch = worker.sample()
+        rows = sorted(zip(batch[SampleBatch.ENV_ID].tolist(), batch[SampleBatch.EPS_ID].tolist()))
+        assert sorted(Steps.seen) == rows  # one call per transition, the right sub-env
+    finally:
+        trainer.stop()
+
+
+@needs_envpool
+def test_split_pools_share_the_cores_unless_told():
+    split = make_envpool_splits("CartPole-v1", 4, 2, 0)
+    try:
+        expected = max(1, min(2, len(os.sched_getaffinity(0)) // 2))
+        assert [p.config["num_threads"] for p in split.pools] == [expected, expected]
+        assert [p.config["seed"] for p in split.pools] == [0, 2]
+    finally:
+        split.stop()
+    split = make_envpool_splits("CartPole-v1", 4, 2, 0, {"num_threads": 2})
+    try:
+        assert [p.config["num_threads"] for p in split.pools] == [2, 2]
+    finally:
+        split.stop()
+
+
+@needs_envpool
+def test_split_atari_frames_are_channels_last_as_with_one_pool():
+    trainer, worker = make_worker(
+        vectorize_mode="envpool",
+        env="Pong-v5",
+        num_envs_per_worker=2,
+        env_splits=2,
+        rollout_fragment_length=4,
+    )
+    try:
+        batch = worker.sample()
+        assert batch[SampleBatch.OBS].shape[1:] == (84, 84, 4)
+        pool = make_envpool_env("Pong-v5", 2, 3)
+        first, _ = pool.reset()
+        np.testing.assert_array_equal(batch[SampleBatch.OBS][0], np.moveaxis(first[0], 0, -1))
+        second = batch[SampleBatch.OBS][batch[SampleBatch.ENV_ID] == 1][0]
+        np.testing.assert_array_equal(second, np.moveaxis(first[1], 0, -1))
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        (
+            {"vectorize_mode": "native", "env_splits": 2},
+            r"env_splits=2 needs vectorize_mode='envpool'",
+        ),
+        ({"env_splits": 2}, r"got vectorize_mode='sequential'"),
+        (
+            {"vectorize_mode": "envpool", "env_splits": 3},
+            r"env_splits=3 must divide num_envs_per_worker=4",
+        ),
+    ],
+)
+def test_env_splits_that_cannot_work_are_refused_at_construction(config, match):
+    with pytest.raises(ValueError, match=match):
+        make_worker(**config)
+
+
+def test_env_splits_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="env_splits"):
+        make_worker(vectorize_mode="envpool", env_splits=0)
+
+
+@needs_envpool
+def test_split_pools_refuse_a_recurrent_policy_by_name():
+    with pytest.raises(NotImplementedError, match="env_splits > 1 with a recurrent policy"):
+        make_worker(vectorize_mode="envpool", env_splits=2, model={"use_lstm": True})
+
+
+@needs_envpool
+@pytest.mark.parametrize("env_splits", [1, 2])
+def test_pool_episodes_read_their_rows_when_they_end(env_splits):
+    check_episode_rows_at_their_end(vectorize_mode="envpool", env_splits=env_splits)

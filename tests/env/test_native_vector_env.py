@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from corral.agents.callbacks import DefaultCallbacks
 from corral.agents.pg import PGTrainer
 from corral.env.native_vector_env import BatchedVectorEnv, InfoRows
 from corral.policy.sample_batch import SampleBatch
@@ -272,3 +273,33 @@ def test_an_observation_filter_sees_each_observation_once():
             check_boundaries(rows)
     finally:
         trainer.stop()
+
+
+class EpisodeRows(DefaultCallbacks):
+    """On each episode end: the episode's rows of the current fragment so far
+    (`Episode.batch_builder`) and its length."""
+
+    seen: list[tuple[int, int, bool]] = []
+
+    def on_episode_end(self, *, worker, base_env, policies, episode, **kwargs):
+        batches = episode.batch_builder.policy_collectors["default_policy"].batches
+        rows = sum(b.count for b in batches)
+        EpisodeRows.seen.append((rows, episode.length, bool(batches[-1]["dones"][-1])))
+
+
+def check_episode_rows_at_their_end(**config: Any) -> None:
+    """A batched vector env's episodes read their own rows up to their last step
+    (the fragment's row being recorded) when they end."""
+    EpisodeRows.seen = []
+    trainer, worker = make_worker(callbacks=EpisodeRows, rollout_fragment_length=500, **config)
+    try:
+        worker.sample()
+    finally:
+        trainer.stop()
+    # The first fragment: every episode started in it, so it reads all its rows.
+    assert len(EpisodeRows.seen) >= 4
+    assert all(rows == length and done for rows, length, done in EpisodeRows.seen)
+
+
+def test_episodes_read_their_rows_when_they_end():
+    check_episode_rows_at_their_end(vectorize_mode="native")
