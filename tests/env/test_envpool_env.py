@@ -238,3 +238,34 @@ def test_split_pools_refuse_a_recurrent_policy_by_name():
 @pytest.mark.parametrize("env_splits", [1, 2])
 def test_pool_episodes_read_their_rows_when_they_end(env_splits):
     check_episode_rows_at_their_end(vectorize_mode="envpool", env_splits=env_splits)
+
+
+@needs_envpool
+def test_ppo_learns_on_split_pools_in_a_remote_worker():
+    from corral.agents.ppo import PPOTrainer
+
+    trainer = PPOTrainer(
+        config={
+            "num_workers": 1,
+            "vectorize_mode": "envpool",
+            "num_envs_per_worker": 8,
+            "env_splits": 2,
+            "rollout_fragment_length": 64,
+            "train_batch_size": 512,
+            "sgd_minibatch_size": 256,
+            "num_sgd_iter": 8,
+            "lr": 2.5e-3,
+            "model": {"fcnet_hiddens": [64, 64], "vf_share_layers": False},
+            "seed": 0,
+        },
+        env="CartPole-v1",
+    )
+    try:
+        best = 0.0
+        for _ in range(40):
+            best = max(best, trainer.train()["episode_reward_mean"])
+            if best > 150:
+                break
+        assert best > 150, best
+    finally:
+        trainer.stop()
