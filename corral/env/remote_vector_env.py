@@ -32,7 +32,7 @@ from typing import Any, cast
 import gymnasium as gym
 
 from corral.env.vector_env import VectorEnv
-from corral.utils.child_process import serve
+from corral.utils.child_process import serve, start_forked
 from corral.utils.error import EnvError
 
 # Seconds `close()` waits for a sub-env to close itself before it is killed.
@@ -248,7 +248,7 @@ class _ForkedChild:
 
     def __init__(self, target: Callable[..., None], args: tuple) -> None:
         self.exitcode: int | None = None
-        self.pid = os.fork()
+        self.pid = start_forked(os.fork)
         if self.pid == 0:  # the child: run, then leave without the parent's atexit hooks
             code = 1
             try:

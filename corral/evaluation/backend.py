@@ -48,7 +48,7 @@ from corral.evaluation.worker_handle import (
     WorkerHandle,
     WorkerSpec,
 )
-from corral.utils.child_process import DescribedError, prepare_worker_process, serve
+from corral.utils.child_process import DescribedError, prepare_worker_process, serve, start_forked
 
 # How long a call may take when the handle is given no limit (COMMON_CONFIG's
 # `sample_timeout_s` default): the driver never waits forever.
@@ -209,7 +209,10 @@ class ProcessWorker:
             name=f"corral-worker-{spec.worker_index}",
             daemon=True,
         )
-        self._process.start()
+        if fork:
+            start_forked(self._process.start)
+        else:
+            self._process.start()
         child_conn.close()
         ProcessWorker._parent_ends.add(parent_conn)
         self._pending: collections.deque[Future] = collections.deque()

@@ -6,6 +6,9 @@ run in child processes that answer requests over a pipe. The parts they share li
 here: the process set-up of a worker (`prepare_worker_process`), and the loop that
 builds the served object, then answers one request at a time (`serve`).
 
+Forking itself goes through `start_forked`, so that no child finalizes the parent's
+garbage.
+
 The pipe protocol: the child first sends `("ok", ready_payload)` once the object is
 built (or `("err", described_error)` and exits); then, for every request, one reply,
 `("ok", value)` or `("err", (type name, message, traceback))`.
@@ -14,6 +17,7 @@ built (or `("err", described_error)` and exits); then, for every request, one re
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import traceback
@@ -33,6 +37,26 @@ def describe(error: BaseException) -> DescribedError:
     Call it inside the `except` block: the traceback is the one being handled.
     """
     return type(error).__name__, str(error), traceback.format_exc()
+
+
+def start_forked(start: Callable[[], T]) -> T:
+    """Runs `start`, which forks (`os.fork`, or `Process.start` with the "fork" method),
+    so that the child never garbage-collects what it inherited; returns what it returns.
+
+    Objects the parent no longer reaches but has not collected yet (reference cycles) are
+    copied into a forked child, and its first collection would run their finalizers
+    there: e.g. an EnvPool pool's destructor stopping C++ threads that exist only in the
+    parent (the child crashed or hung). `gc.freeze()` around the fork puts all of the
+    parent's objects into the permanent generation, which the child never collects (the
+    recipe of Python's `gc.freeze` documentation); the parent unfreezes at once.
+    """
+    parent = os.getpid()
+    gc.freeze()
+    try:
+        return start()
+    finally:
+        if os.getpid() == parent:  # (an `os.fork` child also leaves through here)
+            gc.unfreeze()
 
 
 def prepare_worker_process(env_vars: dict[str, str], num_threads: int) -> None:

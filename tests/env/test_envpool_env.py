@@ -62,10 +62,14 @@ def test_batches_and_episodes_equal_a_raw_loop_over_the_same_pool(max_steps):
 
 
 @needs_envpool
-def test_complete_episodes_from_a_pool_are_whole():
-    trainer, worker = make_worker(vectorize_mode="envpool", batch_mode="complete_episodes")
+@pytest.mark.parametrize("env_splits", [1, 4])
+def test_complete_episodes_from_a_pool_are_whole(env_splits):
+    trainer, worker = make_worker(
+        vectorize_mode="envpool", env_splits=env_splits, batch_mode="complete_episodes"
+    )
     try:
         batch = worker.sample()
+        assert set(batch[SampleBatch.ENV_ID].tolist()) == {0, 1, 2, 3}
         for episode in batch.split_by_episode():
             assert episode[SampleBatch.T][0] == 0
             assert episode[SampleBatch.DONES][-1] and not episode[SampleBatch.DONES][:-1].any()
@@ -129,21 +133,6 @@ def test_split_pools_give_the_batches_and_episodes_of_one_pool(max_steps):
         ours = check_against_reference(worker, pool, pool.reset, 3)
         for rows in ours:
             check_boundaries(rows)
-    finally:
-        trainer.stop()
-
-
-@needs_envpool
-def test_split_pools_give_whole_episodes():
-    trainer, worker = make_worker(
-        vectorize_mode="envpool", env_splits=4, batch_mode="complete_episodes"
-    )
-    try:
-        batch = worker.sample()
-        assert set(batch[SampleBatch.ENV_ID].tolist()) <= {0, 1, 2, 3}
-        for episode in batch.split_by_episode():
-            assert episode[SampleBatch.T][0] == 0
-            assert episode[SampleBatch.DONES][-1] and not episode[SampleBatch.DONES][:-1].any()
     finally:
         trainer.stop()
 

@@ -1,0 +1,70 @@
+"""Forked children never garbage-collect what they inherited (`start_forked`)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from corral.agents.pg import PGTrainer
+from corral.utils.child_process import start_forked
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the local backend forks on Linux only"
+)
+
+
+class Finalized:
+    """Unreachable garbage once made (it references itself): its finalizer leaves a file
+    named after the process that ran it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.me = self
+
+    def __del__(self) -> None:
+        (self.folder / str(os.getpid())).touch()
+
+
+def test_a_forked_worker_never_finalizes_the_drivers_garbage(tmp_path):
+    gc.collect()
+    gc.disable()  # the garbage must still be there when the worker forks
+    try:
+        Finalized(tmp_path)
+        trainer = PGTrainer(
+            config={"env": "CartPole-v1", "num_workers": 1, "rollout_fragment_length": 10}
+        )
+        try:
+            worker = trainer.workers.remote_workers()[0]
+            child = worker.apply(lambda w: (gc.collect(), os.getpid())[1]).result(timeout=60)
+            assert child != os.getpid()
+            assert not (tmp_path / str(child)).exists()
+        finally:
+            trainer.stop()
+    finally:
+        gc.enable()
+    gc.collect()
+    assert (tmp_path / str(os.getpid())).exists()  # the driver's own collection ran it
+
+
+def test_a_bare_fork_child_never_finalizes_the_parents_garbage(tmp_path):
+    gc.collect()
+    gc.disable()
+    try:
+        Finalized(tmp_path)
+        pid = start_forked(os.fork)
+        if pid == 0:  # the child
+            gc.enable()
+            gc.collect()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert not (tmp_path / str(pid)).exists()
+        assert gc.get_freeze_count() == 0  # the parent unfroze
+    finally:
+        gc.enable()
+    gc.collect()
+    assert (tmp_path / str(os.getpid())).exists()
