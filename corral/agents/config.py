@@ -54,9 +54,11 @@ COMMON_CONFIG: TrainerConfigDict = {
     # (groups of num_envs_per_worker // env_splits) that step in turn: while one
     # group's envs step in EnvPool's threads, the sampler records the previous group's
     # step and computes the next group's actions (double-buffered sampling, Sample
-    # Factory's `worker_num_splits`; 2 is the usual value). It pays off when inference
-    # and env stepping cost about the same (Atari); batches, seeds (sub-env i gets
-    # seed + i) and episodes are those of one pool stepped in lockstep. 1: one pool.
+    # Factory's `worker_num_splits`; 2 is the usual value). It helps when inference and
+    # env stepping cost about the same and there are cores for both (Atari: 6-8 % on
+    # 2 cores, `benchmarks/sampling.py --pong-envpool`); seeds (sub-env i gets seed + i),
+    # transitions and episodes are those of one pool stepped in lockstep (only the
+    # actions' random draws come in another order). 1: one pool.
     "env_splits": 1,
     # Whether the driver's local worker builds an env too when `num_workers` > 0.
     # It normally needs none, since remote workers sample and evaluation workers
