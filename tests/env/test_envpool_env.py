@@ -258,3 +258,37 @@ def test_ppo_learns_on_split_pools_in_a_remote_worker():
         assert best > 150, best
     finally:
         trainer.stop()
+
+
+@needs_envpool
+def test_split_pools_sample_what_one_pool_samples_when_acting_greedily():
+    # Greedy actions do not depend on the order of the random draws: the fragments are
+    # those of one pool (float columns to rounding: 2 and 4 rows per forward pass differ
+    # in the last bits), here with a soft horizon cutting episodes in both groups.
+    runs = {}
+    for splits in (1, 2):
+        trainer, worker = make_worker(
+            vectorize_mode="envpool",
+            env_splits=splits,
+            explore=False,
+            soft_horizon=True,
+            horizon=10,
+        )
+        try:
+            batches = [worker.sample() for _ in range(3)]
+            metrics = [(m.episode_length, m.episode_reward) for m in worker.get_metrics()]
+            runs[splits] = (batches, metrics)
+        finally:
+            trainer.stop()
+    (one, one_metrics), (split, split_metrics) = runs[1], runs[2]
+    assert split_metrics == one_metrics and len(one_metrics) > 10
+    for a, b in zip(one, split):
+        columns = set(a.keys())
+        assert columns == set(b.keys())
+        for k in columns:
+            if k == SampleBatch.EPS_ID:  # random ids
+                continue
+            if a[k].dtype.kind == "f":
+                np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6, err_msg=k)
+            else:
+                np.testing.assert_array_equal(a[k], b[k], k)
