@@ -28,6 +28,7 @@ from corral.env.native_vector_env import (
     BatchedVectorEnv,
     InfoRows,
     SubEnvView,
+    has_image_frames,
     is_envpool_env,  # noqa: F401 - re-exported
 )
 
@@ -85,8 +86,13 @@ def make_envpool_env(
             f"asynchronous; corral steps all {num_envs} sub-envs together (leave it unset)."
         )
     if seed is None:
-        seed = int(np.random.SeedSequence().entropy % 2**31)  # type: ignore[operator]
+        seed = _random_seed()
     return envpool.make(task_id, env_type="gymnasium", num_envs=num_envs, seed=int(seed), **kwargs)
+
+
+def _random_seed() -> int:
+    """A seed for a pool whose worker has none."""
+    return int(np.random.SeedSequence().entropy % 2**31)  # type: ignore[operator]
 
 
 def envpool_env_creator(task_id: Any) -> Any:
@@ -126,8 +132,7 @@ class EnvPoolSplits(BatchedVectorEnv):
     def vector_reset(self, seed: int | None = None) -> np.ndarray:
         """Resets every pool (EnvPool takes its seeds when made); the stacked first
         observations of all groups."""
-        obs = np.concatenate([pool.reset()[0] for pool in self.pools])
-        return np.moveaxis(obs, 1, -1) if self.channels_last else obs
+        return self.frames(np.concatenate([pool.reset()[0] for pool in self.pools]))
 
     def send_group(self, g: int, actions: Any) -> None:
         """Starts a step of group `g` with its sub-envs' actions (returns at once)."""
@@ -136,9 +141,7 @@ class EnvPoolSplits(BatchedVectorEnv):
     def recv_group(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, InfoRows]:
         """Waits for group `g`'s step; its results as `step_batched` gives them."""
         obs, rewards, terminated, truncated, info = self.pools[g].recv()
-        if self.channels_last:
-            obs = np.moveaxis(obs, 1, -1)
-        return obs, rewards, terminated, truncated, InfoRows(info, self.group_size)
+        return self.frames(obs), rewards, terminated, truncated, InfoRows(info, self.group_size)
 
     def step_batched(self, actions: Any) -> tuple[Any, Any, Any, Any, Any]:
         """One step of every group at once (all sent, then all received)."""
@@ -182,11 +185,10 @@ def make_envpool_splits(
             f"env_splits={splits!r} must be >= 1 and divide num_envs_per_worker={num_envs}."
         )
     if seed is None:
-        seed = int(np.random.SeedSequence().entropy % 2**31)  # type: ignore[operator]
+        seed = _random_seed()
     size = num_envs // splits
     config = dict(env_config or {})
     if not config.get("num_threads"):
         config["num_threads"] = max(1, min(size, _usable_cores() // splits))
     pools = [make_envpool_env(task_id, size, seed + g * size, config) for g in range(splits)]
-    shape = getattr(pools[0], "single_observation_space", pools[0].observation_space).shape or ()
-    return EnvPoolSplits(pools, name=f"envpool:{task_id}", channels_last=len(shape) == 3)
+    return EnvPoolSplits(pools, name=f"envpool:{task_id}", channels_last=has_image_frames(pools[0]))

@@ -182,7 +182,7 @@ class BatchedVectorEnv(BaseEnv):
             obs, _ = self.vector_env.reset(seed=seed)
         else:
             obs, _ = self.vector_env.reset()
-        return np.moveaxis(obs, 1, -1) if self.channels_last else obs
+        return self.frames(obs)
 
     def step_batched(
         self, actions: Any
@@ -190,9 +190,11 @@ class BatchedVectorEnv(BaseEnv):
         """One step of every sub-env: stacked observations, rewards, terminated and
         truncated flags, and the infos (`InfoRows`)."""
         obs, rewards, terminated, truncated, info = self.vector_env.step(actions)
-        if self.channels_last:
-            obs = np.moveaxis(obs, 1, -1)
-        return obs, rewards, terminated, truncated, InfoRows(info, self.num_envs)
+        return self.frames(obs), rewards, terminated, truncated, InfoRows(info, self.num_envs)
+
+    def frames(self, obs: np.ndarray) -> np.ndarray:
+        """Stacked observations as handed on: channels last (a view) with `channels_last`."""
+        return np.moveaxis(obs, 1, -1) if self.channels_last else obs
 
     def step_all(self, actions: Sequence[Any]) -> list[tuple]:
         """`step_batched` as one 5-tuple per sub-env (for code written for `VectorEnv`)."""
@@ -217,6 +219,12 @@ class BatchedVectorEnv(BaseEnv):
 def is_envpool_env(env: Any) -> bool:
     """Whether `env` is an EnvPool pool (its `reset` ignores a seed)."""
     return any(c.__module__.startswith("envpool") for c in type(env).__mro__)
+
+
+def has_image_frames(vector_env: Any) -> bool:
+    """Whether a vector env's observations are `[C, H, W]` images (EnvPool's Atari
+    frames, handed on channels last)."""
+    return len(_single_space(vector_env, "observation_space").shape or ()) == 3
 
 
 def _channels_last_space(space: gym.Space) -> gym.Space:
@@ -326,8 +334,9 @@ def batched_worker_env(
             f"num_envs_per_worker={num_envs}; set it to {vector.num_envs} or 1."
         )
     if mode == "envpool":  # EnvPool's frames are [C, H, W]: corral's vision nets want [H, W, C]
-        shape = _single_space(vector, "observation_space").shape or ()
-        batched = BatchedVectorEnv(vector, name=f"envpool:{env_id}", channels_last=len(shape) == 3)
+        batched = BatchedVectorEnv(
+            vector, name=f"envpool:{env_id}", channels_last=has_image_frames(vector)
+        )
     else:
         batched = BatchedVectorEnv(vector)
     if mode is None:  # the worker reported the creator's vector env when it was made

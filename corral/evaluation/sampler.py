@@ -362,12 +362,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                 self._record_step_views(buf, t)
             if recurrent:
                 self._record_recurrent_inputs(buf, t, actions, extra)
-            buf[SampleBatch.OBS][t] = self.obs
-            buf[SampleBatch.ACTIONS][t] = actions
-            for k, v in extra.items():
-                buf[k][t] = v
-            buf[SampleBatch.EPS_ID][t] = self.eps_ids
-            buf[SampleBatch.T][t] = self.ep_len
+            self._record_step_inputs(buf, t, actions, extra)
             env_actions = to_env(actions, unsquash, clip)
             t2 = clock()
             if vector_step is not None:  # a batched vector env: one call for all sub-envs
@@ -391,6 +386,24 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             timers.processing += (t2 - t1) + (clock() - t3)
         timers.steps += T
         return self._build_batch(self._buf)
+
+    def _record_step_inputs(
+        self,
+        buf: dict[str, np.ndarray],
+        t: int,
+        actions: np.ndarray,
+        extra: dict[str, np.ndarray],
+        cols: slice = _ALL_ENVS,
+    ) -> None:
+        """Row `t`'s inputs of the step, for every sub-env or the group `cols`: the
+        observations acted on, the actions and the policy's extra fetches, the episode
+        ids and steps."""
+        buf[SampleBatch.OBS][t, cols] = self.obs[cols]
+        buf[SampleBatch.ACTIONS][t, cols] = actions
+        for k, v in extra.items():
+            buf[k][t, cols] = v
+        buf[SampleBatch.EPS_ID][t, cols] = self.eps_ids[cols]
+        buf[SampleBatch.T][t, cols] = self.ep_len[cols]
 
     def _stand_in_result(self, i: int) -> tuple:
         """What a failed sub-env "returned": its last observation, no reward, not done

@@ -39,8 +39,6 @@ class SplitStepping:
         recurrent: bool
         views: Any
         obs: np.ndarray
-        eps_ids: np.ndarray
-        ep_len: np.ndarray
         unsquash: bool
         clip: bool
         _buffers: dict[str, np.ndarray] | None
@@ -49,6 +47,9 @@ class SplitStepping:
         def _buf(self) -> dict[str, np.ndarray]: ...
 
         def _allocate(self, actions: np.ndarray, extra: dict) -> dict[str, np.ndarray]: ...
+        def _record_step_inputs(
+            self, buf: dict, t: int, actions: np.ndarray, extra: dict, cols: slice = ...
+        ) -> None: ...
         def _record_vector_step(
             self, buf: dict, t: int, results: tuple, actions: np.ndarray, cols: slice = ...
         ) -> None: ...
@@ -92,20 +93,14 @@ class SplitStepping:
         for t in range(T):
             for g, cols in enumerate(groups):
                 t0 = clock()
-                obs = self.obs[cols]
-                actions, extra = compute(obs, explore)
+                actions, extra = compute(self.obs[cols], explore)
                 t1 = clock()
                 env.send_group(g, to_env(actions, unsquash, clip))
                 # The rows of this step are written while the group's envs step.
                 buf = self._buffers
                 if buf is None:
                     buf = self._allocate(actions, extra)
-                buf[SampleBatch.OBS][t, cols] = obs
-                buf[SampleBatch.ACTIONS][t, cols] = actions
-                for k, v in extra.items():
-                    buf[k][t, cols] = v
-                buf[SampleBatch.EPS_ID][t, cols] = self.eps_ids[cols]
-                buf[SampleBatch.T][t, cols] = self.ep_len[cols]
+                self._record_step_inputs(buf, t, actions, extra, cols)
                 in_flight.append((g, t, actions))
                 timers.inference += t1 - t0
                 timers.processing += clock() - t1
