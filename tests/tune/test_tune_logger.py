@@ -1,6 +1,9 @@
 import csv
+import importlib.util
 import json
 import os
+import pathlib
+import struct
 
 import numpy as np
 import pytest
@@ -120,63 +123,96 @@ def test_csv_logger_continues_existing_file_with_its_header(tmp_path):
     assert text == ["a,b", "1,2", "4,3"]
 
 
-class FakeWriter:
-    instances: list["FakeWriter"] = []
-
-    def __init__(self, logdir):
-        self.logdir = logdir
-        self.scalars = []
-        self.histograms = []
-        self.closed = False
-        FakeWriter.instances.append(self)
-
-    def add_scalar(self, tag, value, global_step):
-        self.scalars.append((tag, value, global_step))
-
-    def add_histogram(self, tag, values, global_step):
-        self.histograms.append((tag, list(values), global_step))
-
-    def flush(self):
-        pass
-
-    def close(self):
-        self.closed = True
+def tensorboard_libraries():
+    """The writer libraries `tensorboard_api` can use, each skipped when not installed."""
+    params = []
+    for index, (package, *_rest) in enumerate(logger_module._TENSORBOARD_LIBRARIES):
+        installed = importlib.util.find_spec(package) is not None
+        reason = f"{package} is not installed (tensorboardX: the `tensorboard` extra)"
+        params.append(
+            pytest.param(index, id=package, marks=pytest.mark.skipif(not installed, reason=reason))
+        )
+    return params
 
 
-def test_tbx_logger_writes_scalars_at_timesteps_total(tmp_path, monkeypatch):
-    monkeypatch.setattr(logger_module, "summary_writer_class", lambda: FakeWriter)
+@pytest.fixture(params=tensorboard_libraries())
+def tensorboard_library(request, monkeypatch):
+    """Makes `tensorboard_api` use one library only."""
+    chosen = logger_module._TENSORBOARD_LIBRARIES[request.param]
+    monkeypatch.setattr(logger_module, "_TENSORBOARD_LIBRARIES", (chosen,))
+    return chosen[0]
+
+
+def read_events(logdir):
+    """Every event in the TensorBoard event files under `logdir` (TFRecord framing:
+    length, its CRC, the record, its CRC), as `(step, [summary values])`."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    events = []
+    for name in sorted(os.listdir(logdir)):
+        if "tfevents" not in name:
+            continue
+        data = (pathlib.Path(logdir) / name).read_bytes()
+        offset = 0
+        while offset < len(data):
+            (length,) = struct.unpack("<Q", data[offset : offset + 8])
+            record = data[offset + 12 : offset + 12 + length]
+            offset += 12 + length + 4
+            event = Event.FromString(record)
+            if event.HasField("summary"):
+                events.append((event.step, list(event.summary.value)))
+    return events
+
+
+def test_tbx_logger_writes_one_event_per_result_at_timesteps_total(tmp_path, tensorboard_library):
     logger = TBXLogger({}, str(tmp_path))
     logger.on_result(make_result(timesteps_total=np.int64(400), nan_value=float("nan")))
+    logger.on_result(make_result(timesteps_total=np.int64(800), **{"odd name!": 2.0}))
     logger.close()
-    writer = FakeWriter.instances[-1]
-    scalars = {tag: (value, step) for tag, value, step in writer.scalars}
-    assert scalars["ray/tune/episode_reward_mean"] == (1.5, 400)
-    assert "ray/tune/info/learner/default_policy/learner_stats/total_loss" in scalars
+    events = read_events(tmp_path)
+    assert [step for step, _ in events] == [400, 800]
+    scalars = {
+        value.tag: value.simple_value for value in events[0][1] if value.HasField("simple_value")
+    }
+    assert scalars["ray/tune/episode_reward_mean"] == 1.5
+    assert scalars["ray/tune/info/learner/default_policy/learner_stats/total_loss"] == 0.25
+    assert scalars["ray/tune/timesteps_total"] == 400
     assert "ray/tune/nan_value" not in scalars
-    assert not any("config" in tag for tag in scalars)
-    assert ("ray/tune/hist_stats/episode_reward", [1.0, 2.0], 400) in writer.histograms
-    assert writer.closed
+    assert not any("config" in tag or "training_iteration" in tag for tag in scalars)
+    histograms = {value.tag: value.histo for value in events[0][1] if value.HasField("histo")}
+    assert set(histograms) == {"ray/tune/hist_stats/episode_reward", "ray/tune/weights"}
+    reward_histogram = histograms["ray/tune/hist_stats/episode_reward"]
+    assert (reward_histogram.num, reward_histogram.min, reward_histogram.max) == (2, 1.0, 2.0)
+    # Tags as `add_scalar` cleans them.
+    assert "ray/tune/odd_name_" in {value.tag for value in events[1][1]}
 
 
-def test_tbx_logger_uses_training_iteration_without_timesteps(tmp_path, monkeypatch):
-    monkeypatch.setattr(logger_module, "summary_writer_class", lambda: FakeWriter)
+def test_tbx_logger_uses_training_iteration_without_timesteps(tmp_path, tensorboard_library):
     logger = TBXLogger({}, str(tmp_path))
     logger.on_result({"training_iteration": 7, "x": 1.0})
-    assert FakeWriter.instances[-1].scalars == [("ray/tune/x", 1.0, 7)]
+    logger.close()
+    [(step, values)] = read_events(tmp_path)
+    assert step == 7
+    assert [(value.tag, value.simple_value) for value in values] == [("ray/tune/x", 1.0)]
 
 
 def test_tbx_logger_is_a_no_op_without_tensorboard(tmp_path, monkeypatch):
-    monkeypatch.setattr(logger_module, "summary_writer_class", lambda: None)
+    monkeypatch.setattr(logger_module, "tensorboard_api", lambda: None)
     logger = TBXLogger({}, str(tmp_path))
     logger.on_result(make_result())
     logger.flush()
     logger.close()
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("available", [True, False])
 def test_unified_logger_fans_out(tmp_path, monkeypatch, available):
-    writer = FakeWriter if available else None
-    monkeypatch.setattr(logger_module, "summary_writer_class", lambda: writer)
+    if available:
+        pytest.importorskip(
+            "tensorboardX", reason="tensorboardX (the `tensorboard` extra) is not installed"
+        )
+    else:
+        monkeypatch.setattr(logger_module, "tensorboard_api", lambda: None)
     logger = UnifiedLogger({"lr": 0.1}, str(tmp_path / "trial"))
     kinds = [type(sub) for sub in logger.loggers]
     assert kinds == ([JsonLogger, CSVLogger, TBXLogger] if available else [JsonLogger, CSVLogger])
