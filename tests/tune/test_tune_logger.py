@@ -128,7 +128,7 @@ def tensorboard_libraries():
     params = []
     for index, (package, *_rest) in enumerate(logger_module._TENSORBOARD_LIBRARIES):
         installed = importlib.util.find_spec(package) is not None
-        reason = f"{package} is not installed (tensorboardX: the `tensorboard` extra)"
+        reason = f"the {package} package is not installed (the `test` extra has it)"
         params.append(
             pytest.param(index, id=package, marks=pytest.mark.skipif(not installed, reason=reason))
         )
@@ -146,7 +146,10 @@ def tensorboard_library(request, monkeypatch):
 def read_events(logdir):
     """Every event in the TensorBoard event files under `logdir` (TFRecord framing:
     length, its CRC, the record, its CRC), as `(step, [summary values])`."""
-    from tensorboardX.proto.event_pb2 import Event
+    try:
+        from tensorboardX.proto.event_pb2 import Event
+    except ImportError:
+        from tensorboard.compat.proto.event_pb2 import Event
 
     events = []
     for name in sorted(os.listdir(logdir)):
