@@ -6,9 +6,11 @@ a few iterations: about 50 scalars and 3 histograms) to TensorBoard event files 
 tensorboardX:
 
 - corral: `corral.tune.logger.TBXLogger.on_result`, one event per result (a single
-  `Summary` holding every value).
-- reference: one `add_scalar` / `add_histogram` per value (one event each, the way
-  RLlib 1.x's `TBXLogger` writes), then `flush`, on the values corral would write.
+  `Summary` holding every value); the writer's own thread flushes the file within
+  `TBXLogger.FLUSH_SECS`.
+- reference: one `add_scalar` / `add_histogram` per value (one event each), then
+  `flush` (which fsyncs the file), as Ray Tune 1.x's `TBXLogger` writes a result, on
+  the values corral would write.
 
 The two alternate in slices; median of `--repeats`. The whole `UnifiedLogger`
 (JSON + CSV + TensorBoard) is timed as well, for the share of a training iteration.

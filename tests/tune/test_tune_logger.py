@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -157,8 +158,10 @@ def read_events(logdir):
             continue
         data = (pathlib.Path(logdir) / name).read_bytes()
         offset = 0
-        while offset < len(data):
+        while offset + 12 <= len(data):
             (length,) = struct.unpack("<Q", data[offset : offset + 8])
+            if offset + 12 + length + 4 > len(data):
+                break  # a record still being written
             record = data[offset + 12 : offset + 12 + length]
             offset += 12 + length + 4
             event = Event.FromString(record)
@@ -197,6 +200,20 @@ def test_tbx_logger_uses_training_iteration_without_timesteps(tmp_path, tensorbo
     [(step, values)] = read_events(tmp_path)
     assert step == 7
     assert [(value.tag, value.simple_value) for value in values] == [("ray/tune/x", 1.0)]
+
+
+def test_tbx_logger_events_reach_the_file_without_flush_or_close(tmp_path, tensorboard_library):
+    """The writer's thread flushes within `FLUSH_SECS`: a live TensorBoard sees each
+    result although `on_result` itself never waits for a flush."""
+    assert TBXLogger.FLUSH_SECS <= 2
+    logger = TBXLogger({}, str(tmp_path))
+    for iteration in (1, 2, 3):
+        logger.on_result({"training_iteration": iteration, "x": 2.0})
+        deadline = time.monotonic() + 10
+        while len(read_events(tmp_path)) < iteration and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [step for step, _ in read_events(tmp_path)] == list(range(1, iteration + 1))
+    logger.close()
 
 
 def test_tbx_logger_is_a_no_op_without_tensorboard(tmp_path, monkeypatch):
