@@ -15,12 +15,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import gymnasium as gym
 import torch
 from torch import nn
 
-from corral.models.torch.fcnet import get_activation
+from corral.models.torch.fcnet import _run, get_activation
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 
 
@@ -68,6 +69,11 @@ def _stack(
             layers.append(act())
         in_size = size
     return nn.Sequential(*layers), in_size
+
+
+def _call(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """`module(x)`: the module call, hooks included."""
+    return module(x)
 
 
 class DQNTorchModel(TorchModelV2):
@@ -123,13 +129,19 @@ class DQNTorchModel(TorchModelV2):
 
     def q_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values [B, A] (num_atoms = 1) or per-atom logits [B, A, num_atoms]."""
-        features = self.trunk(obs.reshape(obs.shape[0], -1).float())
-        adv = self.advantage_out(self.advantage_hidden(features))
+        return self._q_logits(obs, _call)
+
+    def _q_logits(
+        self, obs: torch.Tensor, run: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """`q_logits` with each sub-network applied by `run(module, x)`."""
+        features = run(self.trunk, obs.reshape(obs.shape[0], -1).float())
+        adv = run(self.advantage_out, run(self.advantage_hidden, features))
         if self.num_atoms > 1:
             adv = adv.view(-1, self.num_actions, self.num_atoms)
         if not self.dueling:
             return adv
-        value = self.value_out(self.value_hidden(features))
+        value = run(self.value_out, run(self.value_hidden, features))
         if self.num_atoms > 1:
             value = value.unsqueeze(1)  # [B, 1, atoms] against adv [B, A, atoms]
         # Wang et al. 2016, eq. 9: subtract the mean advantage for identifiability.
@@ -155,6 +167,11 @@ class DQNTorchModel(TorchModelV2):
         return torch.zeros(self._last_batch)
 
     def forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Q-values [B, A], zeros [B]): the distribution inputs are the Q-values."""
-        q = self.q_values(self.q_logits(obs))
+        """(Q-values [B, A], zeros [B]): the distribution inputs are the Q-values.
+
+        The sampler's fast path: the layers' own `forward`s, without the module calls'
+        hook dispatch (`fcnet._run`), which costs about as much as the maths for the one or
+        few rows a sampler acts on; training's `q_logits` calls the modules.
+        """
+        q = self.q_values(self._q_logits(obs, _run))
         return q, torch.zeros(q.shape[0])

@@ -235,3 +235,36 @@ def test_replay_buffer_restored_from_checkpoint(store, tmp_path):
         restored.train()  # training continues from the restored buffer
     finally:
         restored.stop()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"dueling": True}, {"dueling": True, "num_atoms": 5}, {"noisy": True, "q_hiddens": [8]}],
+    ids=["plain", "dueling", "dueling_c51", "noisy"],
+)
+def test_acting_fast_path_matches_the_module_calls(options):
+    """`forward_inference` (the layers' own `forward`s, no hook dispatch) computes the
+    Q-values `forward` does; only `forward`, which training uses, runs forward hooks."""
+    from corral.agents.dqn.dqn_torch_model import DQNTorchModel
+
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    model = DQNTorchModel(
+        obs_space,
+        gym.spaces.Discrete(4),
+        4,
+        {"fcnet_hiddens": [16, 16], "fcnet_activation": "relu"},
+        "q",
+        **{"q_hiddens": [8], **options},
+    )
+    calls = []
+    model.trunk.register_forward_hook(lambda *args: calls.append("trunk"))
+    obs = torch.randn(5, 3)
+    torch.manual_seed(0)  # the same noise draws for the noisy layers on both paths
+    expected, _ = model({"obs": obs}, [], None)
+    assert calls == ["trunk"]
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        q_values, values = model.forward_inference(obs)
+    assert calls == ["trunk"]  # the fast path skips the hooks
+    torch.testing.assert_close(q_values, expected.detach(), rtol=0, atol=0)
+    assert q_values.shape == (5, 4) and values.shape == (5,)
