@@ -286,7 +286,8 @@ class TBXLogger(Logger):
 
     A result is one event: a single ``Summary`` holding all its values (what
     ``add_scalar`` per value would write as one event each; TensorBoard reads
-    both alike): 0.3 of the time per result (``benchmarks/result_logging.py``).
+    both alike): about a quarter of the time per result
+    (``benchmarks/result_logging.py``).
     """
 
     # Bookkeeping keys: constant or monotone, plotting them only adds noise.
@@ -312,7 +313,7 @@ class TBXLogger(Logger):
         for key, value in values.items():
             self._add(summary, f"ray/tune/{key}", value)
         if summary.value:
-            # The file writer `add_scalar` / `add_histogram` write through.
+            # One event, through the file writer `add_scalar` itself writes with.
             self._writer._get_file_writer().add_summary(summary, global_step=step)
 
     def _add(self, summary: Any, tag: str, value: Any) -> None:
