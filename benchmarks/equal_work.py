@@ -659,77 +659,105 @@ def hand_on_policy(row: str, steps: int) -> dict[str, Any]:
     }
 
 
+class HandDQN:
+    """The hand-written DQN of the `dqn` / `dqn_prioritized` rows: a Q-network and its
+    target, a numpy ring buffer (priorities for `dqn_prioritized`), fused Adam, one
+    CartPole env. `act_and_store(t)` is one env step at global step `t` (epsilon-greedy,
+    no forward pass on exploring steps); `update()` one gradient step on 64 rows."""
+
+    def __init__(self, row: str) -> None:
+        import gymnasium as gym
+        import numpy as np
+        import torch
+        from torch import nn
+
+        s = self.s = DQN
+        self.prioritized = row == "dqn_prioritized"
+        torch.manual_seed(0)
+        self.rng = np.random.default_rng(0)
+        self.env = gym.make(s["env"])
+        self.obs, _ = self.env.reset(seed=0)
+        obs_dim, self.n_act = self.obs.shape[0], self.env.action_space.n
+        self.q = _mlp([obs_dim, *s["hiddens"], self.n_act], nn.ReLU)
+        self.q_target = _mlp([obs_dim, *s["hiddens"], self.n_act], nn.ReLU)
+        self.q_target.load_state_dict(self.q.state_dict())
+        self.q_target.requires_grad_(False)
+        self.params = list(self.q.parameters())
+        self.optimizer = _adam(self.params, s["lr"])
+        self.buf = _Ring(s["buffer"], obs_dim, (), np.int64)
+        self.priorities = np.zeros(s["buffer"], np.float64)  # p^alpha per row
+        self.max_priority = 1.0
+        self.rows = torch.arange(s["batch"])
+
+    def act_and_store(self, t: int) -> None:
+        import torch
+
+        s = self.s
+        eps = max(s["eps_final"], 1.0 - (1.0 - s["eps_final"]) * t / s["eps_steps"])
+        if self.rng.random() < eps:
+            action = int(self.rng.integers(self.n_act))
+        else:
+            with torch.inference_mode():
+                action = int(self.q(torch.from_numpy(self.obs)).argmax())
+        next_obs, reward, term, trunc, _ = self.env.step(action)
+        i = self.buf.add(self.obs, action, reward, next_obs, term)
+        if self.prioritized:
+            self.priorities[i] = self.max_priority ** s["alpha"]
+        self.obs = next_obs
+        if term or trunc:
+            self.obs, _ = self.env.reset()
+
+    def update(self) -> None:
+        import numpy as np
+        import torch
+        from torch import nn
+
+        s, buf, priorities = self.s, self.buf, self.priorities
+        if self.prioritized:
+            cum = np.cumsum(priorities[: buf.size])
+            idx = np.searchsorted(cum, self.rng.random(s["batch"]) * cum[-1], side="right")
+            idx = np.minimum(idx, buf.size - 1)
+            p = priorities[idx] / cum[-1]
+            p_min = priorities[: buf.size].min() / cum[-1]
+            weights = torch.from_numpy(((p / p_min) ** (-s["beta"])).astype(np.float32))
+        else:
+            idx = self.rng.integers(0, buf.size, s["batch"])
+        o, a, r, o2, d = buf.take(idx)
+        with torch.no_grad():
+            target = r + s["gamma"] * (1.0 - d) * self.q_target(o2).max(-1).values
+        td = self.q(o)[self.rows, a] - target
+        per_row = nn.functional.huber_loss(td, torch.zeros_like(td), reduction="none")
+        loss = (weights * per_row).mean() if self.prioritized else per_row.mean()
+        _step_zero_grad(self.optimizer, loss, self.params, s["grad_clip"])
+        if self.prioritized:
+            new = np.abs(td.detach().numpy()).astype(np.float64) + s["prio_eps"]
+            priorities[idx] = new ** s["alpha"]
+            self.max_priority = max(self.max_priority, float(new.max()))
+
+    def update_target(self) -> None:
+        self.q_target.load_state_dict(self.q.state_dict())
+
+
 def hand_dqn(row: str, steps: int, fragment: int) -> dict[str, Any]:
     t0 = time.perf_counter()
-    import gymnasium as gym
-    import numpy as np
-    import torch
-    from torch import nn
-
     s = DQN
-    prioritized = row == "dqn_prioritized"
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    env = gym.make(s["env"])
-    obs, _ = env.reset(seed=0)
-    obs_dim, n_act = obs.shape[0], env.action_space.n
-    q = _mlp([obs_dim, *s["hiddens"], n_act], nn.ReLU)
-    q_target = _mlp([obs_dim, *s["hiddens"], n_act], nn.ReLU)
-    q_target.load_state_dict(q.state_dict())
-    q_target.requires_grad_(False)
-    params = list(q.parameters())
-    optimizer = _adam(params, s["lr"])
-    buf = _Ring(s["buffer"], obs_dim, (), np.int64)
-    priorities = np.zeros(s["buffer"], np.float64)  # p^alpha per row
-    max_priority = 1.0
-    rows = torch.arange(s["batch"])
+    dqn = HandDQN(row)
     setup_s = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.process_time()
     updates = 0
     pending = 0
     for t in range(steps):
-        eps = max(s["eps_final"], 1.0 - (1.0 - s["eps_final"]) * t / s["eps_steps"])
-        if rng.random() < eps:
-            action = int(rng.integers(n_act))
-        else:
-            with torch.inference_mode():
-                action = int(q(torch.from_numpy(obs)).argmax())
-        next_obs, reward, term, trunc, _ = env.step(action)
-        i = buf.add(obs, action, reward, next_obs, term)
-        if prioritized:
-            priorities[i] = max_priority ** s["alpha"]
-        obs = next_obs
-        if term or trunc:
-            obs, _ = env.reset()
+        dqn.act_and_store(t)
         if t + 1 >= s["learning_starts"]:
             pending += 1
         if pending < fragment:
             continue
         for _ in range(pending):
-            if prioritized:
-                cum = np.cumsum(priorities[: buf.size])
-                idx = np.searchsorted(cum, rng.random(s["batch"]) * cum[-1], side="right")
-                idx = np.minimum(idx, buf.size - 1)
-                p = priorities[idx] / cum[-1]
-                p_min = priorities[: buf.size].min() / cum[-1]
-                weights = torch.from_numpy(((p / p_min) ** (-s["beta"])).astype(np.float32))
-            else:
-                idx = rng.integers(0, buf.size, s["batch"])
-            o, a, r, o2, d = buf.take(idx)
-            with torch.no_grad():
-                target = r + s["gamma"] * (1.0 - d) * q_target(o2).max(-1).values
-            td = q(o)[rows, a] - target
-            per_row = nn.functional.huber_loss(td, torch.zeros_like(td), reduction="none")
-            loss = (weights * per_row).mean() if prioritized else per_row.mean()
-            _step_zero_grad(optimizer, loss, params, s["grad_clip"])
-            if prioritized:
-                new = np.abs(td.detach().numpy()).astype(np.float64) + s["prio_eps"]
-                priorities[idx] = new ** s["alpha"]
-                max_priority = max(max_priority, float(new.max()))
+            dqn.update()
             updates += 1
         pending = 0
         if (t + 1) % s["target_update"] == 0:
-            q_target.load_state_dict(q.state_dict())
+            dqn.update_target()
     train_s = time.perf_counter() - t0
     train_cpu_s = time.process_time() - c0
     return {
