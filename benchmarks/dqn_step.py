@@ -4,7 +4,7 @@
 (torch importing `torch._dynamo` on the first optimiser step, in corral's training time)
 and the machine's drift between processes. Here both sides of the `dqn` row live in one
 process with one torch thread, are warmed past `learning_starts`, and alternate in
-slices of `--steps` steps:
+slices of `--steps` steps, first whole steps, then gradient steps alone:
 
 - `step`: one env step and one gradient step. corral: the DQN trainer's
   `training_step()` (sample one step, replay add and sample, learner update, target
@@ -92,13 +92,18 @@ def main() -> None:
     log(f"dqn_step: warming both sides for {args.warm} env steps")
     fns = sides(*build(args.warm))
     runs: dict[str, list[float]] = {name: [] for name in fns}
-    for rep in range(args.repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(args.steps):
-                fn()
-            runs[name].append((time.perf_counter() - t0) / args.steps * 1e6)
-        log(f"  rep {rep}: " + ", ".join(f"{n} {v[-1]:.0f} us" for n, v in runs.items()))
+    # Two phases, each alternating corral's and the hand loop's slices: whole steps, then
+    # gradient steps alone (interleaving update-only slices with the steps would change
+    # the step's own state between slices).
+    for phase in (("corral_step", "hand_step"), ("corral_update", "hand_update")):
+        for rep in range(args.repeats):
+            for name in phase:
+                fn = fns[name]
+                t0 = time.perf_counter()
+                for _ in range(args.steps):
+                    fn()
+                runs[name].append((time.perf_counter() - t0) / args.steps * 1e6)
+            log(f"  {phase[0]} rep {rep}: " + ", ".join(f"{n} {runs[n][-1]:.0f} us" for n in phase))
     us = {name: median(values) for name, values in runs.items()}
     emit(
         {
