@@ -1,7 +1,35 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
 @pytest.fixture(autouse=True)
 def _results_in_tmp(tmp_path, monkeypatch):
     """Trainers write their logdirs under a temporary folder, never in $HOME."""
     monkeypatch.setenv("CORRAL_RESULTS_DIR", str(tmp_path / "corral_results"))
+
+
+@pytest.fixture
+def run_benchmark(tmp_path):
+    """`run_benchmark(script, *args)`: runs `benchmarks/<script>` in a fresh interpreter
+    (its trainers' results under `tmp_path`) and returns its JSON lines; fails with the
+    end of its stderr when it exits non-zero."""
+
+    def run(script: str, *args: str, timeout: float = 300) -> list[dict]:
+        proc = subprocess.run(
+            [sys.executable, str(BENCHMARKS / script), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "CORRAL_RESULTS_DIR": str(tmp_path / "benchmark_results")},
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return [json.loads(line) for line in proc.stdout.splitlines()]
+
+    return run
