@@ -46,17 +46,42 @@ def start_forked(start: Callable[[], T]) -> T:
     Objects the parent no longer reaches but has not collected yet (reference cycles) are
     copied into a forked child, and its first collection would run their finalizers
     there: e.g. an EnvPool pool's destructor stopping C++ threads that exist only in the
-    parent (the child crashed or hung). `gc.freeze()` around the fork puts all of the
-    parent's objects into the permanent generation, which the child never collects (the
-    recipe of Python's `gc.freeze` documentation); the parent unfreezes at once.
+    parent (the child crashed or hung). The collector is off while `start` forks, and the
+    child's first act (a fork hook, before any of its Python code runs) is `gc.freeze()`:
+    everything it inherited goes to the permanent generation, which it never collects.
+    The parent's own generations, frozen objects included (`corral.core._heap`), are left
+    as they were.
     """
-    parent = os.getpid()
-    gc.freeze()
+    global _forking
+    parent, enabled = os.getpid(), gc.isenabled()
+    gc.disable()
+    _forking = enabled
     try:
         return start()
     finally:
         if os.getpid() == parent:  # (an `os.fork` child also leaves through here)
-            gc.unfreeze()
+            _forking = None
+            if enabled:
+                gc.enable()
+
+
+# While `start_forked` forks: whether the collector was on (the child turns it back on
+# after freezing); None otherwise.
+_forking: bool | None = None
+
+
+def _freeze_inherited_heap() -> None:
+    """`os.register_at_fork` hook, in every forked child: after `start_forked`'s forks,
+    freezes the inherited heap and turns the collector back on."""
+    global _forking
+    if _forking is not None:
+        gc.freeze()
+        if _forking:
+            gc.enable()
+        _forking = None  # the child's own forks start afresh
+
+
+os.register_at_fork(after_in_child=_freeze_inherited_heap)
 
 
 def prepare_worker_process(env_vars: dict[str, str], num_threads: int) -> None:
