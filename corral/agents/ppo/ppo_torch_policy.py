@@ -81,9 +81,16 @@ class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
             advantages * ratio,
             advantages * torch.clamp(ratio, 1 - cfg["clip_param"], 1 + cfg["clip_param"]),
         )
-        kl = prev.kl(curr)
-        entropy = curr.entropy()
-        total = -surrogate - self.entropy_coeff * entropy
+        # RLlib 1.x's KL and entropy terms. One whose coefficient is 0 stays out of the
+        # graph: its value is still reported, computed without autograd (a statistic).
+        grad = torch.is_grad_enabled()
+        with torch.set_grad_enabled(grad and self.kl_coeff > 0.0):
+            kl = prev.kl(curr)
+        with torch.set_grad_enabled(grad and self.entropy_coeff != 0.0):
+            entropy = curr.entropy()
+        total = -surrogate
+        if self.entropy_coeff != 0.0:
+            total = total - self.entropy_coeff * entropy
         if self.kl_coeff > 0.0:
             total = total + self.kl_coeff * kl
 
