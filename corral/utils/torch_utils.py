@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -131,6 +132,20 @@ def convert_to_torch_tensor(x: TensorStructType, device: Any = None) -> TensorSt
         return tensor if device is None else tensor.to(device)
 
     return map_structure(convert, x)
+
+
+def loss_term(coeff: float, compute: Callable[[], TensorType]) -> TensorType:
+    """`compute()`, a loss term that the loss weights by `coeff`: with autograd (where
+    the caller has it on) when `coeff` is non-zero, without when it is 0.
+
+    A term weighted away is still reported as a statistic, but builds no graph and costs
+    no backward pass; the caller adds `coeff * term` to the loss only for a non-zero
+    `coeff` (a term times 0 would still be differentiated, and 0 * inf is NaN).
+    """
+    if coeff != 0.0 or not torch.is_grad_enabled():
+        return compute()
+    with torch.no_grad():
+        return compute()
 
 
 def explained_variance(y: TensorType, pred: TensorType) -> TensorType:

@@ -133,3 +133,13 @@ def test_numpy_helpers():
     frozen = rnp.make_action_immutable(np.ones(2))
     with pytest.raises(ValueError):
         frozen[0] = 2
+
+
+def test_loss_term_builds_a_graph_only_for_a_non_zero_coefficient():
+    x = torch.ones(3, requires_grad=True)
+    assert tu.loss_term(0.5, lambda: (x * 2).sum()).requires_grad
+    weighted_away = tu.loss_term(0.0, lambda: (x * 2).sum())
+    assert not weighted_away.requires_grad and float(weighted_away) == 6.0
+    with torch.no_grad():  # the caller's no_grad stays
+        assert not tu.loss_term(0.5, lambda: (x * 2).sum()).requires_grad
+    assert torch.is_grad_enabled()

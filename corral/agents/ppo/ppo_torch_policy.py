@@ -26,7 +26,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
-from corral.utils.torch_utils import explained_variance
+from corral.utils.torch_utils import explained_variance, loss_term
 
 
 class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
@@ -81,17 +81,13 @@ class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
             advantages * ratio,
             advantages * torch.clamp(ratio, 1 - cfg["clip_param"], 1 + cfg["clip_param"]),
         )
-        # RLlib 1.x's KL and entropy terms. One whose coefficient is 0 stays out of the
-        # graph: its value is still reported, computed without autograd (a statistic).
-        grad = torch.is_grad_enabled()
-        with torch.set_grad_enabled(grad and self.kl_coeff > 0.0):
-            kl = prev.kl(curr)
-        with torch.set_grad_enabled(grad and self.entropy_coeff != 0.0):
-            entropy = curr.entropy()
+        # RLlib 1.x's KL and entropy terms (out of the graph where weighted by 0).
+        kl = loss_term(self.kl_coeff, lambda: prev.kl(curr))
+        entropy = loss_term(self.entropy_coeff, curr.entropy)
         total = -surrogate
         if self.entropy_coeff != 0.0:
             total = total - self.entropy_coeff * entropy
-        if self.kl_coeff > 0.0:
+        if self.kl_coeff != 0.0:
             total = total + self.kl_coeff * kl
 
         targets = train_batch[SampleBatch.VALUE_TARGETS]
