@@ -73,11 +73,15 @@ class DDPGTorchModel(FlatObsActorCritic):
         return self.action_low + (squashed + 1.0) * 0.5 * (self.action_high - self.action_low)
 
     def q_ensemble(
-        self, model_out: TensorType, actions: TensorType, detach_params: bool = False
+        self,
+        model_out: TensorType,
+        actions: TensorType,
+        detach_params: bool = False,
+        members: slice | None = None,
     ) -> TensorType:
-        """All critics at once: `[E, B]`."""
+        """All critics at once, `[E, B]` (`members`: only those, see `EnsembleMLP`)."""
         q_input = torch.cat([flatten_obs(model_out), actions], dim=-1)
-        return self.q_net(q_input, detach_params).squeeze(-1)
+        return self.q_net(q_input, detach_params, members).squeeze(-1)
 
     def policy_variables(self) -> list[nn.Parameter]:
         return list(self.actor.parameters())

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.ddpg.ddpg_torch_model import DDPGTorchModel
+from corral.models.torch.mlp import FIRST
 from corral.models.torch.torch_action_dist import TorchDeterministic
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
@@ -125,7 +126,9 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         self.num_critic_updates += 1
         update_actor = self.num_critic_updates % int(cfg["policy_delay"]) == 0
         if update_actor:
-            actor_loss = -m.q_ensemble(obs, m.get_policy_output(obs), detach_params=True)[0].mean()
+            # The first critic alone (as RLlib, SB3 and the TD3 paper do).
+            q_pi = m.q_ensemble(obs, m.get_policy_output(obs), detach_params=True, members=FIRST)
+            actor_loss = -q_pi[0].mean()
             actor_loss = actor_loss + self._l2(m.policy_variables())
             loss = loss + actor_loss
             self._last_actor_loss = actor_loss.detach()
@@ -160,7 +163,7 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
             ).amin(0)
             not_done = 1.0 - t[SampleBatch.TERMINATEDS].float()
             target = t[SampleBatch.REWARDS] + bootstrap_discount(t, self.gamma) * not_done * next_q
-            q = self.model.q_ensemble(t[SampleBatch.OBS], t[SampleBatch.ACTIONS])[0]
+            q = self.model.q_ensemble(t[SampleBatch.OBS], t[SampleBatch.ACTIONS], members=FIRST)[0]
         return (q - target).abs().numpy()
 
     # -- state --------------------------------------------------------------

@@ -100,12 +100,15 @@ class SACTorchModel(FlatObsActorCritic):
         model_out: TensorType,
         actions: TensorType | None = None,
         detach_params: bool = False,
+        members: slice | None = None,
     ) -> TensorType:
-        """All Q-nets at once: `[E, B]` for Box actions, `[E, B, |A|]` for Discrete."""
+        """All Q-nets at once: `[E, B]` for Box actions, `[E, B, |A|]` for Discrete
+        (`members`: only those, see `EnsembleMLP`)."""
         model_out = flatten_obs(model_out)
         if self.discrete:
-            return self.q_net(model_out, detach_params)
-        return self.q_net(torch.cat([model_out, actions], dim=-1), detach_params).squeeze(-1)
+            return self.q_net(model_out, detach_params, members)
+        q_input = torch.cat([model_out, actions], dim=-1)
+        return self.q_net(q_input, detach_params, members).squeeze(-1)
 
     def policy_variables(self) -> list[nn.Parameter]:
         return list(self.action_model.parameters())

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.sac.sac_torch_model import SACTorchModel
-from corral.models.torch.mlp import flatten_obs
+from corral.models.torch.mlp import FIRST, flatten_obs
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -255,13 +255,13 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
                 next_log_pi = torch.log_softmax(next_inputs, dim=-1)
                 next_q = self.target_q(next_obs).amin(0)
                 next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)
-                q = m.q_ensemble(obs)[0]
+                q = m.q_ensemble(obs, members=FIRST)[0]
                 q = q.gather(-1, t[SampleBatch.ACTIONS].long().unsqueeze(-1)).squeeze(-1)
             else:
                 next_actions, next_logp = squashed_gaussian_sample(next_inputs)
                 q_in = torch.cat([next_obs, next_actions], -1)
                 next_v = self.target_q(q_in).squeeze(-1).amin(0) - alpha * next_logp
-                q = m.q_ensemble(obs, t[SampleBatch.ACTIONS])[0]
+                q = m.q_ensemble(obs, t[SampleBatch.ACTIONS], members=FIRST)[0]
             discount = bootstrap_discount(t, self.gamma)
             target = t[SampleBatch.REWARDS] + discount * not_done * next_v
         return (q - target).abs().numpy()

@@ -64,14 +64,20 @@ class EnsembleMLP(nn.Module):
             nn.init.uniform_(self.weights[-1], -bound, bound)
             nn.init.uniform_(self.biases[-1], -bound, bound)
 
-    def forward(self, x: TensorType, detach_params: bool = False) -> TensorType:
+    def forward(
+        self, x: TensorType, detach_params: bool = False, members: slice | None = None
+    ) -> TensorType:
         """`[B, in] -> [E, B, out]`. With `detach_params` the result still depends
         on `x` differentiably, but no gradient reaches this module's parameters
-        (an actor's loss through its critics)."""
+        (an actor's loss through its critics). `members`: only those members are
+        evaluated (`[len(members), B, out]`), e.g. `slice(0, 1)` for the first alone."""
         weights, biases = list(self.weights), list(self.biases)
         if detach_params:
             weights = [w.detach() for w in weights]
             biases = [b.detach() for b in biases]
+        if members is not None:
+            weights = [w[members] for w in weights]
+            biases = [b[members] for b in biases]
         # The first layer's input is shared: one [B, in] x [in, E * out] matmul.
         e, fan_in, fan_out = weights[0].shape
         h = (x @ weights[0].permute(1, 0, 2).reshape(fan_in, e * fan_out)).view(-1, e, fan_out)
@@ -81,6 +87,10 @@ class EnsembleMLP(nn.Module):
                 h = self.activation(h)
             h = torch.baddbmm(b, h, w)
         return h
+
+
+# `EnsembleMLP(..., members=FIRST)`: the first member alone (e.g. the first critic).
+FIRST = slice(0, 1)
 
 
 def flatten_obs(obs: TensorType) -> TensorType:
@@ -98,7 +108,7 @@ class TwinQHeads:
 
     def get_q_values(self, model_out: TensorType, actions: TensorType | None = None) -> TensorType:
         """Q-values of the first critic."""
-        return self.q_ensemble(model_out, actions)[0]  # type: ignore[attr-defined]
+        return self.q_ensemble(model_out, actions, members=FIRST)[0]  # type: ignore[attr-defined]
 
     def get_twin_q_values(
         self, model_out: TensorType, actions: TensorType | None = None
@@ -106,7 +116,7 @@ class TwinQHeads:
         """Q-values of the second critic (requires `twin_q`)."""
         if not self.twin_q:
             raise ValueError("get_twin_q_values() needs twin_q=True.")
-        return self.q_ensemble(model_out, actions)[1]  # type: ignore[attr-defined]
+        return self.q_ensemble(model_out, actions, members=slice(1, 2))[0]  # type: ignore[attr-defined]
 
     def q_variables(self) -> list[nn.Parameter]:
         """The critics' parameters."""

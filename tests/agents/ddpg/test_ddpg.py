@@ -78,6 +78,42 @@ def test_actor_updated_every_policy_delay_critic_steps():
     assert all(critic_changes)
 
 
+def test_actor_loss_evaluates_the_first_critic_alone(monkeypatch):
+    from corral.models.torch.mlp import EnsembleMLP
+
+    policy = _policy(policy_delay=1)
+    optimizer = policy.make_optimizer()
+    batch = _batch()
+    calls = []
+    forward = EnsembleMLP.forward
+
+    def spy(self, x, detach_params=False, members=None):
+        out = forward(self, x, detach_params, members)
+        calls.append((detach_params, out.shape[0]))
+        return out
+
+    monkeypatch.setattr(EnsembleMLP, "forward", spy)
+    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    stats = policy.learn_step(batch, optimizer)
+    # Target critics, critics (both members), then the actor's loss through the first
+    # critic only, with the critics' weights detached (as RLlib, SB3 and TD3's paper).
+    assert calls == [(False, 2), (False, 2), (True, 1)]
+    policy.model.load_state_dict(before)
+    with torch.no_grad():  # the reported actor loss is -Q_1(s, mu(s)) before the step
+        m = policy.model
+        x = torch.cat([batch["obs"], m.get_policy_output(batch["obs"])], -1)
+        expected = -forward(m.q_net, x)[0].mean()
+    assert float(stats["actor_loss"]) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_q_value_accessors_read_each_critic():
+    policy = _policy()
+    obs, actions = _batch()["obs"], _batch()["actions"]
+    both = policy.model.q_ensemble(obs, actions)
+    torch.testing.assert_close(policy.model.get_q_values(obs, actions), both[0])
+    torch.testing.assert_close(policy.model.get_twin_q_values(obs, actions), both[1])
+
+
 def test_target_policy_smoothing_noise_is_clipped(monkeypatch):
     policy = _policy(target_noise=10.0, target_noise_clip=0.25)
     batch = _batch(256)

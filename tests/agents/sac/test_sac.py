@@ -92,6 +92,20 @@ def test_ensemble_matches_separate_mlps():
         torch.testing.assert_close(out[e], h)
 
 
+def test_ensemble_members_evaluates_only_those():
+    torch.manual_seed(0)
+    net = EnsembleMLP(2, 5, [7, 6], 1, "relu")
+    x = torch.randn(9, 5)
+    full = net(x)
+    for members in (slice(0, 1), slice(1, 2), slice(0, 2)):
+        torch.testing.assert_close(net(x, members=members), full[members])
+        torch.testing.assert_close(net(x, True, members), full[members])
+    # Gradients reach the evaluated member only.
+    net(x, members=slice(1, 2)).sum().backward()
+    assert all(float(p.grad[0].abs().sum()) == 0.0 for p in net.parameters())
+    assert all(float(p.grad[1].abs().sum()) > 0.0 for p in net.parameters())
+
+
 def test_continuous_sac_trains_and_reports_losses():
     trainer = SACTrainer(config={**FAST, "seed": 0}, env="Pendulum-v1")
     try:
