@@ -27,6 +27,7 @@ from corral.core.learner.learner import check_finite_update
 from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
+from corral.utils.torch_utils import clear_grads
 
 # Importance-sampling weights of prioritized replay (RLlib's column name).
 PRIO_WEIGHTS = WEIGHTS
@@ -202,7 +203,7 @@ class ReplayPolicyMixin(_PostprocessMixin):
     ) -> None:
         """backward, the finite check (before any weight changes), per-group gradient
         clipping to `grad_clip`, and the optimiser step."""
-        optimizer.zero_grad(set_to_none=True)
+        clear_grads(p for group in optimizer.param_groups for p in group["params"])
         loss.backward()
         check_finite_update(loss, optimizer, terms)
         grad_clip = self.config.get("grad_clip")  # type: ignore[attr-defined]

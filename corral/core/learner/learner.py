@@ -52,6 +52,7 @@ from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.metrics import MetricsLogger
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
+from corral.utils.torch_utils import clear_grads
 
 if TYPE_CHECKING:
     from corral.agents.callbacks import DefaultCallbacks
@@ -349,10 +350,10 @@ class Learner:
         try:
             stats = _backward(policy, mb, params, optimizer)
         except NonFiniteUpdateError as err:
-            _clear_grads(params)
+            clear_grads(params)
             raise NonFiniteUpdateError(err.detail, policy_id) from None
         grads = [None if p.grad is None else p.grad.detach().cpu().numpy() for p in params]
-        _clear_grads(params)  # the arrays own the gradients now
+        clear_grads(params)  # the arrays own the gradients now
         learner_stats = {
             name: float(value.detach().float().mean()) if torch.is_tensor(value) else value
             for name, value in stats.items()
@@ -404,7 +405,7 @@ class Learner:
         except NonFiniteUpdateError as err:
             raise NonFiniteUpdateError(err.detail, policy_id) from None
         finally:
-            _clear_grads(params)
+            clear_grads(params)
         policy.bump_weights_seq()
 
     def _loss_policy(self, policy_id: str, what: str) -> tuple[LossPolicy, torch.optim.Optimizer]:
@@ -605,11 +606,6 @@ def _params_of(optimizer: Optimizers) -> list[torch.Tensor]:
     ]
 
 
-def _clear_grads(params: list[torch.Tensor]) -> None:
-    for param in params:  # cheaper than zero_grad(set_to_none=True)
-        param.grad = None
-
-
 def _follow_lr_schedule(policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
     """Sets the optimiser's rate to the policy's `cur_lr` (`LearningRateSchedule`), if any."""
     for group in optimizer.param_groups:
@@ -654,7 +650,7 @@ def _backward(
     loss, stats = loss_and_stats(
         policy, policy.loss(policy.model, policy.dist_class, minibatch), minibatch
     )
-    _clear_grads(params)
+    clear_grads(params)
     loss.backward()
     grad_clip = policy.config.get("grad_clip")
     if grad_clip:
