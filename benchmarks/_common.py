@@ -80,16 +80,21 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def machine_info() -> dict[str, Any]:
     """Hardware and library versions, plus torch's current thread settings."""
     import gymnasium
     import numpy
     import torch
 
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
+    usable = usable_cores()
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:

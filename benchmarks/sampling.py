@@ -48,7 +48,7 @@ import time
 from typing import Any
 
 import _common
-from _common import emit, log, machine_info, median, ratio
+from _common import emit, log, machine_info, median, ratio, usable_cores
 
 ENVS = ("CartPole-v1", "Pendulum-v1")
 VECTORIZE = ("sequential", "native", "envpool")
@@ -437,6 +437,19 @@ def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any
         runs["env_only"].append(env_alone())
     rates = {name: median(r) for name, r in runs.items()}
     env_rate = rates["env_only"]
+    # What the machine allows. The pool alone keeps its threads busy: `threads / rate`
+    # core-seconds per env step. A row's own work per step is its forward pass and
+    # processing (the sampler's timers, without its waits for the envs). Even overlapped
+    # perfectly on the same cores, corral can reach at most env / (env + own work) of the
+    # pool alone's rate (`overlap_bound`), measured with the own work of the rows that
+    # step one pool (env_splits 1), where no pool thread competes for the sampler's core.
+    env_core_s = min(usable_cores(), envs) / env_rate
+    bounds = {}
+    for name in ("corral", "corral_shared_trunk"):
+        own_ms = breakdowns[name].get("mean_inference_ms", 0.0) + breakdowns[name].get(
+            "mean_action_processing_ms", 0.0
+        )
+        bounds[name] = ratio(env_core_s, env_core_s + own_ms / 1e3 / envs)
     return {
         "bench": "sampling",
         "env": f"envpool:{ENVPOOL_PONG}",
@@ -449,6 +462,7 @@ def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any
         **{f"{name}_ratio_to_env_only": ratio(rates[name], env_rate) for name in rows},
         "runs": runs,
         "corral_sampler_ms_per_vector_step": breakdowns,
+        "overlap_bound": {"cores": usable_cores(), **bounds},
     }
 
 
