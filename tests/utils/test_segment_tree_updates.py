@@ -33,3 +33,16 @@ def test_random_updates_match_a_rebuilt_tree() -> None:
                 ref[i] = v
         for tree, ref in zip(trees, refs):
             np.testing.assert_allclose(tree.nodes[1:], _rebuilt(tree, ref))
+
+
+def test_prefix_search_matches_the_cumulative_sum() -> None:
+    rng = np.random.default_rng(1)
+    tree = SumSegmentTree(256)
+    leaves = rng.random(256) * (rng.random(256) < 0.8)  # some empty leaves
+    tree[np.arange(256)] = leaves
+    mass = rng.random(1000) * tree.sum()
+    # The leaf j with sum(leaves[:j]) <= m < sum(leaves[:j + 1]).
+    expected = np.searchsorted(np.cumsum(leaves), mass, side="right")
+    found = tree.find_prefixsum_idx(mass)
+    # Ties between equal cumulative sums (empty leaves) go to the first non-empty leaf.
+    np.testing.assert_array_equal(found, expected)

@@ -37,15 +37,7 @@ class SegmentTree:
             return
         leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64)) + self.capacity
         self.nodes[leaves] = value
-        # Recompute the ancestors level by level. A parent listed twice (two updated
-        # leaves below it) gets the same value twice, from children already final,
-        # so no de-duplication (np.unique, a sort per level) is needed.
-        parents = leaves >> 1
-        nodes, op = self.nodes, self.op
-        while parents[0] >= 1:
-            left = parents << 1
-            nodes[parents] = op(nodes[left], nodes[left + 1])
-            parents >>= 1
+        _update_ancestors([self], leaves)
 
     def _set_one(self, idx: int, value: float) -> None:
         """One leaf: a plain loop over its log2(capacity) ancestors (a replay `add` of
@@ -86,6 +78,16 @@ def set_leaves(trees: list[SegmentTree], idx: np.ndarray | int, value: np.ndarra
     leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64)) + capacity
     for tree in trees:
         tree.nodes[leaves] = value
+    _update_ancestors(trees, leaves)
+
+
+def _update_ancestors(trees: list[SegmentTree], leaves: np.ndarray) -> None:
+    """Recomputes the ancestors of the (node indexes) `leaves` in each tree, level by
+    level, the children's indexes worked out once per level for all trees.
+
+    A parent listed twice (two updated leaves below it) gets the same value twice, from
+    children already final, so no de-duplication (np.unique, a sort per level) is needed.
+    """
     parents = leaves >> 1
     while parents[0] >= 1:
         left = parents << 1
@@ -118,8 +120,8 @@ class SumSegmentTree(SegmentTree):
             left = 2 * node
             left_sum = self.nodes[left]
             go_right = mass >= left_sum
-            mass = np.where(go_right, mass - left_sum, mass)
-            node = np.where(go_right, left + 1, left)
+            mass -= left_sum * go_right  # exactly `mass - left_sum` where it goes right
+            node = left + go_right
         return node - self.capacity
 
 
