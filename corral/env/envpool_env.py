@@ -17,6 +17,7 @@ step one group while the policy acts for the next.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 from collections.abc import Mapping, Sequence
@@ -178,7 +179,12 @@ def make_envpool_splits(
 
     The pools share the machine: unless `env_config` sets `num_threads`, each gets
     `cpu_count // splits` threads (at least 1, at most its sub-envs) instead of
-    EnvPool's one per sub-env, whose wake-ups would preempt the sampler's thread.
+    EnvPool's one per sub-env, whose wake-ups would preempt the sampler's thread. Where
+    the OS lets a process set its own threads' priorities (Linux), the pools' threads
+    also run at `POOL_THREAD_NICE` above the sampler's, so that a group's wake-up does
+    not take the core from the sampler computing the next group's actions (the
+    sampler's thread is the bottleneck of split sampling); they still get every core
+    the sampler leaves idle.
     """
     if splits < 1 or num_envs % splits:
         raise ValueError(
@@ -190,5 +196,31 @@ def make_envpool_splits(
     config = dict(env_config or {})
     if not config.get("num_threads"):
         config["num_threads"] = max(1, min(size, _usable_cores() // splits))
+    before = _thread_ids()
     pools = [make_envpool_env(task_id, size, seed + g * size, config) for g in range(splits)]
+    _lower_priority(_thread_ids() - before, POOL_THREAD_NICE)
     return EnvPoolSplits(pools, name=f"envpool:{task_id}", channels_last=has_image_frames(pools[0]))
+
+
+# How much lower the split pools' threads run than the sampler's (a nice increment).
+POOL_THREAD_NICE = 10
+
+
+def _thread_ids() -> set[int]:
+    """This process's thread ids (Linux: /proc/self/task), or none where the OS has no
+    such listing."""
+    try:
+        return {int(tid) for tid in os.listdir("/proc/self/task")}
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return set()
+
+
+def _lower_priority(thread_ids: set[int], increment: int) -> None:
+    """Raises each thread's nice value by `increment` (Linux's per-thread priorities;
+    raising one needs no privilege). A thread that has ended is skipped."""
+    if not hasattr(os, "setpriority"):
+        return
+    for tid in thread_ids:
+        # OSError: the thread ended, or the OS does not set priorities per thread.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + increment)

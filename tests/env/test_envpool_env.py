@@ -173,6 +173,41 @@ def test_split_pools_share_the_cores_unless_told():
 
 
 @needs_envpool
+@pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and hasattr(os, "setpriority")),
+    reason="per-thread priorities are Linux's (/proc/self/task, setpriority on a thread id)",
+)
+def test_split_pools_threads_run_below_the_samplers_priority():
+    from corral.env.envpool_env import POOL_THREAD_NICE
+
+    def nice_of_threads() -> dict[int, int]:
+        return {
+            int(t): os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")
+        }
+
+    before = nice_of_threads()
+    split = make_envpool_splits("CartPole-v1", 4, 2, 0)
+    try:
+        after = nice_of_threads()
+        new = {tid: nice for tid, nice in after.items() if tid not in before}
+        assert new, "the pools started no threads"
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert set(new.values()) == {min(19, own + POOL_THREAD_NICE)}
+        # The process's other threads (the sampler's among them) keep theirs.
+        assert all(after[tid] == nice for tid, nice in before.items() if tid in after)
+    finally:
+        split.stop()
+    # One pool (env_splits 1) is left at EnvPool's own priority.
+    before = nice_of_threads()
+    pool = make_envpool_env("CartPole-v1", 2, 0)
+    try:
+        new = {tid: nice for tid, nice in nice_of_threads().items() if tid not in before}
+        assert new and set(new.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}
+    finally:
+        pool.close()
+
+
+@needs_envpool
 def test_split_atari_frames_are_channels_last_as_with_one_pool():
     trainer, worker = make_worker(
         vectorize_mode="envpool",
