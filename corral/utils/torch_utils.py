@@ -142,23 +142,18 @@ def clear_grads(params: Iterable[torch.Tensor]) -> None:
         param.grad = None
 
 
-def add_loss_term(
-    total: TensorType, coeff: float, compute: Callable[[], TensorType]
-) -> tuple[TensorType, TensorType]:
-    """`(total + coeff * term, term)` for the loss term `term = compute()`; for a `coeff`
-    of 0, `(total, term)` with the term computed without autograd.
+def loss_term(coeff: float, compute: Callable[[], TensorType]) -> TensorType:
+    """`compute()`, a loss term that the loss weights by `coeff`: with autograd (where
+    the caller has it on) when `coeff` is non-zero, without when it is 0.
 
     A term weighted away is still reported as a statistic, but builds no graph and costs
-    no backward pass (a term times 0 would still be differentiated, and 0 * inf is NaN).
-    Where the caller has autograd off, it stays off.
+    no backward pass; the caller adds `coeff * term` to the loss only for a non-zero
+    `coeff` (a term times 0 would still be differentiated, and 0 * inf is NaN).
     """
-    if coeff == 0.0:
-        if not torch.is_grad_enabled():
-            return total, compute()
-        with torch.no_grad():
-            return total, compute()
-    term = compute()
-    return total + coeff * term, term
+    if coeff != 0.0 or not torch.is_grad_enabled():
+        return compute()
+    with torch.no_grad():
+        return compute()
 
 
 def explained_variance(y: TensorType, pred: TensorType) -> TensorType:

@@ -20,7 +20,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
-from corral.utils.torch_utils import add_loss_term, explained_variance
+from corral.utils.torch_utils import explained_variance, loss_term
 
 
 class A3CTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
@@ -62,9 +62,10 @@ class A3CTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
         targets = train_batch[SampleBatch.VALUE_TARGETS]
         logp = dist.logp(train_batch[SampleBatch.ACTIONS])
         policy_loss = -total(logp * train_batch[SampleBatch.ADVANTAGES])
-        loss, entropy = add_loss_term(
-            policy_loss, -self.entropy_coeff, lambda: total(dist.entropy())
-        )
+        entropy = loss_term(self.entropy_coeff, lambda: total(dist.entropy()))
+        loss = policy_loss
+        if self.entropy_coeff != 0.0:
+            loss = loss - self.entropy_coeff * entropy
         if cfg["use_critic"]:
             vf_loss = 0.5 * total((values - targets) ** 2)
             loss = loss + cfg["vf_loss_coeff"] * vf_loss

@@ -35,7 +35,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
-from corral.utils.torch_utils import add_loss_term, explained_variance
+from corral.utils.torch_utils import explained_variance, loss_term
 
 # Column the driver adds to each sampled fragment (a number per fragment and use), so
 # that two fragments laid side by side in a train batch are never taken for one piece.
@@ -202,11 +202,10 @@ class VTraceTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy)
         weight = mask.to(values.dtype)
         pi_loss = -(logp * advantages * weight).sum()
         vf_loss = 0.5 * (((values - vs) * weight) ** 2).sum()
-        total, entropy = add_loss_term(
-            pi_loss + cfg["vf_loss_coeff"] * vf_loss,
-            -self.entropy_coeff,
-            lambda: (dist.entropy() * weight).sum(),
-        )
+        entropy = loss_term(self.entropy_coeff, lambda: (dist.entropy() * weight).sum())
+        total = pi_loss + cfg["vf_loss_coeff"] * vf_loss
+        if self.entropy_coeff != 0.0:
+            total = total - self.entropy_coeff * entropy
         with torch.no_grad():
             stats = {
                 "total_loss": total,

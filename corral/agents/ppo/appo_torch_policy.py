@@ -37,7 +37,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
-from corral.utils.torch_utils import add_loss_term, explained_variance
+from corral.utils.torch_utils import explained_variance, loss_term
 
 # Bound of log(pi / mu) in the surrogate (exp(20) ~ 5e8, far past any clip range).
 _MAX_LOG_RATIO = 20.0
@@ -165,10 +165,14 @@ class APPOTorchPolicy(
         policy_loss = -mean(surrogate)
         vf_loss = 0.5 * mean((values - value_targets) ** 2)
         # The entropy and KL terms (out of the graph where weighted by 0 or not used).
-        total = policy_loss + cfg["vf_loss_coeff"] * vf_loss
-        total, entropy = add_loss_term(total, -self.entropy_coeff, lambda: mean(curr.entropy()))
         kl_coeff = self.kl_coeff if cfg["use_kl_loss"] else 0.0
-        total, kl = add_loss_term(total, kl_coeff, lambda: mean(old.kl(curr)))
+        entropy = loss_term(self.entropy_coeff, lambda: mean(curr.entropy()))
+        kl = loss_term(kl_coeff, lambda: mean(old.kl(curr)))
+        total = policy_loss + cfg["vf_loss_coeff"] * vf_loss
+        if self.entropy_coeff != 0.0:
+            total = total - self.entropy_coeff * entropy
+        if kl_coeff != 0.0:
+            total = total + kl_coeff * kl
         with torch.no_grad():
             stats = {
                 "total_loss": total,

@@ -26,7 +26,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
-from corral.utils.torch_utils import add_loss_term, explained_variance
+from corral.utils.torch_utils import explained_variance, loss_term
 
 
 class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
@@ -81,9 +81,14 @@ class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
             advantages * ratio,
             advantages * torch.clamp(ratio, 1 - cfg["clip_param"], 1 + cfg["clip_param"]),
         )
-        # RLlib 1.x's entropy and KL terms (out of the graph where weighted by 0).
-        total, entropy = add_loss_term(-surrogate, -self.entropy_coeff, curr.entropy)
-        total, kl = add_loss_term(total, self.kl_coeff, lambda: prev.kl(curr))
+        # RLlib 1.x's KL and entropy terms (out of the graph where weighted by 0).
+        kl = loss_term(self.kl_coeff, lambda: prev.kl(curr))
+        entropy = loss_term(self.entropy_coeff, curr.entropy)
+        total = -surrogate
+        if self.entropy_coeff != 0.0:
+            total = total - self.entropy_coeff * entropy
+        if self.kl_coeff != 0.0:
+            total = total + self.kl_coeff * kl
 
         targets = train_batch[SampleBatch.VALUE_TARGETS]
         if cfg["use_critic"]:
