@@ -121,6 +121,12 @@ def test_new_rows_get_max_priority_and_updates_apply():
     assert counts[0] < 5 and abs(counts[1] - counts[2]) < 600
     with pytest.raises(ValueError, match="> 0"):
         buf.update_priorities(np.array([0]), np.array([0.0]))
+    for bad in (np.nan, np.inf):  # among valid ones: the whole update is refused
+        with pytest.raises(ValueError, match="finite"):
+            buf.update_priorities(np.array([0, 1, 2]), np.array([1.0, bad, 2.0]))
+    with pytest.raises(IndexError, match=r"\[0, 3\)"):
+        buf.update_priorities(np.array([1, 3]), np.array([1.0, 1.0]))  # row 3 is not filled
+    assert buf._max_priority == 5.0
 
 
 def test_prioritized_state_roundtrip(tmp_path):

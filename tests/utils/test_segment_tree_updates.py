@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from corral.utils.replay_buffers.segment_tree import MinSegmentTree, SumSegmentTree, set_leaves
 
 
-def _rebuilt(tree, leaves: np.ndarray) -> np.ndarray:
-    nodes = np.concatenate([np.full(tree.capacity, tree.neutral), leaves])
-    for n in range(tree.capacity - 1, 0, -1):
-        nodes[n] = tree.op(nodes[2 * n], nodes[2 * n + 1])
-    return nodes[1:]
+def _assert_rebuilt(tree, leaves: np.ndarray) -> None:
+    """The tree holds `leaves`, each block `op` over its leaves, the root `op` over all."""
+    np.testing.assert_array_equal(tree.leaves, leaves)
+    blocks = tree.op.reduce(leaves.reshape(-1, tree.block_size), axis=1)
+    np.testing.assert_allclose(tree.blocks, blocks)
+    np.testing.assert_allclose(tree.reduce(), tree.op.reduce(leaves))
 
 
 def test_random_updates_match_a_rebuilt_tree() -> None:
@@ -32,7 +34,7 @@ def test_random_updates_match_a_rebuilt_tree() -> None:
             for i, v in zip(np.atleast_1d(idx), np.atleast_1d(value)):
                 ref[i] = v
         for tree, ref in zip(trees, refs):
-            np.testing.assert_allclose(tree.nodes[1:], _rebuilt(tree, ref))
+            _assert_rebuilt(tree, ref)
 
 
 def test_prefix_search_matches_the_cumulative_sum() -> None:
@@ -46,3 +48,29 @@ def test_prefix_search_matches_the_cumulative_sum() -> None:
     found = tree.find_prefixsum_idx(mass)
     # Ties between equal cumulative sums (empty leaves) go to the first non-empty leaf.
     np.testing.assert_array_equal(found, expected)
+
+
+@pytest.mark.parametrize("capacity", [1, 8, 4096, 1 << 16])
+def test_blocks_cover_every_capacity(capacity: int) -> None:
+    """Every power of two gets whole blocks; the prefix search and both roots agree with
+    numpy over random leaves, the last leaf and negative indexes included."""
+    rng = np.random.default_rng(capacity)
+    total, low = SumSegmentTree(capacity), MinSegmentTree(capacity)
+    assert capacity % total.block_size == 0
+    leaves = rng.random(capacity) + 0.01
+    set_leaves([total, low], np.arange(capacity), leaves)
+    set_leaves([total, low], -1, 2.0)  # the scalar path, counted from the end
+    leaves[-1] = 2.0
+    _assert_rebuilt(total, leaves)
+    _assert_rebuilt(low, leaves)
+    mass = rng.random(500) * total.sum()
+    expected = np.searchsorted(np.cumsum(leaves), mass, side="right")
+    np.testing.assert_array_equal(total.find_prefixsum_idx(mass), expected)
+    with pytest.raises(IndexError):
+        set_leaves([total, low], capacity, 1.0)
+
+
+def test_mass_at_the_total_ends_in_the_last_non_empty_leaf() -> None:
+    tree = SumSegmentTree(64)
+    tree[np.arange(20)] = np.ones(20)  # leaves 20..63 empty, as in a part-filled buffer
+    np.testing.assert_array_equal(tree.find_prefixsum_idx(np.array([20.0, 25.0])), [19, 19])

@@ -8,6 +8,7 @@ which corrects the bias of non-uniform sampling as beta -> 1.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -91,22 +92,28 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise ValueError(f"Got {len(priorities)} priorities for {len(idxes)} indexes.")
         if len(idxes) == 0:
             return
-        if not np.all(priorities > 0) or not np.all(np.isfinite(priorities)):
+        # (Two reductions check them all: a NaN makes the minimum NaN, which is not > 0.)
+        lowest, highest = float(priorities.min()), float(priorities.max())
+        if not (lowest > 0 and math.isfinite(highest)):
             raise ValueError(
-                f"Priorities must be finite and > 0, got min {priorities.min()}, "
-                f"max {priorities.max()} (add prioritized_replay_eps to |td_error|)."
+                f"Priorities must be finite and > 0, got min {lowest}, max {highest} "
+                "(add prioritized_replay_eps to |td_error|)."
             )
-        if idxes.min() < 0 or idxes.max() >= self._size:
-            raise IndexError(
-                f"Priority indexes must be in [0, {self._size}), got {idxes.min()}..{idxes.max()}."
-            )
-        self._set_priorities(idxes, priorities)
+        first, last = int(idxes.min()), int(idxes.max())
+        if first < 0 or last >= self._size:
+            raise IndexError(f"Priority indexes must be in [0, {self._size}), got {first}..{last}.")
+        self._set_priorities(idxes, priorities, highest)
 
-    def _set_priorities(self, idx: np.ndarray, priorities: np.ndarray) -> None:
+    def _set_priorities(
+        self, idx: np.ndarray, priorities: np.ndarray, highest: float | None = None
+    ) -> None:
+        """Sets the rows' priorities (`highest`: their maximum, when the caller has it)."""
         # With duplicate indexes the last priority wins, as in a sequential loop.
         scaled = priorities**self.alpha
         set_leaves([self._sum_tree, self._min_tree], idx, scaled)
-        self._max_priority = max(self._max_priority, float(priorities.max()))
+        if highest is None:
+            highest = float(priorities.max())
+        self._max_priority = max(self._max_priority, highest)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "max_priority": self._max_priority, "alpha": self.alpha}

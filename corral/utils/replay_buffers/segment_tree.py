@@ -1,21 +1,44 @@
-"""Segment trees over a power-of-two number of leaves, vectorised with numpy.
+"""Sum and min trees over a power-of-two number of leaves, vectorised with numpy.
 
 Prioritized replay (Schaul et al. 2016, "Prioritized Experience Replay",
 arXiv:1511.05952, appendix B.2.1) samples item i with probability
 p_i^alpha / sum_k p_k^alpha. A sum tree answers "which item holds the
-cumulative mass m" in O(log n); a min tree gives min_k p_k^alpha for the
-largest importance weight. Both are complete binary trees stored in one
-array: node 1 is the root, node i has children 2i and 2i+1, and leaf j
-lives at node capacity + j.
+cumulative mass m"; a min tree gives min_k p_k^alpha for the largest
+importance weight. (RLlib's names: `SegmentTree`, `SumSegmentTree`,
+`MinSegmentTree`.)
+
+Layout: a tree of height two. The leaves are cut into blocks of `block_size`
+consecutive leaves, and `blocks[b]` holds `op` over block b; the root is `op` over the
+blocks. Replay calls these once per env step on a few dozen rows (add, sample, new
+priorities), where each numpy call's fixed cost is the time, not the arithmetic: a
+binary tree walks log2(capacity) levels with a few calls each (16 levels for 65,536
+leaves), while here an update is one gather and one reduction over the touched blocks,
+and a search one cumulative sum over the blocks and one over each query's block. The
+block size balances those two sums (2,048 blocks of 32 leaves for 65,536 leaves). Each
+block's value is recomputed from its leaves, never adjusted by differences, so nothing
+drifts however many updates run.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+# The rows of one replay sample that the block size is balanced for: a search gathers
+# one block per query (queries x block_size leaves) and sums over all blocks
+# (capacity / block_size), which cost alike at block_size = sqrt(capacity / queries).
+_TYPICAL_QUERIES = 64
+
+
+def _block_size(capacity: int) -> int:
+    """A power of two near sqrt(capacity / _TYPICAL_QUERIES), at least 8, at most capacity."""
+    target = max(8.0, (capacity / _TYPICAL_QUERIES) ** 0.5)
+    return min(capacity, 1 << round(math.log2(target)))
 
 
 class SegmentTree:
-    """A complete binary tree whose inner nodes hold `op` of their children.
+    """Leaves whose blocks and root hold `op` of what is below them.
 
     Args:
         capacity: number of leaves (a power of two).
@@ -29,73 +52,52 @@ class SegmentTree:
         self.capacity = capacity
         self.op = op
         self.neutral = neutral
-        self.nodes = np.full(2 * capacity, neutral, dtype=np.float64)
+        self.block_size = _block_size(capacity)
+        self.leaves = np.full(capacity, neutral, dtype=np.float64)
+        self.blocks = np.full(capacity // self.block_size, neutral, dtype=np.float64)
 
     def __setitem__(self, idx: np.ndarray | int, value: np.ndarray | float) -> None:
-        if np.ndim(idx) == 0 and np.ndim(value) == 0:
-            self._set_one(int(idx), float(value))
-            return
-        leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64)) + self.capacity
-        self.nodes[leaves] = value
-        _update_ancestors([self], leaves)
-
-    def _set_one(self, idx: int, value: float) -> None:
-        """One leaf: a plain loop over its log2(capacity) ancestors (a replay `add` of
-        one transition per env step), cheaper than numpy calls on 1-element arrays."""
-        nodes = self.nodes
-        node = idx + self.capacity
-        nodes[node] = value
-        node >>= 1
-        if self.op is np.add:
-            while node:
-                nodes[node] = nodes[2 * node] + nodes[2 * node + 1]
-                node >>= 1
-        else:
-            op = self.op
-            while node:
-                nodes[node] = op(nodes[2 * node], nodes[2 * node + 1])
-                node >>= 1
+        set_leaves([self], idx, value)
 
     def __getitem__(self, idx: np.ndarray | int) -> np.ndarray:
-        return self.nodes[np.asarray(idx) + self.capacity]
+        return self.leaves[np.asarray(idx)]
 
     def reduce(self) -> float:
         """`op` over all leaves (the root)."""
-        return float(self.nodes[1])
+        return float(self.op.reduce(self.blocks))
+
+    def _refresh_blocks(self, blocks: np.ndarray | int) -> None:
+        """Recomputes the values of `blocks` (one index or an array of them) from their leaves."""
+        k = self.block_size
+        if isinstance(blocks, int):
+            self.blocks[blocks] = self.op.reduce(self.leaves[blocks * k : (blocks + 1) * k])
+        else:
+            self.blocks[blocks] = self.op.reduce(self.leaves.reshape(-1, k)[blocks], axis=1)
 
 
 def set_leaves(trees: list[SegmentTree], idx: np.ndarray | int, value: np.ndarray | float) -> None:
     """`tree[idx] = value` for trees of one capacity (prioritized replay's sum and
-    min trees), walking the ancestors' indexes once for all of them."""
-    if np.size(idx) == 1 and np.size(value) == 1:  # e.g. one transition added
-        one, v = int(np.reshape(idx, -1)[0]), float(np.reshape(value, -1)[0])
-        for tree in trees:
-            tree._set_one(one, v)
-        return
-    capacity = trees[0].capacity
+    min trees). With duplicate indexes the last value wins, as in a sequential loop."""
+    capacity, k = trees[0].capacity, trees[0].block_size
     if any(tree.capacity != capacity for tree in trees):
         raise ValueError("set_leaves needs trees of one capacity.")
-    leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64)) + capacity
-    for tree in trees:
-        tree.nodes[leaves] = value
-    _update_ancestors(trees, leaves)
-
-
-def _update_ancestors(trees: list[SegmentTree], leaves: np.ndarray) -> None:
-    """Recomputes the ancestors of the (node indexes) `leaves` in each tree, level by
-    level, the children's indexes worked out once per level for all trees.
-
-    A parent listed twice (two updated leaves below it) gets the same value twice, from
-    children already final, so no de-duplication (np.unique, a sort per level) is needed.
-    """
-    parents = leaves >> 1
-    while parents[0] >= 1:
-        left = parents << 1
-        right = left + 1
+    if np.size(idx) == 1 and np.size(value) == 1:  # e.g. one transition added
+        one = int(np.reshape(idx, -1)[0])
+        if not -capacity <= one < capacity:
+            raise IndexError(f"leaf index {one} is out of range for {capacity} leaves")
+        one %= capacity
+        v = float(np.reshape(value, -1)[0])
         for tree in trees:
-            nodes = tree.nodes
-            nodes[parents] = tree.op(nodes[left], nodes[right])
-        parents >>= 1
+            tree.leaves[one] = v
+            tree._refresh_blocks(one // k)
+        return
+    leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+    # (Negative indexes count from the end, as numpy's; a block listed twice gets the
+    # same value twice, from leaves already final.)
+    blocks = leaves // k
+    for tree in trees:
+        tree.leaves[leaves] = value
+        tree._refresh_blocks(blocks)
 
 
 class SumSegmentTree(SegmentTree):
@@ -110,19 +112,24 @@ class SumSegmentTree(SegmentTree):
     def find_prefixsum_idx(self, prefixsum: np.ndarray) -> np.ndarray:
         """For each mass m, the leaf j with sum(leaves[:j]) <= m < sum(leaves[:j+1]).
 
-        All queries descend the tree together: at each level a query goes to
-        the left child if its mass fits there, else to the right one with the
-        left child's sum subtracted.
+        Two steps for all queries together: the block holding the mass (a cumulative
+        sum over the blocks), then the leaf inside it (a cumulative sum over each
+        query's block, with the mass before the block subtracted). A mass at or above
+        the total (rounding) ends in the last non-empty leaf.
         """
-        mass = np.array(prefixsum, dtype=np.float64, copy=True)
-        node = np.ones(len(mass), dtype=np.int64)
-        while node[0] < self.capacity:
-            left = 2 * node
-            left_sum = self.nodes[left]
-            go_right = mass >= left_sum
-            mass -= left_sum * go_right  # exactly `mass - left_sum` where it goes right
-            node = left + go_right
-        return node - self.capacity
+        mass = np.asarray(prefixsum, dtype=np.float64).reshape(-1)
+        k = self.block_size
+        before = np.cumsum(self.blocks)  # the mass up to and including each block
+        # Just below the total at most: a mass there falls in the last non-empty block.
+        mass = np.minimum(mass, np.nextafter(before[-1], -np.inf))
+        block = np.searchsorted(before, mass, side="right")
+        mass -= np.where(block > 0, before[np.maximum(block - 1, 0)], 0.0)
+        cum = np.cumsum(self.leaves.reshape(-1, k)[block], axis=1)
+        # The first leaf whose cumulative sum exceeds the mass, which is again kept just
+        # below the block's total: at most the block's last non-empty leaf.
+        np.minimum(mass, np.nextafter(cum[:, -1], -np.inf), out=mass)
+        leaf = (cum > mass[:, None]).argmax(axis=1)
+        return block * k + leaf
 
 
 class MinSegmentTree(SegmentTree):
