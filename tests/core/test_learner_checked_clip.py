@@ -15,7 +15,12 @@ import torch
 from corral.agents.dqn import DQNTrainer
 from corral.agents.ppo import PPOTrainer
 from corral.core.learner import NonFiniteUpdateError
-from corral.core.learner.finite import clip_grad_norm_checked, finite_sum, scalar_values
+from corral.core.learner.finite import (
+    all_finite,
+    clip_grad_norm_checked,
+    finite_probes,
+    scalar_values,
+)
 
 PPO_SMALL = {
     "num_workers": 0,
@@ -85,14 +90,26 @@ def test_checked_clip_refuses_nan_loss_and_nan_gradient_before_clipping():
         clip_grad_norm_checked(torch.tensor(1.0), optimizer, params, 1e-3)
 
 
-def test_scalar_values_and_finite_sum():
+def test_scalar_values_and_finite_probes():
     values = [torch.tensor(1.5), 2, torch.tensor([3], dtype=torch.int64), "x", torch.ones(2)]
     out = scalar_values(values)
     assert out[:4] == [1.5, 2, 3, "x"] and out[4] is values[4]
     assert type(out[2]) is int
-    assert np.isfinite(float(finite_sum([torch.ones(3), torch.zeros(2, 2)])))
-    assert not np.isfinite(float(finite_sum([torch.ones(3), torch.tensor([float("nan")])])))
-    assert float(finite_sum([])) == 0.0
+
+    def probes_finite(tensors):
+        return all(np.isfinite(v) for v in scalar_values(finite_probes(tensors)))
+
+    nan, inf = float("nan"), float("inf")
+    for dtype in (torch.float32, torch.float16, torch.float64):  # fused norms, sums
+        finite = [torch.ones(3, dtype=dtype), torch.zeros(2, 2, dtype=dtype)]
+        assert probes_finite(finite) and all_finite(finite)
+        for bad in (nan, inf, -inf):
+            broken = [*finite, torch.tensor([1.0, bad], dtype=dtype)]
+            assert not probes_finite(broken) and not all_finite(broken)
+    assert finite_probes([]) == [] and all_finite([])
+    # Finite weights whose squares overflow: the probe is not finite, the exact check is.
+    huge = [torch.full((4,), 1e20)]
+    assert not probes_finite(huge) and all_finite(huge)
 
 
 def _poison_loss(policy, term):

@@ -167,3 +167,19 @@ def test_learn_on_batch_path_is_guarded():
         assert all(torch.isfinite(p).all() for p in policy.model.parameters())
     finally:
         trainer.stop()
+
+
+def test_huge_but_finite_weights_are_not_taken_for_non_finite_ones():
+    """The weight check reads norms, whose squares overflow past ~1e19: a weight of 1e20
+    (finite; behind a saturated tanh, so the loss and gradients stay finite) must not
+    read as an overflowed step."""
+    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
+    try:
+        first_layer = next(trainer.get_policy().model.parameters())
+        with torch.no_grad():
+            first_layer[0, 0] = 1e20
+        trainer.train()  # no NonFiniteUpdateError, nothing put back
+        assert float(first_layer[0, 0]) == pytest.approx(1e20, rel=1e-3)
+        _assert_finite(_weights(trainer))
+    finally:
+        trainer.stop()

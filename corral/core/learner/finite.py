@@ -193,13 +193,26 @@ def scalar_values(values: list[Any]) -> list[Any]:
     return out
 
 
-def finite_sum(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
-    """The sum of every element of every tensor as a one-element tensor, without a
-    sync: finite exactly when all elements are (see `sum_is_finite`), in float32 or
-    wider; 0 for no tensors."""
+def finite_probes(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """One-element tensors, made without a sync, that are all finite when every element
+    of `tensors` is; `all_finite(tensors)` settles a non-finite one.
+
+    float32 tensors on one device: their L2 norms, in one fused call (`_foreach_norm`,
+    what gradient clipping uses). Otherwise one sum per tensor, in float32 or wider. A
+    NaN or inf element makes its probe non-finite; so can finite elements whose squares
+    (or sum) overflow, hence `all_finite` before calling the tensors non-finite.
+    """
+    if not tensors:
+        return []
+    first = tensors[0]
+    if all(t.dtype == torch.float32 and t.device == first.device for t in tensors):
+        return list(torch._foreach_norm([t.detach() for t in tensors]))
     sums = [t.detach().sum(dtype=torch.float32 if t.dtype.itemsize < 4 else None) for t in tensors]
-    if not sums:
-        return torch.zeros(())
     if len({(s.dtype, s.device) for s in sums}) > 1:
-        return torch.stack([s.double().cpu() for s in sums]).sum()
-    return torch.stack(sums).sum()
+        return [torch.stack([s.double().cpu() for s in sums]).sum()]
+    return [torch.stack(sums).sum()]
+
+
+def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
+    """Whether every element of every tensor is finite (exact; one sync per tensor)."""
+    return all(bool(torch.isfinite(t.detach()).all()) for t in tensors)

@@ -27,9 +27,10 @@ from corral.core.learner.compile import LossCompiler
 from corral.core.learner.finite import (
     NonFiniteUpdateError,
     Optimizers,
+    all_finite,
     check_finite_update,
     clip_grad_norm_checked,
-    finite_sum,
+    finite_probes,
     optimizers_of,
     scalar_values,
     sum_is_finite,
@@ -474,12 +475,13 @@ class Learner:
         as the stats' tensors), else True."""
         names = [name for stats in minibatch_stats for name in stats]
         values = [value for stats in minibatch_stats for value in stats.values()]
-        if params is not None:
-            values.append(finite_sum(params))
-        values = scalar_values(values)
+        probes = [] if params is None else finite_probes(params)
+        values = scalar_values(values + probes)
         for name, value in zip(names, values):
             self.metrics.log_value((pid, name), value, window=float("inf"), clear_on_reduce=True)
-        return params is None or math.isfinite(values[-1])
+        if params is None:
+            return True
+        return all(math.isfinite(v) for v in values[len(names) :]) or all_finite(params)
 
     @staticmethod
     def _restore_if_nonfinite(params: list[torch.Tensor], snapshot: list[torch.Tensor]) -> bool:
