@@ -215,4 +215,4 @@ def finite_probes(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def all_finite(tensors: Iterable[torch.Tensor]) -> bool:
     """Whether every element of every tensor is finite (exact; one sync per tensor)."""
-    return all(bool(torch.isfinite(t.detach()).all()) for t in tensors)
+    return all(_all_finite(t) for t in tensors)
