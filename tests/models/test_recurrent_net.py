@@ -107,3 +107,30 @@ def test_lstm_on_images():
     model = ModelCatalog.get_model_v2(image, ACT, 4, config)
     out, _ = model({"obs": torch.rand(4, 42, 42, 3)}, initial(model, 2), torch.tensor([2, 2]))
     assert out.shape == (4, 4)
+
+
+@pytest.mark.parametrize("obs_shape", [(3,), (42, 42, 3)], ids=["fcnet", "visionnet"])
+def test_a_forward_in_between_leaves_the_running_forwards_rows_alone(obs_shape):
+    # Asynchronous algorithms act (one env: one row through the LSTM's base model) while
+    # the learner thread runs a sequence batch through the same model. Here the acting
+    # call runs at the worst moment, right as the training call caches its features:
+    # the training call's output must still be its own rows.
+    space = gym.spaces.Box(0.0, 1.0, obs_shape, np.float32)
+    config = {**MODEL_DEFAULTS, "use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [8]}
+    if len(obs_shape) == 3:
+        config["conv_filters"] = [[4, [42, 42], 1]]
+    model = ModelCatalog.get_model_v2(space, ACT, 4, config)
+    one_row, acting = torch.rand(1, *obs_shape), []
+
+    class ActsInBetween(type(model.base)):
+        def __setattr__(self, name, value):
+            super().__setattr__(name, value)
+            if name == "_features" and not acting:
+                acting.append(True)
+                with torch.no_grad():
+                    model.forward_inference_rnn(one_row, initial(model, 1))
+                acting.clear()
+
+    model.base.__class__ = ActsInBetween
+    out, _ = model({"obs": torch.rand(40, *obs_shape)}, initial(model, 4), torch.tensor([10] * 4))
+    assert out.shape == (40, 4) and model.value_function().shape == (40,)

@@ -180,9 +180,11 @@ class FullyConnectedNetwork(TorchModelV2):
     ) -> tuple[TensorType, list[TensorType]]:
         """RLlib-style forward; remembers what :meth:`value_function` needs."""
         obs = self._flat(input_dict.get("obs_flat", input_dict["obs"]))
-        self._features = self._hidden_layers(obs)
-        self._last_obs = obs
-        return self._head(self._features), state
+        # The output comes from this call's locals, never from the cache: another thread
+        # may run a forward of its own in between (acting beside an asynchronous learner).
+        features = self._hidden_layers(obs)
+        self._features, self._last_obs = features, obs
+        return self._head(features), state
 
     def value_function(self) -> TensorType:
         """Value estimates ``[B]`` for the last :meth:`forward` batch."""

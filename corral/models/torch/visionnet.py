@@ -178,9 +178,11 @@ class VisionNetwork(TorchModelV2):
         state: list[TensorType],
         seq_lens: TensorType | None,
     ) -> tuple[TensorType, list[TensorType]]:
-        self._images = self._images_of(input_dict["obs"])
-        self._features = self._trunk(self._images)
-        return self._logits(self._features), state
+        # From locals, as FullyConnectedNetwork.forward: another thread may act in between.
+        images = self._images_of(input_dict["obs"])
+        features = self._trunk(images)
+        self._images, self._features = images, features
+        return self._logits(features), state
 
     def value_function(self) -> TensorType:
         if self._features is None:
