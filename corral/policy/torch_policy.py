@@ -10,6 +10,7 @@ numpy arrays. Learning goes through `loss`, which algorithms implement and a
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,12 @@ class TorchPolicy(Policy):
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         super().__init__(observation_space, action_space, config)
+        # RLlib's `self._lock` (what `corral.utils.threading.with_lock` takes). A model
+        # call and the `value_function()` read of what it cached are one step under it, so
+        # that acting beside an asynchronous algorithm's learner thread (IMPALA, APPO with
+        # the local worker sampling) never mixes one call's rows into the other's values.
+        # The built-in models' fast paths cache nothing and take no lock.
+        self._lock = threading.RLock()
         self.preprocessor = preprocessor_for_space(observation_space)
         # RLlib's `policy.device`: the CPU, unless `to_device` moved the policy (a rollout
         # worker with `num_gpus_per_worker`); learners train copies on their own device.
@@ -255,8 +262,9 @@ class TorchPolicy(Policy):
                 np.asarray(prev_rewards, np.float32)
             )
         seq_lens = torch.ones(len(obs), dtype=torch.int32)
-        out, state_out = self.model(input_dict, state, seq_lens)
-        return out, self.model.value_function(), list(state_out)
+        with self._lock:
+            out, state_out = self.model(input_dict, state, seq_lens)
+            return out, self.model.value_function(), list(state_out)
 
     def _forward_inference(
         self, obs: torch.Tensor, views: dict[str, Any] | None = None
@@ -266,8 +274,9 @@ class TorchPolicy(Policy):
         input_dict = {SampleBatch.OBS: obs}
         for k, v in (views or {}).items():
             input_dict[k] = torch.as_tensor(v)
-        out, _ = self.model(input_dict, [], None)
-        return out, self.model.value_function()
+        with self._lock:
+            out, _ = self.model(input_dict, [], None)
+            return out, self.model.value_function()
 
     def compute_actions(
         self,
@@ -377,11 +386,20 @@ class TorchPolicy(Policy):
             for k in declared_views(self.view_requirements):
                 if k in train_batch:
                     input_dict[k] = train_batch[k]
-            out, _ = self.model(input_dict, [], None)
-            return out, self.model.value_function()
+            with self._training_lock():
+                out, _ = self.model(input_dict, [], None)
+                return out, self.model.value_function()
         state = [train_batch[f"state_in_{i}"] for i in range(len(self._initial_state))]
-        out, _ = self.model(train_batch, state, train_batch[SampleBatch.SEQ_LENS])
-        return out, self.model.value_function()
+        with self._training_lock():
+            out, _ = self.model(train_batch, state, train_batch[SampleBatch.SEQ_LENS])
+            return out, self.model.value_function()
+
+    def _training_lock(self) -> contextlib.AbstractContextManager:
+        """The lock, except inside a `torch_compile_learner` trace (a lock would break the
+        graph; the compiled update then does not wait for an acting thread)."""
+        if torch.compiler.is_compiling():
+            return contextlib.nullcontext()
+        return self._lock
 
     def _act_views(self) -> list[str]:
         """The extra view columns the model reads when acting."""
