@@ -794,110 +794,148 @@ class _SquashedGaussianActor:
         return torch.tanh(u), logp
 
 
-def hand_continuous(row: str, steps: int, fragment: int) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    import copy
+class HandContinuous:
+    """The hand-written SAC or TD3 of the `sac` / `td3` rows: an actor, two critic MLPs
+    and their targets, a numpy ring buffer, fused Adam, `torch._foreach_lerp_` for the
+    soft target updates, one Pendulum env. `act_and_store(t)` is one env step at global
+    step `t` (uniform random actions before `learning_starts`); `update()` one gradient
+    step on a `batch`-row replay sample (TD3: the actor and targets every
+    `policy_delay`-th)."""
 
-    import gymnasium as gym
-    import numpy as np
-    import torch
-    from torch import nn
+    def __init__(self, row: str) -> None:
+        import copy
 
-    s = SAC if row == "sac" else TD3
-    torch.manual_seed(0)
-    rng = np.random.default_rng(0)
-    env = gym.make(s["env"])
-    obs, _ = env.reset(seed=0)
-    obs_dim, act_dim = obs.shape[0], env.action_space.shape[0]
-    scale = float(env.action_space.high[0])  # actions live in [-1, 1] inside
-    critics = [_mlp([obs_dim + act_dim, *s["hiddens"], 1], nn.ReLU) for _ in range(2)]
-    critic_params = [p for c in critics for p in c.parameters()]
-    critic_targets = copy.deepcopy(critics)
-    target_params = [p for c in critic_targets for p in c.parameters()]
-    for p in target_params:
-        p.requires_grad_(False)
-    critic_opt = _adam(critic_params, s["lr"])
-    if row == "sac":
-        actor = _SquashedGaussianActor(obs_dim, act_dim, s["hiddens"])
-        actor_opt = _adam(actor.net.parameters(), s["lr"])
-        log_alpha = torch.zeros(1, requires_grad=True)
-        alpha_opt = _adam([log_alpha], s["lr"])
-        target_entropy = -float(act_dim)
-    else:
-        actor_net = nn.Sequential(_mlp([obs_dim, *s["hiddens"], act_dim], nn.ReLU), nn.Tanh())
-        actor_target = copy.deepcopy(actor_net).requires_grad_(False)
-        actor_opt = _adam(actor_net.parameters(), s["lr"])
-        actor_params = list(actor_net.parameters())
-        actor_target_params = list(actor_target.parameters())
-    buf = _Ring(s["buffer"], obs_dim, (act_dim,), np.float32)
+        import gymnasium as gym
+        import numpy as np
+        import torch
+        from torch import nn
 
-    def q_both(nets: list, o: Any, a: Any) -> tuple[Any, Any]:
+        s = self.s = SAC if row == "sac" else TD3
+        self.sac = row == "sac"
+        torch.manual_seed(0)
+        self.rng = np.random.default_rng(0)
+        self.env = gym.make(s["env"])
+        self.obs, _ = self.env.reset(seed=0)
+        obs_dim, self.act_dim = self.obs.shape[0], self.env.action_space.shape[0]
+        self.scale = float(self.env.action_space.high[0])  # actions live in [-1, 1] inside
+        self.critics = [_mlp([obs_dim + self.act_dim, *s["hiddens"], 1], nn.ReLU) for _ in range(2)]
+        self.critic_params = [p for c in self.critics for p in c.parameters()]
+        self.critic_targets = copy.deepcopy(self.critics)
+        self.target_params = [p for c in self.critic_targets for p in c.parameters()]
+        for p in self.target_params:
+            p.requires_grad_(False)
+        self.critic_opt = _adam(self.critic_params, s["lr"])
+        if self.sac:
+            self.actor = _SquashedGaussianActor(obs_dim, self.act_dim, s["hiddens"])
+            self.actor_opt = _adam(self.actor.net.parameters(), s["lr"])
+            self.log_alpha = torch.zeros(1, requires_grad=True)
+            self.alpha_opt = _adam([self.log_alpha], s["lr"])
+            self.target_entropy = -float(self.act_dim)
+        else:
+            self.actor_net = nn.Sequential(
+                _mlp([obs_dim, *s["hiddens"], self.act_dim], nn.ReLU), nn.Tanh()
+            )
+            self.actor_target = copy.deepcopy(self.actor_net).requires_grad_(False)
+            self.actor_opt = _adam(self.actor_net.parameters(), s["lr"])
+            self.actor_params = list(self.actor_net.parameters())
+            self.actor_target_params = list(self.actor_target.parameters())
+        self.buf = _Ring(s["buffer"], obs_dim, (self.act_dim,), np.float32)
+        self.updates = 0
+
+    def _q_both(self, nets: list, o: Any, a: Any) -> tuple[Any, Any]:
+        import torch
+
         x = torch.cat([o, a], -1)
         return nets[0](x).squeeze(-1), nets[1](x).squeeze(-1)
 
-    def sac_update(o: Any, a: Any, r: Any, o2: Any, d: Any) -> None:
-        alpha = log_alpha.detach().exp()
+    def act_and_store(self, t: int) -> None:
+        import numpy as np
+        import torch
+
+        s, rng = self.s, self.rng
+        if t < s["learning_starts"]:
+            action = rng.uniform(-1.0, 1.0, self.act_dim).astype(np.float32)
+        else:
+            with torch.inference_mode():
+                x = torch.from_numpy(self.obs.astype(np.float32))
+                if self.sac:
+                    action = self.actor.sample(x)[0].numpy()
+                else:
+                    action = self.actor_net(x).numpy()
+                    action += rng.normal(0.0, s["explore_std"], self.act_dim).astype(np.float32)
+                    action = action.clip(-1.0, 1.0)
+        next_obs, reward, term, trunc, _ = self.env.step(action * self.scale)
+        self.buf.add(self.obs, action, reward, next_obs, term)
+        self.obs = next_obs
+        if term or trunc:
+            self.obs, _ = self.env.reset()
+
+    def update(self) -> None:
+        batch = self.buf.take(self.rng.integers(0, self.buf.size, self.s["batch"]))
+        self.updates += 1
+        if self.sac:
+            self._sac_update(*batch)
+        else:
+            self._td3_update(*batch)
+
+    def _sac_update(self, o: Any, a: Any, r: Any, o2: Any, d: Any) -> None:
+        import torch
+
+        s, actor = self.s, self.actor
+        alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
             a2, logp2 = actor.sample(o2)
-            q1_t, q2_t = q_both(critic_targets, o2, a2)
+            q1_t, q2_t = self._q_both(self.critic_targets, o2, a2)
             y = r + s["gamma"] * (1.0 - d) * (torch.minimum(q1_t, q2_t) - alpha * logp2)
-        q1, q2 = q_both(critics, o, a)
-        _step_zero_grad(critic_opt, 0.5 * ((q1 - y) ** 2).mean() + 0.5 * ((q2 - y) ** 2).mean())
+        q1, q2 = self._q_both(self.critics, o, a)
+        _step_zero_grad(
+            self.critic_opt, 0.5 * ((q1 - y) ** 2).mean() + 0.5 * ((q2 - y) ** 2).mean()
+        )
         a_pi, logp = actor.sample(o)
-        q1_pi, q2_pi = q_both(critics, o, a_pi)
-        _step_zero_grad(actor_opt, (alpha * logp - torch.minimum(q1_pi, q2_pi)).mean())
-        _step_zero_grad(alpha_opt, -(log_alpha * (logp.detach() + target_entropy)).mean())
+        q1_pi, q2_pi = self._q_both(self.critics, o, a_pi)
+        _step_zero_grad(self.actor_opt, (alpha * logp - torch.minimum(q1_pi, q2_pi)).mean())
+        _step_zero_grad(
+            self.alpha_opt, -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        )
         with torch.no_grad():
-            torch._foreach_lerp_(target_params, critic_params, s["tau"])
+            torch._foreach_lerp_(self.target_params, self.critic_params, s["tau"])
 
-    def td3_update(o: Any, a: Any, r: Any, o2: Any, d: Any, step: int) -> None:
+    def _td3_update(self, o: Any, a: Any, r: Any, o2: Any, d: Any) -> None:
+        import torch
+
+        s = self.s
         with torch.no_grad():
             noise = (torch.randn_like(a) * s["target_noise"]).clamp(
                 -s["target_noise_clip"], s["target_noise_clip"]
             )
-            a2 = (actor_target(o2) + noise).clamp(-1.0, 1.0)
-            q1_t, q2_t = q_both(critic_targets, o2, a2)
+            a2 = (self.actor_target(o2) + noise).clamp(-1.0, 1.0)
+            q1_t, q2_t = self._q_both(self.critic_targets, o2, a2)
             y = r + s["gamma"] * (1.0 - d) * torch.minimum(q1_t, q2_t)
-        q1, q2 = q_both(critics, o, a)
-        _step_zero_grad(critic_opt, ((q1 - y) ** 2).mean() + ((q2 - y) ** 2).mean())
-        if step % s["policy_delay"] == 0:
-            x = torch.cat([o, actor_net(o)], -1)
-            _step_zero_grad(actor_opt, -critics[0](x).mean())
+        q1, q2 = self._q_both(self.critics, o, a)
+        _step_zero_grad(self.critic_opt, ((q1 - y) ** 2).mean() + ((q2 - y) ** 2).mean())
+        if self.updates % s["policy_delay"] == 0:
+            x = torch.cat([o, self.actor_net(o)], -1)
+            _step_zero_grad(self.actor_opt, -self.critics[0](x).mean())
             with torch.no_grad():
-                torch._foreach_lerp_(target_params, critic_params, s["tau"])
-                torch._foreach_lerp_(actor_target_params, actor_params, s["tau"])
+                torch._foreach_lerp_(self.target_params, self.critic_params, s["tau"])
+                torch._foreach_lerp_(self.actor_target_params, self.actor_params, s["tau"])
 
+
+def hand_continuous(row: str, steps: int, fragment: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    s = SAC if row == "sac" else TD3
+    agent = HandContinuous(row)
     setup_s = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.process_time()
-    updates = pending = 0
+    pending = 0
     for t in range(steps):
-        if t < s["learning_starts"]:
-            action = rng.uniform(-1.0, 1.0, act_dim).astype(np.float32)
-        else:
-            with torch.inference_mode():
-                x = torch.from_numpy(obs.astype(np.float32))
-                if row == "sac":
-                    action = actor.sample(x)[0].numpy()
-                else:
-                    action = actor_net(x).numpy()
-                    action += rng.normal(0.0, s["explore_std"], act_dim).astype(np.float32)
-                    action = action.clip(-1.0, 1.0)
-        next_obs, reward, term, trunc, _ = env.step(action * scale)
-        buf.add(obs, action, reward, next_obs, term)
-        obs = next_obs
-        if term or trunc:
-            obs, _ = env.reset()
+        agent.act_and_store(t)
         if t + 1 >= s["learning_starts"]:
             pending += 1
         if pending < fragment:
             continue
         for _ in range(pending):
-            batch = buf.take(rng.integers(0, buf.size, s["batch"]))
-            updates += 1
-            if row == "sac":
-                sac_update(*batch)
-            else:
-                td3_update(*batch, updates)
+            agent.update()
         pending = 0
     train_s = time.perf_counter() - t0
     train_cpu_s = time.process_time() - c0
@@ -906,7 +944,7 @@ def hand_continuous(row: str, steps: int, fragment: int) -> dict[str, Any]:
         "train_s": train_s,
         "train_cpu_s": train_cpu_s,
         "env_steps": steps,
-        "gradient_steps": updates,
+        "gradient_steps": agent.updates,
     }
 
 

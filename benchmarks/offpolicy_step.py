@@ -1,24 +1,27 @@
-"""DQN's training step in one process: corral against the hand-written loop, alternated.
+"""An off-policy training step in one process: corral against the hand-written loop.
 
 `equal_work.py` times whole runs in fresh processes, which adds each side's one-off costs
 (torch importing `torch._dynamo` on the first optimiser step, in corral's training time)
-and the machine's drift between processes. Here both sides of the `dqn` row live in one
-process with one torch thread, are warmed past `learning_starts`, and alternate in
-slices of `--steps` steps, first whole steps, then gradient steps alone:
+and the machine's drift between processes. Here both sides of one off-policy row of
+`equal_work.py` (`--row`: `dqn`, `dqn_prioritized`, `sac`, `td3`) live in one process
+with one torch thread, are warmed past `learning_starts`, and alternate in slices of
+`--steps` steps, first whole steps, then gradient steps alone:
 
-- `step`: one env step and one gradient step. corral: the DQN trainer's
-  `training_step()` (sample one step, replay add and sample, learner update, target
-  and weight sync). hand: `equal_work.HandDQN`'s `act_and_store` then `update`.
-- `update`: the gradient step alone. corral: `learner_group.update` on a 64-row replay
-  sample (drawn inside the timed call, like the hand loop's). hand: `HandDQN.update`.
+- `step`: one env step and one gradient step. corral: the trainer's `training_step()`
+  (sample one step, replay add and sample, learner update, target and weight sync).
+  hand: `equal_work.HandDQN`'s or `HandContinuous`'s `act_and_store` then `update`
+  (DQN's hard target update every `target_update` steps).
+- `update`: the gradient step alone. corral: `learner_group.update` on a replay sample
+  of one train batch (drawn inside the timed call, like the hand loop's). hand: `update`.
 
 `step - update` is each side's cost of acting, the env and the replay bookkeeping
-(corral also computes the Q-values on exploring steps, which the hand loop skips).
+(corral's DQN also computes the Q-values on exploring steps, which the hand loop skips).
 Medians over `--repeats` rounds.
 
 Usage:
-    python benchmarks/dqn_step.py
-    python benchmarks/dqn_step.py --quick
+    python benchmarks/offpolicy_step.py                # the dqn row
+    python benchmarks/offpolicy_step.py --row td3
+    python benchmarks/offpolicy_step.py --quick
 """
 
 from __future__ import annotations
@@ -26,50 +29,56 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from _common import emit, log, machine_info, median, ratio
 
+# Per row: (env steps before timing, steps per slice) unless given.
+DEFAULTS = {"dqn": (2000, 300), "dqn_prioritized": (2000, 300), "sac": (300, 50), "td3": (300, 50)}
 
-def build(warm_steps: int) -> tuple[Any, Any, Iterator[int]]:
-    """(corral's DQN trainer, `HandDQN`, the hand loop's step counter), both sides
-    stepped `warm_steps` env steps."""
+
+def build(row: str, warm_steps: int) -> tuple[Any, Any, Iterator[int]]:
+    """(corral's trainer, the hand loop, the hand loop's step counter) of `row`, both
+    sides stepped `warm_steps` env steps."""
     import torch
-    from equal_work import DQN, HandDQN, corral_config
+    from equal_work import DQN, SAC, TD3, HandContinuous, HandDQN, corral_config
 
     torch.set_num_threads(1)
-    name, env_id, config = corral_config("dqn", 1, warm_steps)
+    name, env_id, config = corral_config(row, 1, warm_steps)
     from corral.agents.registry import get_trainer_class
 
     trainer = get_trainer_class(name)(config=config, env=env_id)
     result: dict[str, Any] = {}
     while int(result.get("timesteps_total", 0)) < warm_steps:
         result = trainer.train()
-    hand = HandDQN("dqn")
+    hand = HandDQN(row) if row.startswith("dqn") else HandContinuous(row)
+    learning_starts = {"sac": SAC, "td3": TD3}.get(row, DQN)["learning_starts"]
     steps = itertools.count()
     for t in itertools.islice(steps, warm_steps):
         hand.act_and_store(t)
-        if t + 1 >= DQN["learning_starts"]:
+        if t + 1 >= learning_starts:
             hand.update()
     return trainer, hand, steps
 
 
-def sides(trainer: Any, hand: Any, steps: Iterator[int]) -> dict[str, Any]:
-    from equal_work import DQN
+def sides(row: str, trainer: Any, hand: Any, steps: Iterator[int]) -> dict[str, Callable[[], Any]]:
+    from equal_work import DQN, SAC, TD3
 
     learners = trainer.learner_group
     replay = trainer.local_replay_buffer
+    batch_size = {"sac": SAC, "td3": TD3}.get(row, DQN)["batch"]
+    dqn = row.startswith("dqn")
 
     def hand_step() -> None:
         t = next(steps)
         hand.act_and_store(t)
         hand.update()
-        if (t + 1) % DQN["target_update"] == 0:
+        if dqn and (t + 1) % DQN["target_update"] == 0:
             hand.update_target()
 
     def corral_update() -> None:
-        learners.update(batch=replay.sample(DQN["batch"]), minibatch_size=DQN["batch"])
+        learners.update(batch=replay.sample(batch_size), minibatch_size=batch_size)
 
     return {
         "corral_step": trainer.training_step,
@@ -81,16 +90,20 @@ def sides(trainer: Any, hand: Any, steps: Iterator[int]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=300, help="steps per slice")
+    parser.add_argument("--row", choices=sorted(DEFAULTS), default="dqn")
+    parser.add_argument("--steps", type=int, help="steps per slice (default: per row)")
     parser.add_argument("--repeats", type=int, default=8)
-    parser.add_argument("--warm", type=int, default=2000, help="env steps before timing")
+    parser.add_argument("--warm", type=int, help="env steps before timing (default: per row)")
     parser.add_argument("--quick", action="store_true", help="smoke test: short slices")
     args = parser.parse_args()
+    warm, slice_steps = DEFAULTS[args.row]
     if args.quick:
-        args.steps, args.repeats, args.warm = 20, 1, 1100
-    emit({"bench": "dqn_step", "machine": machine_info()})
-    log(f"dqn_step: warming both sides for {args.warm} env steps")
-    fns = sides(*build(args.warm))
+        warm, slice_steps, args.repeats = warm // 2 + 100, 20, 1
+    args.warm = warm if args.warm is None else args.warm
+    args.steps = slice_steps if args.steps is None else args.steps
+    emit({"bench": "offpolicy_step", "row": args.row, "machine": machine_info()})
+    log(f"offpolicy_step: {args.row}, warming both sides for {args.warm} env steps")
+    fns = sides(args.row, *build(args.row, args.warm))
     runs: dict[str, list[float]] = {name: [] for name in fns}
     # Two phases, each alternating corral's and the hand loop's slices: whole steps, then
     # gradient steps alone (interleaving update-only slices with the steps would change
@@ -107,7 +120,8 @@ def main() -> None:
     us = {name: median(values) for name, values in runs.items()}
     emit(
         {
-            "bench": "dqn_step",
+            "bench": "offpolicy_step",
+            "row": args.row,
             "summary": True,
             "steps_per_slice": args.steps,
             "repeats": args.repeats,
