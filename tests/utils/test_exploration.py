@@ -77,6 +77,28 @@ def test_epsilon_greedy_draws_the_same_random_stream_on_every_step(epsilon):
     assert torch.equal(torch.rand(1), after)
 
 
+@pytest.mark.parametrize("rows", [1, 7, 300])
+def test_epsilon_greedy_picks_what_its_definition_in_torch_picks(rows):
+    # The definition, op by op in torch: n x A uniform noise, then one coin per row; a
+    # row whose coin is under epsilon takes the noise's argmax among its finite Q-values.
+    gen = np.random.default_rng(rows)
+    q = gen.normal(size=(rows, 4)).astype(np.float32)
+    q[gen.random(size=(rows, 4)) < 0.3] = -np.inf
+    q[:, 2] = np.where(np.isfinite(q).any(-1), q[:, 2], 0.0)  # every row allows one action
+    exp = EpsilonGreedy(DISCRETE, initial_epsilon=0.5, final_epsilon=0.5)
+    for seed in range(5):
+        torch.manual_seed(seed)
+        actions, logp = exp.get_exploration_action(q_dist(q), timestep=0, explore=True)
+        torch.manual_seed(seed)
+        q_t = torch.as_tensor(q)
+        noise = torch.rand(q_t.shape).masked_fill(~torch.isfinite(q_t), -1.0)
+        coins = torch.rand(rows)
+        expected = torch.where(coins < 0.5, noise.argmax(-1), q_t.argmax(-1))
+        assert actions.dtype == torch.int64 and torch.equal(actions, expected)
+        assert logp.dtype == torch.float32 and (logp == 0).all()
+        assert np.isfinite(q[np.arange(rows), actions.numpy()]).all()
+
+
 def test_per_worker_epsilons_follow_apex():
     def eps(worker_index, num_workers):
         exp = PerWorkerEpsilonGreedy(DISCRETE, worker_index=worker_index, num_workers=num_workers)
