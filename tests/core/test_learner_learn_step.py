@@ -1,9 +1,10 @@
 """`Learner` with a policy that defines `learn_step` and several optimisers."""
 
 import numpy as np
+import pytest
 import torch
 
-from corral.core.learner import Learner
+from corral.core.learner import Learner, NonFiniteUpdateError
 from corral.policy.sample_batch import SampleBatch
 
 
@@ -59,3 +60,17 @@ def test_learn_step_replaces_loss_backward_step_and_checkpoints_all_optimizers()
     fresh = Learner({"default_policy": TwoOptimizerPolicy()}, {"seed": 0})
     fresh.set_state(state)
     assert fresh.get_state()["optimizers"]["default_policy"].keys() == {"a", "b"}
+
+
+def test_an_overflow_in_the_second_optimisers_step_puts_both_weights_back():
+    # `a` has stepped (finitely) before `b` overflows: both must come back as they were
+    # before the update (the copy they are put back from predates every step of it).
+    policy = TwoOptimizerPolicy()
+    learner = Learner({"default_policy": policy}, {"seed": 0})
+    learner.update(batch=SampleBatch({"obs": np.ones(4, np.float32)}))
+    before = (policy.a.item(), policy.b.item())
+    # One step of gradient -1.5 at this rate overflows float32.
+    learner.optimizers["default_policy"]["b"].param_groups[0]["lr"] = 3e38
+    with pytest.raises(NonFiniteUpdateError, match="optimiser step"):
+        learner.update(batch=SampleBatch({"obs": np.full(4, 2.0, np.float32)}))
+    assert (policy.a.item(), policy.b.item()) == before
