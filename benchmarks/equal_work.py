@@ -810,7 +810,7 @@ class HandContinuous:
         import torch
         from torch import nn
 
-        s = self.s = SAC if row == "sac" else TD3
+        s = self.s = SETTINGS[row]
         self.sac = row == "sac"
         torch.manual_seed(0)
         self.rng = np.random.default_rng(0)
@@ -923,14 +923,13 @@ class HandContinuous:
 
 def hand_continuous(row: str, steps: int, fragment: int) -> dict[str, Any]:
     t0 = time.perf_counter()
-    s = SAC if row == "sac" else TD3
     agent = HandContinuous(row)
     setup_s = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.process_time()
     pending = 0
     for t in range(steps):
         agent.act_and_store(t)
-        if t + 1 >= s["learning_starts"]:
+        if t + 1 >= agent.s["learning_starts"]:
             pending += 1
         if pending < fragment:
             continue

@@ -42,7 +42,7 @@ def build(row: str, warm_steps: int) -> tuple[Any, Any, Iterator[int]]:
     """(corral's trainer, the hand loop, the hand loop's step counter) of `row`, both
     sides stepped `warm_steps` env steps."""
     import torch
-    from equal_work import DQN, SAC, TD3, HandContinuous, HandDQN, corral_config
+    from equal_work import SETTINGS, HandContinuous, HandDQN, corral_config
 
     torch.set_num_threads(1)
     name, env_id, config = corral_config(row, 1, warm_steps)
@@ -53,7 +53,7 @@ def build(row: str, warm_steps: int) -> tuple[Any, Any, Iterator[int]]:
     while int(result.get("timesteps_total", 0)) < warm_steps:
         result = trainer.train()
     hand = HandDQN(row) if row.startswith("dqn") else HandContinuous(row)
-    learning_starts = {"sac": SAC, "td3": TD3}.get(row, DQN)["learning_starts"]
+    learning_starts = SETTINGS[row]["learning_starts"]
     steps = itertools.count()
     for t in itertools.islice(steps, warm_steps):
         hand.act_and_store(t)
@@ -63,11 +63,11 @@ def build(row: str, warm_steps: int) -> tuple[Any, Any, Iterator[int]]:
 
 
 def sides(row: str, trainer: Any, hand: Any, steps: Iterator[int]) -> dict[str, Callable[[], Any]]:
-    from equal_work import DQN, SAC, TD3
+    from equal_work import DQN, SETTINGS
 
     learners = trainer.learner_group
     replay = trainer.local_replay_buffer
-    batch_size = {"sac": SAC, "td3": TD3}.get(row, DQN)["batch"]
+    batch_size = SETTINGS[row]["batch"]
     dqn = row.startswith("dqn")
 
     def hand_step() -> None:
