@@ -151,16 +151,18 @@ def test_bc_phase_then_q_phase():
     state = policy.extra_state()
     assert state["cur_iter"] == 3
     # During BC the actor's loss is -log pi(data action) + alpha log pi: it moves the mean
-    # towards atanh(0.5) ~ 0.55.
+    # towards atanh(0.5) ~ 0.55. (An actor learning rate of 3e-2 made the 40 steps chaotic:
+    # BLAS rounding that differs between CPUs took the mean anywhere from 0.13 to 0.5; at
+    # 1e-2 and 60 steps 24 seeds end between 0.476 and 0.513.)
     policy = cql_policy(
         bc_iters=1000,
         optimization={
-            "actor_learning_rate": 3e-2,
+            "actor_learning_rate": 1e-2,
             "critic_learning_rate": 3e-4,
             "entropy_learning_rate": 0.0,
         },
     )
-    for _ in range(40):
+    for _ in range(60):
         policy.learn_on_batch(batch)
     with torch.no_grad():
         mean = policy.model.get_policy_output(torch.from_numpy(batch[SampleBatch.OBS]))[:, 0]
