@@ -136,3 +136,22 @@ def test_learner_group_checks_num_learners():
         LearnerGroup({"num_learners": -1}, {})
     group = LearnerGroup({}, {"p": LinearPolicy()})
     assert group.local_learner is not None and group.is_local
+
+
+def test_without_a_seed_the_learner_follows_torchs_global_seed():
+    """No `seed`: the shuffles come from torch's global generator, which the learner
+    must not reseed (torch.seed() would, from the OS: runs under torch.manual_seed then
+    differ, as a CQL test did on CI)."""
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        policy = LinearPolicy()
+        learner = Learner({"p": policy}, {})
+        learner.update(
+            batch=MultiAgentBatch({"p": data(8)}, 8),
+            num_epochs=3,
+            minibatch_size=4,
+            shuffle_batch_per_epoch=True,
+        )
+        runs.append((policy.seen, torch.rand(4).tolist()))
+    assert runs[0] == runs[1]

@@ -128,9 +128,14 @@ class Learner:
             if config.get("torch_compile_learner")
             else None
         )
+        # The minibatch shuffles' own stream: from `seed`, else drawn from torch's global
+        # generator, so that `torch.manual_seed` makes them reproducible (never reseed the
+        # global generator, as `torch.seed()` would).
         self._generator = torch.Generator()
         seed = config.get("seed")
-        self._generator.manual_seed(int(seed) if seed is not None else int(torch.seed() % 2**62))
+        if seed is None:
+            seed = int(torch.randint(2**62, (), dtype=torch.int64))
+        self._generator.manual_seed(int(seed))
 
     def add_policy(self, policy_id: str, policy: TrainablePolicy) -> None:
         """Starts training `policy` (already in the map when `policies` is a PolicyMap)."""
