@@ -151,9 +151,8 @@ def test_bc_phase_then_q_phase():
     state = policy.extra_state()
     assert state["cur_iter"] == 3
     # During BC the actor's loss is -log pi(data action) + alpha log pi: it moves the mean
-    # towards atanh(0.5) ~ 0.55. (An actor learning rate of 3e-2 made the 40 steps chaotic:
-    # BLAS rounding that differs between CPUs took the mean anywhere from 0.13 to 0.5; at
-    # 1e-2 and 60 steps 24 seeds end between 0.476 and 0.513.)
+    # towards atanh(0.5) ~ 0.55. (At an actor learning rate of 3e-2 for 40 steps one seed
+    # in 24 ended at 0.26; at 1e-2 for 60 steps the 24 seeds end between 0.472 and 0.501.)
     policy = cql_policy(
         bc_iters=1000,
         optimization={
