@@ -97,9 +97,55 @@ def test_logdir_and_files(trainer):
     assert "info/learner/default_policy/learner_stats/total_loss" in header
 
 
-def test_same_seed_same_results():
+# Small configs of the other built-in trainers for the same-seed test (no wall-clock
+# minimum per iteration: A2C's `min_iter_time_s` and the off-policy trainers'
+# `min_time_s_per_reporting` make the number of steps in an iteration depend on the clock).
+SEEDED = {
+    "PPO": ("CartPole-v1", SMALL),
+    "PG": ("CartPole-v1", {"rollout_fragment_length": 50, "train_batch_size": 100}),
+    "A2C": ("CartPole-v1", {"rollout_fragment_length": 20, "train_batch_size": 40}),
+    "DQN": (
+        "CartPole-v1",
+        {"learning_starts": 64, "train_batch_size": 32, "rollout_fragment_length": 4},
+    ),
+    "SAC": (
+        "Pendulum-v1",
+        {
+            "learning_starts": 64,
+            "train_batch_size": 32,
+            "Q_model": {"fcnet_hiddens": [16]},
+            "policy_model": {"fcnet_hiddens": [16]},
+        },
+    ),
+    "TD3": (
+        "Pendulum-v1",
+        {
+            "learning_starts": 64,
+            "train_batch_size": 32,
+            "actor_hiddens": [16],
+            "critic_hiddens": [16],
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_same_seed_same_results(name):
+    from corral.agents.registry import get_trainer_class
+
+    env, config = SEEDED[name]
+    config = {
+        "model": {"fcnet_hiddens": [16]},
+        **config,
+        "num_workers": 0,
+        "seed": 42,
+        "timesteps_per_iteration": 150,
+        "min_iter_time_s": 0,
+        "min_time_s_per_reporting": 0,
+    }
+
     def run():
-        t = PPOTrainer(config={**SMALL, "seed": 42}, env="CartPole-v1")
+        t = get_trainer_class(name)(config=config, env=env)
         try:
             results = [t.train() for _ in range(2)]
             weights = t.get_weights()["default_policy"]
@@ -108,7 +154,11 @@ def test_same_seed_same_results():
         return results, weights
 
     (r1, w1), (r2, w2) = run(), run()
-    assert [r["episode_reward_mean"] for r in r1] == [r["episode_reward_mean"] for r in r2]
+    # (NaN before the first finished episode: assert_array_equal takes NaN for NaN.)
+    np.testing.assert_array_equal(
+        [(r["timesteps_total"], r["episode_reward_mean"]) for r in r1],
+        [(r["timesteps_total"], r["episode_reward_mean"]) for r in r2],
+    )
     for k in w1:
         np.testing.assert_array_equal(w1[k], w2[k])
 
