@@ -80,19 +80,13 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def machine_info() -> dict[str, Any]:
     """Hardware and library versions, plus torch's current thread settings."""
     import gymnasium
     import numpy
     import torch
+
+    from corral.utils.sys_usage import usable_cores
 
     usable = usable_cores()
     try:

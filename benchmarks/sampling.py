@@ -48,7 +48,9 @@ import time
 from typing import Any
 
 import _common
-from _common import emit, log, machine_info, median, ratio, usable_cores
+from _common import emit, log, machine_info, median, ratio
+
+from corral.utils.sys_usage import usable_cores
 
 ENVS = ("CartPole-v1", "Pendulum-v1")
 VECTORIZE = ("sequential", "native", "envpool")

@@ -32,6 +32,7 @@ from corral.env.native_vector_env import (
     has_image_frames,
     is_envpool_env,  # noqa: F401 - re-exported
 )
+from corral.utils.sys_usage import usable_cores
 
 INSTALL_HINT = "pip install corral[envpool]"
 
@@ -160,13 +161,6 @@ class EnvPoolSplits(BatchedVectorEnv):
             pool.close()
 
 
-def _usable_cores() -> int:
-    """The cores this process may run on (its affinity where the OS says)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def make_envpool_splits(
     task_id: Any,
     num_envs: int,
@@ -195,7 +189,7 @@ def make_envpool_splits(
     size = num_envs // splits
     config = dict(env_config or {})
     if not config.get("num_threads"):
-        config["num_threads"] = max(1, min(size, _usable_cores() // splits))
+        config["num_threads"] = max(1, min(size, usable_cores() // splits))
     before = _thread_ids()
     pools = [make_envpool_env(task_id, size, seed + g * size, config) for g in range(splits)]
     _lower_priority(_thread_ids() - before, POOL_THREAD_NICE)

@@ -1,4 +1,5 @@
-"""`log_sys_usage`: the machine's load in each result (`result["perf"]`), as RLlib reports it.
+"""`log_sys_usage`: the machine's load in each result (`result["perf"]`), as RLlib reports it;
+`usable_cores`: the cores this process may run on.
 
 Keys (RLlib 1.x's): `cpu_util_percent` (all cores, since the previous report),
 `ram_util_percent` (the machine's memory in use), and per visible CUDA device
@@ -10,8 +11,17 @@ is asked about GPUs only when it is already imported and CUDA is initialised.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Any
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity mask where the OS has one, else
+    the machine's core count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class SysUsage:

@@ -21,3 +21,12 @@ def test_log_sys_usage_false_reports_nothing():
         assert "perf" not in trainer.train()
     finally:
         trainer.stop()
+
+
+def test_usable_cores_is_the_affinity_mask():
+    import os
+
+    from corral.utils.sys_usage import usable_cores
+
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert usable_cores() == expected >= 1
