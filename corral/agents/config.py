@@ -281,7 +281,10 @@ COMMON_CONFIG: TrainerConfigDict = {
     # often results are reported, not what is learnt.
     "timesteps_per_iteration": 0,
     # Random seed; each worker adds its worker index, so identical configs give
-    # identical runs.
+    # identical runs (where no wall-clock minimum, `min_iter_time_s` or
+    # `min_time_s_per_reporting`, decides how many steps an iteration takes).
+    # None: Python's, numpy's and torch's generators are left as they are (a run
+    # after `torch.manual_seed` follows it).
     "seed": None,
     # Environment variables to set in the driver, e.g. {"OMP_NUM_THREADS": "16"}.
     "extra_python_environs_for_driver": {},
