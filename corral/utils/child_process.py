@@ -20,6 +20,7 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import traceback
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
@@ -70,18 +71,36 @@ def start_forked(start: Callable[[], T]) -> T:
 _forking: bool | None = None
 
 
-def _freeze_inherited_heap() -> None:
+def _after_start_forked() -> None:
     """`os.register_at_fork` hook, in every forked child: after `start_forked`'s forks,
-    freezes the inherited heap and turns the collector back on."""
+    freezes the inherited heap, turns the collector back on and gives the child random
+    streams of its own."""
     global _forking
     if _forking is not None:
         gc.freeze()
         if _forking:
             gc.enable()
         _forking = None  # the child's own forks start afresh
+        _fresh_random_streams()
 
 
-os.register_at_fork(after_in_child=_freeze_inherited_heap)
+def _fresh_random_streams() -> None:
+    """Reseeds numpy's and torch's global generators (CPU) from the OS.
+
+    A forked child inherits the parent's generator states: without this every worker
+    forked from one driver would draw the same exploration noise, action samples and
+    minibatch orders (Python's `random` reseeds itself at a fork). A worker given a
+    `seed` seeds them again when it is built (seed + 1000 x its index).
+    """
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.default_generator.seed()
+
+
+os.register_at_fork(after_in_child=_after_start_forked)
 
 
 def prepare_worker_process(env_vars: dict[str, str], num_threads: int) -> None:

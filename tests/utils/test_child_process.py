@@ -70,3 +70,46 @@ def test_a_bare_fork_child_never_finalizes_the_parents_garbage(tmp_path):
         gc.enable()
     gc.collect()
     assert (tmp_path / str(os.getpid())).exists()
+
+
+def _draws(worker):
+    import numpy as np
+    import torch
+
+    return torch.rand(4).tolist(), np.random.rand(4).tolist()
+
+
+def test_forked_workers_without_a_seed_draw_numbers_of_their_own():
+    """A forked child inherits the driver's numpy and torch generators; without a seed
+    each worker must still get streams of its own (else all of them sample the same
+    actions and exploration noise)."""
+    trainer = PGTrainer(
+        config={"env": "CartPole-v1", "num_workers": 2, "rollout_fragment_length": 10}
+    )
+    try:
+        a, b = (w.apply(_draws).result(timeout=60) for w in trainer.workers.remote_workers())
+    finally:
+        trainer.stop()
+    assert a[0] != b[0]  # torch
+    assert a[1] != b[1]  # numpy
+
+
+def test_forked_workers_with_a_seed_draw_the_same_numbers_in_every_run():
+    runs = []
+    for _ in range(2):
+        trainer = PGTrainer(
+            config={
+                "env": "CartPole-v1",
+                "num_workers": 2,
+                "rollout_fragment_length": 10,
+                "seed": 5,
+            }
+        )
+        try:
+            runs.append(
+                [w.apply(_draws).result(timeout=60) for w in trainer.workers.remote_workers()]
+            )
+        finally:
+            trainer.stop()
+    assert runs[0] == runs[1]
+    assert runs[0][0] != runs[0][1]  # each worker its own seed
