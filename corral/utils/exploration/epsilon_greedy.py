@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from corral.utils.exploration.exploration import Exploration, zero_logp
@@ -62,22 +63,26 @@ class EpsilonGreedy(Exploration):
     def get_exploration_action(
         self, action_distribution: Any, timestep: int | None = None, explore: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        q_values = action_distribution.inputs
-        greedy = action_distribution.deterministic_sample()
         if not explore:
+            greedy = action_distribution.deterministic_sample()
             return greedy, zero_logp(greedy)
+        q_values = action_distribution.inputs
         epsilon = self.epsilon(timestep)
-        n = q_values.shape[0]
-        # A uniform draw among the allowed (finite-Q) actions: argmax of noise. Both
-        # draws are made on every step (the same random stream whether or not a row
-        # explores); the argmax only when one does.
-        noise = torch.rand(q_values.shape)
-        take_random = torch.rand(n) < epsilon
-        if not take_random.any():
-            return greedy, zero_logp(greedy)
-        noise[~torch.isfinite(q_values)] = -1.0
-        actions = torch.where(take_random, noise.argmax(dim=-1), greedy)
-        return actions, zero_logp(actions)
+        n, num_actions = q_values.shape
+        # One torch draw per step whether or not a row explores (the same stream as
+        # n x A noise, then one coin per row): a uniform action among the allowed
+        # (finite-Q) ones is the argmax of the noise. The rest is numpy: for the one
+        # or few rows a sampler acts on, each torch op costs several numpy ops.
+        draws = torch.rand(n * num_actions + n).numpy()
+        noise, coins = draws[: n * num_actions].reshape(n, num_actions), draws[n * num_actions :]
+        q = q_values.detach().cpu().numpy()
+        actions = q.argmax(axis=1)
+        take_random = coins < epsilon
+        if take_random.any():
+            random_actions = np.where(np.isfinite(q), noise, -1.0).argmax(axis=1)
+            actions = np.where(take_random, random_actions, actions)
+        out = torch.from_numpy(actions).to(q_values.device)
+        return out, zero_logp(out)
 
     def get_info(self) -> dict[str, Any]:
         return {"cur_epsilon": self.epsilon()}
