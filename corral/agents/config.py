@@ -283,9 +283,9 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Random seed: worker i seeds Python, numpy and torch with seed + 1000 * i and
     # its sub-env j with that + j, so identical configs give identical runs (where no
     # wall-clock minimum, `min_iter_time_s` or `min_time_s_per_reporting`, decides how
-    # many steps an iteration takes). None: the driver's generators are left as they
-    # are (a run after `torch.manual_seed` follows it) and each forked worker draws
-    # fresh seeds from the OS.
+    # many steps an iteration takes). None: runs differ (sub-envs seed themselves from
+    # the OS); the driver's generators are left as they are, and each forked worker
+    # draws fresh seeds from the OS.
     "seed": None,
     # Environment variables to set in the driver, e.g. {"OMP_NUM_THREADS": "16"}.
     "extra_python_environs_for_driver": {},

@@ -98,8 +98,8 @@ def test_logdir_and_files(trainer):
 
 
 # Small configs of the other built-in trainers for the same-seed test (no wall-clock
-# minimum per iteration: A2C's `min_iter_time_s` and the off-policy trainers'
-# `min_time_s_per_reporting` make the number of steps in an iteration depend on the clock).
+# minimum per iteration: A2C's `min_iter_time_s` of 10 s and the off-policy trainers' of
+# 1 s make the number of steps in an iteration depend on the clock).
 SEEDED = {
     "PPO": ("CartPole-v1", SMALL),
     "PG": ("CartPole-v1", {"rollout_fragment_length": 50, "train_batch_size": 100}),
