@@ -51,7 +51,8 @@ def start_forked(start: Callable[[], T]) -> T:
     child's first act (a fork hook, before any of its Python code runs) is `gc.freeze()`:
     everything it inherited goes to the permanent generation, which it never collects.
     The parent's own generations, frozen objects included (`corral.core._heap`), are left
-    as they were.
+    as they were. The same hook then gives the child random streams of its own
+    (`_fresh_random_streams`).
     """
     global _forking
     parent, enabled = os.getpid(), gc.isenabled()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from corral.agents.ppo import PPOTrainer
+from corral.agents.registry import get_trainer_class
 from corral.evaluation.backend import WorkerFailure
 from corral.utils.error import EnvError
 
@@ -131,8 +132,6 @@ SEEDED = {
 
 @pytest.mark.parametrize("name", sorted(SEEDED))
 def test_same_seed_same_results(name):
-    from corral.agents.registry import get_trainer_class
-
     env, config = SEEDED[name]
     config = {
         "model": {"fcnet_hiddens": [16]},

@@ -73,8 +73,9 @@ class EpsilonGreedy(Exploration):
         # n x A noise, then one coin per row): a uniform action among the allowed
         # (finite-Q) ones is the argmax of the noise. The rest is numpy: for the one
         # or few rows a sampler acts on, each torch op costs several numpy ops.
-        draws = torch.rand(n * num_actions + n).numpy()
-        noise, coins = draws[: n * num_actions].reshape(n, num_actions), draws[n * num_actions :]
+        split = n * num_actions
+        draws = torch.rand(split + n).numpy()
+        noise, coins = draws[:split].reshape(n, num_actions), draws[split:]
         q = q_values.detach().cpu().numpy()
         actions = q.argmax(axis=1)
         take_random = coins < epsilon
