@@ -1,7 +1,6 @@
 """An off-policy training step in one process: corral against the hand-written loop.
 
 `equal_work.py` times whole runs in fresh processes, which adds each side's one-off costs
-(torch importing `torch._dynamo` on the first optimiser step, in corral's training time)
 and the machine's drift between processes. Here both sides of one off-policy row of
 `equal_work.py` (`--row`: `dqn`, `dqn_prioritized`, `sac`, `td3`) live in one process
 with one torch thread, are warmed past `learning_starts`, and alternate in slices of
