@@ -78,12 +78,16 @@ class EnsembleMLP(nn.Module):
         if members is not None:
             weights = [w[members] for w in weights]
             biases = [b[members] for b in biases]
-        # The first layer's input is shared: one [B, in] x [in, E * out] matmul.
-        e, fan_in, fan_out = weights[0].shape
-        h = (x @ weights[0].permute(1, 0, 2).reshape(fan_in, e * fan_out)).view(-1, e, fan_out)
-        h = h.transpose(0, 1) + biases[0]
-        for w, b in zip(weights[1:], biases[1:]):
-            if self.activation is not None:
+        # Every member reads the same input: a [E, B, in] view of it (no copy), so each
+        # layer is one batched matmul over contiguous [E, B, ...] activations. (One shared
+        # first-layer matmul, [B, in] x [in, E * out], gave them a transposed layout that
+        # made every later layer and the backward slower: 2.8 -> 2.5 ms for TD3's twin
+        # 256x256 critics on 256 rows, forward and backward. The outputs and the weights'
+        # gradients are the same to the bit; the input's gradient, an actor's loss through
+        # its critics, is summed over the members in another order: the last bits differ.)
+        h = x.unsqueeze(0).expand(weights[0].shape[0], -1, -1)
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            if i and self.activation is not None:
                 h = self.activation(h)
             h = torch.baddbmm(b, h, w)
         return h

@@ -92,6 +92,32 @@ def test_ensemble_matches_separate_mlps():
         torch.testing.assert_close(out[e], h)
 
 
+def test_ensemble_gradients_match_separate_mlps():
+    # The members share their input: its gradient is the sum of each member's, and each
+    # member's weights get the gradient of its own MLP.
+    torch.manual_seed(0)
+    net = EnsembleMLP(2, 5, [7, 6], 1, "relu")
+    x = torch.randn(9, 5, requires_grad=True)
+    scale = torch.linspace(-1.0, 2.0, 2 * 9).view(2, 9, 1)
+    (net(x) * scale).sum().backward()
+    x_ref = x.detach().clone().requires_grad_(True)
+    params = [p.detach().clone().requires_grad_(True) for p in net.parameters()]
+    n = len(net.weights)
+    weights, biases = params[:n], params[n:]
+    total = torch.zeros(())
+    for e in range(2):
+        h = x_ref
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            h = h @ w[e] + b[e]
+            if i < n - 1:
+                h = torch.relu(h)
+        total = total + (h * scale[e]).sum()
+    total.backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    for p, ref in zip(net.parameters(), params):
+        torch.testing.assert_close(p.grad, ref.grad)
+
+
 def test_ensemble_members_evaluates_only_those():
     torch.manual_seed(0)
     net = EnsembleMLP(2, 5, [7, 6], 1, "relu")
