@@ -78,18 +78,23 @@ def test_polyak_update_math():
         torch.testing.assert_close(p_new, p_src)
 
 
+def _member_mlp(x, weights, biases, e):
+    """Member `e` of an `EnsembleMLP` (ReLU) written out as a plain MLP over `x`."""
+    h = x
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        h = h @ w[e] + b[e]
+        if i < len(weights) - 1:
+            h = torch.relu(h)
+    return h
+
+
 def test_ensemble_matches_separate_mlps():
     torch.manual_seed(0)
     net = EnsembleMLP(2, 5, [7, 6], 1, "relu")
     x = torch.randn(9, 5)
     out = net(x)
     for e in range(2):
-        h = x
-        for i, (w, b) in enumerate(zip(net.weights, net.biases)):
-            h = h @ w[e] + b[e]
-            if i < len(net.weights) - 1:
-                h = torch.relu(h)
-        torch.testing.assert_close(out[e], h)
+        torch.testing.assert_close(out[e], _member_mlp(x, net.weights, net.biases, e))
 
 
 def test_ensemble_gradients_match_separate_mlps():
@@ -104,15 +109,7 @@ def test_ensemble_gradients_match_separate_mlps():
     params = [p.detach().clone().requires_grad_(True) for p in net.parameters()]
     n = len(net.weights)
     weights, biases = params[:n], params[n:]
-    total = torch.zeros(())
-    for e in range(2):
-        h = x_ref
-        for i, (w, b) in enumerate(zip(weights, biases)):
-            h = h @ w[e] + b[e]
-            if i < n - 1:
-                h = torch.relu(h)
-        total = total + (h * scale[e]).sum()
-    total.backward()
+    sum((_member_mlp(x_ref, weights, biases, e) * scale[e]).sum() for e in range(2)).backward()
     torch.testing.assert_close(x.grad, x_ref.grad)
     for p, ref in zip(net.parameters(), params):
         torch.testing.assert_close(p.grad, ref.grad)
