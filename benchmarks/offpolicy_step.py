@@ -6,10 +6,13 @@ and the machine's drift between processes. Here both sides of one off-policy row
 with one torch thread, are warmed past `learning_starts`, and alternate in slices of
 `--steps` steps, first whole steps, then gradient steps alone:
 
-- `step`: one env step and one gradient step. corral: the trainer's `training_step()`
-  (sample one step, replay add and sample, learner update, target and weight sync).
-  hand: `equal_work.HandDQN`'s or `HandContinuous`'s `act_and_store` then `update`
-  (DQN's hard target update every `target_update` steps).
+- `step`: one env step and one gradient step. corral: a slice is one `train()` of
+  `--steps` env steps (`timesteps_per_iteration`), as `equal_work.py` trains: per step,
+  its `training_step()` (sample one step, replay add and sample, learner update, target
+  and weight sync), and once per slice the iteration's own work (the learner metrics
+  reduced, the result compiled and logged). hand: `equal_work.HandDQN`'s or
+  `HandContinuous`'s `act_and_store` then `update` (DQN's hard target update every
+  `target_update` steps).
 - `update`: the gradient step alone. corral: `learner_group.update` on a replay sample
   of one train batch (drawn inside the timed call, like the hand loop's). hand: `update`.
 
@@ -37,14 +40,15 @@ from _common import emit, log, machine_info, median, ratio
 DEFAULTS = {"dqn": (2000, 300), "dqn_prioritized": (2000, 300), "sac": (300, 50), "td3": (300, 50)}
 
 
-def build(row: str, warm_steps: int) -> tuple[Any, Any, Iterator[int]]:
+def build(row: str, warm_steps: int, slice_steps: int) -> tuple[Any, Any, Iterator[int]]:
     """(corral's trainer, the hand loop, the hand loop's step counter) of `row`, both
-    sides stepped `warm_steps` env steps."""
+    sides stepped `warm_steps` env steps; the trainer's `train()` runs `slice_steps`."""
     import torch
     from equal_work import SETTINGS, HandContinuous, HandDQN, corral_config
 
     torch.set_num_threads(1)
     name, env_id, config = corral_config(row, 1, warm_steps)
+    config["min_sample_timesteps_per_reporting"] = slice_steps  # timesteps_per_iteration
     from corral.agents.registry import get_trainer_class
 
     trainer = get_trainer_class(name)(config=config, env=env_id)
@@ -61,7 +65,10 @@ def build(row: str, warm_steps: int) -> tuple[Any, Any, Iterator[int]]:
     return trainer, hand, steps
 
 
-def sides(row: str, trainer: Any, hand: Any, steps: Iterator[int]) -> dict[str, Callable[[], Any]]:
+def sides(
+    row: str, trainer: Any, hand: Any, steps: Iterator[int], slice_steps: int
+) -> dict[str, Callable[[], Any]]:
+    """Each side's slice of `slice_steps` steps (corral's whole steps: one `train()`)."""
     from equal_work import DQN, SETTINGS
 
     learners = trainer.learner_group
@@ -79,11 +86,18 @@ def sides(row: str, trainer: Any, hand: Any, steps: Iterator[int]) -> dict[str, 
     def corral_update() -> None:
         learners.update(batch=replay.sample(batch_size), minibatch_size=batch_size)
 
+    def repeated(fn: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(slice_steps):
+                fn()
+
+        return run
+
     return {
-        "corral_step": trainer.training_step,
-        "hand_step": hand_step,
-        "corral_update": corral_update,
-        "hand_update": hand.update,
+        "corral_step": trainer.train,
+        "hand_step": repeated(hand_step),
+        "corral_update": repeated(corral_update),
+        "hand_update": repeated(hand.update),
     }
 
 
@@ -102,7 +116,7 @@ def main() -> None:
     args.steps = slice_steps if args.steps is None else args.steps
     emit({"bench": "offpolicy_step", "row": args.row, "machine": machine_info()})
     log(f"offpolicy_step: {args.row}, warming both sides for {args.warm} env steps")
-    fns = sides(args.row, *build(args.row, args.warm))
+    fns = sides(args.row, *build(args.row, args.warm, args.steps), args.steps)
     runs: dict[str, list[float]] = {name: [] for name in fns}
     # Two phases, each alternating corral's and the hand loop's slices: whole steps, then
     # gradient steps alone (interleaving update-only slices with the steps would change
@@ -112,8 +126,7 @@ def main() -> None:
             for name in phase:
                 fn = fns[name]
                 t0 = time.perf_counter()
-                for _ in range(args.steps):
-                    fn()
+                fn()
                 runs[name].append((time.perf_counter() - t0) / args.steps * 1e6)
             log(f"  {phase[0]} rep {rep}: " + ", ".join(f"{n} {runs[n][-1]:.0f} us" for n in phase))
     us = {name: median(values) for name, values in runs.items()}

@@ -32,7 +32,7 @@ from corral.execution.common import (
     count_sampled,
 )
 from corral.execution.rollout_ops import synchronous_parallel_sample
-from corral.execution.train_ops import update_learners
+from corral.execution.train_ops import learner_results_per_iteration, update_learners
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -203,6 +203,7 @@ class OffPolicyTrainer(Trainer):
         )
         return 1.0 / per_round
 
+    @learner_results_per_iteration
     def training_step(self) -> dict:
         cfg = self.config
         batch = synchronous_parallel_sample(self.workers)
@@ -228,8 +229,15 @@ class OffPolicyTrainer(Trainer):
             self._update_priorities(train_batch)
         self._maybe_update_targets()
         self.workers.sync_weights(global_vars={"timestep": sampled})
-        self._last_learner_info = self.learner_info_from(results)
+        if results is not None:  # (None: `train()` reduces the iteration's results)
+            self._last_learner_info = self.learner_info_from(results)
         return self._last_learner_info
+
+    def _iteration_learner_info(self, learner_info: dict) -> dict:
+        """Kept for the iterations that train on nothing (before `learning_starts`, or
+        between updates at a low `training_intensity`): they report the last info."""
+        self._last_learner_info = learner_info
+        return learner_info
 
     def _annealed_beta(self) -> float:
         """Importance-sampling exponent, linear from `prioritized_replay_beta` to

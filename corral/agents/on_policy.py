@@ -17,7 +17,7 @@ from corral.agents.config_merge import merge_trainer_configs
 from corral.agents.trainer import Trainer
 from corral.execution.common import NUM_ENV_STEPS_SAMPLED
 from corral.execution.rollout_ops import sample_train_batch
-from corral.execution.train_ops import update_learners
+from corral.execution.train_ops import learner_results_per_iteration, update_learners
 from corral.policy.sample_batch import MultiAgentBatch
 from corral.utils.config_spec import Bool, Float, Optional, Rule, Schedule, check_rules
 
@@ -105,6 +105,7 @@ class OnPolicyTrainer(Trainer):
     def before_learning(self, batch: MultiAgentBatch) -> None:
         """Prepares the sampled batch for training, in place (default: nothing)."""
 
+    @learner_results_per_iteration
     def training_step(self) -> dict:
         return sample_and_train_once(self, self.before_learning, **self.sgd_settings())
 

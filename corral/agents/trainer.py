@@ -52,6 +52,7 @@ from corral.execution.common import (  # noqa: F401  (the names: RLlib 1.13's tr
     count_sampled,
     steps_sampled,
 )
+from corral.execution.train_ops import reduces_per_iteration
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
 from corral.tune.trainable import Trainable
@@ -189,6 +190,9 @@ class Trainer(Trainable):
             num_workers=self.config["num_workers"],
         )
         self._learner_group: LearnerGroup | None = None
+        # Inside `train()` of a step marked `learner_results_per_iteration`: the updates
+        # whose metrics wait for the iteration's end (`update_learners` counts them).
+        self._deferred_learner_updates: int | None = None
         self.evaluation_workers: WorkerSet | None = None
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
             eval_config = self._evaluation_config()
@@ -292,12 +296,27 @@ class Trainer(Trainable):
             if type(self).training_iteration is not Trainer.training_iteration
             else self.training_step
         )
-        while True:
-            learner_info = step()
-            steps = steps_sampled(self._counters, count_steps_by) - steps_before
-            if time.perf_counter() - start >= min_time and steps >= min_steps:
-                break
+        # A step that reads no learner results (`learner_results_per_iteration`): its
+        # updates keep their metrics, reduced once below (counted here meanwhile).
+        self._deferred_learner_updates = 0 if reduces_per_iteration(step) else None
+        try:
+            while True:
+                learner_info = step()
+                steps = steps_sampled(self._counters, count_steps_by) - steps_before
+                if time.perf_counter() - start >= min_time and steps >= min_steps:
+                    break
+        finally:
+            deferred, self._deferred_learner_updates = self._deferred_learner_updates, None
+        if deferred:
+            learner_info = self._iteration_learner_info(
+                self.learner_info_from(self.learner_group.reduce_metrics())
+            )
         return self._compile_results(learner_info, steps)
+
+    def _iteration_learner_info(self, learner_info: dict) -> dict:
+        """The learner info of an iteration whose updates were reduced at its end (a
+        hook for trainers that keep it; default: as it is)."""
+        return learner_info
 
     def training_step(self) -> dict:
         """One round of sampling and learning; returns the learner info dict.

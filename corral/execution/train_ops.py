@@ -8,7 +8,8 @@ they do not sync weights to the workers; the caller does (`trainer.workers.sync_
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from corral.execution.common import (
     NUM_ENV_STEPS_SAMPLED,
@@ -16,6 +17,31 @@ from corral.execution.common import (
     count_trained,
 )
 from corral.policy.sample_batch import MultiAgentBatch
+
+StepFn = TypeVar("StepFn", bound=Callable[..., Any])
+
+# The attribute `learner_results_per_iteration` sets on a `training_step`.
+_PER_ITERATION = "_learner_results_per_iteration"
+
+
+def learner_results_per_iteration(training_step: StepFn) -> StepFn:
+    """Marks a `training_step` that reads no learner results itself: `train()` then has
+    the learners keep their metrics over the iteration's calls and reduces them once,
+    at its end (`Trainer._train_iteration`), instead of once per `update_learners`.
+
+    The iteration's learner stats are then the means over all its gradient steps (sums
+    over all its rows), not the last update's. For steps that update on every env step
+    (DQN, SAC, TD3) or every few (A2C), the per-update reduce was a few percent of the
+    step. A `training_step` written without the mark (a user's override, or one that
+    calls this one and reads what it returns) gets each update's results as before.
+    """
+    setattr(training_step, _PER_ITERATION, True)
+    return training_step
+
+
+def reduces_per_iteration(step: Callable[..., Any]) -> bool:
+    """Whether `step` (a `training_step`, bound or not) has the mark."""
+    return bool(getattr(step, _PER_ITERATION, False))
 
 
 def update_learners(
@@ -25,7 +51,7 @@ def update_learners(
     num_epochs: int = 1,
     minibatch_size: int | None = None,
     shuffle_batch_per_epoch: bool = False,
-) -> dict:
+) -> dict | None:
     """One `trainer.learner_group.update` on `batch`, counted as trained.
 
     The learners' schedules (lr, entropy) read the env steps sampled so far. The step
@@ -39,15 +65,21 @@ def update_learners(
         shuffle_batch_per_epoch: shuffle the rows (sequences stay whole) before each pass.
 
     Returns:
-        The learner results (`Stats` leaves; `trainer.learner_info_from` reads them).
+        The learner results (`Stats` leaves; `trainer.learner_info_from` reads them);
+        None inside an iteration of a step marked `learner_results_per_iteration`,
+        whose results `train()` reduces at the iteration's end.
     """
+    deferred = getattr(trainer, "_deferred_learner_updates", None)
     results = trainer.learner_group.update(
         batch=batch,
         num_epochs=num_epochs,
         minibatch_size=minibatch_size,
         shuffle_batch_per_epoch=shuffle_batch_per_epoch,
         timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: trainer._counters[NUM_ENV_STEPS_SAMPLED]},
+        _no_metrics_reduce=deferred is not None,
     )
+    if deferred is not None:
+        trainer._deferred_learner_updates = deferred + 1
     count_trained(trainer._counters, batch)
     return results
 
@@ -110,4 +142,10 @@ def multi_gpu_train_one_step(trainer: Any, train_batch: Any) -> dict:
     return _train(trainer, train_batch, None, config.get("num_sgd_iter", 1) or 1, minibatch)
 
 
-__all__ = ["multi_gpu_train_one_step", "train_one_step", "update_learners"]
+__all__ = [
+    "learner_results_per_iteration",
+    "multi_gpu_train_one_step",
+    "reduces_per_iteration",
+    "train_one_step",
+    "update_learners",
+]

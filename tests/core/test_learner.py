@@ -155,3 +155,34 @@ def test_without_a_seed_the_learner_follows_torchs_global_seed():
         )
         runs.append((policy.seen, torch.rand(4).tolist()))
     assert runs[0] == runs[1]
+
+
+class RecordingPolicy(LinearPolicy):
+    """Records the stats each `after_update` call gets (PPO adapts its KL coefficient
+    from them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.after_update_stats: list[dict] = []
+
+    def after_update(self, stats):
+        self.after_update_stats.append(dict(stats))
+        return {}
+
+
+def test_after_update_sees_its_own_update_while_metrics_wait_for_a_reduce():
+    policy = RecordingPolicy()
+    group = LearnerGroup({}, {"p": policy})
+    for n in (4, 8):  # minibatches of 2 and 4 rows: mean batch_size 2, then 4
+        group.update(
+            batch=MultiAgentBatch({"p": data(n)}, n),
+            num_epochs=1,
+            minibatch_size=n // 2,
+            _no_metrics_reduce=True,
+        )
+    assert [s["batch_size"] for s in policy.after_update_stats] == [2.0, 4.0]
+    # One reduce for both updates: means over all four minibatches, sums over all rows.
+    values = stats_to_values(group.reduce_metrics())
+    assert values["p"]["batch_size"] == 3.0
+    assert values["p"]["num_module_steps_trained"] == 12
+    assert stats_to_values(group.reduce_metrics())["p"]["num_module_steps_trained"] == 0

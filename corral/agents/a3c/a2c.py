@@ -24,6 +24,7 @@ from corral.agents.a3c.a3c_torch_policy import A3CTorchPolicy
 from corral.agents.on_policy import ActorCriticTrainer, with_actor_critic_config
 from corral.execution.common import NUM_ENV_STEPS_SAMPLED, count_sampled, count_trained
 from corral.execution.rollout_ops import synchronous_parallel_sample
+from corral.execution.train_ops import learner_results_per_iteration
 from corral.utils.config_spec import Int, Optional, Rule, Spec
 
 A2C_DEFAULT_CONFIG = with_actor_critic_config(
@@ -72,6 +73,7 @@ class A2CTrainer(ActorCriticTrainer):
         ),
     )
 
+    @learner_results_per_iteration
     def training_step(self) -> dict:
         """One update on `train_batch_size` steps: whole, or summed over microbatches."""
         micro = self.config["microbatch_size"]

@@ -19,6 +19,7 @@ from corral.agents.on_policy import (
 )
 from corral.agents.ppo.ppo_torch_policy import PPOTorchPolicy
 from corral.agents.trainer_config import PPOConfig  # noqa: F401 - RLlib 1.13's path
+from corral.execution.train_ops import learner_results_per_iteration
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.config_spec import AnyOf, Bool, Float, Int, OneOf, Rule
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
@@ -102,6 +103,7 @@ class PPOTrainer(ActorCriticTrainer):
             config["model"]["vf_share_layers"] = config["vf_share_layers"]
         super().validate_config(config)
 
+    @learner_results_per_iteration
     def training_step(self) -> dict:
         """The on-policy step with PPO's hooks named explicitly, so that
         `build_trainer(training_step=PPOTrainer.training_step)` (RLlib 1.x's way of

@@ -292,7 +292,8 @@ class Learner:
                         self._restore_if_nonfinite(params, snapshot)
                         raise NonFiniteUpdateError(err.detail, pid) from None
                     skipped += 1
-        if not self._log_stats(pid, minibatch_stats, params):
+        logged, weights_finite = self._log_stats(pid, minibatch_stats, params)
+        if not weights_finite:
             with torch.no_grad():
                 torch._foreach_copy_([p.data for p in params], snapshot)
             if not skip_nonfinite:
@@ -311,9 +312,9 @@ class Learner:
         after_update = policy.after_update
         if getattr(after_update, "__func__", None) is not Policy.after_update:
             # (Policy's own `after_update` does nothing: its mean stats are not worked out.)
-            names = minibatch_stats[-1] if minibatch_stats else {}
-            mean_stats = {name: self.metrics.peek((pid, name)) for name in names}
-            for name, value in after_update(mean_stats).items():
+            # This update's means, whatever the logger still holds from earlier updates
+            # (a trainer reduces its learners' metrics once per iteration).
+            for name, value in after_update(_means(logged)).items():
                 self.metrics.log_value((pid, name), value, window=1)
         # What `on_learn_on_batch` put into its `result` dict: RLlib reports it as the
         # policy's custom metrics (`info/learner/<pid>/custom_metrics`).
@@ -474,19 +475,22 @@ class Learner:
 
     def _log_stats(
         self, pid: str, minibatch_stats: list[dict[str, Any]], params: list[torch.Tensor] | None
-    ) -> bool:
-        """Logs each minibatch's stats (mean over the update's minibatches); with
-        `params`, returns whether every weight is finite (read in the same host copy
-        as the stats' tensors), else True."""
+    ) -> tuple[list[tuple[str, Any]], bool]:
+        """Logs each minibatch's stats (reduced to their mean over the minibatches
+        logged until the next reduce); returns the (name, value) pairs logged and, with
+        `params`, whether every weight is finite (read in the same host copy as the
+        stats' tensors), else True."""
         names = [name for stats in minibatch_stats for name in stats]
         values = [value for stats in minibatch_stats for value in stats.values()]
         probes = [] if params is None else finite_probes(params)
         values = scalar_values(values + probes)
-        for name, value in zip(names, values):
-            self.metrics.log_value((pid, name), value, window=float("inf"), clear_on_reduce=True)
+        logged = list(zip(names, values))
+        log_value = self.metrics.log_value
+        for name, value in logged:
+            log_value((pid, name), value, window=math.inf, clear_on_reduce=True)
         if params is None:
-            return True
-        return all(math.isfinite(v) for v in values[len(names) :]) or all_finite(params)
+            return logged, True
+        return logged, all(math.isfinite(v) for v in values[len(names) :]) or all_finite(params)
 
     @staticmethod
     def _restore_if_nonfinite(params: list[torch.Tensor], snapshot: list[torch.Tensor]) -> bool:
@@ -604,6 +608,15 @@ class Learner:
                 _load_optimizer_state(optimizer, opt_state)
         if "generator" in state:
             self._generator.set_state(state["generator"])
+
+
+def _means(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The mean value of each name among (name, value) pairs (numbers: `_log_stats`
+    logged them as means)."""
+    groups: dict[str, list[Any]] = {}
+    for name, value in pairs:
+        groups.setdefault(name, []).append(value)
+    return {name: sum(values) / len(values) for name, values in groups.items()}
 
 
 def _params_of(optimizer: Optimizers) -> list[torch.Tensor]:

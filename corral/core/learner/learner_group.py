@@ -431,6 +431,14 @@ class LearnerGroup:
         ]
         return self._finish_update(futures, no_metrics_reduce)
 
+    def reduce_metrics(self) -> dict:
+        """The metrics of the updates run with `_no_metrics_reduce` since the last reduce,
+        reduced (what `update` would have returned after the last of them: means over
+        all their minibatches, sums over all their rows)."""
+        if not self._handles:
+            return self._learner.metrics.reduce()
+        return self.metrics.reduce()
+
     def _finish_update(self, futures: list[WorkerFuture], no_metrics_reduce: bool) -> dict | None:
         """Waits for the learners' updates, loads learner 0's new states into the driver's
         policies and merges the learners' metrics."""
