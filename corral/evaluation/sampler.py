@@ -707,6 +707,8 @@ def _env_major(arr: np.ndarray) -> np.ndarray:
 
     Always a copy: the buffers are reused by the next fragment.
     """
+    if arr.shape[0] == 1 or arr.shape[1] == 1:  # one step or one env: already in order
+        return arr.reshape(-1, *arr.shape[2:]).copy()
     return np.array(arr.swapaxes(0, 1), order="C").reshape(-1, *arr.shape[2:])
 
 

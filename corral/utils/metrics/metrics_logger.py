@@ -105,8 +105,12 @@ class MetricsLogger:
             ema_coeff: EMA coefficient for reduce="mean" without a window.
             clear_on_reduce: Empty the Stats whenever it is reduced.
         """
-        path = (key,) if type(key) is str else _as_path(key)
-        stats = self._stats.get(path)
+        # A tuple key that is already a leaf is its own path (the common case: a learner
+        # logs the same keys every minibatch); anything else is checked and normalised.
+        stats = self._stats.get(key) if type(key) is tuple else None
+        if stats is None:
+            path = (key,) if type(key) is str else _as_path(key)
+            stats = self._stats.get(path)
         if stats is None:
             stats = Stats(
                 reduce=reduce, window=window, ema_coeff=ema_coeff, clear_on_reduce=clear_on_reduce

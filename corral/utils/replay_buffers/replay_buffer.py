@@ -62,10 +62,16 @@ class ReplayBuffer:
             columns = {k: v[n - self.capacity :] for k, v in columns.items()}
             self._num_added += n - self.capacity
             n = self.capacity
-        idx = (self._next + np.arange(n)) % self.capacity
+        start = self._next
+        idx = np.arange(start, start + n)
+        # Rows that fit before the end are one slice (cheaper to write than an index).
+        rows: slice | np.ndarray = slice(start, start + n)
+        if start + n > self.capacity:
+            idx %= self.capacity
+            rows = idx
         for k, v in columns.items():
-            self._storage[k][idx] = v
-        self._next = (self._next + n) % self.capacity
+            self._storage[k][rows] = v
+        self._next = (start + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
         self._num_added += n
         return idx
