@@ -79,7 +79,9 @@ def sample_and_train_once(
 
     Returns:
         The learner info dict (RLlib 1.x's `train_one_step` on the batch
-        `synchronous_parallel_sample` collects).
+        `synchronous_parallel_sample` collects); empty when called from a `train()`
+        iteration of a step marked `learner_results_per_iteration`, which reduces its
+        updates' results at its end.
     """
     batch = sample_train_batch(trainer)
     if before_learning is not None:
