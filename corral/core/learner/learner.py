@@ -51,7 +51,7 @@ from corral.core.learner.training_data import (
 from corral.policy.policy import Policy, declared_for
 from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
-from corral.utils.metrics import MetricsLogger
+from corral.utils.metrics import MetricsLogger, Stats
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
 from corral.utils.torch_utils import clear_grads
 
@@ -616,12 +616,15 @@ class Learner:
 
 
 def _means(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """The mean value of each name among (name, value) pairs (numbers: `_log_stats`
-    logged them as means)."""
-    groups: dict[str, list[Any]] = {}
+    """The mean value of each name among (name, value) pairs, as the learner's metrics
+    reduce what `_log_stats` logged (numpy scalars and one-element arrays as numbers)."""
+    groups: dict[str, Stats] = {}
     for name, value in pairs:
-        groups.setdefault(name, []).append(value)
-    return {name: sum(values) / len(values) for name, values in groups.items()}
+        stats = groups.get(name)
+        if stats is None:
+            stats = groups[name] = Stats(reduce="mean", window=math.inf)
+        stats.push(value)
+    return {name: stats.peek() for name, stats in groups.items()}
 
 
 def _params_of(optimizer: Optimizers) -> list[torch.Tensor]:
