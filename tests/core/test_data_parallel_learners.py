@@ -158,3 +158,17 @@ def test_added_policies_and_checkpoints_with_two_learners(tmp_path):
     finally:
         trainer.stop()
         restored.stop()
+
+
+def test_two_learners_report_every_update_of_the_iteration():
+    # Two PPO updates per iteration (timesteps_per_iteration = 2 x train_batch_size):
+    # the group's merged metrics are reduced once, at the iteration's end.
+    config = {**SMALL, "num_learners": 2, "timesteps_per_iteration": 512}
+    trainer = PPOTrainer(config=config, env="CartPole-v1")
+    try:
+        info = trainer.train()["info"]["learner"]["default_policy"]
+        # Both updates' 256 rows (128 per learner), not the last update's alone.
+        assert info["num_agent_steps_trained"] == 2 * 256
+        assert np.isfinite(info["learner_stats"]["total_loss"])
+    finally:
+        trainer.stop()
