@@ -190,9 +190,9 @@ class Trainer(Trainable):
             num_workers=self.config["num_workers"],
         )
         self._learner_group: LearnerGroup | None = None
-        # Inside `train()` of a step marked `learner_results_per_iteration`: the updates
-        # whose metrics wait for the iteration's end (`update_learners` counts them).
-        self._deferred_learner_updates: int | None = None
+        # Inside `train()` of a step marked `learner_results_per_iteration`: the learners'
+        # metrics wait for the iteration's end (`update_learners` reads this).
+        self._defer_learner_results = False
         self.evaluation_workers: WorkerSet | None = None
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
             eval_config = self._evaluation_config()
@@ -297,8 +297,8 @@ class Trainer(Trainable):
             else self.training_step
         )
         # A step that reads no learner results (`learner_results_per_iteration`): its
-        # updates keep their metrics, reduced once below (counted here meanwhile).
-        self._deferred_learner_updates = 0 if reduces_per_iteration(step) else None
+        # updates keep their metrics, reduced once below.
+        defer = self._defer_learner_results = reduces_per_iteration(step)
         try:
             while True:
                 learner_info = step()
@@ -306,10 +306,11 @@ class Trainer(Trainable):
                 if time.perf_counter() - start >= min_time and steps >= min_steps:
                     break
         finally:
-            deferred, self._deferred_learner_updates = self._deferred_learner_updates, None
-        if deferred:
+            self._defer_learner_results = False
+        group = self._learner_group  # (None: no update built it, none to reduce)
+        if defer and group is not None and group.unreduced_updates:
             learner_info = self._iteration_learner_info(
-                self.learner_info_from(self.learner_group.reduce_metrics())
+                self.learner_info_from(group.reduce_metrics())
             )
         return self._compile_results(learner_info, steps)
 

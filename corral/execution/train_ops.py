@@ -69,17 +69,14 @@ def update_learners(
         None inside an iteration of a step marked `learner_results_per_iteration`,
         whose results `train()` reduces at the iteration's end.
     """
-    deferred = getattr(trainer, "_deferred_learner_updates", None)
     results = trainer.learner_group.update(
         batch=batch,
         num_epochs=num_epochs,
         minibatch_size=minibatch_size,
         shuffle_batch_per_epoch=shuffle_batch_per_epoch,
         timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: trainer._counters[NUM_ENV_STEPS_SAMPLED]},
-        _no_metrics_reduce=deferred is not None,
+        _no_metrics_reduce=getattr(trainer, "_defer_learner_results", False),
     )
-    if deferred is not None:
-        trainer._deferred_learner_updates = deferred + 1
     count_trained(trainer._counters, batch)
     return results
 

@@ -149,6 +149,9 @@ class LearnerGroup:
         )
         self._next_iterator_key = 0
         self.metrics = MetricsLogger()
+        # Updates run with `_no_metrics_reduce` whose metrics `reduce_metrics` has not
+        # reduced yet.
+        self.unreduced_updates = 0
         device = _driver_device(config) if num_learners == 0 else None
         if num_learners == 0 and device is None:
             self.local_learner = Learner(policies, config, callbacks, policy_ids=policy_ids)
@@ -367,6 +370,8 @@ class LearnerGroup:
         dataset rows (`corral.offline.dataset_reader.prepare_streamed_rows`).
         """
         prepare_rows = kwargs.pop("prepare_rows", None)
+        if kwargs.get("_no_metrics_reduce"):
+            self.unreduced_updates += 1
         if not self._handles:
             iterators = kwargs.pop("data_iterators", None)
             num_iters = kwargs.pop("num_iters", None)
@@ -435,6 +440,7 @@ class LearnerGroup:
         """The metrics of the updates run with `_no_metrics_reduce` since the last reduce,
         reduced (what `update` would have returned after the last of them: means over
         all their minibatches, sums over all their rows)."""
+        self.unreduced_updates = 0
         if not self._handles:
             return self._learner.metrics.reduce()
         return self.metrics.reduce()
