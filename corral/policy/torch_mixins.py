@@ -27,7 +27,7 @@ from corral.core.learner.learner import check_finite_update
 from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
-from corral.utils.torch_utils import clear_grads
+from corral.utils.torch_utils import clear_grads, step_optimizer
 
 # Importance-sampling weights of prioritized replay (RLlib's column name).
 PRIO_WEIGHTS = WEIGHTS
@@ -210,7 +210,7 @@ class ReplayPolicyMixin(_PostprocessMixin):
         if grad_clip:
             for group in optimizer.param_groups:
                 torch.nn.utils.clip_grad_norm_(group["params"], grad_clip)
-        optimizer.step()
+        step_optimizer(optimizer)
 
 
 class FeedForwardActingMixin:

@@ -53,7 +53,7 @@ from corral.policy.policy_map import PolicyMap
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.metrics import MetricsLogger, Stats
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
-from corral.utils.torch_utils import clear_grads
+from corral.utils.torch_utils import clear_grads, step_optimizer
 
 if TYPE_CHECKING:
     from corral.agents.callbacks import DefaultCallbacks
@@ -408,7 +408,7 @@ class Learner:
         try:
             check_finite_update(None, optimizer)
             _follow_lr_schedule(policy, optimizer)
-            optimizer.step()
+            step_optimizer(optimizer)
         except NonFiniteUpdateError as err:
             raise NonFiniteUpdateError(err.detail, policy_id) from None
         finally:
@@ -446,7 +446,7 @@ class Learner:
 
         def loss_step(minibatch: TensorDict) -> dict[str, Any]:
             stats = _backward(loss_policy, minibatch, params, single)
-            single.step()
+            step_optimizer(single)
             return stats
 
         return loss_step
