@@ -69,6 +69,8 @@ class TorchPolicy(Policy):
         # taken while it computes what `forward` / `value_function` would: a subclass
         # overriding either of them goes through the module call.
         self._fast_forward = _fast_forward_of(self.model)
+        # Values alone (bootstrapping a cut trajectory): the value branch only.
+        self._fast_value = _fast_forward_of(self.model, "value_only")
         self._fast_rnn_step = _fast_forward_of(
             self.model,
             "forward_inference_rnn",
@@ -344,6 +346,8 @@ class TorchPolicy(Policy):
     def value(self, obs: np.ndarray) -> np.ndarray:
         """Value estimates for a batch of preprocessed observations."""
         with torch.inference_mode(), self._device_scope():
+            if self._fast_value is not None:
+                return _numpy(self._fast_value(self._tensor(obs)))
             _, values = self._forward_inference(self._tensor(obs))
         return _numpy(values)
 
