@@ -93,7 +93,7 @@ class EpsilonGreedy(Exploration):
                         values[row * num_actions : (row + 1) * num_actions], q[row].tolist()
                     )
         else:
-            numbers = draws.numpy()
+            numbers = draws.cpu().numpy()  # (drawn on the policy's device while it acts there)
             noise, coins = numbers[:split].reshape(n, num_actions), numbers[split:]
             take_random = coins < epsilon
             if take_random.any():
