@@ -15,6 +15,7 @@ from torch.optim import optimizer as torch_optimizer
 
 from corral.utils._nest import flatten, map_structure
 from corral.utils.deprecation import Deprecated
+from corral.utils.lazy_dynamo import defer_dynamo_import
 from corral.utils.typing import TensorStructType, TensorType
 
 if TYPE_CHECKING:
@@ -48,6 +49,10 @@ FLOAT_MIN = -3.4e38
 FLOAT_MAX = 3.4e38
 
 _SMALL_NUMBER = 1e-6
+
+# corral's torch code imports this module: its optimisers then import torch's compiler only
+# when something compiles (`torch_compile_learner`), not when the first one is built.
+defer_dynamo_import()
 
 
 def apply_grad_clipping(
@@ -157,9 +162,12 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
     `optimizer.step()`: another optimiser or a subclass, step hooks (global or the
     optimiser's own), a patched `step`, a `GradScaler`'s attributes, a parameter group
     that is not fused or is differentiable or capturable, tensor hyperparameters, a
-    parameter without optimiser state yet (its first step), or a group whose parameters
-    do not share one device and dtype. The torch profiler then shows no
-    `Optimizer.step#Adam.step` region for the fast steps.
+    parameter the fused kernel does not take, or a group whose parameters do not share one
+    device and dtype. A parameter's first step makes the state `Adam` would (a float32
+    step count and zeroed moments) and steps it through the kernel too, so the optimiser
+    never needs `Adam.step`, which imports `torch._dynamo` on every call (see
+    `corral.utils.lazy_dynamo`). The torch profiler shows no `Optimizer.step#Adam.step`
+    region for the fast steps.
     """
     calls = _fused_adam_calls(optimizer)
     if calls is None:
@@ -173,12 +181,14 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
 
 _FUSED_ADAM = getattr(torch, "_fused_adam_", None)
 _FUSED_ADAMW = getattr(torch, "_fused_adamw_", None)
+_FUSED_DEVICE_CHECK = getattr(torch_optimizer, "_device_dtype_check_for_fused", None)
 
 
 def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
     """The fused kernel calls (kernel, tensor lists, steps, hyperparameters) that make
     `optimizer.step()`, one per parameter group with gradients; None where the optimiser
-    must step itself (see `step_optimizer`)."""
+    must step itself (see `step_optimizer`). Parameters without state get `Adam`'s
+    initial state here, kept only where the calls are returned."""
     if (
         type(optimizer) is not torch.optim.Adam
         or _FUSED_ADAM is None
@@ -193,6 +203,7 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
         return None
     state = optimizer.state
     calls = []
+    new_states: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
     for group in optimizer.param_groups:
         if not group.get("fused") or group.get("differentiable") or group.get("capturable"):
             return None
@@ -208,10 +219,14 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
         amsgrad = group["amsgrad"]
         for p in params:
             p_state = state.get(p)
+            if not p_state:  # its first step: the state Adam would make, kept if all is fused
+                p_state = _initial_adam_state(p, amsgrad)
+                if p_state is None:
+                    return None
+                new_states[p] = p_state
             grad = p.grad
             if (
-                not p_state
-                or p.dtype is not dtype
+                p.dtype is not dtype
                 or p.device != device
                 or grad.is_sparse
                 or grad.dtype is not dtype
@@ -238,7 +253,28 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
         }
         tensors = (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
         calls.append((kernel, tensors, steps, hyper))
+    state.update(new_states)
     return calls
+
+
+def _initial_adam_state(p: torch.Tensor, amsgrad: bool) -> dict[str, torch.Tensor] | None:
+    """The state `Adam` gives a fused group's parameter on its first step (`_init_group`):
+    a float32 step count on the parameter's device and zeroed moments; None where torch's
+    fused kernel does not take the parameter (`Adam.step` then raises its own error)."""
+    if _FUSED_DEVICE_CHECK is None:
+        return None
+    try:
+        _FUSED_DEVICE_CHECK(p)
+    except RuntimeError:
+        return None
+    initial = {
+        "step": torch.zeros((), dtype=torch.float32, device=p.device),
+        "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+        "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+    }
+    if amsgrad:
+        initial["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+    return initial
 
 
 def loss_term(coeff: float, compute: Callable[[], TensorType]) -> TensorType:

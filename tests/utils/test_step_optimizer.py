@@ -43,9 +43,13 @@ def _same(a: nn.Module, opt_a: torch.optim.Optimizer, b: nn.Module, opt_b) -> No
         assert torch.equal(pa, pb)
     sa, sb = opt_a.state_dict(), opt_b.state_dict()
     assert sa["param_groups"] == sb["param_groups"]
+    assert list(sa["state"]) == list(sb["state"])
     for key, state in sa["state"].items():
+        assert list(state) == list(sb["state"][key])
         for name, value in state.items():
-            assert torch.equal(value, sb["state"][key][name]), (key, name)
+            other = sb["state"][key][name]
+            assert (value.dtype, value.device) == (other.dtype, other.device), (key, name)
+            assert torch.equal(value, other), (key, name)
 
 
 @pytest.mark.parametrize(
@@ -65,8 +69,6 @@ def test_fused_adam_bit_identical_to_its_own_step(kwargs: dict) -> None:
     ):
         pytest.skip("this torch's Adam has no decoupled_weight_decay")
     a, opt_a, b, opt_b = _pair(lambda ps: torch.optim.Adam(ps, lr=1e-2, fused=True, **kwargs))
-    _train(a, opt_a, lambda opt: opt.step(), 1)
-    _train(b, opt_b, lambda opt: opt.step(), 1)  # both initialise their state
     calls = []
     kernel = torch_utils._fused_adam_calls
 
@@ -77,17 +79,19 @@ def test_fused_adam_bit_identical_to_its_own_step(kwargs: dict) -> None:
 
     torch_utils._fused_adam_calls = counted
     try:
-        _train(a, opt_a, lambda opt: opt.step(), 5)
-        _train(b, opt_b, step_optimizer, 5)
+        _train(a, opt_a, lambda opt: opt.step(), 6)
+        _train(b, opt_b, step_optimizer, 6)  # the first step (state made here) included
     finally:
         torch_utils._fused_adam_calls = kernel
-    assert calls == [True] * 5  # the kernel path was taken, not optimizer.step()
+    assert calls == [True] * 6  # the kernel path was taken, not optimizer.step()
     _same(a, opt_a, b, opt_b)
 
 
-def test_groups_with_and_without_gradients() -> None:
+@pytest.mark.parametrize("idle_steps", [(1, 3), (0, 2)], ids=["after-first", "from-first"])
+def test_groups_with_and_without_gradients(idle_steps: tuple[int, ...]) -> None:
     """Two groups at their own learning rates; a step where one group has no gradients
-    (TD3's delayed actor) leaves that group's weights and state as they were."""
+    (TD3's delayed actor) leaves that group's weights and state as they were, also where
+    that group's first step comes after the other's."""
 
     def make(ps: list) -> torch.optim.Optimizer:
         return torch.optim.Adam(
@@ -100,7 +104,7 @@ def test_groups_with_and_without_gradients() -> None:
         for i in range(4):
             opt.zero_grad(set_to_none=True)
             net(x).pow(2).mean().backward()
-            if i % 2:
+            if i in idle_steps:
                 for p in opt.param_groups[0]["params"]:
                     p.grad = None
             step(opt)
@@ -133,13 +137,11 @@ def test_other_optimizers_step_themselves(name: str, make: Callable) -> None:
     _same(a, opt_a, b, opt_b)
 
 
-def test_first_step_and_patched_step_use_optimizer_step() -> None:
+def test_patched_step_uses_optimizer_step() -> None:
     net = _net()
     opt = torch.optim.Adam(net.parameters(), lr=1e-2, fused=True)
     net(torch.ones(2, 4)).sum().backward()
-    assert torch_utils._fused_adam_calls(opt) is None  # no state yet: Adam initialises it
     step_optimizer(opt)
-    assert torch_utils._fused_adam_calls(opt) is not None
     called = []
     original = opt.step
     opt.step = lambda *a, **k: called.append(1) or original(*a, **k)  # e.g. an LR scheduler
