@@ -48,7 +48,9 @@ by row (the order rotates each repeat); medians over `--repeats`. A child
 imports torch and gymnasium first (untimed, the same for all), then times
 `setup_s` (importing the library and building the trainer / model / nets and
 optimisers: torch's first optimiser construction imports its compiler stack,
-1-2 s here, on every side) and `train_s` (the training loop). Ratios are
+about 1 s here, on the SB3 and hand-loop sides; corral's optimisers import it only
+when something compiles, `corral.utils.lazy_dynamo`) and `train_s` (the training
+loop, which no side's compiler import is in). Ratios are
 corral / reference for `train_s` (the engine cost the targets are about), for
 `train_s + setup_s`, and for `train_cpu_s` (the training loop's CPU time: the
 figure a loaded machine inflates least).
@@ -344,7 +346,8 @@ def run_corral(row: str, steps: int, fragment: int) -> dict[str, Any]:
     trainer = get_trainer_class(name)(config=config, env=env_id)
     # corral builds its learners (and so its optimisers) on first use, in the first
     # `train()`; build them here, so that `setup_s` holds what it holds on the other
-    # sides: the optimisers, whose first construction imports torch's compiler stack.
+    # sides: the optimisers (whose first construction imports torch's compiler stack
+    # there, not here).
     trainer.learner_group  # noqa: B018
     setup_s = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.process_time()

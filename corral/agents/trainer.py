@@ -213,9 +213,10 @@ class Trainer(Trainable):
     def learner_group(self) -> LearnerGroup:
         """The learners that train the local worker's policies in place.
 
-        Built on first use: an optimiser's first construction imports torch's
-        compiler stack (seconds), which acting and sampling never need, so a
-        trainer samples (and a restored one acts) without paying for it.
+        Built on first use: acting and sampling never need the learners and their
+        optimisers (nor torch's compiler stack, seconds to import, which an optimiser
+        that steps itself, e.g. RMSprop, imports on its first step), so a trainer
+        samples (and a restored one acts) without paying for them.
         """
         if self._learner_group is None:
             local = self.workers.local_worker()
