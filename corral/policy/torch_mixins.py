@@ -27,7 +27,7 @@ from corral.core.learner.learner import check_finite_update
 from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.replay_buffers import N_STEP, WEIGHTS, adjust_nstep
-from corral.utils.torch_utils import clear_grads, step_optimizer
+from corral.utils.torch_utils import clear_grads, make_adam, step_optimizer
 
 # Importance-sampling weights of prioritized replay (RLlib's column name).
 PRIO_WEIGHTS = WEIGHTS
@@ -189,14 +189,11 @@ class ReplayPolicyMixin(_PostprocessMixin):
         """One Adam with a parameter group per network: `name=(parameters, lr)`, fused
         unless the config's `optimizer` dict asks for `foreach`. The networks' losses
         have disjoint parameters, so one step of one optimiser updates them all."""
-        kwargs = dict(self.config.get("optimizer") or {})  # type: ignore[attr-defined]
-        if "foreach" not in kwargs:
-            kwargs.setdefault("fused", True)
         param_groups = [
             {"params": list(params), "lr": lr, "name": name}
             for name, (params, lr) in groups.items()
         ]
-        return torch.optim.Adam(param_groups, **kwargs)
+        return make_adam(param_groups, self.config.get("optimizer"))  # type: ignore[attr-defined]
 
     def clip_and_step(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, terms: dict[str, Any]

@@ -28,6 +28,7 @@ from corral.utils.exploration import Exploration, StochasticSampling, make_explo
 from corral.utils.exploration.exploration import overrides
 from corral.utils.schedules import make_schedule
 from corral.utils.spaces import unflatten_actions
+from corral.utils.torch_utils import make_adam
 
 if TYPE_CHECKING:
     from corral.core.learner import Learner
@@ -106,13 +107,11 @@ class TorchPolicy(Policy):
 
         Adam with `lr`; extra keyword arguments for it come from the
         `optimizer` config dict (e.g. `{"eps": 1e-5}`). The fused kernel is
-        used unless the config picks an implementation: one kernel for all
-        parameters beats a Python loop over them for small RL models.
+        used unless that dict picks an implementation (`make_adam`).
         """
-        kwargs = dict(self.config.get("optimizer") or {})
-        if "foreach" not in kwargs:
-            kwargs.setdefault("fused", True)
-        return torch.optim.Adam(self.model.parameters(), lr=self.config["lr"], **kwargs)
+        return make_adam(
+            self.model.parameters(), self.config.get("optimizer"), lr=self.config["lr"]
+        )
 
     def make_exploration(self) -> Exploration:
         """The `Exploration` described by `exploration_config` (see `corral.utils.exploration`).

@@ -143,3 +143,36 @@ def test_loss_term_builds_a_graph_only_for_a_non_zero_coefficient():
     with torch.no_grad():  # the caller's no_grad stays
         assert not tu.loss_term(0.5, lambda: (x * 2).sum()).requires_grad
     assert torch.is_grad_enabled()
+
+
+def test_make_adam_is_fused_unless_the_options_pick_an_implementation():
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    fused = tu.make_adam(params, {"eps": 1e-5}, lr=0.1)
+    assert fused.defaults["fused"] is True and fused.defaults["foreach"] is None
+    assert fused.defaults["eps"] == 1e-5 and fused.defaults["lr"] == 0.1
+    for options in ({"foreach": True}, {"fused": False}):
+        opt = tu.make_adam(params, options, lr=0.1)
+        assert not opt.defaults["fused"], options
+    with pytest.raises(TypeError, match="lr"):  # as `torch.optim.Adam(..., lr=, **{"lr": })`
+        tu.make_adam(params, {"lr": 0.5}, lr=0.1)
+
+
+def test_built_in_policies_make_fused_adams():
+    from corral.agents.dqn import DQNTrainer
+    from corral.agents.impala import ImpalaTrainer
+    from corral.agents.ppo import PPOTrainer
+
+    config = {"env": "CartPole-v1", "num_workers": 0}
+    for cls, extra in (
+        (PPOTrainer, {}),
+        (DQNTrainer, {}),
+        (ImpalaTrainer, {"opt_type": "adam"}),
+    ):
+        trainer = cls(config={**config, **extra})
+        try:
+            learner = trainer.learner_group.local_learner
+            for opt in learner.optimizers.values():
+                assert isinstance(opt, torch.optim.Adam), (cls, opt)
+                assert all(g["fused"] for g in opt.param_groups), cls
+        finally:
+            trainer.stop()

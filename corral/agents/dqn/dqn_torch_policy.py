@@ -27,6 +27,7 @@ from corral.policy.torch_mixins import ReplayPolicyMixin, TargetNetworkMixin, bo
 from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 from corral.utils.error import UnsupportedSpaceException
 from corral.utils.replay_buffers import WEIGHTS
+from corral.utils.torch_utils import make_adam
 
 # Q-learning settings a config may lack (SimpleQ has none of them): plain DQN.
 PLAIN_Q_SETTINGS: dict[str, Any] = {
@@ -91,11 +92,8 @@ class DQNTorchPolicy(LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMixin
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(
-            self.model.parameters(),
-            lr=self.cur_lr,
-            eps=self.config.get("adam_epsilon", 1e-8),
-            fused=True,
+        return make_adam(
+            self.model.parameters(), lr=self.cur_lr, eps=self.config.get("adam_epsilon", 1e-8)
         )
 
     # -- loss ---------------------------------------------------------------

@@ -35,7 +35,7 @@ from corral.policy.torch_policy import (
     TensorDict,
     TorchPolicy,
 )
-from corral.utils.torch_utils import explained_variance, loss_term
+from corral.utils.torch_utils import explained_variance, loss_term, make_adam
 
 # Column the driver adds to each sampled fragment (a number per fragment and use), so
 # that two fragments laid side by side in a train batch are never taken for one piece.
@@ -48,7 +48,7 @@ def make_optimizer_for(policy: TorchPolicy) -> torch.optim.Optimizer:
     cfg = policy.config
     params = policy.model.parameters()
     if cfg["opt_type"] == "adam":
-        return torch.optim.Adam(params, lr=cfg["lr"])
+        return make_adam(params, lr=cfg["lr"])
     return torch.optim.RMSprop(
         params, lr=cfg["lr"], alpha=cfg["decay"], momentum=cfg["momentum"], eps=cfg["epsilon"]
     )
