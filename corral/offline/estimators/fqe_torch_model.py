@@ -22,6 +22,7 @@ from torch import nn
 
 from corral.offline.estimators.off_policy_estimator import action_probs_all
 from corral.policy.sample_batch import SampleBatch
+from corral.utils.torch_utils import make_adam, step_optimizer
 
 
 def _mlp(sizes: Sequence[int]) -> nn.Sequential:
@@ -101,7 +102,7 @@ class FQETorchModel:
                 self.q = _mlp([obs_dim, *self.hiddens, int(self.action_space.n)])
             else:
                 self.q = _mlp([obs_dim + self._action_dim(), *self.hiddens, 1])
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr)
+        self.optimizer = make_adam(self.q.parameters(), lr=self.lr)
 
     def _q_values(self, net: nn.Module, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         if self.discrete:
@@ -193,7 +194,7 @@ class FQETorchModel:
                 loss = torch.mean((pred - targets[idx]) ** 2)
                 self.optimizer.zero_grad()
                 loss.backward()
-                self.optimizer.step()
+                step_optimizer(self.optimizer)
                 losses.append(loss.detach())
             loss_value = float(torch.stack(losses).mean())
         return {"loss": loss_value}
