@@ -88,7 +88,10 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Options of the policy's model (network sizes, activations, LSTM, custom
     # models ...); see `corral.models.model_defaults.MODEL_DEFAULTS`.
     "model": copy_config(MODEL_DEFAULTS),
-    # Extra arguments for the policy's optimiser; their meaning is per algorithm.
+    # Extra keyword arguments for the policy's `torch.optim.Adam` (e.g. `{"eps": 1e-5}`),
+    # where the algorithm's policy reads them (PG, A2C/A3C, PPO, MARWIL/BC, SAC, DDPG/TD3,
+    # CQL; DQN has `adam_epsilon`, IMPALA/APPO `opt_type`). Adam runs on torch's fused
+    # kernel unless this picks `{"foreach": True}` or `{"fused": False}`.
     "optimizer": {},
     # (corral) What a minibatch whose loss or gradient is NaN or infinite does.
     # False: `train()` raises an error naming the policy and the loss term, before
