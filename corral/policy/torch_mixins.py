@@ -186,8 +186,9 @@ class ReplayPolicyMixin(_PostprocessMixin):
         }
 
     def grouped_adam(self, **groups: tuple[Any, float]) -> torch.optim.Optimizer:
-        """One Adam with a parameter group per network: `name=(parameters, lr)`, fused
-        unless the config's `optimizer` dict asks for `foreach`. The networks' losses
+        """One Adam with a parameter group per network: `name=(parameters, lr)`, with the
+        config's `optimizer` dict (`make_adam`: fused unless it picks an implementation).
+        The networks' losses
         have disjoint parameters, so one step of one optimiser updates them all."""
         param_groups = [
             {"params": list(params), "lr": lr, "name": name}

@@ -185,11 +185,10 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
     optimiser's own), a patched `step`, a `GradScaler`'s attributes, a parameter group
     that is not fused or is differentiable or capturable, tensor hyperparameters, a
     parameter the fused kernel does not take, or a group whose parameters do not share one
-    device and dtype. A parameter's first step makes the state `Adam` would (a float32
-    step count and zeroed moments) and steps it through the kernel too, so the optimiser
-    never needs `Adam.step`, which imports `torch._dynamo` on every call (see
-    `corral.utils.lazy_dynamo`). The torch profiler shows no `Optimizer.step#Adam.step`
-    region for the fast steps.
+    device and dtype. A parameter's first step has Adam make its state (`_init_group`)
+    and steps it through the kernel too, so the optimiser never needs `Adam.step`, which
+    imports `torch._dynamo` on every call (see `corral.utils.lazy_dynamo`). The torch
+    profiler shows no `Optimizer.step#Adam.step` region for the fast steps.
     """
     calls = _fused_adam_calls(optimizer)
     if calls is None:
@@ -203,14 +202,13 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
 
 _FUSED_ADAM = getattr(torch, "_fused_adam_", None)
 _FUSED_ADAMW = getattr(torch, "_fused_adamw_", None)
-_FUSED_DEVICE_CHECK = getattr(torch_optimizer, "_device_dtype_check_for_fused", None)
 
 
 def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
     """The fused kernel calls (kernel, tensor lists, steps, hyperparameters) that make
     `optimizer.step()`, one per parameter group with gradients; None where the optimiser
-    must step itself (see `step_optimizer`). Parameters without state get `Adam`'s
-    initial state here, kept only where the calls are returned."""
+    must step itself (see `step_optimizer`). A group with a parameter on its first step
+    is first initialised by Adam itself (`_init_adam_group`)."""
     if (
         type(optimizer) is not torch.optim.Adam
         or _FUSED_ADAM is None
@@ -225,7 +223,6 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
         return None
     state = optimizer.state
     calls = []
-    new_states: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
     for group in optimizer.param_groups:
         if not group.get("fused") or group.get("differentiable") or group.get("capturable"):
             return None
@@ -241,11 +238,10 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
         amsgrad = group["amsgrad"]
         for p in params:
             p_state = state.get(p)
-            if not p_state:  # its first step: the state Adam would make, kept if all is fused
-                p_state = _initial_adam_state(p, amsgrad)
-                if p_state is None:
+            if not p_state:  # its first step: Adam makes the group's missing state
+                if not _init_adam_group(optimizer, group):
                     return None
-                new_states[p] = p_state
+                p_state = state[p]
             grad = p.grad
             if (
                 p.dtype is not dtype
@@ -275,28 +271,19 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
         }
         tensors = (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
         calls.append((kernel, tensors, steps, hyper))
-    state.update(new_states)
     return calls
 
 
-def _initial_adam_state(p: torch.Tensor, amsgrad: bool) -> dict[str, torch.Tensor] | None:
-    """The state `Adam` gives a fused group's parameter on its first step (`_init_group`):
-    a float32 step count on the parameter's device and zeroed moments; None where torch's
-    fused kernel does not take the parameter (`Adam.step` then raises its own error)."""
-    if _FUSED_DEVICE_CHECK is None:
-        return None
+def _init_adam_group(optimizer: torch.optim.Optimizer, group: dict) -> bool:
+    """Adam's own lazy state initialisation of `group`'s parameters with gradients
+    (`Adam._init_group`, the first thing `Adam.step` does, and the state it would make);
+    False where this torch has no such method or it refuses a parameter (e.g. one the
+    fused kernel does not take: `Adam.step` then raises that error itself)."""
     try:
-        _FUSED_DEVICE_CHECK(p)
-    except RuntimeError:
-        return None
-    initial = {
-        "step": torch.zeros((), dtype=torch.float32, device=p.device),
-        "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
-        "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
-    }
-    if amsgrad:
-        initial["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-    return initial
+        optimizer._init_group(group, [], [], [], [], [], [])  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, RuntimeError):
+        return False
+    return True
 
 
 def loss_term(coeff: float, compute: Callable[[], TensorType]) -> TensorType:
