@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from corral.models.torch.fcnet import _run, get_activation
+from corral.models.torch.numpy_inference import NumpyLayers, as_input
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 
 
@@ -126,6 +127,17 @@ class DQNTorchModel(TorchModelV2):
             self.value_out = linear(value_size, self.num_atoms)
         support = torch.linspace(v_min, v_max, self.num_atoms) if num_atoms > 1 else torch.zeros(1)
         self.register_buffer("support", support, persistent=False)
+        # The sampler's small batches of plain Q-values run in numpy (`numpy_inference`;
+        # noisy layers are not among what it runs, so a noisy head acts in torch).
+        self._numpy = (
+            NumpyLayers(
+                trunk=[self.trunk],
+                advantage=[self.advantage_hidden, self.advantage_out],
+                value=[self.value_hidden, self.value_out] if self.dueling else [],
+            )
+            if self.num_atoms == 1
+            else None
+        )
 
     def q_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values [B, A] (num_atoms = 1) or per-atom logits [B, A, num_atoms]."""
@@ -171,7 +183,15 @@ class DQNTorchModel(TorchModelV2):
 
         The sampler's fast path: the layers' own `forward`s, without the module calls'
         hook dispatch (`fcnet._run`), which costs about as much as the maths for the one or
-        few rows a sampler acts on; training's `q_logits` calls the modules.
+        few rows a sampler acts on, and a few rows without gradients in numpy
+        (`NumpyLayers`); training's `q_logits` calls the modules.
         """
+        numpy = self._numpy
+        if numpy is not None and numpy.accepts(obs):
+            features = numpy("trunk", as_input(obs))
+            q = numpy("advantage", features)
+            if self.dueling:
+                q = numpy("value", features) + q - q.mean(axis=1, keepdims=True)
+            return torch.from_numpy(q), torch.zeros(len(q))
         q = self.q_values(self._q_logits(obs, _run))
         return q, torch.zeros(q.shape[0])

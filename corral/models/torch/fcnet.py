@@ -9,6 +9,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from corral.models.torch.numpy_inference import NumpyLayers, as_input
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 
 _ACTIVATIONS: dict[str | None, Callable[[], nn.Module] | None] = {
@@ -157,6 +158,17 @@ class FullyConnectedNetwork(TorchModelV2):
             self._value_branch_separate = _mlp(obs_size, hiddens, activation)
             feature_size = hiddens[-1] if hiddens else obs_size
         self._value_branch = _linear(feature_size, 1, VALUE_GAIN)
+        # The sampler's small batches run in numpy (see `numpy_inference`); the learned
+        # log-std of `free_log_std` is not in these chains, so such a model acts in torch.
+        self._numpy = (
+            None
+            if self.free_log_std
+            else NumpyLayers(
+                trunk=[self._hidden_layers],
+                logits=[self._logits],
+                value=[self._value_branch_separate, self._value_branch],
+            )
+        )
 
         self._features: TensorType | None = None
         self._last_obs: TensorType | None = None
@@ -198,8 +210,15 @@ class FullyConnectedNetwork(TorchModelV2):
         """Action-distribution inputs ``[B, num_outputs]`` and values ``[B]`` in one call.
 
         The sampler's fast path: no input dict, no state, nothing cached on the module, and
-        no module-call overhead (see :func:`_run`).
+        no module-call overhead (see :func:`_run`); a few rows without gradients run in
+        numpy (:class:`NumpyLayers`).
         """
+        numpy = self._numpy
+        if numpy is not None and numpy.accepts(obs):
+            x = as_input(obs)
+            features = numpy("trunk", x)
+            values = numpy("value", x if self._value_branch_separate is not None else features)
+            return torch.from_numpy(numpy("logits", features)), torch.from_numpy(values[:, 0])
         obs = self._flat(obs)
         features = _run(self._hidden_layers, obs)
         out = self._logits.forward(features)
@@ -211,6 +230,12 @@ class FullyConnectedNetwork(TorchModelV2):
 
     def value_only(self, obs: TensorType) -> TensorType:
         """Values ``[B]`` for ``obs``, e.g. to bootstrap a truncated trajectory."""
+        numpy = self._numpy
+        if numpy is not None and numpy.accepts(obs):
+            x = as_input(obs)
+            if self._value_branch_separate is None:
+                x = numpy("trunk", x)
+            return torch.from_numpy(numpy("value", x)[:, 0])
         obs = self._flat(obs)
         trunk = self._value_branch_separate
         features = _run(self._hidden_layers if trunk is None else trunk, obs)
