@@ -31,10 +31,11 @@ import torch
 from torch import nn
 
 # The largest rows x in_features x out_features of one matmul that runs in numpy. OpenBLAS
-# (numpy's wheels) keeps a matrix product on one thread up to 4 x 65,536; this stays well
-# under that, which also covers the sizes where numpy's per-call saving matters: 1 row of a
-# 256x256 layer, 16 rows of a 64x64 one.
-MAX_LAYER_WORK = 65_536
+# (numpy's wheels) keeps a matrix product on the calling thread up to 4 x 65,536 multiply-adds
+# (measured: 4 rows of a 256x256 layer on one thread, 8 rows on two); this is half that:
+# 2 rows of a 256x256 layer, 32 rows of a 64x64 one, where numpy took 10 and 14 us against
+# torch's 32 and 34 us for a whole 4-H-H-2 MLP.
+MAX_LAYER_WORK = 131_072
 
 # Element-wise activations numpy computes in place (on an array the chain made itself).
 _ACTIVATIONS = {
