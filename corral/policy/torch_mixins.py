@@ -188,8 +188,8 @@ class ReplayPolicyMixin(_PostprocessMixin):
     def grouped_adam(self, **groups: tuple[Any, float]) -> torch.optim.Optimizer:
         """One Adam with a parameter group per network: `name=(parameters, lr)`, with the
         config's `optimizer` dict (`make_adam`: fused unless it picks an implementation).
-        The networks' losses
-        have disjoint parameters, so one step of one optimiser updates them all."""
+        The networks' losses have disjoint parameters, so one step of one optimiser
+        updates them all."""
         param_groups = [
             {"params": list(params), "lr": lr, "name": name}
             for name, (params, lr) in groups.items()

@@ -38,7 +38,7 @@ from torch import nn
 MAX_LAYER_WORK = 131_072
 
 # Element-wise activations numpy computes in place (on an array the chain made itself).
-_ACTIVATIONS = {
+_NUMPY_ACTIVATIONS = {
     nn.Tanh: lambda x: np.tanh(x, out=x),
     nn.ReLU: lambda x: np.maximum(x, 0.0, out=x),
 }
@@ -129,7 +129,7 @@ class NumpyLayers:
         for name, modules in self._modules.items() if usable else ():
             chain: list[tuple] = []
             for module in modules:
-                activation = _ACTIVATIONS.get(type(module))
+                activation = _NUMPY_ACTIVATIONS.get(type(module))
                 if activation is not None:
                     if chain and chain[-1][0] is not None and chain[-1][2] is None:
                         chain[-1] = (*chain[-1][:2], activation)  # fused into the matmul's step
@@ -177,7 +177,7 @@ def _is_supported(module: nn.Module) -> bool:
     hook, as `weight_norm` makes it), `nn.Identity` or an activation numpy knows."""
     if type(module) is nn.Linear:
         return "weight" in module._parameters
-    return type(module) in (nn.Identity, *_ACTIVATIONS)
+    return type(module) in (nn.Identity, *_NUMPY_ACTIVATIONS)
 
 
 __all__ = ["MAX_LAYER_WORK", "NumpyLayers", "as_input"]
