@@ -74,3 +74,52 @@ def test_mass_at_the_total_ends_in_the_last_non_empty_leaf() -> None:
     tree = SumSegmentTree(64)
     tree[np.arange(20)] = np.ones(20)  # leaves 20..63 empty, as in a part-filled buffer
     np.testing.assert_array_equal(tree.find_prefixsum_idx(np.array([20.0, 25.0])), [19, 19])
+
+
+def test_searches_and_roots_cover_only_the_blocks_written() -> None:
+    """Until a buffer fills, the blocks after the last one written stay neutral and are
+    left out of the roots and the search; every way of writing moves that bound."""
+    total, low = SumSegmentTree(1 << 12), MinSegmentTree(1 << 12)
+    k = total.block_size
+    assert (total.used_blocks, low.used_blocks) == (0, 0)
+    assert (total.sum(), low.min()) == (0.0, np.inf)
+    set_leaves([total, low], 3, 0.5)  # one leaf
+    assert (total.used_blocks, low.used_blocks) == (1, 1)
+    set_leaves([total, low], np.array([2 * k + 1, 1]), np.array([2.0, 0.25]))  # a batch
+    assert total.used_blocks == low.used_blocks == 3
+    total[-1] = 4.0  # counted from the end: the last block
+    assert total.used_blocks == total.blocks.size
+    fresh = MinSegmentTree(1 << 12)
+    fresh[np.array([5, -k - 1])] = np.array([1.0, 2.0])  # a batch counted from the end
+    assert fresh.used_blocks == fresh.blocks.size - 1
+    assert fresh.min() == 1.0 and fresh.leaves[-k - 1] == 2.0
+    leaves = np.zeros(total.capacity)
+    leaves[[3, 2 * k + 1, 1, -1]] = [0.5, 2.0, 0.25, 4.0]
+    _assert_rebuilt(total, leaves)
+    assert low.min() == 0.25
+    mass = np.linspace(0.0, total.sum(), 50)
+    expected = np.minimum(
+        np.searchsorted(np.cumsum(leaves), mass, side="right"), total.capacity - 1
+    )
+    np.testing.assert_array_equal(total.find_prefixsum_idx(mass), expected)
+
+
+def test_mass_at_the_total_skips_emptied_blocks() -> None:
+    """A leaf set back to 0 leaves its block counted as written but empty: a mass at the
+    total still ends in the last non-empty leaf, in an earlier block."""
+    tree = SumSegmentTree(256)
+    k = tree.block_size
+    tree[np.arange(3 * k)] = np.ones(3 * k)
+    tree[np.arange(2 * k, 3 * k)] = np.zeros(k)
+    assert tree.used_blocks == 3
+    found = tree.find_prefixsum_idx(np.array([2.0 * k, 5.0 * k, 2.0 * k - 0.5]))
+    np.testing.assert_array_equal(found, [2 * k - 1, 2 * k - 1, 2 * k - 1])
+
+
+def test_out_of_range_indexes_raise_before_anything_is_written() -> None:
+    total, low = SumSegmentTree(64), MinSegmentTree(64)
+    for bad in (np.array([1, 64]), np.array([-65, 2]), 64, -65):
+        with pytest.raises(IndexError, match="out of range"):
+            set_leaves([total, low], bad, 1.0)
+    assert total.sum() == 0.0 and low.min() == np.inf
+    assert total.used_blocks == low.used_blocks == 0

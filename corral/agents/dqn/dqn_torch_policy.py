@@ -188,7 +188,7 @@ class DQNTorchPolicy(LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMixin
         log, self._td_error_log = self._td_error_log, None
         if not log:
             return None
-        return torch.cat(log).numpy()
+        return (log[0] if len(log) == 1 else torch.cat(log)).numpy()
 
 
 def huber_loss(x: torch.Tensor, delta: float = 1.0) -> torch.Tensor:

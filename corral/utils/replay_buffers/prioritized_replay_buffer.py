@@ -18,7 +18,8 @@ from corral.utils.replay_buffers.replay_buffer import ReplayBuffer
 from corral.utils.replay_buffers.segment_tree import (
     MinSegmentTree,
     SumSegmentTree,
-    set_leaves,
+    set_leaf,
+    write_leaves,
 )
 
 # Extra columns of a prioritized sample.
@@ -60,6 +61,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if len(idx) == 0:
             return idx
         if priorities is None:
+            if len(idx) == 1:  # one transition per env step: no arrays needed
+                scaled = self._max_priority**self.alpha
+                set_leaf([self._sum_tree, self._min_tree], int(idx[0]), scaled)
+                return idx
             priorities = np.full(len(idx), self._max_priority)
         self._set_priorities(idx, priorities)
         return idx
@@ -71,14 +76,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._check_not_empty()
         if beta < 0:
             raise ValueError(f"Prioritized replay beta must be >= 0, got {beta}.")
-        total = self._sum_tree.sum()
-        mass = self._rng.random(num_items) * total
+        mass = self._rng.random(num_items) * self._sum_tree.sum()
         idx = np.minimum(self._sum_tree.find_prefixsum_idx(mass), self._size - 1)
-        # w_i = (N P(i))^-beta / max_j w_j; the largest weight belongs to the smallest P.
-        p_min = self._min_tree.min() / total
-        max_weight = (p_min * self._size) ** (-beta)
-        p_sample = self._sum_tree[idx] / total
-        weights = (p_sample * self._size) ** (-beta) / max_weight
+        # w_i = (N P(i))^-beta / max_j w_j, and the largest weight belongs to the smallest
+        # P: w_i = (P(i) / P_min)^-beta = (p_i^alpha / min_k p_k^alpha)^-beta.
+        weights = (self._sum_tree.leaves[idx] / self._min_tree.min()) ** -beta
         batch = self._take(idx)
         batch[WEIGHTS] = weights.astype(np.float32)
         batch[BATCH_INDEXES] = idx.astype(np.int64)
@@ -102,15 +104,22 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         first, last = int(idxes.min()), int(idxes.max())
         if first < 0 or last >= self._size:
             raise IndexError(f"Priority indexes must be in [0, {self._size}), got {first}..{last}.")
-        self._set_priorities(idxes, priorities, highest)
+        self._set_priorities(idxes, priorities, highest, last)
 
     def _set_priorities(
-        self, idx: np.ndarray, priorities: np.ndarray, highest: float | None = None
+        self,
+        idx: np.ndarray,
+        priorities: np.ndarray,
+        highest: float | None = None,
+        last: int | None = None,
     ) -> None:
-        """Sets the rows' priorities (`highest`: their maximum, when the caller has it)."""
+        """Sets the rows' priorities (`highest`: their maximum, `last`: the largest index,
+        when the caller has them)."""
         # With duplicate indexes the last priority wins, as in a sequential loop.
-        scaled = priorities**self.alpha
-        set_leaves([self._sum_tree, self._min_tree], idx, scaled)
+        idx = np.asarray(idx, dtype=np.int64)
+        if last is None:
+            last = int(idx.max())
+        write_leaves([self._sum_tree, self._min_tree], idx, priorities**self.alpha, last)
         if highest is None:
             highest = float(priorities.max())
         self._max_priority = max(self._max_priority, highest)

@@ -17,6 +17,17 @@ and a search one cumulative sum over the blocks and one over each query's block.
 block size balances those two sums (2,048 blocks of 32 leaves for 65,536 leaves). Each
 block's value is recomputed from its leaves, never adjusted by differences, so nothing
 drifts however many updates run.
+
+Two more things keep a search cheap (numpy's cumulative sum takes about 4 ns per
+element, sequentially):
+
+- The blocks after the last one ever written hold the neutral value, so the roots and
+  the search cover only the blocks up to it (`used_blocks`): a replay buffer fills its
+  leaves from the first, and until it is full most blocks are empty.
+- The queries' blocks are summed cumulatively in one small matrix product with an
+  upper-triangular matrix of ones (about 3 us for 64 blocks of 32 leaves, against 9 us
+  for `np.cumsum(..., axis=1)`). Its sums may round differently from a sequential
+  cumulative sum, by an ulp: a mass that close to a boundary may land on either side.
 """
 
 from __future__ import annotations
@@ -55,6 +66,8 @@ class SegmentTree:
         self.block_size = _block_size(capacity)
         self.leaves = np.full(capacity, neutral, dtype=np.float64)
         self.blocks = np.full(capacity // self.block_size, neutral, dtype=np.float64)
+        # Blocks [used_blocks:] have never been written: they hold `neutral`.
+        self.used_blocks = 0
 
     def __setitem__(self, idx: np.ndarray | int, value: np.ndarray | float) -> None:
         set_leaves([self], idx, value)
@@ -64,40 +77,71 @@ class SegmentTree:
 
     def reduce(self) -> float:
         """`op` over all leaves (the root)."""
-        return float(self.op.reduce(self.blocks))
+        if self.used_blocks == 0:
+            return float(self.neutral)
+        return float(self.op.reduce(self.blocks[: self.used_blocks]))
 
-    def _refresh_blocks(self, blocks: np.ndarray | int) -> None:
-        """Recomputes the values of `blocks` (one index or an array of them) from their leaves."""
+    def _refresh_block(self, block: int) -> None:
+        """Recomputes block `block`'s value from its leaves."""
         k = self.block_size
-        if isinstance(blocks, int):
-            self.blocks[blocks] = self.op.reduce(self.leaves[blocks * k : (blocks + 1) * k])
-        else:
-            self.blocks[blocks] = self.op.reduce(self.leaves.reshape(-1, k)[blocks], axis=1)
+        self.blocks[block] = self.op.reduce(self.leaves[block * k : (block + 1) * k])
+
+    def _refresh_blocks(self, blocks: np.ndarray) -> None:
+        """Recomputes the values of `blocks` (an array of block indexes) from their leaves."""
+        leaves = self.leaves.reshape(-1, self.block_size)[blocks]
+        self.blocks[blocks] = self.op.reduce(leaves, axis=1)
 
 
 def set_leaves(trees: list[SegmentTree], idx: np.ndarray | int, value: np.ndarray | float) -> None:
     """`tree[idx] = value` for trees of one capacity (prioritized replay's sum and
     min trees). With duplicate indexes the last value wins, as in a sequential loop."""
-    capacity, k = trees[0].capacity, trees[0].block_size
+    capacity = trees[0].capacity
     if any(tree.capacity != capacity for tree in trees):
         raise ValueError("set_leaves needs trees of one capacity.")
     if np.size(idx) == 1 and np.size(value) == 1:  # e.g. one transition added
-        one = int(np.reshape(idx, -1)[0])
-        if not -capacity <= one < capacity:
-            raise IndexError(f"leaf index {one} is out of range for {capacity} leaves")
-        one %= capacity
-        v = float(np.reshape(value, -1)[0])
-        for tree in trees:
-            tree.leaves[one] = v
-            tree._refresh_blocks(one // k)
+        set_leaf(trees, int(np.reshape(idx, -1)[0]), float(np.reshape(value, -1)[0]))
         return
     leaves = np.atleast_1d(np.asarray(idx, dtype=np.int64))
-    # (Negative indexes count from the end, as numpy's; a block listed twice gets the
-    # same value twice, from leaves already final.)
-    blocks = leaves // k
+    if len(leaves) == 0:
+        return
+    lowest, highest = int(leaves.min()), int(leaves.max())
+    if lowest < -capacity or highest >= capacity:
+        bad = lowest if lowest < -capacity else highest
+        raise IndexError(f"leaf index {bad} is out of range for {capacity} leaves")
+    if lowest < 0:  # counted from the end, as numpy's indexes
+        leaves = leaves % capacity
+        highest = int(leaves.max())
+    write_leaves(trees, leaves, value, highest)
+
+
+def write_leaves(
+    trees: list[SegmentTree], leaves: np.ndarray, value: np.ndarray | float, highest: int
+) -> None:
+    """`set_leaves` for indexes already checked: `leaves` an int64 array of indexes in
+    [0, capacity), `highest` their maximum. (Prioritized replay checks its indexes
+    against its size anyway, and calls this once per gradient step.)"""
+    # (A block listed twice gets the same value twice, from leaves already final.)
+    blocks = leaves // trees[0].block_size
+    used = highest // trees[0].block_size + 1
     for tree in trees:
         tree.leaves[leaves] = value
         tree._refresh_blocks(blocks)
+        if used > tree.used_blocks:
+            tree.used_blocks = used
+
+
+def set_leaf(trees: list[SegmentTree], idx: int, value: float) -> None:
+    """`tree[idx] = value` for one leaf of trees of one capacity."""
+    capacity = trees[0].capacity
+    if not -capacity <= idx < capacity:
+        raise IndexError(f"leaf index {idx} is out of range for {capacity} leaves")
+    idx %= capacity
+    block = idx // trees[0].block_size
+    for tree in trees:
+        tree.leaves[idx] = value
+        tree._refresh_block(block)
+        if block >= tree.used_blocks:
+            tree.used_blocks = block + 1
 
 
 class SumSegmentTree(SegmentTree):
@@ -105,31 +149,42 @@ class SumSegmentTree(SegmentTree):
 
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity, np.add, 0.0)
+        # prefix[b] is the mass before block b (a search's scratch space).
+        self._prefix = np.zeros(self.blocks.size + 1)
+        # block_leaves @ _triangle: each row's cumulative sums (its first row is ones).
+        self._triangle = np.triu(np.ones((self.block_size, self.block_size)))
 
     def sum(self) -> float:
         return self.reduce()
+
+    def _refresh_blocks(self, blocks: np.ndarray) -> None:
+        # The rows' sums as one matrix-vector product (1 us for 64 blocks of 32 leaves,
+        # against 2.4 us for `np.add.reduce(..., axis=1)`).
+        leaves = np.take(self.leaves.reshape(-1, self.block_size), blocks, axis=0)
+        self.blocks[blocks] = leaves @ self._triangle[0]
 
     def find_prefixsum_idx(self, prefixsum: np.ndarray) -> np.ndarray:
         """For each mass m, the leaf j with sum(leaves[:j]) <= m < sum(leaves[:j+1]).
 
         Two steps for all queries together: the block holding the mass (a cumulative
-        sum over the blocks), then the leaf inside it (a cumulative sum over each
+        sum over the used blocks), then the leaf inside it (cumulative sums over each
         query's block, with the mass before the block subtracted). A mass at or above
         the total (rounding) ends in the last non-empty leaf.
         """
-        mass = np.asarray(prefixsum, dtype=np.float64).reshape(-1)
-        k = self.block_size
-        before = np.cumsum(self.blocks)  # the mass up to and including each block
+        mass = np.array(prefixsum, dtype=np.float64).reshape(-1)  # (a copy: changed below)
+        used = max(self.used_blocks, 1)
+        prefix = self._prefix[: used + 1]
+        np.cumsum(self.blocks[:used], out=prefix[1:])
         # Just below the total at most: a mass there falls in the last non-empty block.
-        mass = np.minimum(mass, np.nextafter(before[-1], -np.inf))
-        block = np.searchsorted(before, mass, side="right")
-        mass -= np.where(block > 0, before[np.maximum(block - 1, 0)], 0.0)
-        cum = np.cumsum(self.leaves.reshape(-1, k)[block], axis=1)
+        np.minimum(mass, math.nextafter(float(prefix[-1]), -math.inf), out=mass)
+        block = np.searchsorted(prefix[1:], mass, side="right")
+        mass -= prefix[block]
+        cum = np.take(self.leaves.reshape(-1, self.block_size), block, axis=0) @ self._triangle
         # The first leaf whose cumulative sum exceeds the mass, which is again kept just
         # below the block's total: at most the block's last non-empty leaf.
         np.minimum(mass, np.nextafter(cum[:, -1], -np.inf), out=mass)
         leaf = (cum > mass[:, None]).argmax(axis=1)
-        return block * k + leaf
+        return block * self.block_size + leaf
 
 
 class MinSegmentTree(SegmentTree):
