@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -188,10 +189,27 @@ class DQNTorchModel(TorchModelV2):
         """
         numpy = self._numpy
         if numpy is not None and numpy.accepts(obs):
-            features = numpy("trunk", as_input(obs))
-            q = numpy("advantage", features)
-            if self.dueling:
-                q = numpy("value", features) + q - q.mean(axis=1, keepdims=True)
+            q = self._numpy_q_values(as_input(obs))
             return torch.from_numpy(q), torch.zeros(len(q))
         q = self.q_values(self._q_logits(obs, _run))
         return q, torch.zeros(q.shape[0])
+
+    def forward_inference_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """`forward_inference` on a numpy batch, in numpy, for a caller that wants no
+        gradients (acting); None where the batch has to run in torch (a distributional
+        or noisy head, or see `NumpyLayers`)."""
+        numpy = self._numpy
+        if numpy is None or not numpy.ready(len(obs)):
+            return None
+        q = self._numpy_q_values(as_input(obs))
+        return q, np.zeros(len(q), np.float32)
+
+    def _numpy_q_values(self, x: np.ndarray) -> np.ndarray:
+        """Q-values of `[B, features]` float32 rows in numpy (`self._numpy` ready for them)."""
+        numpy = self._numpy
+        assert numpy is not None
+        features = numpy("trunk", x)
+        q = numpy("advantage", features)
+        if self.dueling:
+            q = numpy("value", features) + q - q.mean(axis=1, keepdims=True)
+        return q

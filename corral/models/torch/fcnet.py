@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -215,10 +216,8 @@ class FullyConnectedNetwork(TorchModelV2):
         """
         numpy = self._numpy
         if numpy is not None and numpy.accepts(obs):
-            x = as_input(obs)
-            features = numpy("trunk", x)
-            values = numpy("value", x if self._value_branch_separate is not None else features)
-            return torch.from_numpy(numpy("logits", features)), torch.from_numpy(values[:, 0])
+            logits, values = self._numpy_forward(as_input(obs))
+            return torch.from_numpy(logits), torch.from_numpy(values)
         obs = self._flat(obs)
         features = _run(self._hidden_layers, obs)
         out = self._logits.forward(features)
@@ -227,6 +226,24 @@ class FullyConnectedNetwork(TorchModelV2):
         if self._value_branch_separate is not None:
             features = _run(self._value_branch_separate, obs)
         return out, self._value_branch.forward(features).squeeze(-1)
+
+    def forward_inference_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """`forward_inference` on a numpy batch, in numpy, for a caller that wants no
+        gradients (acting); None where the batch has to run in torch (see
+        :class:`NumpyLayers`: e.g. too many rows, parameters not float32 on the CPU)."""
+        numpy = self._numpy
+        if numpy is None or not numpy.ready(len(obs)):
+            return None
+        return self._numpy_forward(as_input(obs))
+
+    def _numpy_forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, values) of `[B, features]` float32 rows in numpy (`self._numpy`
+        ready for them)."""
+        numpy = self._numpy
+        assert numpy is not None
+        features = numpy("trunk", x)
+        values = numpy("value", x if self._value_branch_separate is not None else features)
+        return numpy("logits", features), values[:, 0]
 
     def value_only(self, obs: TensorType) -> TensorType:
         """Values ``[B]`` for ``obs``, e.g. to bootstrap a truncated trajectory."""

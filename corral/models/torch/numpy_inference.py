@@ -51,7 +51,7 @@ class NumpyLayers:
         **chains: name -> the modules applied in order (`nn.Sequential`s are unrolled;
             None entries are skipped). Supported: `nn.Linear` (exactly that class),
             `nn.Tanh`, `nn.ReLU`, `nn.Identity`; with anything else, every batch runs
-            in torch (`accepts` is False).
+            in torch (`accepts` and `ready` are False).
     """
 
     def __init__(self, **chains: Iterable[nn.Module | None]) -> None:
@@ -74,20 +74,28 @@ class NumpyLayers:
         float32 parameters on the CPU (viewed again when one moved), and matmuls small
         enough for its rows."""
         if (
-            not self._supported
-            or torch.is_grad_enabled()
+            torch.is_grad_enabled()
             or torch.jit.is_tracing()
             or torch.compiler.is_compiling()
             or not obs.is_cpu
         ):
             return False
+        return self.ready(obs.shape[0])
+
+    def ready(self, rows: int) -> bool:
+        """Whether a batch of `rows` rows runs in numpy, for a caller that computes no
+        graph (acting on numpy inputs, `forward_inference_numpy`): supported layers with
+        float32 parameters on the CPU (viewed again when one moved), and matmuls small
+        enough for its rows."""
+        if not self._supported:
+            return False
         if not self._current():
             self._view()
-        return 0 < obs.shape[0] <= self._max_rows
+        return 0 < rows <= self._max_rows
 
     def __call__(self, chain: str, x: np.ndarray) -> np.ndarray:
         """Chain `chain` on `x` ([rows, in_features] float32, e.g. `as_input(obs)`; not
-        written to). Call after `accepts(obs)` returned True."""
+        written to). Call after `accepts(obs)` or `ready(rows)` returned True."""
         owned = False  # (activations work in place on arrays made here, never on `x`)
         for weight_t, bias, activation in self._steps[chain]:
             if weight_t is not None:
@@ -151,10 +159,10 @@ class NumpyLayers:
         return {**self.__dict__, "_viewed": [], "_built": False, "_steps": {}, "_max_rows": 0}
 
 
-def as_input(obs: torch.Tensor) -> np.ndarray:
-    """A batch `[B, ...]` as the `[B, features]` float32 array the chains take (a view of
-    the tensor where it already is one)."""
-    x = obs.numpy()
+def as_input(obs: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A batch `[B, ...]` (a CPU tensor or an array) as the `[B, features]` float32 array
+    the chains take (a view of it where it already is one)."""
+    x = obs.numpy() if isinstance(obs, torch.Tensor) else np.asarray(obs)
     if x.ndim != 2:
         x = x.reshape(len(x), -1)
     return x if x.dtype == np.float32 else x.astype(np.float32)

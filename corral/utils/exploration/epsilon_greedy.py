@@ -73,14 +73,29 @@ class EpsilonGreedy(Exploration):
             greedy = action_distribution.deterministic_sample()
             return greedy, zero_logp(greedy)
         q_values = action_distribution.inputs
+        actions = self._epsilon_greedy(q_values.detach().cpu().numpy(), timestep)
+        out = torch.from_numpy(actions).to(q_values.device)
+        return out, zero_logp(out)
+
+    def get_exploration_action_numpy(
+        self, q_values: np.ndarray, timestep: int | None = None, explore: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`get_exploration_action` on numpy Q-values `[B, A]`, for a policy that acts
+        wholly in numpy (`TorchPolicy` with a built-in model): (actions, zero
+        log-likelihoods). Greedy is the argmax, as `TorchCategorical`'s."""
+        actions = self._epsilon_greedy(q_values, timestep) if explore else q_values.argmax(axis=1)
+        return actions, np.zeros(len(q_values), np.float32)
+
+    def _epsilon_greedy(self, q: np.ndarray, timestep: int | None) -> np.ndarray:
+        """Per row of `q`, a uniform random allowed (finite-Q) action with probability
+        epsilon, else the argmax."""
         epsilon = self.epsilon(timestep)
-        n, num_actions = q_values.shape
+        n, num_actions = q.shape
         # One torch draw per step whether or not a row explores (the same stream as
         # n x A noise, then one coin per row): a uniform action among the allowed
         # (finite-Q) ones is the argmax of the noise.
         split = n * num_actions
         draws = torch.rand(split + n)
-        q = q_values.detach().cpu().numpy()
         actions = q.argmax(axis=1)
         if n <= _PYTHON_ROWS:
             # The coins and the exploring rows as Python numbers: for the one or few rows
@@ -99,8 +114,7 @@ class EpsilonGreedy(Exploration):
             if take_random.any():
                 random_actions = np.where(np.isfinite(q), noise, -1.0).argmax(axis=1)
                 actions = np.where(take_random, random_actions, actions)
-        out = torch.from_numpy(actions).to(q_values.device)
-        return out, zero_logp(out)
+        return actions
 
     def get_info(self) -> dict[str, Any]:
         return {"cur_epsilon": self.epsilon()}
