@@ -13,7 +13,7 @@ blocks. Replay calls these once per env step on a few dozen rows (add, sample, n
 priorities), where each numpy call's fixed cost is the time, not the arithmetic: a
 binary tree walks log2(capacity) levels with a few calls each (16 levels for 65,536
 leaves), while here an update is one gather and one reduction over the touched blocks,
-and a search one cumulative sum over the blocks and one over each query's block. The
+and a search one cumulative sum over the blocks and one over each query's block (below). The
 block size balances those two sums (2,048 blocks of 32 leaves for 65,536 leaves). Each
 block's value is recomputed from its leaves, never adjusted by differences, so nothing
 drifts however many updates run.
