@@ -189,7 +189,7 @@ class DQNTorchModel(TorchModelV2):
         """
         numpy = self._numpy
         if numpy is not None and numpy.accepts(obs):
-            q = self._numpy_q_values(as_input(obs))
+            q = self._numpy_q_values(numpy, as_input(obs))
             return torch.from_numpy(q), torch.zeros(len(q))
         q = self.q_values(self._q_logits(obs, _run))
         return q, torch.zeros(q.shape[0])
@@ -201,13 +201,12 @@ class DQNTorchModel(TorchModelV2):
         numpy = self._numpy
         if numpy is None or not numpy.ready(len(obs)):
             return None
-        q = self._numpy_q_values(as_input(obs))
+        q = self._numpy_q_values(numpy, as_input(obs))
         return q, np.zeros(len(q), np.float32)
 
-    def _numpy_q_values(self, x: np.ndarray) -> np.ndarray:
-        """Q-values of `[B, features]` float32 rows in numpy (`self._numpy` ready for them)."""
-        numpy = self._numpy
-        assert numpy is not None
+    def _numpy_q_values(self, numpy: NumpyLayers, x: np.ndarray) -> np.ndarray:
+        """Q-values of `[B, features]` float32 rows, by `numpy` (this model's
+        `NumpyLayers`, ready for them)."""
         features = numpy("trunk", x)
         q = numpy("advantage", features)
         if self.dueling:

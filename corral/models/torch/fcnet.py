@@ -216,7 +216,7 @@ class FullyConnectedNetwork(TorchModelV2):
         """
         numpy = self._numpy
         if numpy is not None and numpy.accepts(obs):
-            logits, values = self._numpy_forward(as_input(obs))
+            logits, values = self._numpy_forward(numpy, as_input(obs))
             return torch.from_numpy(logits), torch.from_numpy(values)
         obs = self._flat(obs)
         features = _run(self._hidden_layers, obs)
@@ -234,13 +234,11 @@ class FullyConnectedNetwork(TorchModelV2):
         numpy = self._numpy
         if numpy is None or not numpy.ready(len(obs)):
             return None
-        return self._numpy_forward(as_input(obs))
+        return self._numpy_forward(numpy, as_input(obs))
 
-    def _numpy_forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(logits, values) of `[B, features]` float32 rows in numpy (`self._numpy`
-        ready for them)."""
-        numpy = self._numpy
-        assert numpy is not None
+    def _numpy_forward(self, numpy: NumpyLayers, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, values) of `[B, features]` float32 rows, by `numpy` (this model's
+        `NumpyLayers`, ready for them)."""
         features = numpy("trunk", x)
         values = numpy("value", x if self._value_branch_separate is not None else features)
         return numpy("logits", features), values[:, 0]

@@ -70,9 +70,7 @@ class NumpyLayers:
     def accepts(self, obs: torch.Tensor) -> bool:
         """Whether the batch `obs` runs in numpy: no gradients wanted (under `no_grad` or
         `inference_mode`), nothing tracing the model into a graph (TorchScript and ONNX
-        export, `torch.compile`, `torch.export`), a CPU tensor, supported layers with
-        float32 parameters on the CPU (viewed again when one moved), and matmuls small
-        enough for its rows."""
+        export, `torch.compile`, `torch.export`), a CPU tensor, and `ready` for its rows."""
         if (
             torch.is_grad_enabled()
             or torch.jit.is_tracing()

@@ -149,8 +149,6 @@ class SumSegmentTree(SegmentTree):
 
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity, np.add, 0.0)
-        # prefix[b] is the mass before block b (a search's scratch space).
-        self._prefix = np.zeros(self.blocks.size + 1)
         # block_leaves @ _triangle: each row's cumulative sums (its first row is ones).
         self._triangle = np.triu(np.ones((self.block_size, self.block_size)))
 
@@ -173,7 +171,7 @@ class SumSegmentTree(SegmentTree):
         """
         mass = np.array(prefixsum, dtype=np.float64).reshape(-1)  # (a copy: changed below)
         used = max(self.used_blocks, 1)
-        prefix = self._prefix[: used + 1]
+        prefix = np.zeros(used + 1)  # prefix[b]: the mass before block b
         np.cumsum(self.blocks[:used], out=prefix[1:])
         # Just below the total at most: a mass there falls in the last non-empty block.
         np.minimum(mass, math.nextafter(float(prefix[-1]), -math.inf), out=mass)
