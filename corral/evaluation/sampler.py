@@ -54,6 +54,8 @@ _add_reduce = np.add.reduce
 _isfinite = math.isfinite
 # Every sub-env: the default group of the recording methods.
 _ALL_ENVS = slice(None)
+# `_assign` copies channel by channel up to this many channels.
+_FEW_CHANNELS = 16
 
 __all__ = [
     "MAX_SUB_ENV_RESTARTS_IN_A_ROW",
@@ -514,7 +516,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         new_obs = buf[SampleBatch.NEXT_OBS][t, cols]
         if self.fast_obs:
             try:
-                new_obs[:] = raw_obs
+                _assign(new_obs, raw_obs)
             except ValueError:
                 for i, o in enumerate(raw_obs):
                     self._write_obs(off + i, o, call="step")
@@ -700,6 +702,27 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
 
 def _is_step_tuple(result: Any) -> bool:
     return isinstance(result, tuple) and len(result) == 5
+
+
+def _assign(dst: np.ndarray, src: Any) -> None:
+    """`dst[:] = src`; a channels-first frame stack handed on channels-last (a
+    `np.moveaxis` view, as EnvPool's Atari frames) is copied one channel at a time.
+
+    numpy copies such a view with the short channel axis innermost: 8 Pong frame stacks
+    (84x84x4, uint8) took 218 us that way, 65 us a channel at a time (each channel's
+    source contiguous).
+    """
+    if (
+        isinstance(src, np.ndarray)
+        and src.ndim >= 3
+        and src.shape == dst.shape
+        and src.shape[-1] <= _FEW_CHANNELS
+        and src.strides[-1] > src.strides[-2]  # the last axis is not the innermost
+    ):
+        for c in range(src.shape[-1]):
+            dst[..., c] = src[..., c]
+    else:
+        dst[:] = src
 
 
 def _env_major(arr: np.ndarray) -> np.ndarray:

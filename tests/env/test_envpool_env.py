@@ -24,6 +24,7 @@ from .test_native_vector_env import (
     check_boundaries,
     check_episode_rows_at_their_end,
     make_worker,
+    rows_by_env,
 )
 
 try:
@@ -110,11 +111,29 @@ def test_atari_frames_are_handed_on_channels_last():
         assert worker.env.observation_space.shape == (84, 84, 4)
         batch = worker.sample()
         assert batch[SampleBatch.OBS].shape[1:] == (84, 84, 4)
-        pool = make_envpool_env("Pong-v5", 2, 3)
-        first, _ = pool.reset()
-        np.testing.assert_array_equal(batch[SampleBatch.OBS][0], np.moveaxis(first[0], 0, -1))
+        check_frames_against_a_pool(batch, num_envs=2, steps=4)
     finally:
         trainer.stop()
+
+
+def check_frames_against_a_pool(batch: SampleBatch, num_envs: int, steps: int) -> None:
+    """Every row's observation and next observation are the frames of a pool of the
+    worker's seed stepped with the batch's actions, channels moved last (no episode
+    ends within `steps` Pong steps)."""
+    ours = rows_by_env([batch], num_envs)
+    pool = make_envpool_env("Pong-v5", num_envs, 3)
+    frames, _ = pool.reset()
+    for t in range(steps):
+        for i in range(num_envs):
+            np.testing.assert_array_equal(
+                ours[i][SampleBatch.OBS][t], np.moveaxis(frames[i], 0, -1)
+            )
+        frames, *_ = pool.step(np.array([ours[i][SampleBatch.ACTIONS][t] for i in range(num_envs)]))
+        for i in range(num_envs):
+            np.testing.assert_array_equal(
+                ours[i][SampleBatch.NEXT_OBS][t], np.moveaxis(frames[i], 0, -1)
+            )
+    pool.close()
 
 
 # -- env_splits: groups of sub-envs stepping in turn (double-buffered sampling) -------
@@ -219,11 +238,7 @@ def test_split_atari_frames_are_channels_last_as_with_one_pool():
     try:
         batch = worker.sample()
         assert batch[SampleBatch.OBS].shape[1:] == (84, 84, 4)
-        pool = make_envpool_env("Pong-v5", 2, 3)
-        first, _ = pool.reset()
-        np.testing.assert_array_equal(batch[SampleBatch.OBS][0], np.moveaxis(first[0], 0, -1))
-        second = batch[SampleBatch.OBS][batch[SampleBatch.ENV_ID] == 1][0]
-        np.testing.assert_array_equal(second, np.moveaxis(first[1], 0, -1))
+        check_frames_against_a_pool(batch, num_envs=2, steps=4)
     finally:
         trainer.stop()
 

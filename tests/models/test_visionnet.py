@@ -53,6 +53,57 @@ def test_custom_filters_activation_and_post_fcnet_hiddens():
     assert any(isinstance(m, torch.nn.Tanh) for m in model._trunk)
 
 
+def _same_reference(model, images, filters):
+    """The trunk's convolutions as RLlib's "same" stacks define them: zero-pad
+    (extra on the right/bottom), then a padding-free convolution; the last is "valid"."""
+    convs = [m for m in model._trunk if isinstance(m, torch.nn.Conv2d)]
+    x = images.permute(0, 3, 1, 2).float()
+    for i, (conv, (_, kernel, stride)) in enumerate(zip(convs, filters)):
+        if i < len(convs) - 1:
+            pads = []
+            for n, k in zip(x.shape[2:], kernel):
+                total = max((-(-n // stride) - 1) * stride + k - n, 0)
+                pads.append((total // 2, total - total // 2))
+            (top, bottom), (left, right) = pads
+            x = torch.nn.functional.pad(x, (left, right, top, bottom))
+        x = torch.relu(torch.nn.functional.conv2d(x, conv.weight, conv.bias, stride))
+    return x.flatten(1)
+
+
+@pytest.mark.parametrize(
+    "shape, filters",
+    [
+        # The first layer's padding is even (the convolution's own), the second's odd
+        # (a ZeroPad2d), as in RLlib's default stacks.
+        ((84, 84, 4), [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]]),
+        ((42, 42, 3), [[16, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]]),
+        # Even but different per axis (1 row, 2 columns each side), then odd on both.
+        ((11, 9, 2), [[4, [3, 5], 1], [8, [4, 4], 2], [6, [3, 3], 1]]),
+    ],
+)
+def test_same_padding_is_tensorflows_whether_even_or_odd(shape, filters):
+    model = make(shape, conv_filters=filters)
+    images = torch.randint(0, 255, (3, *shape), dtype=torch.uint8)
+    features = model._trunk(model._images_of(images))
+    torch.testing.assert_close(features, _same_reference(model, images, filters))
+    evenly = [m for m in model._trunk if isinstance(m, torch.nn.Conv2d) and m.padding != (0, 0)]
+    assert len(evenly) == 1  # the first layer pads itself
+
+
+def test_parameter_names_keep_the_padding_layers_places():
+    # Checkpoints name the trunk's parameters by layer index: an even padding's
+    # placeholder keeps the layers where they were.
+    names = [name for name, _ in make((84, 84, 4)).named_parameters()]
+    assert names[:6] == [
+        "_trunk.1.weight",
+        "_trunk.1.bias",
+        "_trunk.4.weight",
+        "_trunk.4.bias",
+        "_trunk.6.weight",
+        "_trunk.6.bias",
+    ]
+
+
 def test_no_num_outputs_exposes_features():
     model = make((42, 42, 3), num_outputs=None)
     assert model.num_outputs == 256
