@@ -38,11 +38,14 @@ Usage:
     python benchmarks/sampling.py --full     # 1 and 2 processes x 1, 8, 32 envs
     python benchmarks/sampling.py --quick    # smoke test, a few seconds
     python benchmarks/sampling.py --envs CartPole-v1 --vectorize native envpool --repeats 5
+    python benchmarks/sampling.py --envs CartPole-v1 --steps 2000 --pong-envpool \
+        --envpool-config '{"num_threads": 2, "thread_affinity_offset": 0}'  # pinned pools
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import time
 from typing import Any
@@ -395,10 +398,15 @@ def bench_pong(envs: int, steps: int) -> dict[str, Any]:
 ENVPOOL_PONG = "Pong-v5"
 
 
-def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any]:
+def bench_pong_envpool(
+    envs: int, steps: int, repeats: int = 1, pool_config: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """corral's sampling on EnvPool's Pong (`vectorize_mode="envpool"`: the emulator and
     DeepMind's frame processing in C++, 84x84 grey, 4 frames), next to the same pool
     alone stepped with random actions (transitions counted on both sides).
+
+    `pool_config`: further `envpool.make` arguments for both sides (corral's
+    `env_config`), e.g. `{"num_threads": 2, "thread_affinity_offset": 0}`.
 
     Rows: PPO's default model (two conv stacks), the shared trunk, and the shared
     trunk with `env_splits=2` (two pools stepping while the policy acts for the other);
@@ -408,7 +416,9 @@ def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any
     import numpy as np
 
     def env_alone() -> float:
-        pool = envpool.make(ENVPOOL_PONG, env_type="gymnasium", num_envs=envs, seed=0)
+        pool = envpool.make(
+            ENVPOOL_PONG, env_type="gymnasium", num_envs=envs, seed=0, **pool_config
+        )
         pool.reset()
         rng = np.random.default_rng(0)
         n_actions = pool.single_action_space.n
@@ -422,6 +432,7 @@ def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any
         pool.close()
         return rate
 
+    pool_config = dict(pool_config or {})
     rows = {
         "corral": {},
         "corral_shared_trunk": {"model": SHARED_TRUNK},
@@ -432,7 +443,7 @@ def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any
     for _ in range(repeats):
         for name, extra in rows.items():
             rate, breakdown = _pong_sampling(
-                ENVPOOL_PONG, envs, steps, vectorize_mode="envpool", **extra
+                ENVPOOL_PONG, envs, steps, vectorize_mode="envpool", env_config=pool_config, **extra
             )
             runs[name].append(rate)
             breakdowns[name] = {k: v for k, v in breakdown.items() if k.startswith("mean_") and v}
@@ -457,6 +468,7 @@ def bench_pong_envpool(envs: int, steps: int, repeats: int = 1) -> dict[str, Any
         "env": f"envpool:{ENVPOOL_PONG}",
         "vectorize_mode": "envpool",
         "preprocessing": "EnvPool's (84x84 grey, 4 frames, frame skip 4)",
+        "pool_config": pool_config,
         "workers": 1,
         "envs_per_worker": envs,
         "repeats": repeats,
@@ -614,6 +626,13 @@ def main() -> None:
         action="store_true",
         help=f"also sample EnvPool's {ENVPOOL_PONG} (vectorize_mode='envpool'; needs envpool)",
     )
+    parser.add_argument(
+        "--envpool-config",
+        type=json.loads,
+        default={},
+        help="--pong-envpool: further envpool.make arguments for both sides, as JSON "
+        '(e.g. \'{"num_threads": 2, "thread_affinity_offset": 0}\')',
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test (a few seconds)")
     parser.add_argument(
         "--steps", type=int, default=20_000, help="env steps per timed run and process"
@@ -660,7 +679,7 @@ def main() -> None:
         emit(bench_pong(4, 800 if args.quick else 4_000))
     if args.pong_envpool:
         log(f"sampling: envpool {ENVPOOL_PONG}, 1 process x 8 envs")
-        emit(bench_pong_envpool(8, 800 if args.quick else 4_000, args.repeats))
+        emit(bench_pong_envpool(8, 800 if args.quick else 4_000, args.repeats, args.envpool_config))
     emit(
         {
             "bench": "sampling",
