@@ -43,6 +43,7 @@ __all__ = [
     "set_torch_seed",
     "softmax_cross_entropy_with_logits",
     "step_optimizer",
+    "steps_plainly",
 ]
 
 # Stand-ins for -inf/inf logits (e.g. masked actions): -inf/inf would make NaNs in backprop.
@@ -212,13 +213,7 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
     if (
         type(optimizer) is not torch.optim.Adam
         or _FUSED_ADAM is None
-        or optimizer._optimizer_step_pre_hooks
-        or optimizer._optimizer_step_post_hooks
-        or getattr(torch_optimizer, "_global_optimizer_pre_hooks", None)
-        or getattr(torch_optimizer, "_global_optimizer_post_hooks", None)
-        or "step" in vars(optimizer)
-        or getattr(optimizer, "grad_scale", None) is not None
-        or getattr(optimizer, "found_inf", None) is not None
+        or not steps_plainly(optimizer)
     ):
         return None
     state = optimizer.state
@@ -272,6 +267,21 @@ def _fused_adam_calls(optimizer: torch.optim.Optimizer) -> list[tuple] | None:
         tensors = (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
         calls.append((kernel, tensors, steps, hyper))
     return calls
+
+
+def steps_plainly(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether `optimizer.step()` is its class's own arithmetic and nothing else: no step
+    hooks (global or the optimiser's own), no `step` patched onto the instance, no
+    `GradScaler` attributes."""
+    return not (
+        optimizer._optimizer_step_pre_hooks
+        or optimizer._optimizer_step_post_hooks
+        or getattr(torch_optimizer, "_global_optimizer_pre_hooks", None)
+        or getattr(torch_optimizer, "_global_optimizer_post_hooks", None)
+        or "step" in vars(optimizer)
+        or getattr(optimizer, "grad_scale", None) is not None
+        or getattr(optimizer, "found_inf", None) is not None
+    )
 
 
 def _init_adam_group(optimizer: torch.optim.Optimizer, group: dict) -> bool:

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from corral.utils.torch_utils import steps_plainly
+
 # One optimiser, or a dict of them (name -> optimiser) for `learn_step` policies.
 Optimizers = torch.optim.Optimizer | Mapping[str, torch.optim.Optimizer]
 
@@ -212,6 +214,77 @@ def finite_probes(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     if len({(s.dtype, s.device) for s in sums}) > 1:
         return [torch.stack([s.double().cpu() for s in sums]).sum()]
     return [torch.stack(sums).sum()]
+
+
+# The largest update `steps_keep_weights_finite` allows: under half the spacing of
+# float32's largest finite numbers (2**103, about 1.01e31), so that adding it to any finite
+# float32 or float64 weight rounds to a finite number.
+_MAX_UPDATE = 1e30
+# The gradient norm it allows: squares (Adam's second moments) stay far from overflowing.
+_MAX_GRAD_NORM = 1e15
+# The smallest Adam epsilon it allows: where a gradient's square underflows to 0 (below
+# about 1e-23 in float32), the first moment (as small) over epsilon stays tiny.
+_MIN_EPS = 1e-16
+
+
+def steps_keep_weights_finite(optimizer: torch.optim.Optimizer, max_grad_norm: float) -> bool:
+    """Whether a step of `optimizer` on finite gradients of global norm at most
+    `max_grad_norm` (as `grad_clip` leaves them) provably keeps finite weights finite,
+    so that the learner need not copy the weights before an update and check them after.
+
+    True for a plain `torch.optim.Adam` or `AdamW` (`steps_plainly`) on float32/float64
+    parameters whose groups have float hyperparameters with `eps >= 1e-16`,
+    `0 <= beta1 < 1`, `beta1**2 < beta2 < 1`, no L2 `weight_decay` (Adam; it adds the
+    unbounded weights to the gradients) or `0 <= lr * weight_decay <= 1` (AdamW: the
+    weights are scaled by a factor in [0, 1]), the bounds below at most 1e30, and
+    `max_grad_norm <= 1e15`. Why: with every |g| <= G, the moments stay within
+    |m| <= G and v <= G**2 (no overflow), and by Cauchy-Schwarz
+    `|m_t| <= (1 - beta1) * sqrt(v_t / ((1 - beta2) * (1 - beta1**2 / beta2)))`, so the
+    step `lr / (1 - beta1**t) * m / (sqrt(v / (1 - beta2**t)) + eps)` moves a weight by at
+    most `lr / sqrt((1 - beta2) * (1 - beta1**2 / beta2))` (AMSGrad's larger denominator
+    only shrinks it); the products on the way (the step size times the first moment, or
+    over `eps`) stay under `lr / (1 - beta1) * max(G, 1 / eps)`. With both under 1e30,
+    less than half the spacing of float32's largest numbers, no finite weight can round
+    to inf (`step_bound`; tests/core/test_bounded_steps.py steps weights at float32's
+    largest values at that bound). Anything else (SGD, whose step `lr * g` has no such
+    bound, a hook, a huge `lr`) returns False.
+    """
+    if (
+        type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW)
+        or not 0 < max_grad_norm <= _MAX_GRAD_NORM
+        or not steps_plainly(optimizer)
+    ):
+        return False
+    for group in optimizer.param_groups:
+        lr, (beta1, beta2) = group["lr"], group["betas"]
+        eps, decay = group["eps"], group["weight_decay"]
+        if not all(isinstance(x, (int, float)) for x in (lr, beta1, beta2, eps, decay)):
+            return False  # tensors (capturable) or anything unexpected
+        if not (
+            eps >= _MIN_EPS
+            and 0 <= beta1 < 1
+            and beta1 * beta1 < beta2 < 1
+            and lr >= 0
+            and all(p.dtype in (torch.float32, torch.float64) for p in group["params"])
+        ):
+            return False
+        if group.get("decoupled_weight_decay"):
+            if not 0 <= lr * decay <= 1:
+                return False
+        elif decay != 0:
+            return False
+        if step_bound(lr, beta1, beta2, eps, max_grad_norm) > _MAX_UPDATE:
+            return False
+    return True
+
+
+def step_bound(lr: float, beta1: float, beta2: float, eps: float, max_grad_norm: float) -> float:
+    """The largest magnitude in an Adam step on gradients of norm at most
+    `max_grad_norm` (see `steps_keep_weights_finite`): the update itself, and the
+    products an implementation may form on the way, `lr / bias_correction1` times the
+    first moment or over the denominator."""
+    update = lr / math.sqrt((1 - beta2) * (1 - beta1 * beta1 / beta2))
+    return max(update, lr / (1 - beta1) * max(max_grad_norm, 1 / eps))
 
 
 def all_finite(tensors: Iterable[torch.Tensor]) -> bool:

@@ -33,6 +33,7 @@ from corral.core.learner.finite import (
     finite_probes,
     optimizers_of,
     scalar_values,
+    steps_keep_weights_finite,
     sum_is_finite,
 )
 from corral.core.learner.policy_protocol import (
@@ -278,8 +279,9 @@ class Learner:
         # in one host copy together with the weight check below (not one per stat).
         minibatch_stats: list[dict[str, Any]] = []
         # The weights as they were, put back if a step (finite loss and gradients, but
-        # e.g. an enormous lr) overflows them: weights are never left non-finite.
-        snapshot = self._snapshot(pid, params)
+        # e.g. an enormous lr) overflows them: weights are never left non-finite. Not
+        # needed where the steps provably cannot overflow them (Adam on clipped gradients).
+        snapshot = None if _bounded_steps(policy, optimizer) else self._snapshot(pid, params)
         with self._compiling(policy):
             for mb in self._minibatches(
                 policy, batch, num_epochs, minibatch_size, shuffle, num_total_minibatches
@@ -289,11 +291,14 @@ class Learner:
                 except NonFiniteUpdateError as err:
                     if not skip_nonfinite:
                         self._log_stats(pid, minibatch_stats, None)
-                        self._restore_if_nonfinite(params, snapshot)
+                        if snapshot is not None:
+                            self._restore_if_nonfinite(params, snapshot)
                         raise NonFiniteUpdateError(err.detail, pid) from None
                     skipped += 1
-        logged, weights_finite = self._log_stats(pid, minibatch_stats, params)
-        if not weights_finite:
+        logged, weights_finite = self._log_stats(
+            pid, minibatch_stats, None if snapshot is None else params
+        )
+        if not weights_finite and snapshot is not None:
             with torch.no_grad():
                 torch._foreach_copy_([p.data for p in params], snapshot)
             if not skip_nonfinite:
@@ -632,6 +637,21 @@ def _params_of(optimizer: Optimizers) -> list[torch.Tensor]:
     return [
         p for opt in optimizers_of(optimizer) for group in opt.param_groups for p in group["params"]
     ]
+
+
+def _bounded_steps(policy: TrainablePolicy, optimizer: Optimizers) -> bool:
+    """Whether this update's optimiser steps provably keep finite weights finite: a
+    policy without `learn_step` (its steps are the learner's own: loss, checks,
+    `grad_clip`, one optimiser step) whose optimiser and `grad_clip` pass
+    `steps_keep_weights_finite`, as DQN's Adam with its default `grad_clip` of 40 does."""
+    if getattr(policy, "learn_step", None) is not None or not isinstance(
+        optimizer, torch.optim.Optimizer
+    ):
+        return False
+    grad_clip = policy.config.get("grad_clip")
+    return isinstance(grad_clip, (int, float)) and steps_keep_weights_finite(
+        optimizer, float(grad_clip)
+    )
 
 
 def _follow_lr_schedule(policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
