@@ -18,6 +18,7 @@ are in `corral.policy.torch_mixins` (re-exported here).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -271,7 +272,9 @@ class OffPolicyTrainer(Trainer):
             if (
                 td_error is None
                 or len(td_error) != policy_batch.count
-                or not np.isfinite(td_error).all()  # from a minibatch that was skipped
+                # A NaN/inf (from a minibatch that was skipped) makes the sum one too. (A
+                # sum that overflows from huge finite errors only costs the recompute.)
+                or not math.isfinite(np.add.reduce(td_error, axis=None))
             ):
                 td_error = policy.compute_td_error(policy_batch)
             updates[pid] = (policy_batch[BATCH_INDEXES], td_error)
