@@ -225,6 +225,8 @@ _MAX_GRAD_NORM = 1e15
 # The smallest Adam epsilon it allows: where a gradient's square underflows to 0 (below
 # about 1e-23 in float32), the first moment (as small) over epsilon stays tiny.
 _MIN_EPS = 1e-16
+# The parameter dtypes it allows (float16's largest number, 65504, is too close).
+_WIDE_FLOATS = frozenset((torch.float32, torch.float64))
 
 
 def steps_keep_weights_finite(optimizer: torch.optim.Optimizer, max_grad_norm: float) -> bool:
@@ -265,7 +267,7 @@ def steps_keep_weights_finite(optimizer: torch.optim.Optimizer, max_grad_norm: f
             and 0 <= beta1 < 1
             and beta1 * beta1 < beta2 < 1
             and lr >= 0
-            and all(p.dtype in (torch.float32, torch.float64) for p in group["params"])
+            and {p.dtype for p in group["params"]} <= _WIDE_FLOATS
         ):
             return False
         if group.get("decoupled_weight_decay"):

@@ -272,7 +272,7 @@ class Learner:
                 policy=cast("Policy", policy), train_batch=batch, result=extra
             )
         params = _params_of(optimizer)
-        step = self._minibatch_step(policy, optimizer, params)
+        step, bounded = self._minibatch_step(policy, optimizer, params)
         skip_nonfinite = bool(self.config.get("skip_nonfinite_updates"))
         skipped = 0
         # Each minibatch's stats, logged after the loop: their tensors become numbers
@@ -281,7 +281,7 @@ class Learner:
         # The weights as they were, put back if a step (finite loss and gradients, but
         # e.g. an enormous lr) overflows them: weights are never left non-finite. Not
         # needed where the steps provably cannot overflow them (Adam on clipped gradients).
-        snapshot = None if _bounded_steps(policy, optimizer) else self._snapshot(pid, params)
+        snapshot = None if bounded else self._snapshot(pid, params)
         with self._compiling(policy):
             for mb in self._minibatches(
                 policy, batch, num_epochs, minibatch_size, shuffle, num_total_minibatches
@@ -440,12 +440,15 @@ class Learner:
     @staticmethod
     def _minibatch_step(
         policy: TrainablePolicy, optimizer: Optimizers, params: list[torch.Tensor]
-    ) -> Callable[[TensorDict], dict[str, Any]]:
+    ) -> tuple[Callable[[TensorDict], dict[str, Any]], bool]:
         """One minibatch's update: the policy's `learn_step`, or loss -> backward ->
-        checks -> clip -> step of its one optimiser (at the scheduled `cur_lr`)."""
+        checks -> clip -> step of its one optimiser (at the scheduled `cur_lr`); and
+        whether those steps provably keep finite weights finite (only the learner's own
+        steps can be known to: `grad_clip` and `steps_keep_weights_finite`, as DQN's Adam
+        with its default `grad_clip` of 40)."""
         learn_step = getattr(policy, "learn_step", None)
         if learn_step is not None:
-            return lambda minibatch: learn_step(minibatch, optimizer)
+            return (lambda minibatch: learn_step(minibatch, optimizer)), False
         loss_policy, single = _as_loss_policy(policy, optimizer)
         _follow_lr_schedule(policy, single)
 
@@ -454,7 +457,11 @@ class Learner:
             step_optimizer(single)
             return stats
 
-        return loss_step
+        grad_clip = loss_policy.config.get("grad_clip")
+        bounded = isinstance(grad_clip, (int, float)) and steps_keep_weights_finite(
+            single, float(grad_clip)
+        )
+        return loss_step, bounded
 
     def _snapshot(self, pid: str, params: list[torch.Tensor]) -> list[torch.Tensor]:
         """A copy of `params` in buffers kept per policy (reallocated when the
@@ -637,21 +644,6 @@ def _params_of(optimizer: Optimizers) -> list[torch.Tensor]:
     return [
         p for opt in optimizers_of(optimizer) for group in opt.param_groups for p in group["params"]
     ]
-
-
-def _bounded_steps(policy: TrainablePolicy, optimizer: Optimizers) -> bool:
-    """Whether this update's optimiser steps provably keep finite weights finite: a
-    policy without `learn_step` (its steps are the learner's own: loss, checks,
-    `grad_clip`, one optimiser step) whose optimiser and `grad_clip` pass
-    `steps_keep_weights_finite`, as DQN's Adam with its default `grad_clip` of 40 does."""
-    if getattr(policy, "learn_step", None) is not None or not isinstance(
-        optimizer, torch.optim.Optimizer
-    ):
-        return False
-    grad_clip = policy.config.get("grad_clip")
-    return isinstance(grad_clip, (int, float)) and steps_keep_weights_finite(
-        optimizer, float(grad_clip)
-    )
 
 
 def _follow_lr_schedule(policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
