@@ -55,12 +55,14 @@ COMMON_CONFIG: TrainerConfigDict = {
     # group's envs step in EnvPool's threads, the sampler records the previous group's
     # step and computes the next group's actions (double-buffered sampling, Sample
     # Factory's `worker_num_splits`; 2 is the usual value). It helps when inference and
-    # env stepping cost about the same and there are cores for both (Atari: 6-8 % on
-    # 2 cores, `benchmarks/sampling.py --pong-envpool`); seeds (sub-env i gets seed + i),
-    # transitions and episodes are those of one pool stepped in lockstep (only the
-    # actions' random draws come in another order). On Linux the pools' threads run 10
-    # nice levels below the sampler's thread, so that a group's wake-up does not take
-    # the sampler's core (about 4 % more steps/s on Pong, 2 cores). 1: one pool.
+    # env stepping cost about the same and the worker has the machine's cores to itself
+    # (Atari, one worker on 2 cores: 0.54 of EnvPool alone's steps/s against 0.43-0.48
+    # with one pool, `benchmarks/sampling.py --pong-envpool`; with more samplers than
+    # cores one pool is faster); seeds (sub-env i gets seed + i), transitions and
+    # episodes are those of one pool stepped in lockstep (only the actions' random draws
+    # come in another order). On Linux the pools' threads run in the SCHED_IDLE class
+    # (only on cores no other thread wants: a group's wake-up never takes the sampler's
+    # core), one per core unless env_config sets num_threads. 1: one pool.
     "env_splits": 1,
     # Whether the driver's local worker builds an env too when `num_workers` > 0.
     # It normally needs none, since remote workers sample and evaluation workers

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -171,14 +173,14 @@ def make_envpool_splits(
     """`splits` pools of `num_envs // splits` sub-envs (`env_splits`), seeded so that
     sub-env `i` of the whole gets `seed + i`; None: one random seed for all.
 
-    The pools share the machine: unless `env_config` sets `num_threads`, each gets
-    `cpu_count // splits` threads (at least 1, at most its sub-envs) instead of
-    EnvPool's one per sub-env, whose wake-ups would preempt the sampler's thread. Where
-    the OS lets a process set its own threads' priorities (Linux), the pools' threads
-    also run at `POOL_THREAD_NICE` above the sampler's, so that a group's wake-up does
-    not take the core from the sampler computing the next group's actions (the
-    sampler's thread is the bottleneck of split sampling); they still get every core
-    the sampler leaves idle.
+    The pools share the machine with the sampler's thread, which is what split sampling
+    waits on: where the OS schedules threads by class (Linux's `SCHED_IDLE`), the pools'
+    threads run only on cores no other thread of the machine wants, so that a group's
+    wake-up never takes the core from the sampler computing the next group's actions,
+    and unless `env_config` sets `num_threads` each pool gets a thread per core (at most
+    one per sub-env) to fill every core the sampler leaves idle. Elsewhere each pool
+    gets `cpu_count // splits` threads (at least 1, at most its sub-envs) instead of
+    EnvPool's one per sub-env, whose wake-ups would preempt the sampler's thread.
     """
     if splits < 1 or num_envs % splits:
         raise ValueError(
@@ -188,16 +190,37 @@ def make_envpool_splits(
         seed = _random_seed()
     size = num_envs // splits
     config = dict(env_config or {})
+    idle_threads = _can_run_threads_idle()
     if not config.get("num_threads"):
-        config["num_threads"] = max(1, min(size, usable_cores() // splits))
+        cores = usable_cores() if idle_threads else usable_cores() // splits
+        config["num_threads"] = max(1, min(size, cores))
     before = _thread_ids()
     pools = [make_envpool_env(task_id, size, seed + g * size, config) for g in range(splits)]
-    _lower_priority(_thread_ids() - before, POOL_THREAD_NICE)
+    if idle_threads:
+        _run_when_idle(_thread_ids() - before)
     return EnvPoolSplits(pools, name=f"envpool:{task_id}", channels_last=has_image_frames(pools[0]))
 
 
-# How much lower the split pools' threads run than the sampler's (a nice increment).
-POOL_THREAD_NICE = 10
+@functools.cache
+def _can_run_threads_idle() -> bool:
+    """Whether this OS lists this process's threads and lets it put one in the class
+    that runs only when no other thread wants its core (Linux's `SCHED_IDLE`): tried
+    once per process on a throwaway thread (a container's seccomp policy may refuse it)."""
+    if not (hasattr(os, "SCHED_IDLE") and hasattr(os, "sched_setscheduler") and _thread_ids()):
+        return False
+    done: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread only
+            done.append(True)
+        except OSError:
+            done.append(False)
+
+    thread = threading.Thread(target=probe, name="corral-sched-idle-probe", daemon=True)
+    thread.start()
+    thread.join()
+    return done == [True]
 
 
 def _thread_ids() -> set[int]:
@@ -209,12 +232,10 @@ def _thread_ids() -> set[int]:
         return set()
 
 
-def _lower_priority(thread_ids: set[int], increment: int) -> None:
-    """Raises each thread's nice value by `increment` (Linux's per-thread priorities;
-    raising one needs no privilege). A thread that has ended is skipped."""
-    if not hasattr(os, "setpriority"):
-        return
+def _run_when_idle(thread_ids: set[int]) -> None:
+    """Puts each thread in Linux's `SCHED_IDLE` class: it runs only on a core that no
+    normal thread wants (no privilege needed). A thread that has ended is skipped."""
     for tid in thread_ids:
-        # OSError: the thread ended, or the OS does not set priorities per thread.
+        # OSError: the thread ended, or the OS refuses the class for it.
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + increment)
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))

@@ -18,6 +18,7 @@ from corral.env.envpool_env import (
 )
 from corral.env.native_vector_env import BatchedVectorEnv
 from corral.policy.sample_batch import SampleBatch
+from corral.utils.sys_usage import usable_cores
 
 from .test_native_vector_env import (
     check_against_reference,
@@ -179,7 +180,10 @@ def test_split_pools_report_each_step_to_the_callbacks_of_its_sub_env():
 def test_split_pools_share_the_cores_unless_told():
     split = make_envpool_splits("CartPole-v1", 4, 2, 0)
     try:
-        expected = max(1, min(2, len(os.sched_getaffinity(0)) // 2))
+        # Threads that yield to the sampler (Linux's SCHED_IDLE) get every core; elsewhere
+        # the pools split them. At most one per sub-env (2 per pool here).
+        cores = usable_cores() if hasattr(os, "SCHED_IDLE") else usable_cores() // 2
+        expected = max(1, min(2, cores))
         assert [p.config["num_threads"] for p in split.pools] == [expected, expected]
         assert [p.config["seed"] for p in split.pools] == [0, 2]
     finally:
@@ -193,37 +197,54 @@ def test_split_pools_share_the_cores_unless_told():
 
 @needs_envpool
 @pytest.mark.skipif(
-    not (sys.platform.startswith("linux") and hasattr(os, "setpriority")),
-    reason="per-thread priorities are Linux's (/proc/self/task, setpriority on a thread id)",
+    not (sys.platform.startswith("linux") and hasattr(os, "SCHED_IDLE")),
+    reason="per-thread scheduling classes are Linux's (/proc/self/task, SCHED_IDLE)",
 )
-def test_split_pools_threads_run_below_the_samplers_priority():
-    from corral.env.envpool_env import POOL_THREAD_NICE
+def test_split_pools_threads_run_only_on_cores_the_sampler_leaves_idle():
+    def policies() -> dict[int, int]:
+        return {int(t): os.sched_getscheduler(int(t)) for t in os.listdir("/proc/self/task")}
 
-    def nice_of_threads() -> dict[int, int]:
-        return {
-            int(t): os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")
-        }
-
-    before = nice_of_threads()
+    before = policies()
     split = make_envpool_splits("CartPole-v1", 4, 2, 0)
     try:
-        after = nice_of_threads()
-        new = {tid: nice for tid, nice in after.items() if tid not in before}
+        after = policies()
+        new = {tid: policy for tid, policy in after.items() if tid not in before}
         assert new, "the pools started no threads"
-        own = os.getpriority(os.PRIO_PROCESS, 0)
-        assert set(new.values()) == {min(19, own + POOL_THREAD_NICE)}
+        assert set(new.values()) == {os.SCHED_IDLE}
         # The process's other threads (the sampler's among them) keep theirs.
-        assert all(after[tid] == nice for tid, nice in before.items() if tid in after)
+        assert all(after[tid] == policy for tid, policy in before.items() if tid in after)
     finally:
         split.stop()
-    # One pool (env_splits 1) is left at EnvPool's own priority.
-    before = nice_of_threads()
+    # One pool (env_splits 1) is left in EnvPool's own class.
+    before = policies()
     pool = make_envpool_env("CartPole-v1", 2, 0)
     try:
-        new = {tid: nice for tid, nice in nice_of_threads().items() if tid not in before}
-        assert new and set(new.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}
+        new = {tid: policy for tid, policy in policies().items() if tid not in before}
+        assert new and set(new.values()) == {os.SCHED_OTHER}
     finally:
         pool.close()
+
+
+@needs_envpool
+def test_split_pools_where_the_idle_class_is_refused_split_the_cores(monkeypatch):
+    # E.g. a container whose seccomp policy refuses sched_setscheduler: the pools keep
+    # their class and split the cores instead of each taking them all.
+    from corral.env import envpool_env
+
+    def refuse(*args):
+        raise PermissionError("refused")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse, raising=False)
+    envpool_env._can_run_threads_idle.cache_clear()
+    try:
+        split = make_envpool_splits("CartPole-v1", 8, 2, 0)
+        try:
+            expected = max(1, min(4, usable_cores() // 2))
+            assert [p.config["num_threads"] for p in split.pools] == [expected, expected]
+        finally:
+            split.stop()
+    finally:
+        envpool_env._can_run_threads_idle.cache_clear()
 
 
 @needs_envpool
