@@ -12,6 +12,7 @@ import pytest
 from corral.agents.callbacks import DefaultCallbacks
 from corral.env.envpool_env import (
     EnvPoolSplits,
+    _can_run_threads_idle,
     import_envpool,
     make_envpool_env,
     make_envpool_splits,
@@ -182,7 +183,7 @@ def test_split_pools_share_the_cores_unless_told():
     try:
         # Threads that yield to the sampler (Linux's SCHED_IDLE) get every core; elsewhere
         # the pools split them. At most one per sub-env (2 per pool here).
-        cores = usable_cores() if hasattr(os, "SCHED_IDLE") else usable_cores() // 2
+        cores = usable_cores() if _can_run_threads_idle() else usable_cores() // 2
         expected = max(1, min(2, cores))
         assert [p.config["num_threads"] for p in split.pools] == [expected, expected]
         assert [p.config["seed"] for p in split.pools] == [0, 2]
@@ -197,8 +198,9 @@ def test_split_pools_share_the_cores_unless_told():
 
 @needs_envpool
 @pytest.mark.skipif(
-    not (sys.platform.startswith("linux") and hasattr(os, "SCHED_IDLE")),
-    reason="per-thread scheduling classes are Linux's (/proc/self/task, SCHED_IDLE)",
+    not _can_run_threads_idle(),
+    reason="this OS lists no threads or refuses SCHED_IDLE (Linux's /proc/self/task and "
+    "per-thread scheduling classes; a container's seccomp policy may refuse the class)",
 )
 def test_split_pools_threads_run_only_on_cores_the_sampler_leaves_idle():
     def policies() -> dict[int, int]:
