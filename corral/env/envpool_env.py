@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -37,6 +36,8 @@ from corral.env.native_vector_env import (
 from corral.utils.sys_usage import usable_cores
 
 INSTALL_HINT = "pip install corral[envpool]"
+
+_T = TypeVar("_T")
 
 
 def import_envpool() -> Any:
@@ -174,13 +175,15 @@ def make_envpool_splits(
     sub-env `i` of the whole gets `seed + i`; None: one random seed for all.
 
     The pools share the machine with the sampler's thread, which is what split sampling
-    waits on: where the OS schedules threads by class (Linux's `SCHED_IDLE`), the pools'
-    threads run only on cores no other thread of the machine wants, so that a group's
-    wake-up never takes the core from the sampler computing the next group's actions,
-    and unless `env_config` sets `num_threads` each pool gets a thread per core (at most
-    one per sub-env) to fill every core the sampler leaves idle. Elsewhere each pool
-    gets `cpu_count // splits` threads (at least 1, at most its sub-envs) instead of
-    EnvPool's one per sub-env, whose wake-ups would preempt the sampler's thread.
+    waits on. Where the OS has a scheduling class for threads that run only on cores no
+    other thread wants (Linux's `SCHED_IDLE`), the pools are made on a short-lived thread
+    in that class, whose threads EnvPool's inherit: a group's wake-up never takes the core
+    from the sampler computing the next group's actions, and unless `env_config` sets
+    `num_threads` each pool gets a thread per core (at most one per sub-env) to fill
+    every core the sampler leaves idle. No other thread of the process changes class.
+    Elsewhere (or where the class is refused, e.g. by a container's seccomp policy) each
+    pool gets `cpu_count // splits` threads instead of EnvPool's one per sub-env, whose
+    wake-ups would preempt the sampler's thread.
     """
     if splits < 1 or num_envs % splits:
         raise ValueError(
@@ -189,53 +192,41 @@ def make_envpool_splits(
     if seed is None:
         seed = _random_seed()
     size = num_envs // splits
-    config = dict(env_config or {})
-    idle_threads = _can_run_threads_idle()
-    if not config.get("num_threads"):
-        cores = usable_cores() if idle_threads else usable_cores() // splits
-        config["num_threads"] = max(1, min(size, cores))
-    before = _thread_ids()
-    pools = [make_envpool_env(task_id, size, seed + g * size, config) for g in range(splits)]
-    if idle_threads:
-        _run_when_idle(_thread_ids() - before)
+
+    def make_pools(idle_class: bool) -> list[Any]:
+        config = dict(env_config or {})
+        if not config.get("num_threads"):
+            cores = usable_cores() if idle_class else usable_cores() // splits
+            config["num_threads"] = max(1, min(size, cores))
+        return [make_envpool_env(task_id, size, seed + g * size, config) for g in range(splits)]
+
+    pools = _on_idle_thread(make_pools)
     return EnvPoolSplits(pools, name=f"envpool:{task_id}", channels_last=has_image_frames(pools[0]))
 
 
-@functools.cache
-def _can_run_threads_idle() -> bool:
-    """Whether this OS lists this process's threads and lets it put one in the class
-    that runs only when no other thread wants its core (Linux's `SCHED_IDLE`): tried
-    once per process on a throwaway thread (a container's seccomp policy may refuse it)."""
-    if not (hasattr(os, "SCHED_IDLE") and hasattr(os, "sched_setscheduler") and _thread_ids()):
-        return False
-    done: list[bool] = []
+def _on_idle_thread(make: Callable[[bool], _T]) -> _T:
+    """`make(idle_class)` called on a new thread that first puts itself in Linux's
+    `SCHED_IDLE` class (`idle_class`: whether it got in; no privilege is needed), so that
+    the threads `make` starts inherit the class. The thread ends with the call; its
+    exception, if any, is raised here."""
+    outcome: list[Any] = []
 
-    def probe() -> None:
+    def run() -> None:
+        idle_class = False
+        if hasattr(os, "SCHED_IDLE") and hasattr(os, "sched_setscheduler"):
+            # OSError: the OS or a seccomp policy refuses the class.
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread only
+                idle_class = True
         try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread only
-            done.append(True)
-        except OSError:
-            done.append(False)
+            outcome.append((True, make(idle_class)))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            outcome.append((False, e))
 
-    thread = threading.Thread(target=probe, name="corral-sched-idle-probe", daemon=True)
+    thread = threading.Thread(target=run, name="corral-envpool-maker")
     thread.start()
     thread.join()
-    return done == [True]
-
-
-def _thread_ids() -> set[int]:
-    """This process's thread ids (Linux: /proc/self/task), or none where the OS has no
-    such listing."""
-    try:
-        return {int(tid) for tid in os.listdir("/proc/self/task")}
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return set()
-
-
-def _run_when_idle(thread_ids: set[int]) -> None:
-    """Puts each thread in Linux's `SCHED_IDLE` class: it runs only on a core that no
-    normal thread wants (no privilege needed). A thread that has ended is skipped."""
-    for tid in thread_ids:
-        # OSError: the thread ended, or the OS refuses the class for it.
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

@@ -12,7 +12,7 @@ import pytest
 from corral.agents.callbacks import DefaultCallbacks
 from corral.env.envpool_env import (
     EnvPoolSplits,
-    _can_run_threads_idle,
+    _on_idle_thread,
     import_envpool,
     make_envpool_env,
     make_envpool_splits,
@@ -183,7 +183,7 @@ def test_split_pools_share_the_cores_unless_told():
     try:
         # Threads that yield to the sampler (Linux's SCHED_IDLE) get every core; elsewhere
         # the pools split them. At most one per sub-env (2 per pool here).
-        cores = usable_cores() if _can_run_threads_idle() else usable_cores() // 2
+        cores = usable_cores() if idle_class_granted() else usable_cores() // 2
         expected = max(1, min(2, cores))
         assert [p.config["num_threads"] for p in split.pools] == [expected, expected]
         assert [p.config["seed"] for p in split.pools] == [0, 2]
@@ -196,20 +196,28 @@ def test_split_pools_share_the_cores_unless_told():
         split.stop()
 
 
+def idle_class_granted() -> bool:
+    """Whether a thread of this process may put itself in SCHED_IDLE (asked as the split
+    pools' maker asks)."""
+    return _on_idle_thread(lambda idle_class: idle_class)
+
+
+def thread_classes() -> dict[int, int]:
+    """This process's threads and their scheduling classes (Linux)."""
+    return {int(t): os.sched_getscheduler(int(t)) for t in os.listdir("/proc/self/task")}
+
+
 @needs_envpool
 @pytest.mark.skipif(
-    not _can_run_threads_idle(),
-    reason="this OS lists no threads or refuses SCHED_IDLE (Linux's /proc/self/task and "
-    "per-thread scheduling classes; a container's seccomp policy may refuse the class)",
+    not (os.path.isdir("/proc/self/task") and hasattr(os, "SCHED_IDLE") and idle_class_granted()),
+    reason="needs Linux's per-thread scheduling classes, SCHED_IDLE granted (a container's "
+    "seccomp policy may refuse it)",
 )
 def test_split_pools_threads_run_only_on_cores_the_sampler_leaves_idle():
-    def policies() -> dict[int, int]:
-        return {int(t): os.sched_getscheduler(int(t)) for t in os.listdir("/proc/self/task")}
-
-    before = policies()
+    before = thread_classes()
     split = make_envpool_splits("CartPole-v1", 4, 2, 0)
     try:
-        after = policies()
+        after = thread_classes()
         new = {tid: policy for tid, policy in after.items() if tid not in before}
         assert new, "the pools started no threads"
         assert set(new.values()) == {os.SCHED_IDLE}
@@ -218,10 +226,10 @@ def test_split_pools_threads_run_only_on_cores_the_sampler_leaves_idle():
     finally:
         split.stop()
     # One pool (env_splits 1) is left in EnvPool's own class.
-    before = policies()
+    before = thread_classes()
     pool = make_envpool_env("CartPole-v1", 2, 0)
     try:
-        new = {tid: policy for tid, policy in policies().items() if tid not in before}
+        new = {tid: policy for tid, policy in thread_classes().items() if tid not in before}
         assert new and set(new.values()) == {os.SCHED_OTHER}
     finally:
         pool.close()
@@ -231,22 +239,27 @@ def test_split_pools_threads_run_only_on_cores_the_sampler_leaves_idle():
 def test_split_pools_where_the_idle_class_is_refused_split_the_cores(monkeypatch):
     # E.g. a container whose seccomp policy refuses sched_setscheduler: the pools keep
     # their class and split the cores instead of each taking them all.
-    from corral.env import envpool_env
-
     def refuse(*args):
         raise PermissionError("refused")
 
     monkeypatch.setattr(os, "sched_setscheduler", refuse, raising=False)
-    envpool_env._can_run_threads_idle.cache_clear()
+    split = make_envpool_splits("CartPole-v1", 8, 2, 0)
     try:
-        split = make_envpool_splits("CartPole-v1", 8, 2, 0)
-        try:
-            expected = max(1, min(4, usable_cores() // 2))
-            assert [p.config["num_threads"] for p in split.pools] == [expected, expected]
-        finally:
-            split.stop()
+        expected = max(1, min(4, usable_cores() // 2))
+        assert [p.config["num_threads"] for p in split.pools] == [expected, expected]
     finally:
-        envpool_env._can_run_threads_idle.cache_clear()
+        split.stop()
+
+
+def test_the_pools_maker_hands_its_error_to_the_caller():
+    def fail(idle_class):
+        raise ValueError("no such task")
+
+    with pytest.raises(ValueError, match="no such task"):
+        _on_idle_thread(fail)
+    # The caller's own thread keeps its class.
+    if hasattr(os, "sched_getscheduler"):
+        assert os.sched_getscheduler(0) != getattr(os, "SCHED_IDLE", -1)
 
 
 @needs_envpool
