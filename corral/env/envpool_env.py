@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
@@ -209,24 +209,15 @@ def _on_idle_thread(make: Callable[[bool], _T]) -> _T:
     `SCHED_IDLE` class (`idle_class`: whether it got in; no privilege is needed), so that
     the threads `make` starts inherit the class. The thread ends with the call; its
     exception, if any, is raised here."""
-    outcome: list[Any] = []
 
-    def run() -> None:
+    def run() -> _T:
         idle_class = False
         if hasattr(os, "SCHED_IDLE") and hasattr(os, "sched_setscheduler"):
             # OSError: the OS or a seccomp policy refuses the class.
             with contextlib.suppress(OSError):
                 os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread only
                 idle_class = True
-        try:
-            outcome.append((True, make(idle_class)))
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-            outcome.append((False, e))
+        return make(idle_class)
 
-    thread = threading.Thread(target=run, name="corral-envpool-maker")
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corral-envpool-maker") as one:
+        return one.submit(run).result()
