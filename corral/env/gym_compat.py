@@ -294,7 +294,32 @@ def _shimmy_convert(env: Any) -> gym.Env:
     return converted
 
 
-class OldAPIEnv(gym.Env):
+class _OldEnvAdapter:
+    """What the old-API adapters below share: the old env in `env`, which `close`,
+    `unwrapped` and any attribute the adapter lacks reach; seeding through its `seed`."""
+
+    env: Any
+
+    def _seed_old_env(self, seed: int | None) -> None:
+        """The old API's seeding (`env.seed(seed)` before `reset()`), where it has one."""
+        if seed is not None and callable(getattr(self.env, "seed", None)):
+            self.env.seed(seed)
+
+    def close(self) -> None:
+        if callable(getattr(self.env, "close", None)):
+            self.env.close()
+
+    @property
+    def unwrapped(self) -> Any:
+        return self.env
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+class OldAPIEnv(_OldEnvAdapter, gym.Env):
     """A single-agent env with the old API that is not a `gym.Env` (duck-typed), as a
     Gymnasium env. `done` becomes `terminated`, unless the info says
     `TimeLimit.truncated` (gym's TimeLimit), which becomes `truncated`."""
@@ -307,8 +332,7 @@ class OldAPIEnv(gym.Env):
         self.render_mode = getattr(env, "render_mode", None)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if seed is not None and callable(getattr(self.env, "seed", None)):
-            self.env.seed(seed)
+        self._seed_old_env(seed)
         return self.env.reset(), {}
 
     def step(self, action: Any):
@@ -325,21 +349,8 @@ class OldAPIEnv(gym.Env):
     def render(self) -> Any:
         return self.env.render(mode=self.render_mode or "human")
 
-    def close(self) -> None:
-        if callable(getattr(self.env, "close", None)):
-            self.env.close()
 
-    @property
-    def unwrapped(self) -> Any:
-        return self.env
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-
-class OldAPIMultiAgentEnv(MultiAgentEnv):
+class OldAPIMultiAgentEnv(_OldEnvAdapter, MultiAgentEnv):
     """An RLlib 1.x `MultiAgentEnv` (`reset() -> obs_dict`, `step() -> (obs, rewards,
     dones, infos)` with `dones["__all__"]`) as a Gymnasium-style one.
 
@@ -364,8 +375,7 @@ class OldAPIMultiAgentEnv(MultiAgentEnv):
         self.render_mode = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if seed is not None and callable(getattr(self.env, "seed", None)):
-            self.env.seed(seed)
+        self._seed_old_env(seed)
         obs = self.env.reset()
         if not isinstance(obs, dict):
             raise EnvError(
@@ -401,19 +411,6 @@ class OldAPIMultiAgentEnv(MultiAgentEnv):
 
     def render(self, mode: str = "rgb_array") -> Any:
         return self.env.render(mode=mode) if callable(getattr(self.env, "render", None)) else None
-
-    def close(self) -> None:
-        if callable(getattr(self.env, "close", None)):
-            self.env.close()
-
-    @property
-    def unwrapped(self) -> Any:
-        return self.env
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
 
 
 def _per_agent(spaces: Any) -> dict | None:

@@ -141,6 +141,37 @@ def test_duck_typed_old_env_is_wrapped():
     assert env.step(0) == (1, 0.5, False, True, {"TimeLimit.truncated": True})
 
 
+@pytest.mark.parametrize("adapter", [OldAPIEnv, OldAPIMultiAgentEnv])
+def test_old_api_adapters_seed_close_and_reach_the_old_env(adapter):
+    class Recording:
+        observation_space = gymnasium.spaces.Discrete(2)
+        action_space = gymnasium.spaces.Discrete(2)
+        level = 7
+
+        def __init__(self):
+            self.calls = []
+
+        def seed(self, seed):
+            self.calls.append(("seed", seed))
+
+        def reset(self):
+            self.calls.append(("reset",))
+            return {0: 0} if adapter is OldAPIMultiAgentEnv else 0
+
+        def close(self):
+            self.calls.append(("close",))
+
+    old = Recording()
+    env = adapter(old)
+    env.reset(seed=3)
+    env.reset()  # no seed: the old env is not re-seeded
+    env.close()
+    assert old.calls == [("seed", 3), ("reset",), ("reset",), ("close",)]
+    assert env.unwrapped is old and env.level == 7
+    with pytest.raises(AttributeError):
+        env.no_such_attribute  # noqa: B018
+
+
 def test_gymnasium_env_passes_through():
     env = gymnasium.make("CartPole-v1")
     assert ensure_gymnasium_env(env) is env
