@@ -28,6 +28,7 @@ import collections
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import signal
 import sys
@@ -176,6 +177,18 @@ def wait_all(futures: Iterable[WorkerFuture], timeout: float | None = None) -> l
 get = wait_all
 
 
+def _request_bytes(message: tuple) -> bytes:
+    """A request as bytes for the child: multiprocessing's pickler, or cloudpickle where
+    that fails (a lambda or a local function among the arguments, as in RLlib 1.x's
+    `worker.foreach_env.remote(lambda env: ...)`, which Ray pickles with cloudpickle).
+    The child loads either with `pickle`. Raises what cloudpickle raises for what
+    neither can pickle (a lock, an open socket)."""
+    try:
+        return bytes(ForkingPickler.dumps(message))
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return cloudpickle.dumps(message)
+
+
 class ProcessWorker:
     """A `RolloutWorker` (or learner) in a child process of this machine; a `WorkerHandle`.
 
@@ -254,7 +267,7 @@ class ProcessWorker:
         kind, target = message[0], message[1]
         future = Future(self, target if kind == "call" else kind)
         # Pickled here, so that an argument that cannot be pickled fails the caller.
-        data = bytes(ForkingPickler.dumps(message))
+        data = _request_bytes(message)
         with self._lock:
             if self._dead is not None:
                 future._set(error=self._dead)
