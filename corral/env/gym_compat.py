@@ -229,9 +229,9 @@ def is_old_api_env(env: Any) -> bool:
     reset = getattr(env, "reset", None)
     if reset is None or not callable(getattr(env, "step", None)):
         return False
-    if isinstance(env, MultiAgentEnv) or not isinstance(env, gym.Env):
-        return not _takes_seed(reset)
-    return False
+    # Also a Gymnasium-based class whose subclass kept the old `reset()` (RLlib 1.x code
+    # subclassing `MultiAgentEnv` or `TaskSettableEnv`, which derived from gym.Env).
+    return not _takes_seed(reset)
 
 
 def ensure_gymnasium_env(env: Any) -> Any:

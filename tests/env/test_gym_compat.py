@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from corral.env.apis.task_settable_env import TaskSettableEnv
 from corral.env.gym_compat import (
     OldAPIEnv,
     OldAPIMultiAgentEnv,
@@ -195,6 +196,58 @@ def test_old_env_class_trains():
     result = _train_one(OldCorridor, {"env_config": {"corridor_length": 3}})
     assert result["timesteps_total"] >= 40
     assert result["episodes_total"] > 0
+
+
+class OldLevels(TaskSettableEnv):
+    """RLlib 1.x's curriculum env shape: a `TaskSettableEnv` subclass (a Gymnasium env
+    class here) that kept the old API: `reset() -> obs`, 4-tuple steps, gym spaces."""
+
+    def __init__(self, config=None):
+        self.level = 1
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self):
+        self.t = 0
+        return np.zeros(1, np.float32)
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), 1.0, self.t >= 2 * self.level, {}
+
+    def sample_tasks(self, n_tasks):
+        return [1] * n_tasks
+
+    def get_task(self):
+        return self.level
+
+    def set_task(self, task):
+        self.level = task
+
+
+def test_old_api_subclass_of_a_gymnasium_based_class_is_converted_and_trains():
+    with pytest.warns(UserWarning, match="OldLevels"):
+        env = ensure_gymnasium_env(OldLevels())
+    assert isinstance(env, OldAPIEnv)
+    assert env.step(0) == (np.zeros(1, np.float32), 1.0, False, False, {})
+    from corral.agents.pg import PGTrainer
+
+    config = {"num_workers": 0, "rollout_fragment_length": 12, "train_batch_size": 12}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = PGTrainer(
+            config={**config, "env_task_fn": lambda result, env, ctx: 3}, env=OldLevels
+        )
+    try:
+        # Level 1's episodes last 2 steps; env_task_fn moves every env to level 3 (6 steps).
+        assert trainer.train()["episode_len_mean"] == 2
+        assert trainer.workers.foreach_env(lambda env: env.get_task()) == [[3]]
+        result = trainer.train()
+        assert result["episodes_this_iter"] == 2
+        assert result["hist_stats"]["episode_lengths"][-2:] == [6, 6]
+    finally:
+        trainer.stop()
 
 
 def test_registered_gym_make_creator_trains():
