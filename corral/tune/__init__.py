@@ -8,6 +8,14 @@ plain scripts import it before deciding what to build.
 from corral.tune.callback import Callback
 from corral.tune.registry import register_env, register_input, register_trainable
 from corral.tune.search import choice, loguniform, randint, sample_from, uniform
+from corral.tune.session import (
+    checkpoint_dir,
+    get_trial_dir,
+    get_trial_id,
+    get_trial_name,
+    is_session_enabled,
+    report,
+)
 from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
 from corral.tune.tune import ExperimentAnalysis, Trial, grid_search, run
 
@@ -18,8 +26,13 @@ __all__ = [
     "ExportFormat",
     "Trainable",
     "Trial",
+    "checkpoint_dir",
     "choice",
+    "get_trial_dir",
+    "get_trial_id",
+    "get_trial_name",
     "grid_search",
+    "is_session_enabled",
     "loguniform",
     "randint",
     "sample_from",
@@ -27,5 +40,6 @@ __all__ = [
     "register_env",
     "register_input",
     "register_trainable",
+    "report",
     "run",
 ]

@@ -30,12 +30,15 @@ def run_trials_on_ray(
     experiment_root: str,
     name: str,
     loop: TrialLoop,
+    resources: Any = None,
 ) -> None:
     """Runs `trials` on Ray Tune (connecting with `ray.init()` when needed) and fills
     each trial's results, checkpoints, status and logdir in place.
 
     `loop` says how, as for local trials: its stop rule (corral's, handed to Ray as a
     function, so both paths stop alike), restore, checkpoint frequency and keeping.
+    `resources` (`tune.run(resources_per_trial=...)`), when given, is every trial's
+    placement group instead of the trainable's `default_resource_request`.
     """
     import ray
     from ray import tune
@@ -53,6 +56,8 @@ def run_trials_on_ray(
 
         @classmethod
         def default_resource_request(cls, config: dict) -> Any:
+            if resources is not None:
+                return resources
             return trainable_cls.default_resource_request(configs[config[TRIAL_INDEX]])
 
     IndexedTrainable.__name__ = IndexedTrainable.__qualname__ = base.__name__

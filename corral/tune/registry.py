@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
+from corral.tune.function_trainable import wrap_function
 from corral.tune.trainable import Trainable
 
 ENV_CREATOR = "env_creator"
@@ -111,12 +112,17 @@ def register_trainable(name: str, trainable: type) -> None:
 
     Args:
         name: the name to run it by.
-        trainable: a subclass of ``corral.tune.Trainable`` (e.g. a Trainer).
-            Ray's function trainables are not supported: subclass ``Trainable``.
+        trainable: a subclass of ``corral.tune.Trainable`` (e.g. a Trainer), or a
+            function trainable ``train_fn(config)`` (see ``corral.tune.function_trainable``).
     """
     _check_name(name)
+    if not isinstance(trainable, type) and callable(trainable):
+        trainable = wrap_function(trainable)
     if not (isinstance(trainable, type) and issubclass(trainable, Trainable)):
-        raise TypeError(f"trainable must be a subclass of corral.tune.Trainable, got {trainable!r}")
+        raise TypeError(
+            "trainable must be a subclass of corral.tune.Trainable or a function, "
+            f"got {trainable!r}"
+        )
     global_registry.register(TRAINABLE_CLASS, name, trainable)
 
 

@@ -69,3 +69,62 @@ def resource_request(bundles: Sequence[dict[str, float]], strategy: str = "PACK"
     from ray.tune.execution.placement_groups import PlacementGroupFactory
 
     return PlacementGroupFactory(cleaned, strategy=strategy)
+
+
+# Ray Tune 1.13's `resources_per_trial` dict: its keys, and the bundle each goes in (the
+# trial's driver, or one more bundle for the `extra_*` amounts) under Ray's resource name.
+_TUNE_RESOURCE_KEYS = {
+    "cpu": (0, "CPU"),
+    "gpu": (0, "GPU"),
+    "memory": (0, "memory"),
+    "object_store_memory": (0, "object_store_memory"),
+    "extra_cpu": (1, "CPU"),
+    "extra_gpu": (1, "GPU"),
+    "extra_memory": (1, "memory"),
+    "extra_object_store_memory": (1, "object_store_memory"),
+}
+
+
+def resources_from_tune_argument(resources_per_trial: Any) -> Any:
+    """`tune.run(resources_per_trial=...)` as a request (None when not given).
+
+    Args:
+        resources_per_trial: None, a request (an object with `bundles`, such as a Ray
+            `PlacementGroupFactory` or a `ResourceRequest`), or Ray Tune 1.13's dict:
+            `cpu` (default 1), `gpu`, `memory`, `object_store_memory`, their `extra_*`
+            forms, `custom_resources` and `extra_custom_resources` (dicts of amounts).
+
+    Raises:
+        ValueError: an unknown key, or an amount that is not a number >= 0.
+    """
+    if resources_per_trial is None or hasattr(resources_per_trial, "bundles"):
+        return resources_per_trial
+    if not isinstance(resources_per_trial, dict):
+        raise ValueError(
+            "resources_per_trial must be a dict such as {'cpu': 1, 'gpu': 0} or a "
+            f"PlacementGroupFactory, got {resources_per_trial!r}"
+        )
+    bundles: list[dict[str, float]] = [{"CPU": 1}, {}]
+    for key, value in resources_per_trial.items():
+        if key in ("custom_resources", "extra_custom_resources"):
+            amounts = value or {}
+            if not isinstance(amounts, dict):
+                raise ValueError(f"resources_per_trial[{key!r}] must be a dict, got {value!r}")
+            index = 1 if key.startswith("extra_") else 0
+            items = [(f"{key}[{name!r}]", index, name, amount) for name, amount in amounts.items()]
+        elif key in _TUNE_RESOURCE_KEYS:
+            index, name = _TUNE_RESOURCE_KEYS[key]
+            items = [(key, index, name, value)]
+        else:
+            raise ValueError(
+                f"Unknown resources_per_trial key {key!r}; expected one of "
+                f"{sorted([*_TUNE_RESOURCE_KEYS, 'custom_resources', 'extra_custom_resources'])}"
+            )
+        for label, index, name, amount in items:
+            amount = 0 if amount is None else amount
+            if isinstance(amount, bool) or not isinstance(amount, int | float) or amount < 0:
+                raise ValueError(
+                    f"resources_per_trial {label} must be a number >= 0, got {amount!r}"
+                )
+            bundles[index][name] = amount
+    return resource_request(bundles if any(bundles[1].values()) else bundles[:1])

@@ -28,6 +28,11 @@ CONFIG = "config"
 TIME_SINCE_RESTORE = "time_since_restore"
 TIMESTEPS_SINCE_RESTORE = "timesteps_since_restore"
 ITERATIONS_SINCE_RESTORE = "iterations_since_restore"
+# A result that asks the trial's loop to save a checkpoint now (Ray Tune's key).
+SHOULD_CHECKPOINT = "should_checkpoint"
+# A function trainable's marker that its function returned after its last result, which
+# is thereby the trial's final one; it carries no new metrics (Ray Tune's key).
+RESULT_DUPLICATE = "__duplicate__"
 
 # The figures RLlib's ``Trainer.train()`` adds (``Trainer._compile_results``).
 EPISODE_REWARD_MEAN = "episode_reward_mean"

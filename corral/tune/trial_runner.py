@@ -19,6 +19,8 @@ from corral.tune.callback import Callback
 from corral.tune.result import (
     DONE,
     EPISODE_REWARD_MEAN,
+    RESULT_DUPLICATE,
+    SHOULD_CHECKPOINT,
     TIME_TOTAL_S,
     TIMESTEPS_TOTAL,
     TRAINING_ITERATION,
@@ -36,7 +38,9 @@ class TrialLoop:
         should_stop: ``stop(trial_id, result)``; see ``stopping.stop_condition``. A
             result with ``done=True`` ends the trial too.
         restore: a checkpoint every trial restores before its first iteration.
-        checkpoint_freq: save every this many iterations (0: never).
+        checkpoint_freq: save every this many iterations (0: never). A result with
+            ``should_checkpoint=True`` is saved after too (a function trainable's
+            ``tune.checkpoint_dir``).
         checkpoint_at_end: save once more at the end (also when an exception such as
             Ctrl-C's ``KeyboardInterrupt`` ends the loop) unless that iteration was
             just saved.
@@ -92,11 +96,19 @@ class TrialLoop:
         try:
             while True:
                 result = trainable.train()
+                if result.get(RESULT_DUPLICATE):
+                    # A function trainable's function returned: its last result was final.
+                    trial.last_result = {**trial.last_result, DONE: True}
+                    if result.get(SHOULD_CHECKPOINT):
+                        save()
+                    return
                 trial.update_last_result(result)
                 self._call("on_trial_result", trainable, trials, trial, result)
                 if self.verbose >= 2:
                     print(f"Trial {trial} iteration {trainable.iteration}: {_summary(result)}")
-                if self.checkpoint_freq and trainable.iteration % self.checkpoint_freq == 0:
+                if result.get(SHOULD_CHECKPOINT) or (
+                    self.checkpoint_freq and trainable.iteration % self.checkpoint_freq == 0
+                ):
                     save()
                 if result.get(DONE) or self.should_stop(trial.trial_id, result):
                     return

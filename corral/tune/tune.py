@@ -10,18 +10,22 @@ run sequentially and an exception in one ends the run.
 from __future__ import annotations
 
 import copy
+import datetime
 import itertools
 import math
 import os
 import random
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from corral.tune.callback import Callback
+from corral.tune.function_trainable import FunctionTrainable, wrap_function
 from corral.tune.logger import Logger, UnifiedLogger
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
+from corral.tune.resources import resources_from_tune_argument
 from corral.tune.result import TRAINING_ITERATION, default_results_dir, new_logdir
 from corral.tune.search import has_domains, resolve
 from corral.tune.stopping import StopFn, metric_value, stop_condition
@@ -198,7 +202,7 @@ def _scoped_value(trial: Trial, metric: str, mode: str, scope: str) -> float | N
 
 
 def run(
-    run_or_experiment: str | type[Trainable],
+    run_or_experiment: str | type[Trainable] | Callable[..., Any],
     config: dict | None = None,
     stop: Mapping[str, Any] | StopFn | None = None,
     num_samples: int = 1,
@@ -215,12 +219,17 @@ def run(
     checkpoint_score_attr: str | None = None,
     seed: int | None = None,
     callbacks: Sequence[Callback] | None = None,
+    resources_per_trial: Any = None,
+    time_budget_s: float | datetime.timedelta | None = None,
+    **ray_tune_options: Any,
 ) -> ExperimentAnalysis:
     """Train trials of a trainable until each meets ``stop``; return their analysis.
 
     Args:
         run_or_experiment: a ``Trainable`` subclass, a name given to
-            ``register_trainable``, or an algorithm name such as ``"PPO"``.
+            ``register_trainable``, an algorithm name such as ``"PPO"``, or a function
+            trainable ``train_fn(config)`` that reports with ``tune.report(...)`` (Ray Tune
+            1.x's function API, see ``corral.tune.function_trainable``; local path only).
         config: the config; ``grid_search([...])`` values are expanded. With
             ``"backend": "ray"`` the trials run in parallel under Ray Tune (on the cluster
             ``ray.init()`` connects to), each in its ``default_resource_request`` placement
@@ -246,16 +255,38 @@ def run(
         seed: seed of the draws of search spaces (``choice``, ``uniform``, ...).
         callbacks: ``tune.Callback`` hooks called as each trial starts, reports a
             result, saves a checkpoint and ends (the local path; not with ``"backend": "ray"``).
+        resources_per_trial: what one trial needs, as Ray Tune takes it: a dict (``{"cpu":
+            1, "gpu": 0, "extra_cpu": 2, ...}``) or a ``PlacementGroupFactory`` (e.g. a
+            Trainer's ``default_resource_request(config)``). With ``"backend": "ray"`` it
+            replaces the trainable's own request; locally the trials run one after
+            another in this process, so it is only checked for its form.
+        time_budget_s: seconds (or a ``timedelta``) after which the running trial stops
+            and no further trial starts (those stay ``PENDING``).
+        **ray_tune_options: the rest of Ray Tune 1.13's ``tune.run`` arguments
+            (``search_alg``, ``scheduler``, ``max_failures``, ``progress_reporter``, ...),
+            accepted at their defaults; any other value raises ``NotImplementedError``
+            naming it (corral.tune runs trials one after another, without searchers or
+            schedulers: with the ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
     """
+    _check_ray_tune_options(ray_tune_options)
+    resources = resources_from_tune_argument(resources_per_trial)
+    deadline = _deadline(time_budget_s)
     trainable_cls = _resolve_trainable(run_or_experiment)
     trainable_name = (
         run_or_experiment if isinstance(run_or_experiment, str) else trainable_cls.__name__
     )
+    is_function = issubclass(trainable_cls, FunctionTrainable)
+    if is_function and (checkpoint_freq or checkpoint_at_end):
+        raise ValueError(
+            f"checkpoint_freq / checkpoint_at_end cannot save the function trainable "
+            f"{trainable_name}: its state lives in the function. Write checkpoints inside "
+            "it with `with tune.checkpoint_dir(step) as path:` instead."
+        )
     experiment_dir = os.path.join(local_dir or default_results_dir(), name or trainable_name)
     keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
     trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
     loop = TrialLoop(
-        stop_condition(stop),
+        _until(deadline, stop_condition(stop)),
         restore=restore,
         checkpoint_freq=checkpoint_freq,
         checkpoint_at_end=checkpoint_at_end,
@@ -264,6 +295,11 @@ def run(
         verbose=verbose,
     )
     if (config or {}).get("backend") == "ray":
+        if is_function:
+            raise ValueError(
+                f"The function trainable {trainable_name} runs on the local path only, not with "
+                '"backend": "ray"; with the ray extra, call ray.tune.run on it directly.'
+            )
         if callbacks:
             raise ValueError(
                 "tune.run(callbacks=...) runs its hooks on the local path only; with "
@@ -278,9 +314,12 @@ def run(
             experiment_root=local_dir or default_results_dir(),
             name=name or trainable_name,
             loop=loop,
+            resources=resources,
         )
         return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
     for trial in trials:
+        if deadline is not None and time.monotonic() >= deadline:
+            break  # out of time_budget_s: the rest stay PENDING
         trial.status = "RUNNING"  # also while its trainable is being built
         try:
             trainable = _build_trainable(trial, trainable_cls, experiment_dir)
@@ -294,14 +333,78 @@ def run(
 def _resolve_trainable(run_or_experiment: Any) -> type[Trainable]:
     if isinstance(run_or_experiment, type) and issubclass(run_or_experiment, Trainable):
         return run_or_experiment
+    if callable(run_or_experiment) and not isinstance(run_or_experiment, type):
+        return wrap_function(run_or_experiment)
     if not isinstance(run_or_experiment, str):
         raise TypeError(
-            "run_or_experiment must be a Trainable subclass or the name of one, "
-            f"got {run_or_experiment!r}"
+            "run_or_experiment must be a Trainable subclass, the name of one or a function "
+            f"trainable, got {run_or_experiment!r}"
         )
     if global_registry.contains(TRAINABLE_CLASS, run_or_experiment):
         return global_registry.get(TRAINABLE_CLASS, run_or_experiment)
     return _algorithm_class(run_or_experiment)
+
+
+# Ray Tune 1.13's `tune.run` arguments that corral.tune does not act on, with the values
+# that ask for nothing it lacks (Ray's defaults, and those that match running trials one
+# after another in this process).
+_RAY_TUNE_OPTIONS: dict[str, tuple] = {
+    "search_alg": (None,),
+    "scheduler": (None,),
+    "progress_reporter": (None,),
+    "log_to_file": (False,),
+    "trial_name_creator": (None,),
+    "trial_dirname_creator": (None,),
+    "sync_config": (None,),
+    "export_formats": (None, ()),
+    "max_failures": (0,),
+    # corral.tune ends the run at the first failing trial and raises its error.
+    "fail_fast": (False, True, "raise"),
+    "server_port": (None,),
+    "resume": (False,),
+    "reuse_actors": (False, True),
+    "trial_executor": (None,),
+    "raise_on_failed_trial": (True,),
+    "max_concurrent_trials": (None,),
+    "queue_trials": (None, False, True),
+    "loggers": (None,),
+}
+
+
+def _check_ray_tune_options(options: Mapping[str, Any]) -> None:
+    for key, value in options.items():
+        if key not in _RAY_TUNE_OPTIONS:
+            raise TypeError(f"tune.run() got an unexpected keyword argument {key!r}")
+        accepted = _RAY_TUNE_OPTIONS[key]
+        if key == "max_concurrent_trials" and isinstance(value, int) and value >= 1:
+            continue  # trials run one at a time: within any limit
+        if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
+            raise NotImplementedError(
+                f"tune.run({key}={value!r}) is Ray Tune's: corral.tune runs trials one after "
+                "another in this process, without search algorithms, schedulers, retries or "
+                f"resumption (accepted here: {key}={accepted[0]!r}). With the `ray` extra "
+                "installed, ray.tune.run takes corral's Trainers with all its options."
+            )
+
+
+def _deadline(time_budget_s: float | datetime.timedelta | None) -> float | None:
+    """The ``time.monotonic()`` at which ``time_budget_s`` from now runs out (None: never)."""
+    if time_budget_s is None:
+        return None
+    if isinstance(time_budget_s, datetime.timedelta):
+        time_budget_s = time_budget_s.total_seconds()
+    if isinstance(time_budget_s, bool) or not isinstance(time_budget_s, int | float):
+        raise ValueError(f"time_budget_s must be seconds or a timedelta, got {time_budget_s!r}")
+    if not time_budget_s > 0:
+        raise ValueError(f"time_budget_s must be > 0, got {time_budget_s!r}")
+    return time.monotonic() + time_budget_s
+
+
+def _until(deadline: float | None, should_stop: StopFn) -> StopFn:
+    """``should_stop``, and from ``deadline`` on every result stops its trial."""
+    if deadline is None:
+        return should_stop
+    return lambda trial_id, result: time.monotonic() >= deadline or should_stop(trial_id, result)
 
 
 def _algorithm_class(name: str) -> type[Trainable]:

@@ -47,14 +47,21 @@ def test_unknown_category_is_rejected():
         global_registry.register("nope", "x", 1)
 
 
-def test_register_trainable_requires_a_trainable_class():
+def test_register_trainable_takes_a_trainable_class_or_a_function():
     class Mine(tune.Trainable):
         pass
 
     register_trainable("test_mine", Mine)
     assert global_registry.get(TRAINABLE_CLASS, "test_mine") is Mine
-    with pytest.raises(TypeError, match="subclass of corral.tune.Trainable"):
-        register_trainable("test_fn", lambda config: None)
+
+    def train_fn(config):
+        pass
+
+    register_trainable("test_fn", train_fn)
+    wrapped = global_registry.get(TRAINABLE_CLASS, "test_fn")
+    assert issubclass(wrapped, tune.Trainable) and wrapped.__name__ == "train_fn"
+    with pytest.raises(TypeError, match="subclass of corral.tune.Trainable or a function"):
+        register_trainable("test_number", 3)
 
 
 def test_import_corral_tune_does_not_import_torch():

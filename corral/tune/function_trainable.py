@@ -1,0 +1,254 @@
+"""Function trainables: ``tune.run(train_fn, config=...)``, Ray Tune 1.x's function API.
+
+``wrap_function(train_fn)`` makes a ``Trainable`` class of a function. The function runs
+in its own thread with a ``session.Session`` open; each result it reports is one
+training iteration of the trial:
+
+- ``tune.report(**metrics)`` (``train_fn(config)``), or ``reporter(**metrics)`` for the
+  older ``train_fn(config, reporter)``;
+- a value it ``yield``\\ s (a generator function) or ``return``\\ s: a dict, or a number
+  (logged as ``_metric``).
+
+``report`` waits until the trial's loop asks for the next iteration, so the function
+runs no further than the loop has asked. When the function returns, its last result is
+the trial's final one (``done``). When the loop stops the trial first (a stop
+criterion), the waiting ``report`` raises ``session.TrialStopped`` in the function,
+which unwinds it. An exception in the function is raised by the trial's ``train()``.
+
+Checkpoints are the function's own: ``with tune.checkpoint_dir(step) as d:`` gives it a
+directory to write into, which becomes the trial's checkpoint; ``tune.run(train_fn,
+restore=path)`` hands ``path`` to the function's ``checkpoint_dir`` argument. (The
+function's state lives in its own variables, so ``checkpoint_freq`` /
+``checkpoint_at_end`` cannot save it: ``tune.run`` refuses them for a function.)
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import numbers
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from corral.tune.result import DONE, RESULT_DUPLICATE, SHOULD_CHECKPOINT
+from corral.tune.session import DEFAULT_METRIC, Session, TrialStopped, open_session
+from corral.tune.trainable import Trainable
+from corral.utils.error import CheckpointError
+
+logger = logging.getLogger(__name__)
+
+# How long stopping a trial waits for its function to unwind before leaving its thread.
+_STOP_TIMEOUT_S = 30.0
+
+
+class _FunctionReturned(Exception):
+    """The function returned after its last report: no new result."""
+
+
+class FunctionTrainable(Trainable):
+    """A function run as a trainable (made by ``wrap_function``)."""
+
+    # Set on the classes ``wrap_function`` makes.
+    _function: Callable[..., Any]
+    _passes_reporter = False
+    _passes_checkpoint_dir = False
+
+    def setup(self, config: dict) -> None:
+        self._function_config = config
+        self._session: Session | None = None
+        self._thread: threading.Thread | None = None
+        self._restore_from: str | None = None
+
+    def step(self) -> dict:
+        session = self._session
+        if session is None:
+            session = self._session = self._start()
+        else:
+            session.resume.put(True)
+        kind, payload = self._next_event(session)
+        if kind == "error":
+            raise payload
+        result = dict(payload or {})
+        if kind == "returned":
+            if self.iteration:
+                raise _FunctionReturned()
+            result[DONE] = True  # returned without reporting: one empty, final result
+        if session.new_checkpoint:
+            session.new_checkpoint = False
+            result[SHOULD_CHECKPOINT] = True
+        return result
+
+    def train(self) -> dict:
+        """One result of the function; once it has returned, Ray Tune's marker that its
+        last result was final: ``{"__duplicate__": True, "done": True}`` (plus
+        ``should_checkpoint`` when it made a checkpoint after that result)."""
+        try:
+            return super().train()
+        except _FunctionReturned:
+            assert self._session is not None
+            final = {RESULT_DUPLICATE: True, DONE: True}
+            if self._session.new_checkpoint:
+                self._session.new_checkpoint = False
+                final[SHOULD_CHECKPOINT] = True
+            return final
+
+    def save(self, checkpoint_dir: str | None = None) -> str:
+        """The newest checkpoint the function wrote (``tune.checkpoint_dir``).
+
+        Raises:
+            CheckpointError: the function has written none.
+        """
+        checkpoint = self._session.checkpoint if self._session is not None else None
+        if checkpoint is None:
+            raise CheckpointError(
+                f"{self._function_name()} has written no checkpoint: a function trainable "
+                "saves its own state inside `with tune.checkpoint_dir(step) as path:`."
+            )
+        return checkpoint
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Hands ``checkpoint_path`` to the function's ``checkpoint_dir`` argument when it starts.
+
+        Raises:
+            ValueError: the function takes no ``checkpoint_dir``, or already runs.
+        """
+        if not self._passes_checkpoint_dir:
+            raise ValueError(
+                f"Cannot restore {self._function_name()} from {checkpoint_path!r}: it takes no "
+                "`checkpoint_dir` argument (def train_fn(config, checkpoint_dir=None)), which "
+                "is how a function trainable gets its checkpoint back."
+            )
+        if self._session is not None:
+            raise ValueError("A function trainable restores only before its first train().")
+        self._restore_from = checkpoint_path
+
+    def cleanup(self) -> None:
+        """Stops the function at its pending ``report`` and waits for it to unwind."""
+        thread, session = self._thread, self._session
+        if thread is None or session is None:
+            return
+        session.resume.put(False)
+        thread.join(_STOP_TIMEOUT_S)
+        if thread.is_alive():
+            logger.warning(
+                "%s did not return within %.0f s of its trial stopping; its thread is left "
+                "running (it ends at its next tune.report).",
+                self._function_name(),
+                _STOP_TIMEOUT_S,
+            )
+
+    # -- the function's thread --------------------------------------------------------
+
+    def _function_name(self) -> str:
+        return getattr(self._function, "__name__", repr(self._function))
+
+    def _start(self) -> Session:
+        info = self._trial_info
+        session = Session(
+            self.logdir,
+            info.name if info else type(self).__name__,
+            info.trial_id if info else None,
+        )
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(session,),
+            name=f"corral-tune-{self._function_name()}",
+            daemon=True,
+        )
+        self._thread.start()
+        return session
+
+    def _run(self, session: Session) -> None:
+        open_session(session)
+        try:
+            args: list[Any] = [self._function_config]
+            if self._passes_reporter:
+                args.append(session)
+            kwargs = {"checkpoint_dir": self._restore_from} if self._passes_checkpoint_dir else {}
+            output = type(self)._function(*args, **kwargs)
+            if inspect.isgenerator(output):
+                for value in output:
+                    _report_output(session, value)
+            else:
+                _report_output(session, output)
+            session.events.put(("returned", None))
+        except TrialStopped:
+            pass
+        except BaseException as error:  # handed to the trial's train(), which raises it
+            session.events.put(("error", error))
+        finally:
+            open_session(None)
+
+    def _next_event(self, session: Session) -> tuple[str, Any]:
+        assert self._thread is not None
+        while True:
+            try:
+                return session.events.get(timeout=1.0)
+            except queue.Empty:  # check that the thread still runs
+                if not self._thread.is_alive() and session.events.empty():
+                    raise RuntimeError(
+                        f"{self._function_name()}'s thread ended without a result"
+                    ) from None
+
+
+def _report_output(session: Session, value: Any) -> None:
+    """What the function returned or yielded, as Ray Tune takes it: a dict is a result,
+    a number the result's ``_metric``; None is nothing."""
+    if value is None:
+        return
+    if isinstance(value, dict):
+        session.report(**value)
+    elif isinstance(value, numbers.Number):
+        session.report(**{DEFAULT_METRIC: value})
+    else:
+        raise ValueError(
+            "A function trainable returns or yields a dict of metrics or a single number, "
+            f"got {type(value).__name__}: {value!r:.200}"
+        )
+
+
+def wrap_function(train_fn: Callable[..., Any]) -> type[FunctionTrainable]:
+    """A ``Trainable`` class that runs ``train_fn`` (see the module docstring).
+
+    ``train_fn`` takes the trial's config first, then optionally ``reporter`` (Ray Tune
+    1.x's ``train_fn(config, reporter)``) or ``checkpoint_dir`` (the checkpoint to
+    restore, None when starting fresh).
+
+    Raises:
+        ValueError: ``train_fn`` takes other arguments.
+    """
+    try:
+        params = list(inspect.signature(train_fn).parameters.values())
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"Cannot read the arguments of {train_fn!r}: {e}") from None
+    names = [p.name for p in params]
+    passes_reporter = "reporter" in names
+    passes_checkpoint_dir = "checkpoint_dir" in names
+    required = [
+        p.name
+        for p in params[1:]
+        if p.default is inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.name not in ("reporter", "checkpoint_dir")
+    ]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if not params or params[0].kind not in positional or required:
+        raise ValueError(
+            f"A function trainable takes the trial's config as its first argument, then "
+            f"optionally `reporter` or `checkpoint_dir`; {getattr(train_fn, '__name__', train_fn)} "
+            f"takes {names}."
+        )
+    name = getattr(train_fn, "__name__", "func")
+    return type(
+        name,
+        (FunctionTrainable,),
+        {
+            "_function": staticmethod(train_fn),
+            "_passes_reporter": passes_reporter,
+            "_passes_checkpoint_dir": passes_checkpoint_dir,
+            "__module__": getattr(train_fn, "__module__", __name__),
+            "__doc__": getattr(train_fn, "__doc__", None),
+        },
+    )
