@@ -20,6 +20,11 @@ def results_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def _results(trial):
     with open(os.path.join(trial.logdir, "result.json")) as f:
         return [json.loads(line) for line in f]
@@ -115,8 +120,7 @@ def test_checkpoint_dir_checkpoints_are_the_trials_and_restore_hands_one_back(tm
                 start = int(f.read())
         for step in range(start, start + 3):
             with tune.checkpoint_dir(step=step) as path:
-                with open(os.path.join(path, "state.txt"), "w") as f:
-                    f.write(str(step + 1))
+                _write(os.path.join(path, "state.txt"), str(step + 1))
             tune.report(step=step)
 
     analysis = tune.run(train_fn, keep_checkpoints_num=1, checkpoint_score_attr="step", verbose=0)
