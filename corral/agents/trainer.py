@@ -57,6 +57,7 @@ from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
 from corral.tune.trainable import Trainable
 from corral.utils.filter import FilterManager
+from corral.utils.metrics.learner_info import learner_info_from
 from corral.utils.sys_usage import SysUsage
 
 __all__ = [
@@ -378,7 +379,7 @@ class Trainer(Trainable):
 
     def learner_info_from(self, results: dict | None) -> dict:
         """Learner results (Stats leaves) -> RLlib's `info/learner` layout."""
-        return trainer_results.learner_info_from(results)
+        return learner_info_from(results)
 
     # -- evaluation ---------------------------------------------------------
 

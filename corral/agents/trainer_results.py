@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from corral.execution.common import NUM_AGENT_STEPS_SAMPLED, steps_sampled
 from corral.offline.estimators.runner import collect_off_policy_estimates
-from corral.utils.metrics import stats_to_values
 
 if TYPE_CHECKING:
     from corral.agents.trainer import Trainer
@@ -45,22 +44,3 @@ def compile_results(trainer: Trainer, learner_info: dict, steps_this_iter: int) 
     # `off_policy_estimator/<name>/<metric>`: the workers' estimates from offline input.
     result["off_policy_estimator"] = collect_off_policy_estimates(trainer.workers)
     return result
-
-
-def learner_info_from(results: dict | None) -> dict:
-    """Learner results (`LearnerGroup.update`'s, Stats leaves) -> RLlib's `info/learner`
-    layout: `{policy_id: {"learner_stats", "num_agent_steps_trained", "custom_metrics"}}`."""
-    values = stats_to_values(results or {})
-    info = {}
-    for pid, stats in values.items():
-        if pid.startswith("__"):
-            continue
-        stats = dict(stats)
-        trained = stats.pop("num_module_steps_trained", 0)
-        custom = stats.pop("custom_metrics", {})
-        info[pid] = {
-            "learner_stats": stats,
-            "num_agent_steps_trained": trained,
-            "custom_metrics": custom if isinstance(custom, dict) else {},
-        }
-    return info

@@ -24,7 +24,7 @@ from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
 from corral.env.native_vector_env import batched_worker_env, vectorize_mode
 from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
 from corral.env.vector_env import VectorEnv
-from corral.evaluation.episode import Episode
+from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
 from corral.evaluation.obs_check import env_name, spaces_match
@@ -36,6 +36,7 @@ from corral.evaluation.policy_setup import (
     with_class_defaults,
 )
 from corral.evaluation.sampler import SingleAgentSampler
+from corral.evaluation.worker_kwargs import worker_config_from_kwargs
 from corral.offline.estimators.runner import estimate_off_policy
 from corral.offline.input_reader import SamplerInput
 from corral.offline.inputs import make_worker_io, read_fragment
@@ -69,6 +70,12 @@ class RolloutWorker:
         worker_index: 0 for the driver's worker, 1..n for remote ones.
         num_workers: number of remote workers in this worker's set.
         spaces: policy id -> (obs space, action space), for a worker without env.
+        policy_spec: instead of `policy_specs` and `config`, RLlib 1.13's keywords
+            for a worker built by hand: `policy_spec` (a policy class, or a dict of
+            policy specs), `policy_config` and the rest of 1.13's (`rollout_fragment_length`,
+            `num_envs`, `callbacks`, ...; see `corral.evaluation.worker_kwargs`).
+        policy_config: see `policy_spec`.
+        **rllib_keywords: see `policy_spec`.
     """
 
     def __init__(
@@ -76,13 +83,30 @@ class RolloutWorker:
         *,
         env_creator: Callable[[EnvContext], Any],
         validate_env: Callable[[Any, EnvContext], None] | None = None,
-        policy_specs: dict[str, PolicySpec],
-        config: dict,
+        policy_specs: dict[str, PolicySpec] | None = None,
+        config: dict | None = None,
         worker_index: int = 0,
         num_workers: int = 0,
         spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
         log_dir: str | None = None,
+        policy_spec: Any = None,
+        policy_config: dict | None = None,
+        **rllib_keywords: Any,
     ) -> None:
+        if config is None:
+            # Built by hand with RLlib 1.13's keywords (`policy_spec=...`, ...).
+            policy_specs, config = worker_config_from_kwargs(
+                policy_spec or rllib_keywords.pop("policy", None), policy_config, rllib_keywords
+            )
+        elif policy_spec is not None or policy_config is not None or rllib_keywords:
+            given = ["policy_spec"] * (policy_spec is not None)
+            given += ["policy_config"] * (policy_config is not None) + sorted(rllib_keywords)
+            raise TypeError(
+                f"RolloutWorker takes either config= and policy_specs= (corral's) or RLlib "
+                f"1.13's keywords, not both: got config= and {given}"
+            )
+        elif policy_specs is None:
+            raise TypeError("RolloutWorker(config=...) needs policy_specs=")
         self.config = config
         self.worker_index = worker_index
         self.num_workers = num_workers
@@ -159,9 +183,26 @@ class RolloutWorker:
             return None
         if isinstance(self.env, MultiAgentEnv):
             return MultiAgentSampler(self, self.async_env, self.config)
-        return SingleAgentSampler(
-            self, self.async_env, self.policy_map[DEFAULT_POLICY_ID], self.config
-        )
+        pid = self._single_agent_policy_id()
+        sampler = SingleAgentSampler(self, self.async_env, self.policy_map[pid], self.config)
+        sampler.policy_id = pid
+        return sampler
+
+    def _single_agent_policy_id(self) -> str:
+        """The policy acting in a single-agent env: `default_policy` when there is one,
+        else the one `policy_mapping_fn` maps RLlib's single agent id (`agent0`) to
+        (e.g. `policies={"main": ...}` with a mapping to "main"). Its batches are a
+        `MultiAgentBatch` under that id (see `sample`)."""
+        if DEFAULT_POLICY_ID in self.policy_map:
+            return DEFAULT_POLICY_ID
+        pid = self.policy_mapping_fn(SINGLE_AGENT_ID, None, worker=self)
+        if pid not in self.policy_map:
+            raise ValueError(
+                f"A single-agent env acts with one policy: 'default_policy', or the one "
+                f"policy_mapping_fn maps agent id {SINGLE_AGENT_ID!r} to; it returned "
+                f"{pid!r}, and the policies are {list(self.policy_map)}."
+            )
+        return pid
 
     def _make_env(self, vector_index: int) -> Any:
         env = self._build_env(vector_index)
@@ -450,7 +491,11 @@ class RolloutWorker:
             del self._sample_marks[:-1000]
         # Both samplers postprocess each trajectory with its policy and the
         # `on_postprocess_trajectory` hook (`sampler_base.postprocess_trajectory`).
-        return self.sampler.sample()
+        batch = self.sampler.sample()
+        pid = getattr(self.sampler, "policy_id", DEFAULT_POLICY_ID)
+        if pid != DEFAULT_POLICY_ID and isinstance(batch, SampleBatch):
+            return MultiAgentBatch({pid: batch}, batch.count)  # a single-agent env's
+        return batch
 
     def recreate_sub_environment(self, index: int) -> Any:
         """Closes sub-env `index` and builds a new one in its place
@@ -615,6 +660,48 @@ class RolloutWorker:
     def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
         ptt = self.policies_to_train
         return ptt(policy_id, batch) if callable(ptt) else policy_id in ptt
+
+    # -- learning on the worker's own policies (RLlib 1.13's worker-level calls) ----
+
+    def _policy_batches(self, samples: SampleBatch | MultiAgentBatch) -> dict[str, SampleBatch]:
+        """The trainable policies' batches of `samples` (a `SampleBatch` is the default
+        policy's)."""
+        if isinstance(samples, SampleBatch):
+            batches = {DEFAULT_POLICY_ID: samples}
+        else:
+            batches = dict(samples.policy_batches)
+        return {pid: b for pid, b in batches.items() if self.is_policy_to_train(pid, samples)}
+
+    def learn_on_batch(self, samples: SampleBatch | MultiAgentBatch) -> dict[str, dict]:
+        """One update of each trainable policy on its batch of `samples` (its
+        `learn_on_batch`); returns policy id -> that policy's learner info."""
+        return {
+            pid: self.policy_map[pid].learn_on_batch(batch)
+            for pid, batch in self._policy_batches(samples).items()
+        }
+
+    def compute_gradients(
+        self, samples: SampleBatch | MultiAgentBatch
+    ) -> tuple[Any, dict[str, Any]]:
+        """Each trainable policy's gradients on its batch, without a step: for a
+        `SampleBatch`, (gradients, info) of the default policy; for a `MultiAgentBatch`,
+        ({policy id: gradients}, {policy id: info}), as RLlib 1.13."""
+        out = {
+            pid: self.policy_map[pid].compute_gradients(batch)
+            for pid, batch in self._policy_batches(samples).items()
+        }
+        if isinstance(samples, SampleBatch):
+            return out[DEFAULT_POLICY_ID] if out else ([], {})
+        return {pid: g for pid, (g, _) in out.items()}, {pid: i for pid, (_, i) in out.items()}
+
+    def apply_gradients(self, grads: Any) -> None:
+        """One optimiser step of each policy with gradients from `compute_gradients`
+        (a dict: per policy id; else the default policy's)."""
+        if isinstance(grads, dict):
+            for pid, policy_grads in grads.items():
+                self.policy_map[pid].apply_gradients(policy_grads)
+        else:
+            self.policy_map[DEFAULT_POLICY_ID].apply_gradients(grads)
 
     # -- iteration helpers --------------------------------------------------
 

@@ -501,11 +501,16 @@ class TorchPolicy(Policy):
         return with_updates_of(cls, **overrides)
 
     def learn_on_batch(self, samples: SampleBatch) -> dict:
-        """One update on `samples` (all rows, one minibatch) by this policy's own learner."""
-        from corral.utils.metrics import stats_to_values
+        """One update on `samples` (all rows, one minibatch) by this policy's own learner.
+
+        Returns:
+            RLlib 1.13's info: `{"learner_stats": {...}, "num_agent_steps_trained": n,
+            "custom_metrics": {...}}` (what `on_learn_on_batch` put in its result).
+        """
+        from corral.utils.metrics.learner_info import learner_info_from
 
         results = self._own_learner().update(batch=samples)
-        return stats_to_values(results).get(_OWN_ID, {})
+        return learner_info_from(results)[_OWN_ID]
 
     def compute_gradients(
         self, postprocessed_batch: SampleBatch

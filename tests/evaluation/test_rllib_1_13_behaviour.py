@@ -150,3 +150,30 @@ def test_tune_scope_metric_analysis_and_best_checkpoint(tmp_path, scope):
     )
     assert ckpt in [p for p, _ in analysis.get_trial_checkpoints_paths(best)]
     assert "episode_reward_mean" in pretty_print(best.last_result)
+
+
+@pytest.mark.parametrize("trainer_cls", [PGTrainer, "DQN"])
+def test_a_single_agent_env_acts_with_the_policy_the_mapping_names(trainer_cls):
+    from corral.agents.registry import get_trainer_class
+    from corral.policy.policy import PolicySpec
+
+    cls = get_trainer_class(trainer_cls) if isinstance(trainer_cls, str) else trainer_cls
+    config = {
+        **BASE,
+        "num_workers": 1,
+        "multiagent": {
+            "policies": {"main": PolicySpec()},
+            "policy_mapping_fn": lambda agent_id, episode, worker, **kw: "main",
+        },
+    }
+    trainer = cls(config=config)
+    try:
+        result = trainer.train()
+        assert list(result["info"]["learner"]) == ["main"]
+        assert result["policy_reward_mean"] == {"main": result["episode_reward_mean"]}
+        assert trainer.compute_single_action([0.0] * 4, policy_id="main") in (0, 1)
+    finally:
+        trainer.stop()
+    config["multiagent"]["policy_mapping_fn"] = lambda agent_id, *args, **kw: "elsewhere"
+    with pytest.raises(ValueError, match="returned 'elsewhere'"):
+        cls(config={**config, "num_workers": 0})

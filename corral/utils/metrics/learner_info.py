@@ -8,11 +8,33 @@ from typing import Any
 import numpy as np
 
 from corral.utils._nest import map_structure
+from corral.utils.metrics.metrics_logger import stats_to_values
 
 __all__ = ["LEARNER_INFO", "LEARNER_STATS_KEY", "LearnerInfoBuilder", "all_tower_reduce"]
 
 LEARNER_INFO = "learner"
 LEARNER_STATS_KEY = "learner_stats"
+
+
+def learner_info_from(results: dict | None) -> dict:
+    """Learner results (`Learner.update`'s, Stats leaves) -> RLlib's learner-info layout,
+    ``{policy_id: {"learner_stats", "num_agent_steps_trained", "custom_metrics"}}``: a
+    trainer's ``result["info"]["learner"]``, and per policy what RLlib 1.13's
+    ``Policy.learn_on_batch`` returned."""
+    values = stats_to_values(results or {})
+    info = {}
+    for pid, stats in values.items():
+        if pid.startswith("__"):
+            continue
+        stats = dict(stats)
+        trained = stats.pop("num_module_steps_trained", 0)
+        custom = stats.pop("custom_metrics", {})
+        info[pid] = {
+            LEARNER_STATS_KEY: stats,
+            "num_agent_steps_trained": trained,
+            "custom_metrics": custom if isinstance(custom, dict) else {},
+        }
+    return info
 
 
 def all_tower_reduce(path: tuple, *tower_data: Any) -> Any:

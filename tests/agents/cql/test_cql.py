@@ -174,7 +174,7 @@ def test_lagrangian_alpha_prime_grows_while_the_gap_is_above_the_threshold():
     before = float(policy.model.log_alpha_prime.detach())
     stats = policy.learn_on_batch(batch)
     assert float(policy.model.log_alpha_prime.detach()) > before
-    assert "alpha_prime_value" in stats
+    assert "alpha_prime_value" in stats["learner_stats"]
 
 
 def test_discrete_actions_are_refused_with_a_pointer_to_cql_dqn():
