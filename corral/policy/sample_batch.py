@@ -60,8 +60,15 @@ class SampleBatch(dict):
                 super().__setitem__(key, np.asarray(value))
         self._check_lengths()
 
+    def _per_row(self, key: str) -> bool:
+        """Whether column `key` has one entry per row: all but `seq_lens` and, in a batch
+        of sequences (with `seq_lens`), the `state_in_*` columns (one per sequence)."""
+        if key == self.SEQ_LENS:
+            return False
+        return not (key.startswith("state_in_") and self.SEQ_LENS in self)
+
     def _check_lengths(self) -> None:
-        lengths = {k: len(v) for k, v in self.items() if k != self.SEQ_LENS}
+        lengths = {k: len(v) for k, v in self.items() if self._per_row(k)}
         if len(set(lengths.values())) > 1:
             raise ValueError(f"SampleBatch columns differ in length: {lengths}")
 
@@ -69,7 +76,7 @@ class SampleBatch(dict):
     def count(self) -> int:
         """Number of rows (steps) in this batch."""
         for key, value in self.items():
-            if key != self.SEQ_LENS:
+            if self._per_row(key):
                 return len(value)
         return 0
 
@@ -145,6 +152,90 @@ class SampleBatch(dict):
     def concat_samples(samples: Sequence[SampleBatch | MultiAgentBatch]) -> Any:
         return concat_samples(samples)
 
+    def concat(self, other: SampleBatch) -> SampleBatch:
+        """This batch's rows, then `other`'s (a new batch)."""
+        return _concat_single([self, other])
+
+    def timeslices(
+        self, size: int | None = None, num_slices: int | None = None, k: int | None = None
+    ) -> list[SampleBatch]:
+        """Consecutive slices of `size` rows (`k`: RLlib's older name; the last slice may
+        be shorter), or `num_slices` slices of near-equal length."""
+        size = size if size is not None else k
+        if (size is None) == (num_slices is None):
+            raise ValueError("timeslices takes either size (or k) or num_slices, and not both.")
+        if num_slices is not None:
+            if num_slices < 1:
+                raise ValueError(f"num_slices must be >= 1, got {num_slices}")
+            bounds = np.linspace(0, self.count, num_slices + 1).round().astype(int)
+            return [self.slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        assert size is not None
+        if size < 1:
+            raise ValueError(f"timeslices size must be >= 1, got {size}")
+        return [self.slice(i, min(i + size, self.count)) for i in range(0, self.count, size)]
+
+    def right_zero_pad(
+        self, max_seq_len: int, exclude_states_and_seq_lens: bool = True
+    ) -> SampleBatch:
+        """Pads each sequence (`seq_lens`) with zero rows to `max_seq_len`, in place.
+
+        Columns of one entry per sequence (`state_in_*`, and `seq_lens`) are left as
+        they are unless `exclude_states_and_seq_lens` is False.
+
+        Raises:
+            ValueError: the batch has no `seq_lens`, or a sequence is longer than
+                `max_seq_len`.
+        """
+        if self.SEQ_LENS not in self:
+            raise ValueError("right_zero_pad needs a batch with `seq_lens` (sequences).")
+        seq_lens = np.asarray(self[self.SEQ_LENS], dtype=np.int64)
+        if len(seq_lens) and int(seq_lens.max()) > max_seq_len:
+            raise ValueError(
+                f"A sequence of {int(seq_lens.max())} rows does not fit max_seq_len={max_seq_len}"
+            )
+        starts = np.concatenate([[0], np.cumsum(seq_lens)[:-1]]).astype(np.int64)
+        rows = np.concatenate(
+            [np.arange(n) + i * max_seq_len for i, n in enumerate(seq_lens.tolist())]
+            or [np.zeros(0, np.int64)]
+        )
+        source = np.concatenate(
+            [np.arange(n) + s for s, n in zip(starts.tolist(), seq_lens.tolist())]
+            or [np.zeros(0, np.int64)]
+        )
+        padded_len = len(seq_lens) * max_seq_len
+        for key, value in list(self.items()):
+            per_sequence = key == self.SEQ_LENS or key.startswith("state_in_")
+            if per_sequence and exclude_states_and_seq_lens:
+                continue
+            if key == self.INFOS:
+                infos: list[Any] = [{} for _ in range(padded_len)]
+                for r, src in zip(rows.tolist(), source.tolist()):
+                    infos[r] = value[src]
+                super().__setitem__(key, infos)
+                continue
+            out = np.zeros((padded_len, *value.shape[1:]), dtype=value.dtype)
+            out[rows] = value[source]
+            super().__setitem__(key, out)
+        return self
+
+    def compress(
+        self, bulk: bool = False, columns: Iterable[str] = ("obs", "new_obs")
+    ) -> SampleBatch:
+        """Packs `columns` (LZ4, RLlib's `compress_observations`) in place."""
+        from corral.utils.compression import compress_batch
+
+        return compress_batch(self, tuple(columns))
+
+    def decompress_if_needed(self, columns: Iterable[str] = ("obs", "new_obs")) -> SampleBatch:
+        """Unpacks the packed ones of `columns` in place."""
+        from corral.utils.compression import decompress_batch
+
+        return decompress_batch(self, tuple(columns))
+
+    def set_training(self, training: bool = True) -> None:
+        """Marks this batch as a training batch (`is_training`) or not."""
+        self.is_training = training
+
 
 class MultiAgentBatch:
     """Policy id -> `SampleBatch`, plus the number of env steps they came from."""
@@ -169,6 +260,20 @@ class MultiAgentBatch:
         return sum(b.size_bytes() for b in self.policy_batches.values())
 
     def as_multi_agent(self) -> MultiAgentBatch:
+        return self
+
+    def compress(
+        self, bulk: bool = False, columns: Iterable[str] = ("obs", "new_obs")
+    ) -> MultiAgentBatch:
+        """Packs `columns` of every policy batch in place."""
+        for batch in self.policy_batches.values():
+            batch.compress(bulk, columns)
+        return self
+
+    def decompress_if_needed(self, columns: Iterable[str] = ("obs", "new_obs")) -> MultiAgentBatch:
+        """Unpacks the packed ones of `columns` of every policy batch in place."""
+        for batch in self.policy_batches.values():
+            batch.decompress_if_needed(columns)
         return self
 
     @staticmethod

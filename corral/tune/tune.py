@@ -23,7 +23,7 @@ from typing import Any
 
 from corral.tune.callback import Callback
 from corral.tune.function_trainable import FunctionTrainable, wrap_function
-from corral.tune.logger import Logger, UnifiedLogger
+from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
 from corral.tune.resources import resources_from_tune_argument
 from corral.tune.result import TRAINING_ITERATION, default_results_dir, new_logdir
@@ -138,15 +138,69 @@ class ExperimentAnalysis:
         trial = self.best_trial
         return trial.checkpoint if trial else None
 
+    def get_best_logdir(
+        self, metric: str | None = None, mode: str | None = None, scope: str = "last"
+    ) -> str | None:
+        """Directory of ``get_best_trial(metric, mode, scope)``."""
+        trial = self.get_best_trial(metric, mode, scope)
+        return trial.logdir if trial else None
+
+    @property
+    def best_logdir(self) -> str | None:
+        """Directory of ``best_trial``."""
+        return self.get_best_logdir()
+
+    def get_all_configs(self, prefix: bool = False) -> dict[str, dict]:
+        """Every trial's config by its directory (``prefix``: keys flattened, "config/"
+        in front, as in ``progress.csv``)."""
+        if not prefix:
+            return {str(t.logdir): t.config for t in self.trials}
+        return {
+            str(t.logdir): {f"config/{k}": v for k, v in flatten_dict(t.config).items()}
+            for t in self.trials
+        }
+
+    def get_last_checkpoint(
+        self, trial: Trial | None = None, metric: str = TRAINING_ITERATION, mode: str = "max"
+    ) -> str | None:
+        """The checkpoint of ``trial`` (default: the best trial by ``metric`` and
+        ``mode``) saved at its highest ``training_iteration``."""
+        trial = trial or self.get_best_trial(metric, mode)
+        if trial is None:
+            return None
+        return self.get_best_checkpoint(trial, TRAINING_ITERATION, "max")
+
+    @property
+    def trial_dataframes(self) -> dict[str, Any]:
+        """Every trial's results (one row per iteration, flattened), by its directory."""
+        pandas = _pandas("trial_dataframes")
+        return {str(t.logdir): pandas.DataFrame(t._results) for t in self.trials}
+
+    @property
+    def best_dataframe(self) -> Any:
+        """``trial_dataframes`` of ``best_trial``."""
+        trial = self.best_trial
+        return self.trial_dataframes[str(trial.logdir)] if trial else None
+
+    @property
+    def results_df(self) -> Any:
+        """Every trial's last result (flattened), one row per trial id."""
+        pandas = _pandas("results_df")
+        rows = [
+            {**(t._results[-1] if t._results else {}), "trial_id": t.trial_id} for t in self.trials
+        ]
+        return pandas.DataFrame(rows).set_index("trial_id") if rows else pandas.DataFrame()
+
+    @property
+    def best_result_df(self) -> Any:
+        """``best_trial``'s last result as a one-row DataFrame."""
+        trial = self.best_trial
+        return self.results_df.loc[[trial.trial_id]] if trial else None
+
     def dataframe(self, metric: str | None = None, mode: str | None = None) -> Any:
         """A pandas DataFrame with one row per trial (Tune 1.13): its last result, or with
         ``metric`` and ``mode`` its best one, flattened, plus ``trial_id`` and ``logdir``."""
-        try:
-            import pandas
-        except ImportError:
-            raise ImportError(
-                "ExperimentAnalysis.dataframe() needs pandas: pip install pandas"
-            ) from None
+        pandas = _pandas("dataframe()")
         if (metric is None) != (mode is None) or mode not in (None, "max", "min"):
             raise ValueError(f"dataframe: give both metric and mode ('max'/'min'), got {mode!r}")
         rows = []
@@ -189,6 +243,14 @@ class ExperimentAnalysis:
             return None
         pick = max if mode == "max" else min
         return pick(scored, key=lambda pair: pair[0])[1]
+
+
+def _pandas(what: str) -> Any:
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError(f"ExperimentAnalysis.{what} needs pandas: pip install pandas") from None
+    return pandas
 
 
 def _scoped_value(trial: Trial, metric: str, mode: str, scope: str) -> float | None:

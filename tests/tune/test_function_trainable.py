@@ -226,3 +226,27 @@ def test_a_trainer_inside_a_function_trainable(tmp_path):
     assert trial.status == "TERMINATED"
     assert [r["phase"] for r in _results(trial)] == [1, 1, 2]
     assert trial.last_result["timesteps_total"] == 300  # the restored trainer's own count
+
+
+def test_tune_1_13_analysis_helpers():
+    pytest.importorskip("pandas", reason="the analysis' dataframes need pandas")
+
+    def train_fn(config):
+        for i in range(3):
+            with tune.checkpoint_dir(step=i) as path:
+                _write(os.path.join(path, "x"), str(i))
+            tune.report(score=config["k"] * i)
+
+    analysis = tune.run(
+        train_fn, config={"k": tune.grid_search([1, 2])}, metric="score", mode="max", verbose=0
+    )
+    best = analysis.best_trial
+    assert best.config == {"k": 2} and analysis.best_logdir == best.logdir
+    assert analysis.get_best_logdir("score", "min", scope="all") == analysis.trials[0].logdir
+    assert os.path.basename(analysis.get_last_checkpoint()) == "checkpoint_000002"
+    assert analysis.get_all_configs() == {t.logdir: t.config for t in analysis.trials}
+    assert analysis.get_all_configs(prefix=True)[best.logdir] == {"config/k": 2}
+    assert analysis.trial_dataframes[best.logdir]["score"].tolist() == [0, 2, 4]
+    assert analysis.best_dataframe["score"].tolist() == [0, 2, 4]
+    assert analysis.results_df.loc[best.trial_id, "score"] == 4
+    assert analysis.best_result_df["score"].tolist() == [4]
