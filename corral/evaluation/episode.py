@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
 # Agent id used for single-agent envs (RLlib's name).
 SINGLE_AGENT_ID = "agent0"
 
@@ -42,6 +44,8 @@ class Episode:
         self._last_raw_obs: dict[Any, Any] = {}
         self._last_actions: dict[Any, Any] = {}
         self._last_rewards: dict[Any, float] = {}
+        self._prev_actions: dict[Any, Any] = {}
+        self._prev_rewards: dict[Any, float] = {}
         self._last_infos: dict[Any, dict] = {}
         # Set by the sampler: `fn(episode)` returns {policy id: [SampleBatch, ...]} of
         # this episode (one bound method for all episodes: nothing built per episode).
@@ -92,6 +96,22 @@ class Episode:
     def last_info_for(self, agent_id: Any = SINGLE_AGENT_ID) -> dict | None:
         return self._last_infos.get(agent_id)
 
+    def prev_action_for(self, agent_id: Any = SINGLE_AGENT_ID) -> Any:
+        """The action before the last one (at the agent's first step, zeros shaped like
+        the last one, as RLlib 1.13; None before the agent has acted)."""
+        if agent_id in self._prev_actions:
+            return self._prev_actions[agent_id]
+        last = self._last_actions.get(agent_id)
+        return None if last is None else np.zeros_like(last)
+
+    def prev_reward_for(self, agent_id: Any = SINGLE_AGENT_ID) -> float:
+        """The reward before the last one (0.0 at the agent's first step)."""
+        return self._prev_rewards.get(agent_id, 0.0)
+
+    def get_agents(self) -> list:
+        """The agents that have an observation in this episode so far."""
+        return list(self._last_obs)
+
     def _set_last(
         self,
         agent_id: Any,
@@ -106,8 +126,12 @@ class Episode:
         if raw_obs is not None:
             self._last_raw_obs[agent_id] = raw_obs
         if action is not None:
+            if agent_id in self._last_actions:
+                self._prev_actions[agent_id] = self._last_actions[agent_id]
             self._last_actions[agent_id] = action
         if reward is not None:
+            if agent_id in self._last_rewards:
+                self._prev_rewards[agent_id] = self._last_rewards[agent_id]
             self._last_rewards[agent_id] = reward
         if info is not None:
             self._last_infos[agent_id] = info

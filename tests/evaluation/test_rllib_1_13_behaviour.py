@@ -177,3 +177,34 @@ def test_a_single_agent_env_acts_with_the_policy_the_mapping_names(trainer_cls):
     config["multiagent"]["policy_mapping_fn"] = lambda agent_id, *args, **kw: "elsewhere"
     with pytest.raises(ValueError, match="returned 'elsewhere'"):
         cls(config={**config, "num_workers": 0})
+
+
+class PreviousStep(DefaultCallbacks):
+    """Records, at each step, RLlib 1.13's previous-step views of the episode."""
+
+    seen: list = []
+
+    def on_episode_step(self, *, worker, base_env, episode, env_index=None, **kwargs):
+        PreviousStep.seen.append(
+            (
+                episode.length,
+                episode.last_action_for(),
+                episode.prev_action_for(),
+                episode.last_reward_for(),
+                episode.prev_reward_for(),
+                episode.get_agents(),
+            )
+        )
+
+
+def test_episode_previous_action_and_reward():
+    PreviousStep.seen = []
+    trainer = PGTrainer(config={**BASE, "callbacks": PreviousStep, "train_batch_size": 20})
+    try:
+        trainer.train()
+    finally:
+        trainer.stop()
+    first, second, *_ = PreviousStep.seen
+    assert first[2] == 0 and first[4] == 0.0  # nothing before the first step
+    assert second[2] == first[1] and second[4] == first[3]  # the step before
+    assert first[5] == ["agent0"]
