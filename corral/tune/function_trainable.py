@@ -6,8 +6,8 @@ training iteration of the trial:
 
 - ``tune.report(**metrics)`` (``train_fn(config)``), or ``reporter(**metrics)`` for the
   older ``train_fn(config, reporter)``;
-- a value it ``yield``\\ s (a generator function) or ``return``\\ s: a dict, or a number
-  (logged as ``_metric``).
+- a value it yields (a generator function) or returns: a dict, or a number (logged as
+  ``_metric``).
 
 ``report`` waits until the trial's loop asks for the next iteration, so the function
 runs no further than the loop has asked. When the function returns, its last result is
@@ -33,14 +33,20 @@ from collections.abc import Callable
 from typing import Any
 
 from corral.tune.result import DONE, RESULT_DUPLICATE, SHOULD_CHECKPOINT
-from corral.tune.session import DEFAULT_METRIC, Session, TrialStopped, open_session
+from corral.tune.session import (
+    DEFAULT_METRIC,
+    Session,
+    TrialStopped,
+    close_session,
+    open_session,
+)
 from corral.tune.trainable import Trainable
 from corral.utils.error import CheckpointError
 
 logger = logging.getLogger(__name__)
 
 # How long stopping a trial waits for its function to unwind before leaving its thread.
-_STOP_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 10.0
 
 
 class _FunctionReturned(Exception):
@@ -179,7 +185,7 @@ class FunctionTrainable(Trainable):
         except BaseException as error:  # handed to the trial's train(), which raises it
             session.events.put(("error", error))
         finally:
-            open_session(None)
+            close_session(session)
 
     def _next_event(self, session: Session) -> tuple[str, Any]:
         assert self._thread is not None

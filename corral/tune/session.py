@@ -76,10 +76,18 @@ _session: Session | None = None
 _warned_outside = False
 
 
-def open_session(session: Session | None) -> None:
-    """Makes ``session`` the one these calls talk to (None: closes it)."""
+def open_session(session: Session) -> None:
+    """Makes ``session`` the one these calls talk to."""
     global _session
     _session = session
+
+
+def close_session(session: Session) -> None:
+    """Closes ``session`` if it is still the open one (a function left running past its
+    trial's end must not close the next trial's)."""
+    global _session
+    if _session is session:
+        _session = None
 
 
 def get_session() -> Session | None:

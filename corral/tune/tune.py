@@ -1,7 +1,8 @@
 """``tune.run``: train one or more trials of a trainable, one after another, in this process.
 
 A convenience for scripts ported from RLlib 1.x (``tune.run("PPO", config=...,
-stop=...)``) and for the ``corral train`` command, not a port of Ray Tune:
+stop=...)``, or a function trainable ``tune.run(train_fn, ...)`` that calls
+``tune.report``) and for the ``corral train`` command, not a port of Ray Tune:
 no search algorithms, schedulers or parallel trials. ``grid_search`` values
 are expanded into one trial per combination (times ``num_samples``); trials
 run sequentially and an exception in one ends the run.
