@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.models.model_defaults import MODEL_DEFAULTS
+from corral.models.preprocessors import Preprocessor, get_preprocessor
 from corral.models.torch.fcnet import FullyConnectedNetwork
 from corral.models.torch.recurrent_net import LSTMWrapper
 from corral.models.torch.torch_action_dist import (
@@ -275,6 +276,29 @@ class ModelCatalog:
             )
         model_cls = _wrap_if_needed(default_model, model_interface)
         return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)
+
+    @staticmethod
+    def get_preprocessor_for_space(
+        observation_space: gym.Space, options: ModelConfigDict | None = None
+    ) -> Preprocessor:
+        """The preprocessor for ``observation_space`` (an instance; its ``shape`` is the
+        model's input), as the policies build it. ``options``: the model config.
+
+        Raises:
+            NotImplementedError: ``options`` names a ``custom_preprocessor`` (not built).
+        """
+        options = dict(options or {})
+        if options.get("custom_preprocessor"):
+            raise NotImplementedError(
+                "model.custom_preprocessor is not built in corral: preprocess in an env "
+                "wrapper, or in the custom model's forward."
+            )
+        return get_preprocessor(observation_space)(observation_space, options)
+
+    @staticmethod
+    def get_preprocessor(env: Any, options: ModelConfigDict | None = None) -> Preprocessor:
+        """``get_preprocessor_for_space`` of ``env.observation_space``."""
+        return ModelCatalog.get_preprocessor_for_space(env.observation_space, options)
 
     @staticmethod
     def register_custom_model(model_name: str, model_class: type) -> None:

@@ -130,6 +130,14 @@ class FunctionTrainable(Trainable):
             raise ValueError("A function trainable restores only before its first train().")
         self._restore_from = checkpoint_path
 
+    def restore_from_object(self, obj: bytes) -> None:
+        """Not for a function trainable: its checkpoint must stay on disk until the
+        function reads it. Restore from the checkpoint's folder instead."""
+        raise NotImplementedError(
+            f"{self._function_name()} restores from a checkpoint folder "
+            "(tune.run(train_fn, restore=path)), not from an object."
+        )
+
     def cleanup(self) -> None:
         """Stops the function at its pending ``report`` and waits for it to unwind."""
         thread, session = self._thread, self._session

@@ -294,6 +294,46 @@ class Trainable:
             "experiment_id": self._experiment_id,
         }
 
+    def save_to_object(self) -> bytes:
+        """A checkpoint in memory (Ray Tune's, e.g. for population-based training): the
+        folder ``save`` writes, as the bytes of an uncompressed tar archive. It holds
+        files only, no pickle; ``restore_from_object`` reads it as ``restore`` does."""
+        import io
+        import tarfile
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="corral-save-to-object-") as parent:
+            path = self.save(parent)
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w") as tar:
+                tar.add(path, arcname=os.path.basename(path))
+            return buffer.getvalue()
+
+    def restore_from_object(self, obj: bytes) -> None:
+        """Restores a checkpoint made by ``save_to_object``.
+
+        Raises:
+            CheckpointError: ``obj`` is not such an archive, or holds anything but plain
+                files and folders inside one checkpoint folder (a link, an absolute
+                path, a path that leaves the folder); then nothing is written.
+        """
+        import io
+        import tarfile
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="corral-restore-from-object-") as parent:
+            try:
+                with tarfile.open(fileobj=io.BytesIO(obj), mode="r:") as tar:
+                    folder = _single_checkpoint_folder(tar.getmembers())
+                    # (Members already checked; the "data" filter too where Python has it.)
+                    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                    tar.extractall(parent, **safe)  # type: ignore[arg-type]
+            except (tarfile.TarError, TypeError) as e:
+                raise CheckpointError(
+                    f"restore_from_object: not an archive of save_to_object ({e})"
+                ) from None
+            self.restore(os.path.join(parent, folder))
+
     def restore(self, checkpoint_path: str) -> None:
         """Restore counters and state from a checkpoint written by ``save``.
 
@@ -427,6 +467,30 @@ def _describe_saved(saved: Any, tmp_dir: str) -> dict:
     raise TypeError(
         f"save_checkpoint() must return a path, a dict or None, got {type(saved).__name__}"
     )
+
+
+def _single_checkpoint_folder(members: list) -> str:
+    """The one top folder of a ``save_to_object`` archive's members (``tarfile.TarInfo``).
+
+    Raises:
+        CheckpointError: a member is a link or device, has an absolute path or ``..``,
+            or lies outside one top folder.
+    """
+    tops = {m.name.split("/", 1)[0] for m in members}
+    for member in members:
+        if not (member.isfile() or member.isdir()):
+            problem = "a link or device"
+        elif member.name.startswith("/") or ".." in member.name.split("/") or len(tops) != 1:
+            problem = "a path outside one checkpoint folder"
+        else:
+            continue
+        raise CheckpointError(
+            f"restore_from_object: the archive holds {member.name!r}, {problem}; expected "
+            "the files of one checkpoint folder."
+        )
+    if len(tops) != 1:
+        raise CheckpointError("restore_from_object: the archive holds no checkpoint folder.")
+    return tops.pop()
 
 
 def _find_checkpoint_dir(checkpoint_path: str | os.PathLike) -> str:

@@ -222,3 +222,16 @@ def test_torch_modelv2_defaults():
     with pytest.raises(NotImplementedError, match="load_state_dict"):
         model.import_from_h5("weights.h5")
     assert issubclass(TorchCategorical, TorchDistributionWrapper)
+
+
+def test_get_preprocessor_for_space_and_for_an_env():
+    import gymnasium
+
+    space = gymnasium.spaces.Dict(
+        {"a": gymnasium.spaces.Box(-1, 1, (3,)), "b": gymnasium.spaces.Discrete(4)}
+    )
+    prep = ModelCatalog.get_preprocessor_for_space(space)
+    assert prep.shape == (7,)  # the Box flat, the Discrete one-hot
+    assert ModelCatalog.get_preprocessor(gymnasium.make("CartPole-v1")).shape == (4,)
+    with pytest.raises(NotImplementedError, match="custom_preprocessor"):
+        ModelCatalog.get_preprocessor_for_space(space, {"custom_preprocessor": "mine"})

@@ -334,3 +334,41 @@ def test_logger_creator_is_used(tmp_path):
     trainable.stop()
     assert created == [{"start": 1}]
     assert trainable.logdir == str(tmp_path / "mine")
+
+
+def test_save_to_object_and_restore_from_object(tmp_path):
+    import io
+    import tarfile
+
+    source = Counter({"increment": 3})
+    source.train()
+    source.train()
+    obj = source.save_to_object()
+    assert isinstance(obj, bytes)
+    target = Counter({"increment": 3})
+    target.restore_from_object(obj)
+    assert target.count == 6 and target.iteration == 2
+    assert target.train()["count"] == 9
+
+    def archive(*entries):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for name, kind in entries:
+                info = tarfile.TarInfo(name)
+                if kind == "link":
+                    info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                    tar.addfile(info)
+                else:
+                    tar.addfile(info, io.BytesIO(b""))
+        return buffer.getvalue()
+
+    for entries, problem in [
+        ([("checkpoint_000001/../../evil", "file")], "outside one checkpoint folder"),
+        ([("checkpoint_000001/link", "link")], "a link or device"),
+        ([("a/x", "file"), ("b/y", "file")], "outside one checkpoint folder"),
+    ]:
+        with pytest.raises(CheckpointError, match=problem):
+            target.restore_from_object(archive(*entries))
+    with pytest.raises(CheckpointError, match="not an archive"):
+        target.restore_from_object(b"not a tar")
+    assert not os.path.exists(tmp_path / "evil")
