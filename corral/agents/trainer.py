@@ -176,7 +176,9 @@ class Trainer(Trainable):
             self.env_creator = envpool_env_creator(self.config.get("env"))
         else:
             self.env_creator = make_env_creator(
-                self.config.get("env"), self.config.get("preprocessor_pref")
+                self.config.get("env"),
+                self.config.get("preprocessor_pref"),
+                self.config.get("model"),
             )
         self.callbacks: DefaultCallbacks = make_callbacks(self.config["callbacks"])
         self._counters: dict[str, int] = defaultdict(int)

@@ -59,7 +59,9 @@ def evaluation_env_creator(trainer: Trainer, eval_config: dict) -> Callable:
     eval_env = (trainer.config["evaluation_config"] or {}).get("env")
     if eval_env is None:
         return trainer.env_creator
-    return make_env_creator(eval_env, eval_config.get("preprocessor_pref"))
+    return make_env_creator(
+        eval_env, eval_config.get("preprocessor_pref"), eval_config.get("model")
+    )
 
 
 def evaluate_synced(trainer: Trainer, episodes_left_fn: Callable[[int], int] | None) -> dict:

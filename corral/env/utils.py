@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -33,11 +34,15 @@ def env_id_of(env: Any) -> str | None:
     )
 
 
-def make_env_creator(env: Any, preprocessor_pref: str | None = None) -> EnvCreator:
+def make_env_creator(
+    env: Any, preprocessor_pref: str | None = None, model_config: dict | None = None
+) -> EnvCreator:
     """Returns a creator for `env`; raises `EnvError` for unknown ids at once.
 
-    With `preprocessor_pref="deepmind"`, Atari ids (`ALE/...`) get DeepMind's frame
-    processing (see `wrap_deepmind`).
+    With `preprocessor_pref="deepmind"`, Atari ids (`ALE/...`, and RLlib 1.x's
+    `PongNoFrameskip-v4` and the like) get DeepMind's frame processing (see
+    `wrap_deepmind`), with frames of `model_config["dim"]` pixels, stacked by 4 unless
+    `model_config["framestack"]` is False (RLlib 1.13's rule).
     """
     from corral.tune.registry import ENV_CREATOR, _global_registry
 
@@ -56,10 +61,18 @@ def make_env_creator(env: Any, preprocessor_pref: str | None = None) -> EnvCreat
     if "." in env and "/" not in env and ":" not in env:
         cls = _import_class(env)
         return lambda ctx: cls(ctx)
+    model = model_config or {}
+    frames = {
+        "dim": int(model.get("dim") or 84),
+        "framestack": 4 if model.get("framestack", True) else 1,
+    }
     if env.startswith("ALE/"):
         _register_ale(env)
         if preprocessor_pref == "deepmind":
-            return lambda ctx: wrap_deepmind(_make_gym_env(env, ctx, frameskip=1))
+            return lambda ctx: wrap_deepmind(_make_gym_env(env, ctx, frameskip=1), **frames)
+    elif _is_unregistered_ale_id(env) and preprocessor_pref == "deepmind":
+        # RLlib 1.x's Atari ids ("PongNoFrameskip-v4"), which the check registers.
+        return lambda ctx: wrap_deepmind(_make_gym_env(env, ctx), **frames)
     _check_gym_id(env)
     return lambda ctx: _make_gym_env(env, ctx)
 
@@ -127,6 +140,18 @@ def _supported_render_mode(env_id: str, wanted: str) -> str | None:
     if wanted == "human" and "rgb_array" in modes:
         return "rgb_array"
     return None
+
+
+def _is_unregistered_ale_id(env_id: str) -> bool:
+    """Whether `env_id` is not registered yet but is one of the ids ale-py registers (the
+    older `<Game>-v0/v4`, `<Game>NoFrameskip-v4`, ...), when ale-py is installed."""
+    import gymnasium as gym
+
+    if env_id in gym.registry or importlib.util.find_spec("ale_py") is None:
+        return False
+    _register_ale(env_id)
+    spec = gym.registry.get(env_id)
+    return spec is not None and str(spec.entry_point).startswith("ale_py")
 
 
 def _register_ale(env_id: str) -> None:

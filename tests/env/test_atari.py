@@ -1,5 +1,8 @@
 """Atari with DeepMind preprocessing (`preprocessor_pref="deepmind"`): a CPU smoke test."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -22,6 +25,20 @@ def test_deepmind_wrappers_give_stacked_grey_frames():
     assert obs.shape == (84, 84, 4) and obs.dtype == np.uint8
     raw = make_env_creator("ALE/Pong-v5", "rllib")(EnvContext({}))
     assert raw.observation_space.shape == (210, 160, 3)
+
+
+def test_rllib_1_x_atari_ids_and_the_models_frame_settings():
+    # In a fresh process: nothing has imported ale-py (which registers the ids) yet.
+    code = (
+        "from corral.env.env_context import EnvContext\n"
+        "from corral.env.utils import is_atari, make_env_creator\n"
+        "env = make_env_creator('BreakoutNoFrameskip-v4', 'deepmind', "
+        "{'dim': 42, 'framestack': False})(EnvContext({}))\n"
+        "assert is_atari(env) and env.observation_space.shape == (42, 42, 1), env\n"
+        "raw = make_env_creator('PongNoFrameskip-v4', 'rllib')(EnvContext({}))\n"
+        "assert raw.observation_space.shape == (210, 160, 3)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
 
 
 def test_ppo_runs_three_iterations_on_pong():
