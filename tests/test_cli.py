@@ -162,6 +162,42 @@ def test_flags_fill_the_spec(tmp_path):
     assert spec.local_dir == str(tmp_path)
 
 
+def test_grid_search_and_num_samples_make_one_trial_each(tmp_path):
+    config_file = tmp_path / "exp.yaml"
+    config_file.write_text(
+        "grid:\n  run: PPO\n  env: CartPole-v1\n  num_samples: 2\n"
+        "  config:\n    lr:\n      grid_search: [0.01, 0.001]\n    gamma: 0.9\n"
+    )
+    specs = specs_of(["train", "-f", str(config_file), "--stop", '{"training_iteration": 1}'])
+    assert [(s.name, s.config["lr"]) for s in specs] == [
+        ("grid_0_lr=0.01", 0.01),
+        ("grid_1_lr=0.001", 0.001),
+        ("grid_2_lr=0.01", 0.01),
+        ("grid_3_lr=0.001", 0.001),
+    ]
+    assert all(s.config["gamma"] == 0.9 for s in specs)
+    [one] = specs_of(train_args("--num-samples", "1", "--experiment-name", "mine", "--torch"))
+    assert one.name == "mine" and one.config == {"framework": "torch"}
+
+
+def test_rllib_1_13_train_flags(capsys):
+    assert specs_of(train_args("--framework", "tf"))[0].config["framework"] == "tf"
+    assert specs_of(train_args("--eager"))[0].config["framework"] == "tf2"
+    parser = cli.build_parser()
+    args = parser.parse_args(train_args("--ray-num-cpus", "8", "--local-mode"))
+    cli.check_rllib_1_13_flags(args)
+    assert "--ray-num-cpus, --local-mode have no effect" in capsys.readouterr().err
+    for flags, message in [
+        (("--max-failures", "3"), "--max-failures 3: Ray Tune's"),
+        (("--scheduler", "PBT"), "--scheduler 'PBT'"),
+        (("--resume",), "--resume True"),
+        (("--resources-per-trial", '{"cpus": 2}'), "Unknown resources_per_trial key 'cpus'"),
+    ]:
+        with pytest.raises(cli_common.UsageError, match=message):
+            cli.check_rllib_1_13_flags(parser.parse_args(train_args(*flags)))
+    cli.check_rllib_1_13_flags(parser.parse_args(train_args("--max-failures", "0")))
+
+
 # -- experiment files ------------------------------------------------------------------
 
 
@@ -751,3 +787,10 @@ def test_keep_checkpoints_num_and_restore(tmp_path, capsys):
     assert cli.main(argv) == 0
     out, err = capsys.readouterr()
     assert "(iteration 3)" in err and "Training finished after 4 iterations" in out
+
+
+def test_evaluate_takes_rllib_1_x_no_render_flag():
+    parser = cli.build_parser()
+    assert parser.parse_args(["evaluate", "ckpt", "--no-render"]).render is False
+    assert parser.parse_args(["evaluate", "ckpt", "--render"]).render is True
+    assert parser.parse_args(["evaluate", "ckpt"]).render is False

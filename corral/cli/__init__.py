@@ -59,7 +59,13 @@ from corral.cli.plot import add_plot_parser, run_plot
 from corral.cli.progress import ProgressDisplay, format_duration, format_progress, time_left
 from corral.cli.rollout import make_evaluation_env, run_episode
 from corral.cli.summary import TrainOutcome, print_summary, solved_line
-from corral.cli.train import TrainProgress, add_train_parser, run_train, train_experiment
+from corral.cli.train import (
+    TrainProgress,
+    add_train_parser,
+    check_rllib_1_13_flags,
+    run_train,
+    train_experiment,
+)
 from corral.tune.stopping import lookup_result, met_criterion, should_stop
 
 __all__ = [
@@ -77,6 +83,7 @@ __all__ = [
     "UsageError",
     "build_parser",
     "build_trainer",
+    "check_rllib_1_13_flags",
     "evaluation_config",
     "evaluation_mapping",
     "evaluation_overrides",

@@ -47,6 +47,12 @@ def add_evaluate_parser(commands: Any) -> None:
     )
     display = evaluate.add_mutually_exclusive_group()
     display.add_argument("--render", action="store_true", help="show the env (render_mode human)")
+    display.add_argument(
+        "--no-render",
+        dest="render",
+        action="store_false",
+        help="do not show the env (the default; RLlib 1.x's flag)",
+    )
     display.add_argument("--video-dir", help="record each episode as mp4 here (needs moviepy)")
     evaluate.add_argument(
         "--out",

@@ -5,6 +5,7 @@ the stop criteria checked before anything is built.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import sys
@@ -31,6 +32,7 @@ EXPERIMENT_KEYS = (
     "keep_checkpoints_num",
     "checkpoint_score_attr",
     "restore",
+    "num_samples",
 )
 
 
@@ -109,6 +111,7 @@ def _experiment_spec(path: str, name: str, spec: Any) -> dict:
         "keep_checkpoints_num": spec.get("keep_checkpoints_num"),
         "checkpoint_score_attr": spec.get("checkpoint_score_attr"),
         "restore": spec.get("restore"),
+        "num_samples": spec.get("num_samples"),
     }
 
 
@@ -118,7 +121,30 @@ def train_specs(args: argparse.Namespace) -> list[TrainSpec]:
         experiments = load_experiments(args.config_file)
     else:
         experiments = {"default": _experiment_spec("<command line>", "default", {})}
-    return [_apply_flags(name, spec, args) for name, spec in experiments.items()]
+    specs = []
+    for name, spec in experiments.items():
+        specs.extend(
+            _trials_of(_apply_flags(name, spec, args), args.num_samples or spec["num_samples"])
+        )
+    return specs
+
+
+def _trials_of(spec: TrainSpec, num_samples: int | None) -> list[TrainSpec]:
+    """One spec per trial of the experiment: each combination of its config's
+    ``grid_search`` values, times ``num_samples``, with search spaces drawn (as
+    ``tune.run`` expands a config); the spec itself when there is one trial."""
+    from corral.tune.tune import config_variants
+
+    try:
+        variants = config_variants(spec.config, num_samples or 1)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if len(variants) == 1:
+        return [dataclasses.replace(spec, config=variants[0][0])]
+    return [
+        dataclasses.replace(spec, name=f"{spec.name}_{i}" + (f"_{tag}" if tag else ""), config=c)
+        for i, (c, tag) in enumerate(variants)
+    ]
 
 
 def _apply_flags(name: str, spec: dict, args: argparse.Namespace) -> TrainSpec:
@@ -127,6 +153,11 @@ def _apply_flags(name: str, spec: dict, args: argparse.Namespace) -> TrainSpec:
     config = merge_dicts(spec["config"], args.config or {})
     if args.seed is not None:
         config["seed"] = args.seed
+    framework = args.framework or (
+        "torch" if args.torch else "tf2" if args.eager or args.trace else None
+    )
+    if framework:
+        config["framework"] = framework
     if args.verbose:
         config["log_level"] = "DEBUG" if args.verbose > 1 else "INFO"
     run = args.run or spec["run"]
@@ -147,7 +178,7 @@ def _apply_flags(name: str, spec: dict, args: argparse.Namespace) -> TrainSpec:
         print("Note: empty stop criteria; training runs until Ctrl-C.", file=sys.stderr)
     validate_stop(stop)
     return TrainSpec(
-        name=name,
+        name=args.experiment_name or name,
         run=str(run),
         env=env,
         config=config,

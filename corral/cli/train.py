@@ -83,12 +83,107 @@ def add_train_parser(commands: Any) -> None:
         help="-v: log_level INFO, -vv: DEBUG (and tracebacks for errors)",
     )
     train.add_argument("--no-progress", action="store_true", help="no per-iteration progress")
+    train.add_argument(
+        "--num-samples",
+        type=common.positive_int,
+        help="trials per combination of the config's grid_search values (search spaces "
+        "are drawn for each); the trials train one after another",
+    )
+    _add_rllib_1_13_flags(train)
     train.set_defaults(handler=run_train, subparser=train)
+
+
+# `rllib train` flags that start or size a Ray cluster: corral trains without one.
+_RAY_CLUSTER_FLAGS = (
+    "--ray-address",
+    "--ray-num-cpus",
+    "--ray-num-gpus",
+    "--ray-num-nodes",
+    "--ray-object-store-memory",
+)
+# `rllib train` flags for Ray Tune features corral's loop has not: accepted at these values.
+_TUNE_ONLY_FLAGS = {
+    "--max-failures": 0,
+    "--scheduler": "FIFO",
+    "--scheduler-config": {},
+    "--export-formats": None,
+    "--upload-dir": "",
+    "--resume": False,
+    "--sync-on-checkpoint": False,
+    "--queue-trials": False,
+}
+
+
+def _add_rllib_1_13_flags(train: argparse.ArgumentParser) -> None:
+    """The rest of RLlib 1.13's `rllib train` flags, so its command lines run."""
+    rllib = train.add_argument_group("RLlib 1.13's other flags")
+    rllib.add_argument("--framework", help="sets config['framework'] (corral builds torch)")
+    rllib.add_argument("--torch", action="store_true", help="--framework torch")
+    rllib.add_argument("--eager", action="store_true", help="--framework tf2 (not built)")
+    rllib.add_argument("--trace", action="store_true", help="--framework tf2 (not built)")
+    rllib.add_argument("--experiment-name", help="the experiment's name (folder and display)")
+    rllib.add_argument(
+        "--resources-per-trial",
+        type=common.json_object,
+        help="checked for its form; trials run one after another in this process",
+    )
+    for flag in _RAY_CLUSTER_FLAGS:
+        rllib.add_argument(flag, help="no effect: corral trains without a Ray cluster")
+    for flag in ("--ray-ui", "--no-ray-ui", "--local-mode"):
+        rllib.add_argument(flag, action="store_true", help="no effect (no Ray cluster)")
+    for flag, default in _TUNE_ONLY_FLAGS.items():
+        kind: dict[str, Any] = (
+            {"action": "store_true"}
+            if default is False
+            else {"type": common.json_object}
+            if isinstance(default, dict)
+            else {"type": int}
+            if isinstance(default, int)
+            else {}
+        )
+        rllib.add_argument(flag, default=default, help="Ray Tune's; not built", **kind)
+
+
+def check_rllib_1_13_flags(args: argparse.Namespace) -> None:
+    """Notes the Ray cluster flags that have no effect; refuses Ray Tune features.
+
+    Raises:
+        UsageError: a flag of `_TUNE_ONLY_FLAGS` away from its default, or a malformed
+            --resources-per-trial.
+    """
+    given = [f for f in _RAY_CLUSTER_FLAGS if getattr(args, _dest(f)) is not None]
+    given += [f for f in ("--ray-ui", "--no-ray-ui", "--local-mode") if getattr(args, _dest(f))]
+    if given:
+        print(
+            f"Note: {', '.join(given)} ha{'s' if len(given) == 1 else 've'} no effect: corral "
+            "trains without a Ray cluster (its workers are processes of this machine; with "
+            'the ray extra, --config \'{"backend": "ray"}\' runs them as Ray actors).',
+            file=sys.stderr,
+        )
+    for flag, default in _TUNE_ONLY_FLAGS.items():
+        value = getattr(args, _dest(flag))
+        if value != default:
+            raise common.UsageError(
+                f"{flag} {value!r}: Ray Tune's, not built in corral train (its trials run one "
+                "after another in this process)"
+            )
+    if args.resources_per_trial is not None:
+        from corral.tune.resources import resources_from_tune_argument
+
+        try:
+            resources_from_tune_argument(args.resources_per_trial)
+        except ValueError as e:
+            raise common.UsageError(str(e)) from None
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
 
 
 def run_train(args: argparse.Namespace) -> int:
     """``corral train``: trains each experiment in turn until its stop criteria are met."""
     _configure_logging(args.verbose)
+    check_rllib_1_13_flags(args)
     specs = train_specs(args)
     display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
     for spec in specs:

@@ -497,22 +497,38 @@ def _make_trials(
     trainable_name: str, config: dict, num_samples: int, rng: random.Random
 ) -> list[Trial]:
     run_id = uuid.uuid4().hex[:5]
-    variants = _expand_grid(config)
-    trials: list[Trial] = []
+    return [
+        Trial(
+            trainable_name=trainable_name,
+            config=variant,
+            trial_id=f"{run_id}_{index:05d}",
+            experiment_tag=f"{index}_{tag}" if tag else str(index),
+        )
+        for index, (variant, tag) in enumerate(config_variants(config, num_samples, rng))
+    ]
+
+
+def config_variants(
+    config: dict, num_samples: int = 1, rng: random.Random | None = None
+) -> list[tuple[dict, str]]:
+    """The trials' configs of ``config``: one per combination of its ``grid_search``
+    values, times ``num_samples``, with fresh draws of its search spaces (``choice``,
+    ``uniform``, ...) for each; each with its tag (``"lr=0.01,gamma=0.9"``; "" without
+    a grid). ``corral train`` expands an experiment's config with it too.
+
+    Raises:
+        ValueError: ``num_samples`` is not an int >= 1, or a grid has no values.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    rng = rng or random.Random()
+    variants = []
     for _ in range(num_samples):
-        for variant, tag in variants:
-            index = len(trials)
-            if has_domains(variant):  # fresh draws for every trial
+        for variant, tag in _expand_grid(config):
+            if has_domains(variant):
                 variant = resolve(variant, rng)
-            trials.append(
-                Trial(
-                    trainable_name=trainable_name,
-                    config=variant,
-                    trial_id=f"{run_id}_{index:05d}",
-                    experiment_tag=f"{index}_{tag}" if tag else str(index),
-                )
-            )
-    return trials
+            variants.append((variant, tag))
+    return variants
 
 
 def _expand_grid(config: dict) -> list[tuple[dict, str]]:
