@@ -6,6 +6,7 @@ plain scripts import it before deciding what to build.
 """
 
 from corral.tune.callback import Callback
+from corral.tune.experiment import Experiment, run_experiments
 from corral.tune.registry import register_env, register_input, register_trainable
 from corral.tune.search import choice, loguniform, randint, sample_from, uniform
 from corral.tune.session import (
@@ -22,6 +23,7 @@ from corral.tune.tune import ExperimentAnalysis, Trial, grid_search, run
 __all__ = [
     "Callback",
     "CheckpointError",
+    "Experiment",
     "ExperimentAnalysis",
     "ExportFormat",
     "Trainable",
@@ -42,4 +44,5 @@ __all__ = [
     "register_trainable",
     "report",
     "run",
+    "run_experiments",
 ]

@@ -250,3 +250,23 @@ def test_tune_1_13_analysis_helpers():
     assert analysis.best_dataframe["score"].tolist() == [0, 2, 4]
     assert analysis.results_df.loc[best.trial_id, "score"] == 4
     assert analysis.best_result_df["score"].tolist() == [4]
+
+
+def test_run_experiments_and_experiment():
+    def train_fn(config):
+        tune.report(env=config["env"], lr=config["lr"])
+
+    trials = tune.run_experiments(
+        {"first": {"run": train_fn, "env": "CartPole-v1", "config": {"lr": 0.1}}}, verbose=0
+    )
+    assert [(t.last_result["env"], t.last_result["lr"]) for t in trials] == [("CartPole-v1", 0.1)]
+    experiment = tune.Experiment(
+        "second", train_fn, config={"env": "x", "lr": tune.grid_search([1, 2])}, stop={"lr": 9}
+    )
+    trials = tune.run_experiments([experiment], verbose=0)
+    assert [t.config["lr"] for t in trials] == [1, 2]
+    assert os.path.basename(os.path.dirname(trials[0].logdir)) == "second"
+    with pytest.raises(ValueError, match="needs a dict with a 'run' key"):
+        tune.run_experiments({"bad": {"env": "CartPole-v1"}})
+    with pytest.raises(NotImplementedError, match="scheduler"):
+        tune.run_experiments([experiment], scheduler="asha")
