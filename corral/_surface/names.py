@@ -12,7 +12,6 @@ from __future__ import annotations
 # surface test accepts either. Value: who provides it.
 
 _PENDING_BY: dict[str, str] = {
-    "policy.torch_policy_template": "`corral.policy.torch_policy_template.build_torch_policy`",
     # RLlib 1.x env helpers (corral.env is being extended for old gym envs).
     "env.base_env": "`corral.env` (RLlib 1.x env helpers)",
     "env.utils": "`corral.env` (RLlib 1.x env helpers)",

@@ -120,3 +120,15 @@ def test_training_goes_through_the_module_call():
         assert hooks
     finally:
         trainer.stop()
+
+
+def test_build_torch_policy_is_rllib_1_x_s_deprecated_alias(caplog):
+    from corral.policy import build_torch_policy as from_package
+    from corral.policy.torch_policy_template import build_torch_policy
+
+    assert from_package is build_torch_policy
+    with caplog.at_level("WARNING"):
+        policy_class = build_torch_policy("Old", loss_fn=reward_weighted_loss)
+    assert "build_policy_class(framework='torch')" in caplog.text
+    assert policy_class.__name__ == "Old"
+    assert policy_class.loss is not MyTorchPolicy.loss  # its own loss, built from the function
