@@ -17,9 +17,6 @@ _PENDING_BY: dict[str, str] = {
     "env.utils": "`corral.env` (RLlib 1.x env helpers)",
     "env.vector_env": "`corral.env` (RLlib 1.x env helpers)",
     "env.wrappers.exception_wrapper": "`corral.env` (RLlib 1.x env helpers)",
-    "env.wrappers.pettingzoo_env": "`corral.env` (RLlib 1.x env helpers)",
-    "utils.pre_checks": "`corral.env` (env checking)",
-    "utils:check_env": "`corral.env` (env checking)",
 }
 
 # Single names of modules corral builds that corral leaves out: module -> (reason, names).

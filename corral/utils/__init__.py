@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "NullContextManager",
     "add_mixins",
+    "check_env",
     "force_list",
     "force_tuple",
     "merge_dicts",
@@ -48,6 +49,13 @@ def force_list(elements: Any = None, to_tuple: bool = False) -> list | tuple:
 
 
 force_tuple = partial(force_list, to_tuple=True)
+
+
+def check_env(env: Any) -> None:
+    """RLlib 1.13's standalone env check; see `corral.utils.pre_checks.env.check_env`."""
+    from corral.utils.pre_checks.env import check_env as check
+
+    check(env)
 
 
 def merge_dicts(d1: Mapping, d2: Mapping) -> dict:

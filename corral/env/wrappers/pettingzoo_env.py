@@ -97,3 +97,21 @@ class PettingZooEnv(MultiAgentEnv):
 
     def close(self) -> None:
         self.env.close()
+
+
+class ParallelPettingZooEnv(PettingZooEnv):
+    """RLlib 1.13's wrapper of a PettingZoo `ParallelEnv` (e.g.
+    `pistonball_v6.parallel_env()`): `PettingZooEnv`, which takes both APIs, for the
+    parallel one only.
+
+    Raises:
+        TypeError: `env` is an AEC env (wrap it in `PettingZooEnv`).
+    """
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        if self.is_aec:
+            raise TypeError(
+                f"ParallelPettingZooEnv takes a PettingZoo ParallelEnv, got the AEC env {env!r}; "
+                "wrap it in PettingZooEnv (or pass its parallel_env())."
+            )

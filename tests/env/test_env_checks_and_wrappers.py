@@ -1,0 +1,88 @@
+"""RLlib 1.13's standalone env check (`corral.utils.check_env`) and `ParallelPettingZooEnv`."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from corral.env.multi_agent_env import MultiAgentEnv, make_multi_agent
+from corral.utils import check_env
+
+
+class Line(gym.Env):
+    """A one-dimensional env whose faults the tests switch on."""
+
+    def __init__(self, fault=None):
+        self.fault = fault
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        if self.fault == "reset_obs":
+            return np.full(2, 5.0, np.float32), {}
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        obs = np.zeros(2, np.float32)
+        if self.fault == "reward":
+            return obs, "1.0", False, False, {}
+        if self.fault == "four_tuple":
+            return obs, 1.0, False, {}
+        if self.fault == "shape":
+            return np.zeros(3, np.float32), 1.0, False, False, {}
+        return obs, 1.0, False, False, {}
+
+
+def test_a_good_env_passes_in_each_form():
+    check_env(gym.make("CartPole-v1"))
+    check_env(make_multi_agent("CartPole-v1")({"num_agents": 2}))
+    check_env(Line())
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("reset_obs", r"observation from reset\(\) is not in its observation space"),
+        ("reward", r"returned reward '1.0'; expected a number"),
+        ("four_tuple", r"step\(action\) returned"),
+        ("shape", r"shape \(3,\), dtype float32; the space's shape \(2,\)"),
+    ],
+)
+def test_each_fault_is_named(fault, message):
+    with pytest.raises(ValueError, match=message):
+        check_env(Line(fault))
+
+
+def test_multi_agent_faults_and_other_objects():
+    class NoAll(MultiAgentEnv):
+        def __init__(self):
+            super().__init__()
+            self.possible_agents = self.agents = ["a"]
+            self.observation_space = gym.spaces.Discrete(2)
+            self.action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return {"a": 0}, {}
+
+        def step(self, action_dict):
+            return {"a": 1}, {"a": 1.0}, {"a": False}, {"a": False}, {}
+
+    with pytest.raises(ValueError, match="without the '__all__' key"):
+        check_env(NoAll())
+    with pytest.raises(ValueError, match="Env must be a gymnasium.Env"):
+        check_env(object())
+
+
+def test_parallel_pettingzoo_env():
+    pytest.importorskip("pettingzoo", reason="PettingZoo is the `pettingzoo` extra")
+    from pettingzoo.classic import rps_v2
+
+    from corral.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+
+    env = ParallelPettingZooEnv(rps_v2.parallel_env())
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == set(env.possible_agents)
+    check_env(env)
+    with pytest.raises(TypeError, match="wrap it in PettingZooEnv"):
+        ParallelPettingZooEnv(rps_v2.env())
