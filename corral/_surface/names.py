@@ -16,7 +16,6 @@ _PENDING_BY: dict[str, str] = {
     "env.base_env": "`corral.env` (RLlib 1.x env helpers)",
     "env.utils": "`corral.env` (RLlib 1.x env helpers)",
     "env.vector_env": "`corral.env` (RLlib 1.x env helpers)",
-    "env.wrappers.exception_wrapper": "`corral.env` (RLlib 1.x env helpers)",
 }
 
 # Single names of modules corral builds that corral leaves out: module -> (reason, names).

@@ -110,6 +110,27 @@ def _registered_names() -> list[str]:
     return list(_global_registry.names(ENV_CREATOR))
 
 
+def gym_env_creator(env_context: EnvContext, env_descriptor: str) -> Any:
+    """RLlib 1.13's: the Gymnasium env `env_descriptor` (an id), made with the
+    `env_context`'s items as keyword arguments (an old-gym id's env is converted).
+
+    Raises:
+        EnvError: `env_descriptor` is no Gymnasium id.
+    """
+    from corral.env.gym_compat import ensure_gymnasium_env
+
+    _check_gym_id(env_descriptor)
+    return ensure_gymnasium_env(_make_gym_env(env_descriptor, env_context))
+
+
+def record_env_wrapper(env: Any, record_env: Any, log_dir: str | None, policy_config: Any) -> Any:
+    """RLlib 1.13's: `env` recording a video of each episode when `record_env` is set (True:
+    `<log_dir>/videos`; a path), as `record_env` in a trainer config does; else `env`."""
+    if not record_env:
+        return env
+    return wrap_record_video(env, record_env, log_dir, prefix="rl-video")
+
+
 def _make_gym_env(env_id: str, ctx: EnvContext, **overrides: Any) -> Any:
     import gymnasium as gym
 

@@ -86,3 +86,48 @@ def test_parallel_pettingzoo_env():
     check_env(env)
     with pytest.raises(TypeError, match="wrap it in PettingZooEnv"):
         ParallelPettingZooEnv(rps_v2.env())
+
+
+def test_reset_on_exception_wrapper():
+    from corral.env.wrappers.exception_wrapper import (
+        ResetOnExceptionWrapper,
+        TooManyResetAttemptsException,
+    )
+
+    class Flaky(Line):
+        def __init__(self, reset_failures):
+            super().__init__()
+            self.reset_failures = reset_failures
+            self.resets = 0
+
+        def reset(self, *, seed=None, options=None):
+            self.resets += 1
+            if self.resets <= self.reset_failures:
+                raise RuntimeError("reset failed")
+            return super().reset()
+
+        def step(self, action):
+            if action == 1:
+                raise RuntimeError("step failed")
+            return super().step(action)
+
+    env = ResetOnExceptionWrapper(Flaky(reset_failures=2), max_reset_attempts=3)
+    obs, _ = env.reset()
+    assert env.unwrapped.resets == 3 and obs.shape == (2,)
+    assert env.step(0)[1] == 1.0
+    obs, reward, terminated, truncated, info = env.step(1)  # the step fails: a fresh episode
+    assert (reward, terminated, truncated, info) == (0.0, False, True, {"__terminated__": True})
+    with pytest.raises(TooManyResetAttemptsException, match=r"\(2\)"):
+        ResetOnExceptionWrapper(Flaky(reset_failures=5), max_reset_attempts=2).reset()
+
+
+def test_gym_env_creator_and_record_env_wrapper():
+    from corral.env.env_context import EnvContext
+    from corral.env.utils import gym_env_creator, record_env_wrapper
+    from corral.utils.error import EnvError
+
+    env = gym_env_creator(EnvContext({"max_episode_steps": 7}), "CartPole-v1")
+    assert env.spec.max_episode_steps == 7
+    assert record_env_wrapper(env, False, None, {}) is env
+    with pytest.raises(EnvError, match="Unknown env 'CartPole-v9'"):
+        gym_env_creator(EnvContext({}), "CartPole-v9")
