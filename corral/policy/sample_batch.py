@@ -75,8 +75,9 @@ class SampleBatch(dict):
     @property
     def count(self) -> int:
         """Number of rows (steps) in this batch."""
+        sequences = self.SEQ_LENS in self  # (`_per_row`'s rule, inline: read on every step)
         for key, value in self.items():
-            if self._per_row(key):
+            if key != self.SEQ_LENS and not (sequences and key.startswith("state_in_")):
                 return len(value)
         return 0
 
