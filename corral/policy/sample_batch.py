@@ -68,16 +68,22 @@ class SampleBatch(dict):
         return not (key.startswith("state_in_") and self.SEQ_LENS in self)
 
     def _check_lengths(self) -> None:
-        lengths = {k: len(v) for k, v in self.items() if self._per_row(k)}
+        if self.SEQ_LENS in self:
+            lengths = {k: len(v) for k, v in self.items() if self._per_row(k)}
+        else:  # (the common case, built on every sampled step: no per-column call)
+            lengths = {k: len(v) for k, v in self.items()}
         if len(set(lengths.values())) > 1:
             raise ValueError(f"SampleBatch columns differ in length: {lengths}")
 
     @property
     def count(self) -> int:
         """Number of rows (steps) in this batch."""
-        sequences = self.SEQ_LENS in self  # (`_per_row`'s rule, inline: read on every step)
+        if self.SEQ_LENS not in self:  # (the common case, read on every sampled step)
+            for value in self.values():
+                return len(value)
+            return 0
         for key, value in self.items():
-            if key != self.SEQ_LENS and not (sequences and key.startswith("state_in_")):
+            if self._per_row(key):
                 return len(value)
         return 0
 
