@@ -150,6 +150,9 @@ class RolloutWorker:
         for pid, policy in self._build_policies(policy_specs, spaces).items():
             self._register_policy(pid, policy)
         self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
+        # A single-agent env acting with a policy other than `default_policy`: the id
+        # its batches go under (`sample` hands them out as a `MultiAgentBatch`).
+        self._single_agent_batches_of: str | None = None
         self.sampler = self._make_sampler()
         self._sample_marks: list[int] = []
         # `input` / `output` (corral.offline): where sample() reads and writes batches.
@@ -184,9 +187,9 @@ class RolloutWorker:
         if isinstance(self.env, MultiAgentEnv):
             return MultiAgentSampler(self, self.async_env, self.config)
         pid = self._single_agent_policy_id()
-        sampler = SingleAgentSampler(self, self.async_env, self.policy_map[pid], self.config)
-        sampler.policy_id = pid
-        return sampler
+        if pid != DEFAULT_POLICY_ID:
+            self._single_agent_batches_of = pid
+        return SingleAgentSampler(self, self.async_env, self.policy_map[pid], self.config, pid)
 
     def _single_agent_policy_id(self) -> str:
         """The policy acting in a single-agent env: `default_policy` when there is one,
@@ -492,9 +495,9 @@ class RolloutWorker:
         # Both samplers postprocess each trajectory with its policy and the
         # `on_postprocess_trajectory` hook (`sampler_base.postprocess_trajectory`).
         batch = self.sampler.sample()
-        pid = getattr(self.sampler, "policy_id", DEFAULT_POLICY_ID)
-        if pid != DEFAULT_POLICY_ID and isinstance(batch, SampleBatch):
-            return MultiAgentBatch({pid: batch}, batch.count)  # a single-agent env's
+        pid = self._single_agent_batches_of
+        if pid is not None and isinstance(batch, SampleBatch):
+            return MultiAgentBatch({pid: batch}, batch.count)
         return batch
 
     def recreate_sub_environment(self, index: int) -> Any:

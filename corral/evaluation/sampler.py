@@ -73,10 +73,17 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
     `no_done_at_end`); `sample()` returns the fragment postprocessed by the policy.
     """
 
-    def __init__(self, worker: Any, vector_env: Any, policy: Any, config: dict) -> None:
+    def __init__(
+        self,
+        worker: Any,
+        vector_env: Any,
+        policy: Any,
+        config: dict,
+        policy_id: str = DEFAULT_POLICY_ID,
+    ) -> None:
         super().__init__(worker, vector_env, config)
         self.policy = policy
-        self.policy_id = DEFAULT_POLICY_ID
+        self.policy_id = policy_id
         self.preprocessor = policy.preprocessor
         self.fast_obs = isinstance(self.preprocessor, NoPreprocessor)
         self.obs_shape = tuple(self.preprocessor.shape)

@@ -166,8 +166,12 @@ def test_a_single_agent_env_acts_with_the_policy_the_mapping_names(trainer_cls):
             "policy_mapping_fn": lambda agent_id, episode, worker, **kw: "main",
         },
     }
-    trainer = cls(config=config)
+    trainer = cls(config={**config, "observation_filter": "MeanStdFilter"})
     try:
+        # Each sampling worker filters with the named policy's filter.
+        assert trainer.workers.foreach_worker(
+            lambda w: w.sampler is None or w.sampler.obs_filter is w.filters["main"]
+        ) == [True, True]
         result = trainer.train()
         assert list(result["info"]["learner"]) == ["main"]
         assert result["policy_reward_mean"] == {"main": result["episode_reward_mean"]}
