@@ -132,16 +132,18 @@ def _add_rllib_1_13_flags(train: argparse.ArgumentParser) -> None:
     for flag in ("--ray-ui", "--no-ray-ui", "--local-mode"):
         rllib.add_argument(flag, action="store_true", help="no effect (no Ray cluster)")
     for flag, default in _TUNE_ONLY_FLAGS.items():
-        kind: dict[str, Any] = (
-            {"action": "store_true"}
-            if default is False
-            else {"type": common.json_object}
-            if isinstance(default, dict)
-            else {"type": int}
-            if isinstance(default, int)
-            else {}
-        )
-        rllib.add_argument(flag, default=default, help="Ray Tune's; not built", **kind)
+        rllib.add_argument(flag, default=default, help="Ray Tune's; not built", **_kind(default))
+
+
+def _kind(default: Any) -> dict[str, Any]:
+    """How argparse reads a flag of `_TUNE_ONLY_FLAGS`, from its default's type."""
+    if default is False:
+        return {"action": "store_true"}
+    if isinstance(default, dict):
+        return {"type": common.json_object}
+    if isinstance(default, int):
+        return {"type": int}
+    return {}
 
 
 def check_rllib_1_13_flags(args: argparse.Namespace) -> None:

@@ -81,10 +81,7 @@ class FunctionTrainable(Trainable):
             if self.iteration:
                 raise _FunctionReturned()
             result[DONE] = True  # returned without reporting: one empty, final result
-        if session.new_checkpoint:
-            session.new_checkpoint = False
-            result[SHOULD_CHECKPOINT] = True
-        return result
+        return self._with_new_checkpoint(result)
 
     def train(self) -> dict:
         """One result of the function; once it has returned, Ray Tune's marker that its
@@ -93,12 +90,16 @@ class FunctionTrainable(Trainable):
         try:
             return super().train()
         except _FunctionReturned:
-            assert self._session is not None
-            final = {RESULT_DUPLICATE: True, DONE: True}
-            if self._session.new_checkpoint:
-                self._session.new_checkpoint = False
-                final[SHOULD_CHECKPOINT] = True
-            return final
+            return self._with_new_checkpoint({RESULT_DUPLICATE: True, DONE: True})
+
+    def _with_new_checkpoint(self, result: dict) -> dict:
+        """`result`, asking the loop to record a checkpoint the function has written since
+        its last result (`should_checkpoint`)."""
+        session = self._session
+        if session is not None and session.new_checkpoint:
+            session.new_checkpoint = False
+            result[SHOULD_CHECKPOINT] = True
+        return result
 
     def save(self, checkpoint_dir: str | None = None) -> str:
         """The newest checkpoint the function wrote (``tune.checkpoint_dir``).
