@@ -11,11 +11,9 @@ This module is the single source of truth for those names:
   not build; their names import and raise :class:`NotBuiltError` (a
   ``NotImplementedError``) naming them on use. The README's list, docs/not-built.md and
   ``corral.agents.registry``'s "not built yet" answers are read from here;
-- :data:`_PENDING_BY` (``names.py``, as the next two): names another part of corral is
-  about to provide (a stand-in raising ``NotImplementedError`` until the real module or
-  name lands; the real one then wins);
-- :data:`_NOT_PROVIDED`: single RLlib names of modules corral builds that corral leaves out
-  (mostly RLlib's function-built policy pieces, where corral's policies are classes);
+- :data:`_NOT_PROVIDED` (``names.py``, as the next two): single RLlib names of modules
+  corral builds that corral leaves out (mostly RLlib's function-built policy pieces, where
+  corral's policies are classes);
 - TensorFlow/JAX-only names (``*TFPolicy``, ``TFModelV2``, ``models.tf.*``, ``tf_utils``,
   ``*_tf_*`` modules) are recognised by rule; they import without TensorFlow and raise
   :class:`TensorFlowOnlyError` (an ``ImportError`` and a ``NotImplementedError``) naming the
@@ -51,7 +49,6 @@ from typing import Any
 from corral._surface.names import (
     _ALIASES,
     _NOT_PROVIDED,
-    _PENDING_BY,
     _TF_CLASS_FACTORIES,
     _TF_CLASS_FACTORY_METHODS,
     _TF_COUNTERPARTS,
@@ -104,8 +101,7 @@ class Verdict:
 
     Attributes:
         kind: "real" (corral code), "tf" (TensorFlow/JAX-only stand-in), "unbuilt" (a
-            feature corral does not build), "missing" (an RLlib helper corral leaves out)
-            or "pending" (another part of corral provides it; stand-in until then).
+            feature corral does not build) or "missing" (an RLlib helper corral leaves out).
         module: the module the name finally resolves to: relative to ``corral`` for corral
             modules (``""`` is ``corral`` itself), absolute otherwise (e.g. ``"torch.nn"``).
         name: the attribute there; ``""`` means the module itself.
@@ -194,9 +190,6 @@ def _rules() -> dict[str, tuple[str, str]]:
         for feature in NOT_BUILT:
             for key in feature.names:
                 rules[key] = ("unbuilt", feature.name)
-        for key, provider in _PENDING_BY.items():
-            if ":" in key:
-                rules[key] = ("pending", provider)
         for key in _TF_NAMES:
             rules[key] = ("tf", "")
         _name_rules = rules
@@ -210,15 +203,6 @@ def _feature_of(module: str) -> Feature | None:
             if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
                 best = (len(prefix), feature)
     return best[1]
-
-
-def _pending_of(module: str) -> str | None:
-    parts = module.split(".")
-    for i in range(len(parts), 0, -1):
-        provider = _PENDING_BY.get(".".join(parts[:i]))
-        if provider is not None:
-            return provider
-    return None
 
 
 _TF_NAME = re.compile(r"TF(?![a-z])|^Keras_|^JAX")
@@ -320,9 +304,6 @@ def classify(module: str, name: str, _depth: int = 0) -> Verdict:
         return classify(home, name, _depth + 1)
     if _is_tf(module, name):
         return Verdict("tf", module, name, _counterpart(module, name))
-    provider = _pending_of(module)
-    if provider is not None:
-        return Verdict("pending", module, name, provider)
     return Verdict("real", module, name)
 
 
@@ -347,8 +328,6 @@ def _message(verdict: Verdict, used: str) -> str:
             f"{used}: `{path}` belongs to {feature.name} ({feature.what}), which corral does "
             "not build; the name exists only so that RLlib code importing it still imports."
         )
-    if kind == "pending":
-        return f"{used}: `{path}` is not built in corral yet (to come: {verdict.detail})."
     return f"{used}: corral does not provide RLlib's `{path}`: {verdict.detail}."
 
 
@@ -387,7 +366,7 @@ class _StandInMeta(type):
 
     def __repr__(cls) -> str:
         verdict, base = _verdict_of(cls)
-        what = {"tf": "TensorFlow-only", "unbuilt": "not built", "pending": "not built yet"}
+        what = {"tf": "TensorFlow-only", "unbuilt": "not built"}
         state = what.get(verdict.kind, "not provided")
         return f"<corral stand-in {cls.__name__} for {verdict.rllib_path}: {state}>"
 
@@ -450,10 +429,6 @@ def resolve(module: str, name: str) -> Any:
     """The object corral serves for ``corral.<module>.<name>`` when the module lacks it."""
     verdict = classify(module, name)
     elsewhere = (verdict.module, verdict.name) != (module, name)
-    if verdict.kind == "pending" and elsewhere and verdict.detail != "external":
-        # A re-export of a name still to come: the defining module decides (it holds the
-        # real object once that lands, and serves the same stand-in until then).
-        return getattr(importlib.import_module(_corral_path(verdict.module)), verdict.name)
     if verdict.kind != "real":
         return _stand_in(verdict)
     if verdict.detail == "external":

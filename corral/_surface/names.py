@@ -1,22 +1,11 @@
-"""The surface table's single names: what another part of corral provides soon
-(:data:`_PENDING_BY`), RLlib helpers corral leaves out (:data:`_NOT_PROVIDED`), names corral
-builds under another path (:data:`_ALIASES`) and the TensorFlow names the naming rule misses.
+"""The surface table's single names: RLlib helpers corral leaves out (:data:`_NOT_PROVIDED`),
+names corral builds under another path (:data:`_ALIASES`) and the TensorFlow names the naming
+rule misses.
 
 The algorithms and features corral does not build are in :mod:`corral._surface.not_built`.
 """
 
 from __future__ import annotations
-
-# Names (or whole modules) another part of corral provides. Until the real code lands they
-# raise NotImplementedError; once a real module file or name exists it wins, and the
-# surface test accepts either. Value: who provides it.
-
-_PENDING_BY: dict[str, str] = {
-    # RLlib 1.x env helpers (corral.env is being extended for old gym envs).
-    "env.base_env": "`corral.env` (RLlib 1.x env helpers)",
-    "env.utils": "`corral.env` (RLlib 1.x env helpers)",
-    "env.vector_env": "`corral.env` (RLlib 1.x env helpers)",
-}
 
 # Single names of modules corral builds that corral leaves out: module -> (reason, names).
 _FUNCTION_POLICY = (

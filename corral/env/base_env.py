@@ -1,8 +1,29 @@
-"""`BaseEnv`: the vectorised interface the sampler talks to."""
+"""`BaseEnv`: the batch of sub-envs a rollout worker samples from.
+
+corral's samplers step a worker's sub-envs through `get_sub_environments()` and
+`step_all(actions)`. RLlib 1.x's asynchronous interface (`poll`, `send_actions`,
+`try_reset`, with values keyed by env index, then agent id) is served on top of those,
+for code that drives a `BaseEnv` itself; `convert_to_base_env` makes one of any env.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
+
+# The agent id of a single-agent env's agent in RLlib's per-agent dicts.
+DUMMY_AGENT_ID = "agent0"
+
+# RLlib 1.x's marker of an asynchronous reset (`try_reset` returning it means the new
+# observation arrives with the next `poll`). corral's resets always return at once.
+ASYNC_RESET_RETURN = "async_reset_return"
+
+
+def with_dummy_agent_id(
+    env_id_to_values: Mapping[Any, Any], dummy_id: Any = DUMMY_AGENT_ID
+) -> dict[Any, dict[Any, Any]]:
+    """`{env_id: value}` as `{env_id: {dummy_id: value}}` (a single agent's dicts)."""
+    return {env_id: {dummy_id: value} for env_id, value in env_id_to_values.items()}
 
 
 class BaseEnv:
@@ -13,6 +34,11 @@ class BaseEnv:
     """
 
     num_envs: int = 1
+    # Read by the sampler: whether each sub-env's episode can be replayed alone from its
+    # seed and actions (exact resumes of unfinished episodes from a checkpoint).
+    sub_envs_replayable: bool = True
+    # Whether the sub-envs are multi-agent (their values are already per-agent dicts).
+    multi_agent: bool = False
 
     def get_sub_environments(self) -> list[Any]:
         """The individual sub-environments (e.g. `gymnasium.Env` objects)."""
@@ -36,3 +62,148 @@ class BaseEnv:
             close = getattr(env, "close", None)
             if close is not None:
                 close()
+
+    def to_base_env(self, *args: Any, **kwargs: Any) -> BaseEnv:
+        """Itself (RLlib's `to_base_env` of an env that already is one)."""
+        return self
+
+    def get_agent_ids(self) -> set[Any]:
+        """The agent ids (a single-agent env's one agent is `"agent0"`)."""
+        if not self.multi_agent:
+            return {DUMMY_AGENT_ID}
+        envs = self.get_sub_environments()
+        agents = getattr(envs[0], "possible_agents", None) or getattr(envs[0], "agents", None)
+        return set(agents or ())
+
+    # -- RLlib's asynchronous interface --------------------------------------
+
+    def poll(self) -> tuple[dict, dict, dict, dict, dict]:
+        """What the sub-envs returned since the last call, keyed by env index, then agent.
+
+        The first call resets every sub-env. Returns `(obs, rewards, dones, infos,
+        off_policy_actions)`; `dones[env_id]["__all__"]` says the episode ended (then
+        `try_reset(env_id)` starts the next), and `off_policy_actions` is always empty.
+        """
+        pending = getattr(self, "_polled", None)
+        if pending is None:
+            n = self.num_envs
+            not_done: Any = {} if self.multi_agent else False
+            pending = (self._poll_reset_all(), [None] * n, [not_done] * n, [{}] * n)
+        obs, rewards, dones, infos = pending
+        self._polled: tuple[list, list, list, list] | None = ([], [], [], [])
+        if self.multi_agent:
+            done_dicts = [{**d, "__all__": bool(d.get("__all__"))} for d in dones]
+            return (
+                dict(enumerate(obs)),
+                dict(enumerate(rewards)),
+                dict(enumerate(done_dicts)),
+                dict(enumerate(infos)),
+                {},
+            )
+        return (
+            with_dummy_agent_id(dict(enumerate(obs))),
+            with_dummy_agent_id(dict(enumerate(rewards))),
+            with_dummy_agent_id(dict(enumerate(dones)), "__all__"),
+            with_dummy_agent_id(dict(enumerate(infos))),
+            {},
+        )
+
+    def send_actions(self, action_dict: Mapping[int, Mapping[Any, Any]]) -> None:
+        """Steps every sub-env with `action_dict[env_id]` (per agent; a single agent's
+        action under `"agent0"`); the results come with the next `poll()`."""
+        if getattr(self, "_polled", None) is None:
+            raise RuntimeError("send_actions() before the first poll(): poll() resets the envs.")
+        if self.multi_agent:
+            actions = [dict(action_dict[i]) for i in range(self.num_envs)]
+        else:
+            actions = [action_dict[i][DUMMY_AGENT_ID] for i in range(self.num_envs)]
+        self._polled = self._poll_step(actions)
+
+    def try_reset(self, env_id: int | None = None) -> dict | None:
+        """Resets sub-env `env_id`; returns `{env_id: {agent_id: obs}}`."""
+        index = env_id or 0
+        obs = self._poll_reset_at(index)
+        return {index: obs if self.multi_agent else {DUMMY_AGENT_ID: obs}}
+
+    # The sub-env calls behind `poll`; subclasses that step their sub-envs another way
+    # override these.
+    def _poll_reset_all(self) -> list[Any]:
+        return [self._poll_reset_at(i) for i in range(self.num_envs)]
+
+    def _poll_reset_at(self, index: int) -> Any:
+        return self.get_sub_environments()[index].reset()[0]
+
+    def _poll_step(self, actions: list[Any]) -> tuple[list, list, list, list]:
+        obs: list[Any] = []
+        rewards: list[Any] = []
+        dones: list[Any] = []
+        infos: list[Any] = []
+        for o, r, terminated, truncated, info in self.step_all(actions):
+            obs.append(o)
+            rewards.append(r)
+            infos.append(info)
+            if self.multi_agent:
+                dones.append(
+                    {
+                        a: terminated.get(a, False) or truncated.get(a, False)
+                        for a in {*terminated, *truncated}
+                    }
+                )
+            else:
+                dones.append(bool(terminated or truncated))
+        return obs, rewards, dones, infos
+
+
+def convert_to_base_env(
+    env: Any,
+    make_env: Callable[[int], Any] | None = None,
+    num_envs: int = 1,
+    remote_envs: bool = False,
+    remote_env_batch_wait_ms: int = 0,
+    worker: Any = None,
+    restart_failed_sub_environments: bool = False,
+) -> BaseEnv:
+    """`env` as a `BaseEnv` of `num_envs` sub-envs (RLlib 1.13's function).
+
+    Args:
+        env: a `BaseEnv` (returned as it is), a `VectorEnv` (wrapped), a
+            `gymnasium.vector.VectorEnv` (its sub-envs stepped as one batch), a
+            `MultiAgentEnv` or a Gymnasium env (or an old-gym one, converted): the
+            first sub-env.
+        make_env: builds sub-env `i` for `i >= 1`; needed when `num_envs > 1`.
+        num_envs: the number of sub-envs.
+        remote_envs: each sub-env in a process of its own (all built by `make_env`).
+        remote_env_batch_wait_ms: accepted for RLlib's signature (corral waits for
+            every remote sub-env).
+        worker: unused (RLlib's).
+        restart_failed_sub_environments: accepted for RLlib's signature (restarts are the
+            sampler's, set by the config key of that name).
+
+    Raises:
+        ValueError: more than one sub-env is wanted and there is no `make_env`.
+    """
+    import gymnasium as gym
+
+    from corral.env.gym_compat import ensure_gymnasium_env
+    from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
+    from corral.env.vector_env import VectorEnv, VectorEnvWrapper
+
+    if isinstance(env, BaseEnv):
+        return env
+    if isinstance(env, VectorEnv):
+        return VectorEnvWrapper(env)
+    if isinstance(env, gym.vector.VectorEnv):
+        from corral.env.native_vector_env import BatchedVectorEnv
+
+        return BatchedVectorEnv(env)
+    if num_envs > 1 and make_env is None:
+        raise ValueError(f"convert_to_base_env: num_envs={num_envs} needs make_env.")
+    if remote_envs:
+        from corral.env.remote_vector_env import RemoteVectorEnv
+
+        return RemoteVectorEnv(make_env or (lambda i: env), num_envs)
+    first = ensure_gymnasium_env(env)
+    envs = [first] + [ensure_gymnasium_env(make_env(i)) for i in range(1, num_envs)]  # type: ignore[misc]
+    if isinstance(first, MultiAgentEnv):
+        return MultiAgentEnvWrapper(envs)
+    return VectorEnv.vectorize_gym_envs(existing_envs=envs, num_envs=num_envs)

@@ -40,9 +40,25 @@ class MultiAgentEnv(gym.Env):
             return self.action_spaces[agent_id]
         return self.action_space
 
+    def to_base_env(
+        self,
+        make_env: Callable[[int], Any] | None = None,
+        num_envs: int = 1,
+        remote_envs: bool = False,
+        remote_env_batch_wait_ms: int = 0,
+        restart_failed_sub_environments: bool = False,
+    ) -> BaseEnv:
+        """This env and `make_env(i)` for the other `num_envs - 1` sub-envs, as a
+        `BaseEnv` (see `corral.env.base_env.convert_to_base_env`)."""
+        from corral.env.base_env import convert_to_base_env
+
+        return convert_to_base_env(self, make_env, num_envs, remote_envs=remote_envs)
+
 
 class MultiAgentEnvWrapper(BaseEnv):
     """The n `MultiAgentEnv` sub-envs of one rollout worker, as a `BaseEnv`."""
+
+    multi_agent = True
 
     def __init__(self, envs: list[MultiAgentEnv]) -> None:
         if not envs:

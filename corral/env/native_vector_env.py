@@ -142,6 +142,7 @@ class BatchedVectorEnv(BaseEnv):
 
     # Read by the sampler: step with `step_batched`, reset with `vector_reset`.
     batched = True
+    sub_envs_replayable = False
 
     def __init__(
         self,
@@ -269,15 +270,18 @@ def make_native_vector_env(env_id: Any, num_envs: int, env_config: Mapping[str, 
     )
 
 
-def check_batched_config(config: Mapping[str, Any], what: str) -> None:
-    """Refuses the settings a batched vector env cannot honour (see the module doc).
+def check_batched_config(config: Mapping[str, Any], what: str, resets_one: bool = False) -> None:
+    """Refuses the settings a vector env that steps its sub-envs itself cannot honour
+    (see the module doc).
 
     Args:
         config: the worker's config.
         what: how the error names the env (e.g. "vectorize_mode='native'").
+        resets_one: the vector env resets one sub-env on request (RLlib's `VectorEnv`:
+            `reset_at`), so a hard horizon works.
     """
     problems = []
-    if config.get("horizon") and not config.get("soft_horizon"):
+    if config.get("horizon") and not config.get("soft_horizon") and not resets_one:
         problems.append(
             f"horizon={config['horizon']!r} (a hard horizon resets one sub-env; use the env's "
             "own time limit, or soft_horizon=True)"
@@ -289,7 +293,10 @@ def check_batched_config(config: Mapping[str, Any], what: str) -> None:
     if config.get("record_env"):
         problems.append("record_env (no sub-env renders alone)")
     if problems:
-        raise ValueError(f"{what}: a batched vector env does not support " + "; ".join(problems))
+        raise ValueError(
+            f"{what}: a vector env stepping its sub-envs itself does not support "
+            + "; ".join(problems)
+        )
 
 
 def vectorize_mode(config: Mapping[str, Any]) -> str:

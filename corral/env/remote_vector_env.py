@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import gymnasium as gym
 
-from corral.env.vector_env import VectorEnv
+from corral.env.vector_env import VectorizedGymEnv
 from corral.utils.child_process import serve, start_forked
 from corral.utils.error import EnvError
 
@@ -161,7 +161,7 @@ class RemoteSubEnv:
         return f"RemoteSubEnv(worker={self.worker_index}, index={self.vector_index})"
 
 
-class RemoteVectorEnv(VectorEnv):
+class RemoteVectorEnv(VectorizedGymEnv):
     """`num_envs` sub-envs, each built by `make_env(vector_index)` in its own process.
 
     `get_sub_environments()` returns the `RemoteSubEnv` handles.

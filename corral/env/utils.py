@@ -131,6 +131,15 @@ def record_env_wrapper(env: Any, record_env: Any, log_dir: str | None, policy_co
     return wrap_record_video(env, record_env, log_dir, prefix="rl-video")
 
 
+def __getattr__(name: str) -> Any:
+    # `VideoMonitor` subclasses a Gymnasium wrapper: imported on first use (start-up time).
+    if name == "VideoMonitor":
+        from corral.env.wrappers.video_monitor import VideoMonitor
+
+        return VideoMonitor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _make_gym_env(env_id: str, ctx: EnvContext, **overrides: Any) -> Any:
     import gymnasium as gym
 

@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
-# Agent id used for single-agent envs (RLlib's name).
-SINGLE_AGENT_ID = "agent0"
+from corral.env.base_env import DUMMY_AGENT_ID
+
+# The agent id of a single-agent env's agent (RLlib's `_DUMMY_AGENT_ID`).
+SINGLE_AGENT_ID = DUMMY_AGENT_ID
 
 
 class Episode:

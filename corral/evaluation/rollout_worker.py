@@ -23,7 +23,7 @@ from corral.env.gym_compat import convert_space, ensure_gymnasium_env
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
 from corral.env.native_vector_env import batched_worker_env, vectorize_mode
 from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
-from corral.env.vector_env import VectorEnv
+from corral.env.vector_env import VectorEnv, VectorEnvWrapper, user_vector_worker_env
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
@@ -133,8 +133,11 @@ class RolloutWorker:
         self.async_env: BaseEnv | None = None
         if self._needs_env():
             self.async_env = self._make_vector_env()
-            # None with env=None: offline training needs no env.
-            self.env = self.async_env.envs[0] if self.async_env is not None else None
+            # RLlib's `worker.env`: the first sub-env, or the creator's own VectorEnv.
+            if isinstance(self.async_env, VectorEnvWrapper):
+                self.env = self.async_env.vector_env
+            elif self.async_env is not None:  # None with env=None: offline training
+                self.env = self.async_env.envs[0]
         multiagent = config["multiagent"]
         self.policy_mapping_fn: Callable = multiagent.get("policy_mapping_fn") or (
             default_policy_mapping_fn
@@ -226,7 +229,7 @@ class RolloutWorker:
             # frames, a window needs "human".
             ctx._render_mode = "rgb_array" if self.record_env else "human"
         env = self.env_creator(ctx)
-        if isinstance(env, gym.vector.VectorEnv):  # a batched vector env: the worker's vector
+        if isinstance(env, (gym.vector.VectorEnv, VectorEnv)):  # the worker's whole vector
             return env
         # An env written for the old gym API (or declaring old `gym.spaces`) is
         # converted here, so every kind of `env` setting gets the same conversion.
@@ -262,9 +265,11 @@ class RolloutWorker:
             return None
         if isinstance(first, gym.vector.VectorEnv):  # the env creator built a batched one
             return batched_worker_env(self, n, vector=first)
+        if isinstance(first, VectorEnv):  # RLlib's VectorEnv: it steps its sub-envs itself
+            return user_vector_worker_env(self.config, first, n)
         if isinstance(first, MultiAgentEnv):
             return MultiAgentEnvWrapper([first, *(self._make_env(i) for i in range(1, n))])
-        return VectorEnv.vectorize_gym_envs(self._make_env, n, existing_envs=[first])
+        return VectorEnv.vectorize_gym_envs(self._make_env, [first], num_envs=n)
 
     def _make_remote_vector_env(self, n: int) -> BaseEnv:
         """`remote_worker_envs`: every sub-env in a process of its own."""

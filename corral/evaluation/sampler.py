@@ -135,8 +135,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         # (NEXT_STEP autoreset): `_autoreset` marks those sub-envs, whose next row
         # is dropped (`_record_vector_step`).
         self.vector_step = getattr(vector_env, "step_batched", None)
-        if self.vector_step is not None:  # its sub-envs cannot be replayed one by one
-            self.replay_log.exact = False  # (and its actions need no log)
+        if self.vector_step is not None or not vector_env.sub_envs_replayable:
+            self.replay_log.exact = False  # its sub-envs cannot be replayed one by one
         self._autoreset = np.zeros(self.num_envs, np.bool_)
         self._reset_rows: np.ndarray | None = None
         # Groups of sub-envs that step in turn (`env_splits`, `EnvPoolSplits`); None: all
