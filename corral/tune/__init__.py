@@ -6,6 +6,7 @@ plain scripts import it before deciding what to build.
 """
 
 from corral.tune.callback import Callback
+from corral.tune.error import TuneError
 from corral.tune.experiment import Experiment, run_experiments
 from corral.tune.registry import register_env, register_input, register_trainable
 from corral.tune.search import choice, loguniform, randint, sample_from, uniform
@@ -28,6 +29,7 @@ __all__ = [
     "ExportFormat",
     "Trainable",
     "Trial",
+    "TuneError",
     "checkpoint_dir",
     "choice",
     "get_trial_dir",

@@ -22,7 +22,8 @@ class Callback:
     one after another in this process, so ``info`` also holds ``trainable=``, the live
     trainable (a corral addition: under Ray it lives in another process).
 
-    An exception raised by a hook ends the trial as an error, the trainable stopped.
+    An exception raised by a hook ends the trial as an error, the trainable stopped, and
+    ends the run (as a hook's error ends a Ray Tune run).
     """
 
     def on_trial_start(
@@ -49,3 +50,9 @@ class Callback:
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
         """The trial ended by an exception (Ctrl-C's ``KeyboardInterrupt`` included)."""
+
+    def on_trial_recover(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        """The trial's trainable raised and the trial starts again from its latest
+        checkpoint (``tune.run(max_failures=...)``)."""

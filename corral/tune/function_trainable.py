@@ -121,15 +121,20 @@ class FunctionTrainable(Trainable):
         Raises:
             ValueError: the function takes no ``checkpoint_dir``, or already runs.
         """
-        if not self._passes_checkpoint_dir:
-            raise ValueError(
-                f"Cannot restore {self._function_name()} from {checkpoint_path!r}: it takes no "
-                "`checkpoint_dir` argument (def train_fn(config, checkpoint_dir=None)), which "
-                "is how a function trainable gets its checkpoint back."
-            )
+        self.check_restorable(checkpoint_path)
         if self._session is not None:
             raise ValueError("A function trainable restores only before its first train().")
         self._restore_from = checkpoint_path
+
+    @classmethod
+    def check_restorable(cls, checkpoint_path: str) -> None:
+        """Raises ValueError unless the function takes a ``checkpoint_dir`` argument."""
+        if not cls._passes_checkpoint_dir:
+            raise ValueError(
+                f"Cannot restore {cls._function_name()} from {checkpoint_path!r}: it takes no "
+                "`checkpoint_dir` argument (def train_fn(config, checkpoint_dir=None)), which "
+                "is how a function trainable gets its checkpoint back."
+            )
 
     def restore_from_object(self, obj: bytes) -> None:
         """Not for a function trainable: its checkpoint must stay on disk until the
@@ -156,8 +161,9 @@ class FunctionTrainable(Trainable):
 
     # -- the function's thread --------------------------------------------------------
 
-    def _function_name(self) -> str:
-        return getattr(self._function, "__name__", repr(self._function))
+    @classmethod
+    def _function_name(cls) -> str:
+        return getattr(cls._function, "__name__", repr(cls._function))
 
     def _start(self) -> Session:
         info = self._trial_info

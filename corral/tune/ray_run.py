@@ -31,6 +31,8 @@ def run_trials_on_ray(
     name: str,
     loop: TrialLoop,
     resources: Any = None,
+    fail_fast: bool | str = False,
+    raise_on_failed_trial: bool = True,
 ) -> None:
     """Runs `trials` on Ray Tune (connecting with `ray.init()` when needed) and fills
     each trial's results, checkpoints, status and logdir in place.
@@ -38,7 +40,8 @@ def run_trials_on_ray(
     `loop` says how, as for local trials: its stop rule (corral's, handed to Ray as a
     function, so both paths stop alike), restore, checkpoint frequency and keeping.
     `resources` (`tune.run(resources_per_trial=...)`), when given, is every trial's
-    placement group instead of the trainable's `default_resource_request`.
+    placement group instead of the trainable's `default_resource_request`. `loop`'s
+    `max_failures`, `fail_fast` and `raise_on_failed_trial` go to Ray Tune as they are.
     """
     import ray
     from ray import tune
@@ -77,7 +80,9 @@ def run_trials_on_ray(
         checkpoint_config=checkpoint_config,
         storage_path=os.path.abspath(experiment_root),
         verbose=min(int(loop.verbose), 1),
-        raise_on_failed_trial=True,
+        max_failures=loop.max_failures,
+        fail_fast=fail_fast,
+        raise_on_failed_trial=raise_on_failed_trial,
     )
     for ray_trial in analysis.trials:
         _read_back(trials[ray_trial.config[TRIAL_INDEX]], ray_trial)

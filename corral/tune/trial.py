@@ -25,6 +25,12 @@ class Trial:
     metric_analysis: dict = field(default_factory=dict)
     # Each checkpoint saved, with the (flattened) result it was saved after.
     checkpoints: list = field(default_factory=list)
+    # How often its trainable raised; the last such error, its traceback and the file in
+    # the trial's logdir that holds the tracebacks (Ray Tune's `error.txt`).
+    num_failures: int = 0
+    error: BaseException | None = field(default=None, repr=False)
+    error_msg: str | None = None
+    error_file: str | None = None
     _history: dict = field(default_factory=dict, repr=False)
     # Every result's numbers, flattened (for `ExperimentAnalysis.dataframe`).
     _results: list = field(default_factory=list, repr=False)

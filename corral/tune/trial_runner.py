@@ -8,10 +8,13 @@ to the same method, with a ``Callback`` for its live display. Stop criteria are
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
-from collections.abc import Sequence
+import time
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +31,11 @@ from corral.tune.result import (
 from corral.tune.stopping import StopFn, metric_value
 from corral.tune.trainable import Trainable
 from corral.tune.trial import Trial
+
+logger = logging.getLogger(__name__)
+
+# The file in a trial's logdir that holds its trainable's tracebacks (Ray Tune's name).
+ERROR_FILE = "error.txt"
 
 
 @dataclass
@@ -56,46 +64,104 @@ class TrialLoop:
     keeper: CheckpointKeeper = field(default_factory=lambda: CheckpointKeeper())
     callbacks: Sequence[Callback] = ()
     verbose: int = 0
+    max_failures: int = 0
 
-    def run(self, trial: Trial, trainable: Trainable, trials: list[Trial] | None = None) -> None:
-        """Runs ``trial`` on its built ``trainable`` to the end; always stops the trainable.
+    def run(
+        self,
+        trial: Trial,
+        trainable: Trainable | Callable[[], Trainable],
+        trials: list[Trial] | None = None,
+    ) -> None:
+        """Runs ``trial`` to the end; always stops its trainable.
 
-        Restores ``restore`` first (if set), then calls the hooks' ``on_trial_start``,
-        trains and ends with ``on_trial_complete`` or, when anything raises (a hook, the
-        trainable, Ctrl-C), ``on_trial_error`` with the exception re-raised.
-        ``trial.status`` follows: RUNNING, then TERMINATED or ERROR; ``trial.logdir``
-        is the trainable's unless already set. ``trials`` (default ``[trial]``) is every
-        trial of the run, for the hooks.
+        Builds the trainable (when given a function that builds it), restores ``restore``
+        (if set), calls the hooks' ``on_trial_start``, trains and ends with
+        ``on_trial_complete``. ``trial.status`` follows: RUNNING, then TERMINATED or
+        ERROR; ``trial.logdir`` is the trainable's unless already set. ``trials``
+        (default ``[trial]``) is every trial of the run, for the hooks.
+
+        When the trainable raises (building, restoring, training or saving), the error is
+        recorded on the trial (``error``, ``error_msg``, ``num_failures``, and
+        ``error.txt`` in its logdir). With ``max_failures`` left and a function to build
+        it, a new trainable restores the trial's latest checkpoint (else ``restore``, else
+        starts afresh) and trains on, after ``on_trial_recover``. Otherwise, or when
+        anything else raises (a hook, Ctrl-C), ``on_trial_error`` is called and the
+        exception re-raised.
         """
         trials = trials if trials is not None else [trial]
+        restore = self.restore
+        while True:
+            try:
+                self._run_once(trial, trainable, trials, restore)
+                return
+            except Exception as error:
+                if error is not trial.error or not self._recovers(trial, trainable):
+                    raise
+                restore = trial.checkpoint or self.restore
+                logger.warning(
+                    "Trial %s failed (%d of at most %s recoveries), recovering from %s: %s",
+                    trial,
+                    trial.num_failures,
+                    "unlimited" if self.max_failures < 0 else self.max_failures,
+                    restore or "the start",
+                    error,
+                )
+
+    def _recovers(self, trial: Trial, trainable: Any) -> bool:
+        if isinstance(trainable, Trainable):
+            return False  # a built trainable cannot be built again
+        return self.max_failures < 0 or trial.num_failures <= self.max_failures
+
+    def _run_once(
+        self,
+        trial: Trial,
+        trainable: Trainable | Callable[[], Trainable],
+        trials: list[Trial],
+        restore: str | None,
+    ) -> None:
         trial.status = "RUNNING"
-        trial.logdir = trial.logdir or trainable.logdir
+        built: Trainable | None = None
         try:
-            if self.restore:
-                trainable.restore(self.restore)
-            self._call("on_trial_start", trainable, trials, trial)
-            self._train(trial, trainable, trials)
+            built = self._trainable_call(trial, trainable) if callable(trainable) else trainable
+            trial.logdir = trial.logdir or built.logdir
+            if restore:
+                self._trainable_call(trial, built.restore, restore)
+            self._call("on_trial_start", built, trials, trial)
+            self._train(trial, built, trials)
             trial.status = "TERMINATED"
-            self._call("on_trial_complete", trainable, trials, trial)
-        except BaseException:
+            self._call("on_trial_complete", built, trials, trial)
+        except BaseException as error:
             trial.status = "ERROR"
-            self._call("on_trial_error", trainable, trials, trial)
+            recovers = error is trial.error and self._recovers(trial, trainable)
+            hook = "on_trial_recover" if recovers else "on_trial_error"
+            if built is not None:
+                self._call(hook, built, trials, trial)
             raise
         finally:
-            trainable.stop()
-            if self.verbose >= 1:
-                print(f"Trial {trial} {trial.status} after {trainable.iteration} iterations")
+            if built is not None:
+                built.stop()
+                if self.verbose >= 1:
+                    print(f"Trial {trial} {trial.status} after {built.iteration} iterations")
+
+    def _trainable_call(self, trial: Trial, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a call into the trainable: an exception is recorded on ``trial``
+        as the trial's failure (what ``max_failures`` and Tune's ``fail_fast`` act on)."""
+        try:
+            return fn(*args)
+        except Exception as error:
+            record_failure(trial, error)
+            raise
 
     def _train(self, trial: Trial, trainable: Trainable, trials: list[Trial]) -> None:
         """Trains until a result is ``done`` or meets the stop rule, checkpointing."""
 
         def save() -> None:
-            path = self.keeper.save(trial, trainable)
+            path = self._trainable_call(trial, self.keeper.save, trial, trainable)
             self._call("on_checkpoint", trainable, trials, trial, path)
 
         try:
             while True:
-                result = trainable.train()
+                result = self._trainable_call(trial, trainable.train)
                 if result.get(RESULT_DUPLICATE):
                     # A function trainable's function returned: its last result was final.
                     trial.last_result = {**trial.last_result, DONE: True}
@@ -124,6 +190,21 @@ class TrialLoop:
         # Ray Tune's argument order: (iteration, trials, trial, [result | checkpoint]).
         for callback in self.callbacks:
             getattr(callback, hook)(trainable.iteration, *args, trainable=trainable)
+
+
+def record_failure(trial: Trial, error: BaseException) -> None:
+    """Records the trainable's ``error`` on ``trial``: ``error``, ``num_failures``,
+    ``error_msg`` (the traceback) and, in the trial's logdir, ``error.txt`` (appended to,
+    one traceback per failure, as Ray Tune writes it)."""
+    trial.error = error
+    trial.num_failures += 1
+    trial.error_msg = "".join(traceback.format_exception(error))
+    if trial.logdir and os.path.isdir(trial.logdir):
+        trial.error_file = os.path.join(trial.logdir, ERROR_FILE)
+        when = time.strftime("%Y-%m-%d_%H-%M-%S")
+        with open(trial.error_file, "a", encoding="utf-8") as f:
+            f.write(f"Failure # {trial.num_failures} (occurred at {when})\n")
+            f.write(trial.error_msg + "\n")
 
 
 class CheckpointKeeper:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import itertools
+import logging
 import math
 import os
 import random
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from corral.tune.callback import Callback
+from corral.tune.error import TuneError
 from corral.tune.function_trainable import FunctionTrainable, wrap_function
 from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
@@ -36,6 +39,8 @@ from corral.tune.trial import Trial
 # `TrialLoop` and `CheckpointKeeper` are the loop `tune.run` and `corral train` share
 # (`CheckpointKeeper` importable from here as before it got its own module).
 from corral.tune.trial_runner import CheckpointKeeper, TrialLoop
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CheckpointKeeper",
@@ -284,6 +289,9 @@ def run(
     callbacks: Sequence[Callback] | None = None,
     resources_per_trial: Any = None,
     time_budget_s: float | datetime.timedelta | None = None,
+    max_failures: int = 0,
+    fail_fast: bool | str = False,
+    raise_on_failed_trial: bool = True,
     **ray_tune_options: Any,
 ) -> ExperimentAnalysis:
     """Train trials of a trainable until each meets ``stop``; return their analysis.
@@ -325,13 +333,23 @@ def run(
             another in this process, so it is only checked for its form.
         time_budget_s: seconds (or a ``timedelta``) after which the running trial stops
             and no further trial starts (those stay ``PENDING``).
+        max_failures: how often a trial whose trainable raises (building, restoring,
+            training, saving) starts again, from its latest checkpoint if it has one
+            (-1: always). Its errors are in ``trial.error`` / ``trial.error_file``.
+        fail_fast: False: a trial that fails for good is marked ERROR and the next trial
+            runs; True: no further trial starts; ``"raise"``: its exception is raised at
+            once (no recovery). Errors of the run itself (a bad ``stop`` key, a hook that
+            raises, Ctrl-C) always end the run at once.
+        raise_on_failed_trial: raise ``TuneError`` at the end when a trial failed (its
+            first exception chained); False: return the analysis, failed trials marked.
         **ray_tune_options: the rest of Ray Tune 1.13's ``tune.run`` arguments
-            (``search_alg``, ``scheduler``, ``max_failures``, ``progress_reporter``, ...),
+            (``search_alg``, ``scheduler``, ``progress_reporter``, ...),
             accepted at their defaults; any other value raises ``NotImplementedError``
             naming it (corral.tune runs trials one after another, without searchers or
             schedulers: with the ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
     """
     _check_ray_tune_options(ray_tune_options)
+    _check_failure_options(max_failures, fail_fast)
     resources = resources_from_tune_argument(resources_per_trial)
     deadline = _deadline(time_budget_s)
     trainable_cls = _resolve_trainable(run_or_experiment)
@@ -345,6 +363,8 @@ def run(
             f"{trainable_name}: its state lives in the function. Write checkpoints inside "
             "it with `with tune.checkpoint_dir(step) as path:` instead."
         )
+    if is_function and restore:
+        trainable_cls.check_restorable(restore)  # type: ignore[attr-defined]
     experiment_dir = os.path.join(local_dir or default_results_dir(), name or trainable_name)
     keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
     trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
@@ -356,6 +376,8 @@ def run(
         keeper=keeper,
         callbacks=list(callbacks or ()),
         verbose=verbose,
+        # Tune's fail_fast="raise" re-raises the first error: no recovery.
+        max_failures=0 if fail_fast == "raise" else max_failures,
     )
     if (config or {}).get("backend") == "ray":
         if is_function:
@@ -378,19 +400,42 @@ def run(
             name=name or trainable_name,
             loop=loop,
             resources=resources,
+            fail_fast=fail_fast,
+            raise_on_failed_trial=raise_on_failed_trial,
         )
         return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
     for trial in trials:
         if deadline is not None and time.monotonic() >= deadline:
             break  # out of time_budget_s: the rest stay PENDING
-        trial.status = "RUNNING"  # also while its trainable is being built
         try:
-            trainable = _build_trainable(trial, trainable_cls, experiment_dir)
-        except BaseException:
-            trial.status = "ERROR"
-            raise
-        loop.run(trial, trainable, trials)
+            loop.run(
+                trial,
+                functools.partial(_build_trainable, trial, trainable_cls, experiment_dir),
+                trials,
+            )
+        except Exception as error:
+            if error is not trial.error or fail_fast == "raise":
+                raise  # an error of the run itself (stop rule, hook), or Tune's "raise"
+            logger.error("Trial %s errored:\n%s", trial, trial.error_msg)
+            if fail_fast:
+                break  # the rest stay PENDING
+    failed = [trial for trial in trials if trial.status == "ERROR"]
+    if failed and raise_on_failed_trial:
+        raise TuneError(
+            f"Trials did not complete: {', '.join(str(t) for t in failed)} (their errors: "
+            "trial.error, and error.txt in each trial's folder)",
+            failed,
+        ) from failed[0].error
     return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
+
+
+def _check_failure_options(max_failures: Any, fail_fast: Any) -> None:
+    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < -1:
+        raise ValueError(
+            f"max_failures must be an int >= -1 (-1: always recover), got {max_failures!r}"
+        )
+    if not (isinstance(fail_fast, bool) or fail_fast == "raise"):
+        raise ValueError(f"fail_fast must be False, True or 'raise', got {fail_fast!r}")
 
 
 def _resolve_trainable(run_or_experiment: Any) -> type[Trainable]:
@@ -420,14 +465,10 @@ _RAY_TUNE_OPTIONS: dict[str, tuple] = {
     "trial_dirname_creator": (None,),
     "sync_config": (None,),
     "export_formats": (None, ()),
-    "max_failures": (0,),
-    # corral.tune ends the run at the first failing trial and raises its error.
-    "fail_fast": (False, True, "raise"),
     "server_port": (None,),
     "resume": (False,),
     "reuse_actors": (False, True),
     "trial_executor": (None,),
-    "raise_on_failed_trial": (True,),
     "max_concurrent_trials": (None,),
     "queue_trials": (None, False, True),
     "loggers": (None,),
@@ -444,7 +485,7 @@ def _check_ray_tune_options(options: Mapping[str, Any]) -> None:
         if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
             raise NotImplementedError(
                 f"tune.run({key}={value!r}) is Ray Tune's: corral.tune runs trials one after "
-                "another in this process, without search algorithms, schedulers, retries or "
+                "another in this process, without search algorithms, schedulers or "
                 f"resumption (accepted here: {key}={accepted[0]!r}). With the `ray` extra "
                 "installed, ray.tune.run takes corral's Trainers with all its options."
             )
@@ -578,7 +619,10 @@ def _trial_logger_creator(trial: Trial, experiment_dir: str) -> Callable[[dict],
     """Creates the trial's logdir under the experiment folder and records it on the trial."""
 
     def create(config: dict) -> Logger:
-        trial.logdir = new_logdir(f"{trial}_{_safe_tag(trial.experiment_tag)}", experiment_dir)
+        # A recovering trial (max_failures) goes on logging into its folder.
+        if trial.logdir is None:
+            tag = _safe_tag(trial.experiment_tag)
+            trial.logdir = new_logdir(f"{trial}_{tag}", experiment_dir)
         return UnifiedLogger(config, trial.logdir, trial=trial)
 
     return create

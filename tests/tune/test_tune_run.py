@@ -152,8 +152,11 @@ def test_failed_trial_is_marked_and_raises(tmp_path):
         def step(self):
             raise RuntimeError("boom")
 
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(tune.TuneError) as info:
         tune.run(Crashes, stop={"count": 1}, local_dir=str(tmp_path), verbose=0)
+    assert isinstance(info.value.__cause__, RuntimeError) and "boom" in str(info.value.__cause__)
+    (trial,) = info.value.args[1]
+    assert trial.status == "ERROR"
 
 
 def test_verbose_prints_progress(tmp_path, capsys):
