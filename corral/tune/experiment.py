@@ -72,9 +72,11 @@ def run_experiments(
         concurrent: Ray Tune's (run the experiments side by side); here they run one
             after another either way.
         **ray_tune_options: Ray Tune 1.13's other arguments (`scheduler`, `resume`,
-            ...), checked as `tune.run` checks them.
+            `max_failures`, ...), as `tune.run` takes them. With `raise_on_failed_trial`
+            (the default) every experiment runs, then `TuneError` is raised if a trial
+            failed.
     """
-    from corral.tune.tune import run
+    from corral.tune.tune import raise_if_failed, run
 
     if isinstance(experiments, Experiment):
         experiments = [experiments]
@@ -85,12 +87,16 @@ def run_experiments(
         if not isinstance(experiment, Experiment):
             raise TypeError(f"run_experiments takes Experiments, got {experiment!r}")
         options = {**ray_tune_options, **experiment.spec}
+        raise_on_failed_trial = options.pop("raise_on_failed_trial", True)
         analysis = run(
             experiment.run,
             name=experiment.name,
             verbose=options.pop("verbose", verbose),
             callbacks=options.pop("callbacks", callbacks),
+            raise_on_failed_trial=False,
             **options,
         )
         trials.extend(analysis.trials)
+    if raise_on_failed_trial:
+        raise_if_failed(trials)
     return trials

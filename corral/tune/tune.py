@@ -419,14 +419,20 @@ def run(
             logger.error("Trial %s errored:\n%s", trial, trial.error_msg)
             if fail_fast:
                 break  # the rest stay PENDING
+    if raise_on_failed_trial:
+        raise_if_failed(trials)
+    return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
+
+
+def raise_if_failed(trials: Sequence[Trial]) -> None:
+    """Raises ``TuneError("Trials did not complete", failed)`` if a trial is ``ERROR``."""
     failed = [trial for trial in trials if trial.status == "ERROR"]
-    if failed and raise_on_failed_trial:
+    if failed:
         raise TuneError(
             f"Trials did not complete: {', '.join(str(t) for t in failed)} (their errors: "
             "trial.error, and error.txt in each trial's folder)",
             failed,
         ) from failed[0].error
-    return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
 
 
 def _check_failure_options(max_failures: Any, fail_fast: Any) -> None:

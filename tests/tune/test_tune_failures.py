@@ -213,3 +213,40 @@ def test_errors_of_the_run_itself_end_it_at_once():
 def test_bad_failure_options_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
         tune.run(Steps, stop={TRAINING_ITERATION: 1}, verbose=0, **options)
+
+
+def test_run_experiments_runs_every_experiment_before_raising():
+    ended = []
+
+    class Record(tune.Callback):
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            ended.append(iteration)
+
+    with pytest.raises(TuneError) as info:
+        tune.run_experiments(
+            {
+                "fails": {
+                    "run": Steps,
+                    "stop": {TRAINING_ITERATION: 3},
+                    "config": {"fail_at": 1, "failures": 9},
+                },
+                "works": {"run": Steps, "stop": {TRAINING_ITERATION: 2}},
+            },
+            callbacks=[Record()],
+            verbose=0,
+        )
+    assert ended == [2]  # "works" ran after "fails" failed
+    (failed,) = info.value.args[1]
+    assert failed.config == {"fail_at": 1, "failures": 9}
+    trials = tune.run_experiments(
+        {
+            "fails": {
+                "run": Steps,
+                "stop": {TRAINING_ITERATION: 3},
+                "config": {"fail_at": 1, "failures": 9},
+            }
+        },
+        raise_on_failed_trial=False,
+        verbose=0,
+    )
+    assert [t.status for t in trials] == ["ERROR"]
