@@ -49,9 +49,16 @@ class Episode:
         self._prev_actions: dict[Any, Any] = {}
         self._prev_rewards: dict[Any, float] = {}
         self._last_infos: dict[Any, dict] = {}
+        self._last_dones: dict[Any, bool] = {}
+        self._last_extra_outs: dict[Any, dict] = {}
+        self._rnn_states: dict[Any, list] = {}
         # Set by the sampler: `fn(episode)` returns {policy id: [SampleBatch, ...]} of
         # this episode (one bound method for all episodes: nothing built per episode).
         self._batch_builder_fn: Any = None
+        # Set by a sampler that keeps an agent's last step in its buffers instead of
+        # `_set_last`: `fn(episode, agent_id, what)` with what "extra", "done" or
+        # "state"; None: not recorded there.
+        self._last_step_fn: Any = None
 
     @property
     def batch_builder(self) -> PolicyCollectorGroup:
@@ -110,6 +117,32 @@ class Episode:
         """The reward before the last one (0.0 at the agent's first step)."""
         return self._prev_rewards.get(agent_id, 0.0)
 
+    def last_extra_action_outs_for(self, agent_id: Any = SINGLE_AGENT_ID) -> dict:
+        """The extra outputs of the agent's last action (the policy's `compute_actions`
+        third value, e.g. `action_logp`, `action_dist_inputs`, `vf_preds`); {} before it
+        has acted."""
+        found = self._last_step(agent_id, "extra")
+        return found if found is not None else self._last_extra_outs.get(agent_id, {})
+
+    def last_pi_info_for(self, agent_id: Any = SINGLE_AGENT_ID) -> dict:
+        """RLlib's older name of `last_extra_action_outs_for`."""
+        return self.last_extra_action_outs_for(agent_id)
+
+    def last_done_for(self, agent_id: Any = SINGLE_AGENT_ID) -> bool:
+        """Whether the agent's last step ended its episode (terminated or truncated)."""
+        found = self._last_step(agent_id, "done")
+        return bool(found) if found is not None else self._last_dones.get(agent_id, False)
+
+    def rnn_state_for(self, agent_id: Any = SINGLE_AGENT_ID) -> list:
+        """The agent's recurrent state for its next action ([] for a stateless policy,
+        or before the agent has acted)."""
+        found = self._last_step(agent_id, "state")
+        return found if found is not None else self._rnn_states.get(agent_id, [])
+
+    def _last_step(self, agent_id: Any, what: str) -> Any:
+        fn = self._last_step_fn
+        return None if fn is None else fn(self, agent_id, what)
+
     def get_agents(self) -> list:
         """The agents that have an observation in this episode so far."""
         return list(self._last_obs)
@@ -122,6 +155,9 @@ class Episode:
         reward: float | None = None,
         info: dict | None = None,
         raw_obs: Any = None,
+        extra: dict | None = None,
+        done: bool | None = None,
+        rnn_state: list | None = None,
     ) -> None:
         if obs is not None:
             self._last_obs[agent_id] = obs
@@ -137,6 +173,12 @@ class Episode:
             self._last_rewards[agent_id] = reward
         if info is not None:
             self._last_infos[agent_id] = info
+        if extra is not None:
+            self._last_extra_outs[agent_id] = extra
+        if done is not None:
+            self._last_dones[agent_id] = done
+        if rnn_state is not None:
+            self._rnn_states[agent_id] = rnn_state
 
     def __repr__(self) -> str:
         return f"Episode(id={self.episode_id}, env_id={self.env_id}, length={self.length})"

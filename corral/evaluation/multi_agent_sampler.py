@@ -404,10 +404,14 @@ class MultiAgentSampler(SamplerBase):
             for k, (i, agent) in enumerate(members):
                 slot = self.slots[i]
                 trajectory = trajectories[k]
-                trajectory.act(
-                    slot.obs[agent], batch_actions[k], {c: v[k] for c, v in extra.items()}
+                outs = {c: v[k] for c, v in extra.items()}
+                trajectory.act(slot.obs[agent], batch_actions[k], outs)
+                slot.episode._set_last(
+                    agent,
+                    action=batch_actions[k],
+                    extra=outs,
+                    rnn_state=trajectory.state if trajectory.state is not None else [],
                 )
-                slot.episode._set_last(agent, action=batch_actions[k])
                 actions[i][agent] = env_actions[k]
         return actions, sum(len(m) for m in groups.values())
 
@@ -512,6 +516,9 @@ class MultiAgentSampler(SamplerBase):
             for a in set(terminateds) | set(truncateds)
             if a != ALL and (terminateds.get(a) or truncateds.get(a))
         }
+        for agent in set(terminateds) | set(truncateds):
+            if agent != ALL:
+                episode._set_last(agent, done=all_done or agent in done_agents)
         seen = self._apply_observation_fn(episode, obs)
         processed = self._preprocess_all(slot, seen, "step")
         acting = set() if all_done or cut else set(seen) - done_agents

@@ -119,6 +119,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         )
         self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
         self._buffers: dict[str, np.ndarray] | None = None
+        self._extra_keys: tuple[str, ...] = ()
         self._t = 0
         # complete_episodes: finished episodes not handed out yet, oldest first.
         self._complete_queue: list[SampleBatch] = []
@@ -213,6 +214,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
     def _make_episode(self, i: int, eps_id: int) -> Episode:
         episode = Episode(eps_id, i, self.worker.policy_map, worker=self.worker)
         episode._batch_builder_fn = self._episode_batches
+        episode._last_step_fn = self._episode_last_step
         self._episodes_by_id[eps_id] = episode
         self.episodes[i] = episode
         return episode
@@ -248,6 +250,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         }
         for k, v in extra.items():
             buf[k] = np.zeros((T, N, *v.shape[1:]), v.dtype)
+        # The policy's extra action outputs (`Episode.last_extra_action_outs_for`).
+        self._extra_keys = tuple(k for k in extra if not k.startswith("state_out_"))
         if self.recurrent:
             for i, state in enumerate(self.states):
                 buf[f"state_in_{i}"] = np.zeros((T, *state.shape), np.float32)
@@ -276,6 +280,44 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         live.update(int(b[SampleBatch.EPS_ID][0]) for b in self._complete_queue)
         self._episodes_by_id = {k: v for k, v in self._episodes_by_id.items() if k in live}
 
+    def _episode_rows(self, episode: Episode) -> np.ndarray:
+        """The buffer rows (up to the step being recorded) of this episode's steps."""
+        buf = self._buffers
+        if buf is None:
+            return np.zeros(0, np.int64)
+        i = episode.env_id
+        mine = buf[SampleBatch.EPS_ID][: self._t + 1, i] == episode.episode_id
+        if self._valid is not None:  # not the rows dropped (autoreset steps, restarts)
+            mine &= self._valid[: self._t + 1, i]
+        return np.flatnonzero(mine)
+
+    def _episode_last_step(self, episode: Episode, agent_id: Any, what: str) -> Any:
+        """For `Episode`'s `last_extra_action_outs_for` ("extra"), `last_done_for`
+        ("done") and `rnn_state_for` ("state"): read from the fragment's buffers (or
+        the pieces kept from earlier fragments) when asked, nothing kept per step."""
+        if agent_id != SINGLE_AGENT_ID:
+            return None
+        i = episode.env_id
+        if what == "state":
+            current = self.recurrent and self.episodes[i] is episode
+            return [s[i].copy() for s in self.states] if current else []
+        rows = self._episode_rows(episode)
+        if len(rows):
+            source, row, col = self._buf, int(rows[-1]), i
+        else:
+            pieces = [p for p in self._pending[i] if p[SampleBatch.EPS_ID][0] == episode.episode_id]
+            if not pieces:
+                return None
+            source, row, col = pieces[-1], -1, None
+
+        def at(key: str) -> Any:
+            column = source[key]
+            return column[row] if col is None else column[row, col]
+
+        if what == "done":
+            return bool(at(SampleBatch.TERMINATEDS) or at(SampleBatch.TRUNCATEDS))
+        return {k: np.copy(at(k)) for k in self._extra_keys if k in source}
+
     def _episode_batches(self, episode: Episode) -> dict[str, list[SampleBatch]]:
         """This episode's steps in the current fragment (and pieces kept from earlier
         fragments), for `Episode.batch_builder`."""
@@ -283,10 +325,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         batches = [p for p in self._pending[i] if p[SampleBatch.EPS_ID][0] == eps_id]
         buf = self._buffers
         if buf is not None:
-            mine = buf[SampleBatch.EPS_ID][: self._t + 1, i] == eps_id
-            if self._valid is not None:  # not the rows dropped (autoreset steps, restarts)
-                mine &= self._valid[: self._t + 1, i]
-            rows = np.flatnonzero(mine)
+            rows = self._episode_rows(episode)
             if len(rows):
                 cols = (
                     SampleBatch.OBS,

@@ -212,3 +212,83 @@ def test_episode_previous_action_and_reward():
     assert first[2] == 0 and first[4] == 0.0  # nothing before the first step
     assert second[2] == first[1] and second[4] == first[3]  # the step before
     assert first[5] == ["agent0"]
+
+
+class LastStep(DefaultCallbacks):
+    """Records RLlib 1.13's last-step views of the episode: extra action outputs, the
+    done flag and the recurrent state."""
+
+    steps: list = []
+    ends: list = []
+    checked: list = []
+
+    def on_episode_step(self, *, worker, base_env, episode, env_index=None, **kwargs):
+        for agent in episode.get_agents():
+            LastStep.steps.append(
+                (agent, episode.last_extra_action_outs_for(agent), episode.last_done_for(agent))
+            )
+
+    def on_episode_end(self, *, worker, base_env, policies, episode, env_index=None, **kwargs):
+        LastStep.ends.append(
+            [(episode.last_done_for(a), episode.rnn_state_for(a)) for a in episode.get_agents()]
+        )
+
+    def on_postprocess_trajectory(
+        self, *, worker, episode, agent_id, policy_id, policies, postprocessed_batch, **kw
+    ):
+        outs = episode.last_pi_info_for(agent_id)
+        LastStep.checked.append(
+            np.isclose(outs["action_logp"], postprocessed_batch["action_logp"][-1])
+        )
+
+
+@pytest.mark.parametrize("use_lstm", [False, True], ids=["mlp", "lstm"])
+def test_episode_last_extra_action_outs_done_and_rnn_state(use_lstm):
+    LastStep.steps, LastStep.ends, LastStep.checked = [], [], []
+    model = {"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 10} if use_lstm else {}
+    trainer = PPOTrainer(
+        config={
+            **BASE,
+            "callbacks": LastStep,
+            "train_batch_size": 200,
+            "sgd_minibatch_size": 50,
+            "num_sgd_iter": 1,
+            "model": model,
+        }
+    )
+    try:
+        trainer.train()
+    finally:
+        trainer.stop()
+    assert LastStep.steps and LastStep.ends and all(LastStep.checked)
+    agent, outs, done = LastStep.steps[0]
+    assert agent == "agent0" and {"action_logp", "vf_preds", "action_dist_inputs"} <= set(outs)
+    assert not any(k.startswith("state_out") for k in outs)
+    assert not done  # the first step of a CartPole episode does not end it
+    for ((done, state),) in LastStep.ends:
+        assert done
+        assert [np.shape(s) for s in state] == ([(8,), (8,)] if use_lstm else [])
+
+
+def test_episode_last_step_views_in_a_multi_agent_env():
+    LastStep.steps, LastStep.ends, LastStep.checked = [], [], []
+    trainer = PPOTrainer(
+        config={
+            **BASE,
+            "env": make_multi_agent("CartPole-v1"),
+            "env_config": {"num_agents": 2},
+            "callbacks": LastStep,
+            "train_batch_size": 200,
+            "sgd_minibatch_size": 50,
+            "num_sgd_iter": 1,
+        }
+    )
+    try:
+        trainer.train()
+    finally:
+        trainer.stop()
+    assert {agent for agent, _, _ in LastStep.steps} == {0, 1}
+    assert all("action_logp" in outs for _, outs, _ in LastStep.steps)
+    assert all(done for end in LastStep.ends for done, _ in end)
+    assert all(state == [] for end in LastStep.ends for _, state in end)
+    assert LastStep.checked and all(LastStep.checked)
