@@ -7,7 +7,7 @@ maps policy ids to `SampleBatch`es and remembers how many env steps made it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,7 +109,88 @@ class SampleBatch(dict):
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
             return self.slice(key.start or 0, key.stop if key.stop is not None else self.count)
-        return super().__getitem__(key)
+        if self._get_interceptor is None:
+            return super().__getitem__(key)
+        return self._get_interceptor(super().__getitem__(key))
+
+    # Set by `set_get_interceptor`: applied to each column read with `batch[key]`.
+    _get_interceptor: Callable[[Any], Any] | None = None
+
+    def set_get_interceptor(self, fn: Callable[[Any], Any] | None) -> None:
+        """Applies `fn` to every column read with `batch[key]` from now on (RLlib's way
+        to hand a loss torch tensors, e.g. `convert_to_torch_tensor`); None removes it."""
+        self._get_interceptor = fn
+
+    def to_device(self, device: Any, framework: str = "torch") -> SampleBatch:
+        """Makes every numeric column a torch tensor on `device`, in place; returns the
+        batch. (`infos` and other object columns stay as they are.)"""
+        if framework != "torch":
+            raise NotImplementedError(
+                f"SampleBatch.to_device(framework={framework!r}): corral runs on torch only."
+            )
+        import torch
+
+        for key, value in list(self.items()):
+            if isinstance(value, np.ndarray) and value.dtype != object:
+                dict.__setitem__(self, key, torch.as_tensor(value, device=device))
+        return self
+
+    def get_single_step_input_dict(
+        self, view_requirements: Mapping[str, Any], index: int | str = "last"
+    ) -> SampleBatch:
+        """A one-row input dict for a model call, built by `view_requirements` (view
+        column -> `ViewRequirement`, e.g. `policy.model.view_requirements`).
+
+        `index="last"` gives the step after the batch's last one (what bootstrapping
+        the value of a cut trajectory needs): `obs` is the last `new_obs`, a view of
+        `actions` / `rewards` / `state_out_<i>` shifted by -1 (`prev_actions`,
+        `prev_rewards`, `state_in_<i>`) their last row, and a range of frames ends at the
+        next observation (zeros before the batch's first row). An int `index` gives
+        that row's own views (`batch[view_col][index]`).
+        """
+        out: dict[str, Any] = {}
+        for view_col, req in view_requirements.items():
+            if not getattr(req, "used_for_compute_actions", True):
+                continue
+            if index != "last":
+                if view_col in self:
+                    i = int(index)
+                    out[view_col] = self[view_col][i : (i + 1) or None]
+                continue
+            data_col = req.data_col or view_col
+            if data_col == self.PREV_ACTIONS:
+                data_col = self.ACTIONS
+            elif data_col == self.PREV_REWARDS:
+                data_col = self.REWARDS
+            shifts = np.atleast_1d(getattr(req, "shift_arr", req.shift))
+            if len(shifts) > 1:  # a range of frames relative to the next step
+                window = self._next_step_window(data_col, shifts)
+                if window is not None:
+                    out[view_col] = window
+                continue
+            if data_col == self.OBS:
+                data_col = self.NEXT_OBS
+            if data_col in self:
+                out[view_col] = self[data_col][-1:]
+        out[self.SEQ_LENS] = np.ones(1, np.int32)
+        return SampleBatch(out)
+
+    def _next_step_window(self, data_col: str, shifts: np.ndarray) -> np.ndarray | None:
+        """`data_col`'s rows at the next step's index plus `shifts` (one window, zeros
+        outside the batch); the next observation is the last `new_obs`."""
+        if data_col not in self:
+            return None
+        column = np.asarray(self[data_col])
+        if data_col == self.OBS and self.NEXT_OBS in self:
+            column = np.concatenate([column, np.asarray(self[self.NEXT_OBS])[-1:]])
+            now = len(column) - 1
+        else:
+            now = len(column)
+        rows = now + shifts.astype(np.int64)
+        inside = (rows >= 0) & (rows < len(column))
+        window = np.zeros((len(rows), *column.shape[1:]), column.dtype)
+        window[inside] = column[rows[inside]]
+        return window[None]
 
     def slice(self, start: int, end: int) -> SampleBatch:
         """Rows `start` to `end` (views, not copies)."""
@@ -268,6 +349,53 @@ class MultiAgentBatch:
 
     def as_multi_agent(self) -> MultiAgentBatch:
         return self
+
+    def timeslices(self, k: int) -> list[MultiAgentBatch]:
+        """Batches of `k` env steps each, every agent's rows of those steps together (RLlib's
+        "lockstep" slicing). Env steps are told apart by `eps_id` and `t`, in that order, so
+        a slice may hold steps of several episodes.
+
+        Raises:
+            ValueError: `k < 1`, or a policy batch lacks `eps_id` or `t`.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"timeslices takes k >= 1 env steps, got {k!r}")
+        steps = []
+        for pid, batch in self.policy_batches.items():
+            missing = {SampleBatch.EPS_ID, SampleBatch.T} - set(batch)
+            if missing:
+                raise ValueError(f"timeslices needs columns {sorted(missing)} in policy {pid!r}")
+            agents = batch.get(SampleBatch.AGENT_INDEX, np.zeros(batch.count, np.int64))
+            for row, (eps, t, agent) in enumerate(
+                zip(
+                    batch[SampleBatch.EPS_ID].tolist(),
+                    batch[SampleBatch.T].tolist(),
+                    agents.tolist(),
+                )
+            ):
+                steps.append(((eps, t), agent, pid, row))
+        steps.sort(key=lambda step: (step[0], step[1]))
+        slices: list[dict[str, list[int]]] = []
+        sizes: list[int] = []
+        last_step = None
+        for env_step, _, pid, row in steps:
+            if env_step != last_step:
+                last_step = env_step
+                if not sizes or sizes[-1] == k:
+                    slices.append({})
+                    sizes.append(0)
+                sizes[-1] += 1
+            slices[-1].setdefault(pid, []).append(row)
+        return [
+            MultiAgentBatch(
+                {
+                    pid: self.policy_batches[pid].take(np.array(rows))
+                    for pid, rows in rows_of.items()
+                },
+                size,
+            )
+            for rows_of, size in zip(slices, sizes)
+        ]
 
     def compress(
         self, bulk: bool = False, columns: Iterable[str] = ("obs", "new_obs")

@@ -1,12 +1,16 @@
 """RLlib 1.13's `SampleBatch` methods: concat, timeslices, right_zero_pad, compress,
-decompress_if_needed, set_training."""
+decompress_if_needed, set_training, to_device, set_get_interceptor,
+get_single_step_input_dict; `MultiAgentBatch.timeslices`."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import torch
+
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.policy.view_requirement import ViewRequirement
 
 
 def batch(n=5):
@@ -58,3 +62,86 @@ def test_set_training():
     assert b.is_training is False
     b.set_training()
     assert b.is_training is True and SampleBatch.is_training is False
+
+
+def test_to_device_makes_numeric_columns_tensors_in_place():
+    b = batch(3)
+    b["infos"] = [{}, {"a": 1}, {}]
+    assert b.to_device("cpu") is b
+    assert isinstance(b["obs"], torch.Tensor) and b["obs"].shape == (3, 2)
+    assert b["infos"][1] == {"a": 1} and b.count == 3
+    with pytest.raises(NotImplementedError, match="torch only"):
+        batch().to_device("cpu", framework="tf")
+
+
+def test_set_get_interceptor_applies_to_reads():
+    b = batch(2)
+    b.set_get_interceptor(torch.as_tensor)
+    assert isinstance(b["t"], torch.Tensor)
+    assert isinstance(dict.__getitem__(b, "t"), np.ndarray)  # the stored column is unchanged
+    b.set_get_interceptor(None)
+    assert isinstance(b["t"], np.ndarray)
+
+
+def test_get_single_step_input_dict_last_is_the_next_step():
+    b = SampleBatch(
+        {
+            "obs": np.array([[0.0], [1.0], [2.0]], np.float32),
+            "new_obs": np.array([[1.0], [2.0], [3.0]], np.float32),
+            "actions": np.array([5, 6, 7]),
+            "rewards": np.array([0.5, 0.6, 0.7], np.float32),
+            "prev_actions": np.array([0, 5, 6]),
+            "state_out_0": np.array([[10.0], [11.0], [12.0]], np.float32),
+            "state_in_0": np.array([[9.0], [10.0], [11.0]], np.float32),
+        }
+    )
+    views = {
+        "obs": ViewRequirement(),
+        "prev_actions": ViewRequirement("actions", shift=-1),
+        "prev_rewards": ViewRequirement("rewards", shift=-1),
+        "state_in_0": ViewRequirement("state_out_0", shift=-1),
+        "frames": ViewRequirement("obs", shift="-3:0"),
+        "actions": ViewRequirement(used_for_compute_actions=False),
+    }
+    last = b.get_single_step_input_dict(views)
+    assert last["obs"].tolist() == [[3.0]]
+    assert last["prev_actions"].tolist() == [7]
+    assert last["prev_rewards"].tolist() == pytest.approx([0.7])
+    assert last["state_in_0"].tolist() == [[12.0]]
+    # Frames -3..0 of the next step (index 3 of obs + the last new_obs): 0, 1, 2, 3.
+    assert last["frames"].tolist() == [[[0.0], [1.0], [2.0], [3.0]]]
+    assert "actions" not in last and last["seq_lens"].tolist() == [1]
+    row = b.get_single_step_input_dict(views, index=1)
+    assert row["obs"].tolist() == [[1.0]] and row["prev_actions"].tolist() == [5]
+    assert row["state_in_0"].tolist() == [[10.0]]
+    short = SampleBatch({"obs": np.array([[0.0]]), "new_obs": np.array([[1.0]])})
+    window = short.get_single_step_input_dict({"frames": ViewRequirement("obs", shift="-3:0")})
+    assert window["frames"].tolist() == [[[0.0], [0.0], [0.0], [1.0]]]  # zeros before the start
+
+
+def test_multi_agent_timeslices_lock_steps_across_agents():
+    # RLlib 1.13's docstring example: agent 1 acts at t 1, 2, 3; agent 2 at t 1, 3;
+    # agent 3 at t 3 only.
+    def rows(ts, agent):
+        return SampleBatch(
+            {
+                "eps_id": np.zeros(len(ts), np.int64),
+                "t": np.array(ts),
+                "agent_index": np.full(len(ts), agent),
+                "obs": np.array([[10 * agent + t] for t in ts], np.float32),
+            }
+        )
+
+    ma = MultiAgentBatch({"p1": rows([1, 2, 3], 1), "p2": rows([1, 3], 2), "p3": rows([3], 3)}, 3)
+    ones = ma.timeslices(1)
+    assert [s.count for s in ones] == [1, 1, 1]
+    assert [sorted(s.policy_batches) for s in ones] == [["p1", "p2"], ["p1"], ["p1", "p2", "p3"]]
+    twos = ma.timeslices(2)
+    assert [s.count for s in twos] == [2, 1]
+    assert twos[0].policy_batches["p1"]["obs"].ravel().tolist() == [11.0, 12.0]
+    assert twos[0].policy_batches["p2"]["obs"].ravel().tolist() == [21.0]
+    assert twos[1].agent_steps() == 3
+    with pytest.raises(ValueError, match="k >= 1"):
+        ma.timeslices(0)
+    with pytest.raises(ValueError, match=r"needs columns \['eps_id'\]"):
+        MultiAgentBatch({"p": batch(2)}, 2).timeslices(1)
