@@ -91,10 +91,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's samplers write preallocated buffers instead (corral.evaluation.sampler)",
         "to_float_np_array SimpleListCollector",
     ),
-    "evaluation.observation_function": (
-        "corral has no observation-function hook",
-        "ObservationFunction",
-    ),
     "evaluation.rollout_worker": (
         "corral keeps no process-global worker",
         "get_global_worker",

@@ -190,7 +190,10 @@ class MultiAgentSampler(SamplerBase):
         super().__init__(worker, base_env, config)
         multiagent = config["multiagent"]
         self.count_agent_steps = multiagent.get("count_steps_by") == "agent_steps"
-        self.observation_fn = multiagent.get("observation_fn")
+        observation_fn = multiagent.get("observation_fn")
+        if isinstance(observation_fn, type):  # an `ObservationFunction` subclass
+            observation_fn = observation_fn()
+        self.observation_fn = observation_fn
         self._ready: list[_Segment] = []
         self._stateful: dict[int, tuple[Any, bool]] = {}
         # Per policy: its extra view columns (None: none) and whether its fast path

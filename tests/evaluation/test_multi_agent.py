@@ -9,6 +9,7 @@ from corral.agents.callbacks import DefaultCallbacks
 from corral.agents.ppo import PPOTrainer
 from corral.env import MultiAgentEnv, PettingZooEnv
 from corral.env.multi_agent_env import make_multi_agent
+from corral.evaluation.observation_function import ObservationFunction
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 OBS = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
@@ -470,9 +471,21 @@ def test_compute_actions_runs_one_batched_call_per_policy():
         trainer.stop()
 
 
-def test_observation_fn_rewrites_observations():
-    def add_other_agents_count(agent_obs, worker, base_env, policies, episode, **kwargs):
-        return {a: np.append(o, len(agent_obs)).astype(np.float32) for a, o in agent_obs.items()}
+def _add_other_agents_count(agent_obs, worker, base_env, policies, episode, **kwargs):
+    return {a: np.append(o, len(agent_obs)).astype(np.float32) for a, o in agent_obs.items()}
+
+
+class AddOtherAgentsCount(ObservationFunction):
+    def __call__(self, agent_obs, worker, base_env, policies, episode, **kwargs):
+        return _add_other_agents_count(agent_obs, worker, base_env, policies, episode)
+
+
+@pytest.mark.parametrize(
+    "add_other_agents_count",
+    [_add_other_agents_count, AddOtherAgentsCount, AddOtherAgentsCount()],
+    ids=["function", "ObservationFunction-subclass", "ObservationFunction-instance"],
+)
+def test_observation_fn_rewrites_observations(add_other_agents_count):
 
     wide = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
     trainer = PPOTrainer(
