@@ -124,12 +124,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's TorchPolicy steps its optimizers itself",
         "DirectStepOptimizer",
     ),
-    "env.wrappers.atari_wrappers": (
-        "corral's `wrap_deepmind` builds on Gymnasium's AtariPreprocessing and FrameStack",
-        "is_atari get_wrapper_by_cls MonitorEnv NoopResetEnv ClipRewardEnv FireResetEnv "
-        "EpisodicLifeEnv MaxAndSkipEnv WarpFrame FrameStack FrameStackTrajectoryView "
-        "ScaledFloatFrame",
-    ),
     "utils.replay_buffers.multi_agent_mixin_replay_buffer": (
         "corral's buffers are ReplayBuffer, PrioritizedReplayBuffer, MultiAgentReplayBuffer",
         "MultiAgentMixInReplayBuffer",

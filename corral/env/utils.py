@@ -207,7 +207,7 @@ def is_atari(env: Any) -> bool:
     return type(unwrapped).__module__.startswith("ale_py")
 
 
-def wrap_deepmind(env: Any, dim: int = 84, framestack: int = 4) -> Any:
+def wrap_deepmind(env: Any, dim: int = 84, framestack: int | bool = 4) -> Any:
     """DeepMind's Atari frame processing; see `corral.env.wrappers.atari_wrappers`."""
     from corral.env.wrappers.atari_wrappers import wrap_deepmind as wrap
 

@@ -67,3 +67,122 @@ def test_ppo_runs_three_iterations_on_pong():
         assert batch["obs"].shape[1:] == (84, 84, 4)
     finally:
         trainer.stop()
+
+
+# -- RLlib 1.13's single Atari wrappers ------------------------------------------------
+
+
+def _ale(game: str = "Pong"):
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    env = gym.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
+    env.reset(seed=0)
+    return env
+
+
+def _frame(env) -> int:
+    return env.unwrapped.ale.getEpisodeFrameNumber()
+
+
+def test_noop_reset_and_max_and_skip_count_frames():
+    from corral.env.wrappers.atari_wrappers import MaxAndSkipEnv, NoopResetEnv
+
+    env = NoopResetEnv(_ale(), noop_max=30)
+    env.override_num_noops = 5
+    env.reset(seed=1)
+    assert _frame(env) == 5
+    env.override_num_noops = None
+    for seed in range(3):
+        env.reset(seed=seed)
+        assert 1 <= _frame(env) <= 30
+    skip = MaxAndSkipEnv(_ale(), skip=4)
+    skip.reset(seed=0)
+    obs, *_ = skip.step(0)
+    assert _frame(skip) == 4 and obs.shape == (210, 160, 3)
+
+
+def test_frame_wrappers_shapes():
+    from corral.env.wrappers.atari_wrappers import (
+        FrameStack,
+        FrameStackTrajectoryView,
+        ScaledFloatFrame,
+        WarpFrame,
+        get_wrapper_by_cls,
+    )
+
+    warped = WarpFrame(_ale(), 84)
+    obs, _ = warped.reset(seed=0)
+    assert obs.shape == (84, 84, 1) and obs.dtype == np.uint8
+    assert warped.observation_space.contains(obs)
+    stacked = FrameStack(WarpFrame(_ale(), 42), 4)
+    obs, _ = stacked.reset(seed=0)
+    assert obs.shape == (42, 42, 4) and stacked.observation_space.shape == (42, 42, 4)
+    assert all((obs[..., i] == obs[..., 0]).all() for i in range(4))  # the first frame, 4 times
+    for _ in range(60):  # Pong's ball appears after a while
+        obs, *_ = stacked.step(0)
+    assert not (obs[..., 3] == obs[..., 0]).all()
+    assert get_wrapper_by_cls(stacked, WarpFrame) is stacked.env
+    assert get_wrapper_by_cls(stacked, ScaledFloatFrame) is None
+    flat = FrameStackTrajectoryView(WarpFrame(_ale(), 84))
+    assert flat.reset(seed=0)[0].shape == (84, 84)
+    scaled = ScaledFloatFrame(WarpFrame(_ale(), 84))
+    obs, _ = scaled.reset(seed=0)
+    assert obs.dtype == np.float32 and obs.min() >= 0.0 and obs.max() <= 1.0
+
+
+def test_fire_reset_and_episodic_life_on_breakout():
+    from corral.env.wrappers.atari_wrappers import EpisodicLifeEnv, FireResetEnv
+
+    env = FireResetEnv(_ale("Breakout"))
+    env.reset(seed=0)
+    assert _frame(env) == 2  # FIRE, then action 2
+    life = EpisodicLifeEnv(_ale("Breakout"))
+    life.reset(seed=0)
+    lives = life.unwrapped.ale.lives()
+    terminated = False
+    steps = 0
+    while not terminated:
+        _, _, terminated, truncated, _ = life.step(1 if steps % 50 == 0 else 0)
+        steps += 1
+        assert not truncated and steps < 20_000
+    assert life.unwrapped.ale.lives() == lives - 1 and not life.was_real_done
+    frame = _frame(life)
+    life.reset()
+    assert _frame(life) == frame + 1  # the game went on: one no-op, no reset
+
+
+def test_clip_reward_and_monitor_env():
+    import gymnasium as gym
+
+    from corral.env.wrappers.atari_wrappers import ClipRewardEnv, MonitorEnv
+
+    class Big(gym.Env):
+        observation_space = gym.spaces.Discrete(1)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            self.t = 0
+            return 0, {}
+
+        def step(self, action):
+            self.t += 1
+            return 0, 5.0 if action else -3.0, self.t == 3, False, {}
+
+    assert ClipRewardEnv(Big()).reward(5.0) == 1.0
+    env = MonitorEnv(ClipRewardEnv(Big()))
+    for _ in range(2):
+        env.reset()
+        for action in (1, 0, 1):
+            env.step(action)
+    assert env.get_episode_rewards() == [1.0, 1.0] and env.get_episode_lengths() == [3, 3]
+    assert env.get_total_steps() == 6
+    assert list(env.next_episode_results()) == [(1.0, 3), (1.0, 3)]
+    assert list(env.next_episode_results()) == []
+
+
+def test_wrap_deepmind_takes_rllib_s_bool_framestack():
+    from corral.env.wrappers.atari_wrappers import wrap_deepmind
+
+    assert wrap_deepmind(_ale(), framestack=True).observation_space.shape == (84, 84, 4)
+    assert wrap_deepmind(_ale(), dim=42, framestack=False).observation_space.shape == (42, 42, 1)
