@@ -16,6 +16,7 @@ import torch
 
 from corral.models.action_dist import ActionDistribution
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.utils.numpy import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT, SMALL_NUMBER
 from corral.utils.spaces import flat_action_size, flatten_space
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -276,6 +277,147 @@ class TorchDiagGaussian(TorchDistributionWrapper):
     @staticmethod
     def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
         return 2 * int(np.prod(action_space.shape))
+
+
+class TorchSquashedGaussian(TorchDistributionWrapper):
+    """A Gaussian squashed by ``tanh`` into ``[low, high]`` (RLlib 1.13's; SAC's policy).
+
+    ``inputs`` is ``concat(mean, log_std)``, the log-stds clipped to ``[-5, 2]``. Samples
+    are reparameterised (``sample()`` keeps the gradient); ``logp`` unsquashes the action
+    and corrects for the ``tanh``. Entropy and KL have no closed form and raise.
+    """
+
+    def __init__(
+        self,
+        inputs: TensorType,
+        model: TorchModelV2 | None = None,
+        low: float = -1.0,
+        high: float = 1.0,
+    ) -> None:
+        super().__init__(inputs, model)
+        if not np.all(np.less(low, high)):
+            raise ValueError(f"TorchSquashedGaussian needs low < high, got {low!r}, {high!r}")
+        self.mean, log_std = torch.chunk(inputs, 2, dim=-1)
+        self.std = torch.exp(torch.clamp(log_std, MIN_LOG_NN_OUTPUT, MAX_LOG_NN_OUTPUT))
+        self.dist = torch.distributions.Normal(self.mean, self.std, validate_args=False)
+        self.low, self.high = low, high
+
+    def sample(self) -> TensorType:
+        self.last_sample = self._squash(self.dist.rsample())
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        self.last_sample = self._squash(self.mean)
+        return self.last_sample
+
+    def logp(self, actions: TensorType) -> TensorType:
+        raw = self._unsquash(actions)
+        gaussian = torch.clamp(self.dist.log_prob(raw), -100.0, 100.0).sum(-1)
+        return gaussian - torch.log(1.0 - torch.tanh(raw) ** 2 + SMALL_NUMBER).sum(-1)
+
+    def entropy(self) -> TensorType:
+        raise ValueError("A squashed Gaussian's entropy has no closed form.")
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        raise ValueError("A squashed Gaussian's KL divergence has no closed form.")
+
+    def _squash(self, raw: TensorType) -> TensorType:
+        squashed = (torch.tanh(raw) + 1.0) / 2.0 * (self.high - self.low) + self.low
+        return torch.clamp(squashed, self.low, self.high)
+
+    def _unsquash(self, values: TensorType) -> TensorType:
+        normed = (values - self.low) / (self.high - self.low) * 2.0 - 1.0
+        return torch.atanh(torch.clamp(normed, -1.0 + SMALL_NUMBER, 1.0 - SMALL_NUMBER))
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return 2 * int(np.prod(action_space.shape))
+
+
+class TorchBeta(TorchDistributionWrapper):
+    """A Beta distribution per action dimension, scaled to ``[low, high]`` (RLlib 1.13's).
+
+    ``inputs`` is ``concat(alpha, beta)`` before ``softplus(x) + 1`` (so both are > 1:
+    one mode); samples are reparameterised, and ``deterministic_sample`` is the mean.
+    """
+
+    def __init__(
+        self,
+        inputs: TensorType,
+        model: TorchModelV2 | None = None,
+        low: float = 0.0,
+        high: float = 1.0,
+    ) -> None:
+        super().__init__(inputs, model)
+        bound = -math.log(SMALL_NUMBER)
+        params = torch.log(torch.exp(torch.clamp(inputs, -bound, bound)) + 1.0) + 1.0
+        alpha, beta = torch.chunk(params, 2, dim=-1)
+        self.dist = torch.distributions.Beta(alpha, beta, validate_args=False)
+        self.low, self.high = low, high
+
+    def sample(self) -> TensorType:
+        self.last_sample = self._squash(self.dist.rsample())
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        self.last_sample = self._squash(self.dist.mean)
+        return self.last_sample
+
+    def logp(self, actions: TensorType) -> TensorType:
+        unit = (actions - self.low) / (self.high - self.low)
+        unit = torch.clamp(unit, SMALL_NUMBER, 1.0 - SMALL_NUMBER)
+        return self.dist.log_prob(unit).sum(-1)
+
+    def entropy(self) -> TensorType:
+        return self.dist.entropy().sum(-1)
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        if not isinstance(other, TorchBeta):
+            raise TypeError(f"kl() needs another TorchBeta, got {type(other).__name__}")
+        return torch.distributions.kl_divergence(self.dist, other.dist).sum(-1)
+
+    def _squash(self, unit: TensorType) -> TensorType:
+        return unit * (self.high - self.low) + self.low
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return 2 * int(np.prod(action_space.shape))
+
+
+class TorchDirichlet(TorchDistributionWrapper):
+    """A Dirichlet distribution: actions are points of the simplex (weights that sum to 1,
+    e.g. portfolio allocations). ``inputs`` are the log-concentrations (RLlib 1.13's)."""
+
+    def __init__(self, inputs: TensorType, model: TorchModelV2 | None = None) -> None:
+        super().__init__(inputs, model)
+        self.epsilon = 1e-7
+        concentration = torch.exp(inputs) + self.epsilon
+        self.dist = torch.distributions.Dirichlet(concentration, validate_args=False)
+
+    def sample(self) -> TensorType:
+        self.last_sample = self.dist.sample()
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        self.last_sample = torch.softmax(self.dist.concentration, dim=-1)
+        return self.last_sample
+
+    def logp(self, actions: TensorType) -> TensorType:
+        # On the simplex: clip away zeros from rounding, then renormalise.
+        actions = torch.clamp(actions, min=self.epsilon)
+        return self.dist.log_prob(actions / actions.sum(-1, keepdim=True))
+
+    def entropy(self) -> TensorType:
+        return self.dist.entropy()
+
+    def kl(self, other: TorchDistributionWrapper) -> TensorType:
+        if not isinstance(other, TorchDirichlet):
+            raise TypeError(f"kl() needs another TorchDirichlet, got {type(other).__name__}")
+        return torch.distributions.kl_divergence(self.dist, other.dist)
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return int(np.prod(action_space.shape))
 
 
 class TorchDeterministic(TorchDistributionWrapper):

@@ -38,10 +38,9 @@ import torch
 
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration.exploration import Exploration
+from corral.utils.numpy import SMALL_NUMBER
 from corral.utils.schedules import PiecewiseSchedule
 
-# Keeps the KL divergence finite where the noisy policy gives an action no mass.
-_SMALL_NUMBER = 1e-6
 # How much the noise scale moves per adaptation (the paper's alpha = 1.01).
 _ADAPT_FACTOR = 1.01
 
@@ -224,8 +223,8 @@ class ParameterNoise(Exploration):
         inputs of a batch (Q-values for Discrete actions, actions for Box)."""
         if isinstance(self.action_space, gym.spaces.Discrete):
             p_clean, p_noisy = _softmax(clean), _softmax(noisy)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                terms = p_clean * np.log(p_clean / (p_noisy + _SMALL_NUMBER))
+            with np.errstate(divide="ignore", invalid="ignore"):  # (finite where p_noisy is 0)
+                terms = p_clean * np.log(p_clean / (p_noisy + SMALL_NUMBER))
             # Masked actions (Q = -inf) carry no mass in either policy.
             kl = np.sum(np.where(p_clean > 0, terms, 0.0), axis=1)
             distance = float(np.nanmean(kl))
