@@ -153,10 +153,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "AtariPreprocessing) and the vision net handle images",
         "GenericPixelPreprocessor",
     ),
-    "utils.images": (
-        "corral has no OpenCV image helpers (Gymnasium's wrappers resize frames)",
-        "resize rgb2gray imread",
-    ),
     "utils.debug.memory": ("corral has no memory-leak checker", "check_memory_leaks Suspect"),
     "utils.from_config": (
         "corral builds components from config dicts itself (e.g. `exploration_config`)",

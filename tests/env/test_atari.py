@@ -186,3 +186,23 @@ def test_wrap_deepmind_takes_rllib_s_bool_framestack():
 
     assert wrap_deepmind(_ale(), framestack=True).observation_space.shape == (84, 84, 4)
     assert wrap_deepmind(_ale(), dim=42, framestack=False).observation_space.shape == (42, 42, 1)
+
+
+def test_image_helpers(tmp_path):
+    import cv2
+
+    from corral.utils.images import imread, resize, rgb2gray
+
+    rgb = np.zeros((20, 30, 3), np.uint8)
+    rgb[..., 0] = 255  # red
+    grey = rgb2gray(rgb)
+    assert grey.shape == (20, 30) and int(grey[0, 0]) == 76  # 0.299 * 255
+    assert resize(grey, 10, 15).shape == (10, 15)
+    path = str(tmp_path / "red.png")
+    cv2.imwrite(path, rgb[..., ::-1])  # OpenCV writes BGR
+    img = imread(path)
+    assert (
+        img.dtype == np.float32 and img.shape == (20, 30, 3) and img[0, 0].tolist() == [0, 0, 255]
+    )
+    with pytest.raises(FileNotFoundError, match="no image"):
+        imread(str(tmp_path / "missing.png"))

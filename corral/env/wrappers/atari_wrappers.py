@@ -223,11 +223,9 @@ class WarpFrame(gym.ObservationWrapper):
         self.observation_space = gym.spaces.Box(0, 255, (dim, dim, 1), dtype=np.uint8)
 
     def observation(self, observation: Any) -> np.ndarray:
-        import cv2
+        from corral.utils.images import resize, rgb2gray
 
-        grey = cv2.cvtColor(np.asarray(observation), cv2.COLOR_RGB2GRAY)
-        frame = cv2.resize(grey, (self.width, self.height), interpolation=cv2.INTER_AREA)
-        return frame[:, :, None]
+        return resize(rgb2gray(np.asarray(observation)), self.height, self.width)[:, :, None]
 
 
 class FrameStack(gym.Wrapper):
