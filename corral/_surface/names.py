@@ -110,11 +110,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "(`restore_original_dimensions` gives a custom model the structure back)",
         "ComplexInputNetwork",
     ),
-    "policy.rnn_sequencing": (
-        "corral pads and chops sequences inside its recurrent models' policy code",
-        "pad_batch_to_sequences_of_same_size add_time_dimension chop_into_sequences "
-        "timeslice_along_seq_lens_with_overlap",
-    ),
     "policy.torch_policy": (
         "corral's TorchPolicy steps its optimizers itself",
         "DirectStepOptimizer",

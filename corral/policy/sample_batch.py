@@ -52,6 +52,10 @@ class SampleBatch(dict):
     # Whether a model call is for training (RLlib 1.13's `SampleBatch.is_training`;
     # e.g. batch-norm layers switch mode on it).
     is_training = False
+    # Set by `rnn_sequencing.pad_batch_to_sequences_of_same_size`: the rows are padded
+    # sequences of `max_seq_len` rows each.
+    zero_padded = False
+    max_seq_len: int | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

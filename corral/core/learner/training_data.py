@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from corral.policy.rnn_sequencing import sequence_starts, trajectory_boundaries
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
@@ -253,15 +254,9 @@ def pad_sequences(
     """
     eps = batch[SampleBatch.EPS_ID]
     n = len(eps)
-    index = np.arange(n)
-    new_trajectory = np.ones(n, bool)
-    new_trajectory[1:] = eps[1:] != eps[:-1]
-    if SampleBatch.AGENT_INDEX in batch:
-        # Multi-agent: the agents of one episode are separate trajectories.
-        agents = batch[SampleBatch.AGENT_INDEX]
-        new_trajectory[1:] |= agents[1:] != agents[:-1]
-    trajectory_start = np.maximum.accumulate(np.where(new_trajectory, index, 0))
-    starts = np.flatnonzero(new_trajectory | ((index - trajectory_start) % max_len == 0))
+    # Multi-agent: the agents of one episode are separate trajectories.
+    ids = [eps] + ([batch[SampleBatch.AGENT_INDEX]] if SampleBatch.AGENT_INDEX in batch else [])
+    starts = sequence_starts(trajectory_boundaries(n, ids), max_len)
     seq_lens = np.diff(np.append(starts, n))
     slot = np.arange(len(starts) * max_len)
     seq, offset = slot // max_len, slot % max_len

@@ -18,28 +18,9 @@ from torch import nn
 
 from corral.models.torch.fcnet import POLICY_GAIN, VALUE_GAIN, _linear
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.policy.rnn_sequencing import add_time_dimension
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import UnsupportedSpaceException
-
-
-def add_time_dimension(
-    padded_inputs: TensorType, seq_lens: TensorType, time_major: bool = False
-) -> TensorType:
-    """``[B * T, ...] -> [B, T, ...]``, or ``[T * B, ...] -> [T, B, ...]`` when ``time_major``.
-
-    ``B`` is ``len(seq_lens)`` and ``T = rows // B``: the rows must already be padded so
-    that every sequence takes ``T`` rows (consecutive ones, unless ``time_major``).
-    """
-    batch = int(seq_lens.shape[0])
-    rows = int(padded_inputs.shape[0])
-    if batch == 0 or rows % batch:
-        raise ValueError(
-            f"add_time_dimension: {rows} rows cannot hold {batch} equally padded sequences "
-            f"(seq_lens={seq_lens.tolist()})."
-        )
-    if time_major:
-        return padded_inputs.reshape(rows // batch, batch, *padded_inputs.shape[1:])
-    return padded_inputs.reshape(batch, rows // batch, *padded_inputs.shape[1:])
 
 
 def _prev_action_size(action_space: gym.Space) -> int:
