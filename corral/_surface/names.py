@@ -105,11 +105,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "the RolloutWorker",
         "SyncSampler AsyncSampler",
     ),
-    "models.torch.complex_input_net": (
-        "corral's built-in models take Dict/Tuple observations flattened "
-        "(`restore_original_dimensions` gives a custom model the structure back)",
-        "ComplexInputNetwork",
-    ),
     "policy.torch_policy": (
         "corral's TorchPolicy steps its optimizers itself",
         "DirectStepOptimizer",

@@ -17,6 +17,7 @@ import numpy as np
 
 from corral.models.model_defaults import MODEL_DEFAULTS
 from corral.models.preprocessors import Preprocessor, get_preprocessor
+from corral.models.torch.complex_input_net import ComplexInputNetwork, has_image_part
 from corral.models.torch.fcnet import FullyConnectedNetwork
 from corral.models.torch.recurrent_net import LSTMWrapper
 from corral.models.torch.torch_action_dist import (
@@ -201,7 +202,8 @@ class ModelCatalog:
         ``custom_model`` (registered name or class) is called as
         ``cls(obs_space, action_space, num_outputs, model_config, name, **model_kwargs,
         **custom_model_config)``. Otherwise ``default_model`` is used if given, else
-        :class:`VisionNetwork` for images (``Box`` of shape ``[H, W, C]``) and
+        :class:`VisionNetwork` for images (``Box`` of shape ``[H, W, C]``),
+        :class:`ComplexInputNetwork` for ``Dict``/``Tuple`` spaces with an image part, and
         :class:`FullyConnectedNetwork` for any other observation space that flattens to a
         vector (``Box`` of rank 1 or 2, ``Discrete``, and the ``MultiDiscrete``/
         ``MultiBinary``/``Dict``/``Tuple`` spaces the preprocessor one-hots and
@@ -254,6 +256,8 @@ class ModelCatalog:
 
         if default_model is None and _is_image(obs_space):
             default_model = VisionNetwork
+        if default_model is None and has_image_part(obs_space):
+            default_model = ComplexInputNetwork
         if default_model is None:
             try:
                 gym.spaces.utils.flatdim(obs_space)
