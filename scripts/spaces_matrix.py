@@ -151,7 +151,9 @@ def markdown(algorithms: list[str]) -> str:
         'on `corral.env.random_env.RandomEnv`. "yes": it trained; "no (...)": the algorithm',
         "raised `UnsupportedSpaceException` naming that space. Rows: observation spaces;",
         "columns: action spaces. Tuple/Dict actions travel as flat rows and reach the env",
-        "as tuples/dicts; Dict/Tuple observations are flattened (discrete parts one-hot).",
+        "as tuples/dicts; Dict/Tuple observations are flattened (discrete parts one-hot), and with",
+        "an image part the policy-gradient algorithms' default model (`ComplexInputNetwork`) gives",
+        "each image its own conv trunk.",
         "",
     ]
     for algorithm in algorithms:
