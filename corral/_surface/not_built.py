@@ -153,10 +153,10 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("agents.callbacks:RE3UpdateCallbacks",),
     ),
     Feature(
-        "External envs and policy serving",
-        "ExternalEnv, PolicyClient/PolicyServerInput (envs that drive the agent)",
+        "Multi-agent external envs and policy serving",
+        "ExternalMultiAgentEnv, PolicyClient/PolicyServerInput (envs that drive the agent over "
+        "the network)",
         (
-            "env.external_env",
             "env.external_multi_agent_env",
             "env.policy_client",
             "env.policy_server_input",

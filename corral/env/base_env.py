@@ -63,6 +63,11 @@ class BaseEnv:
             if close is not None:
                 close()
 
+    def worker_env(self) -> Any:
+        """What RLlib's `RolloutWorker.env` is for this `BaseEnv`: the first sub-env, or
+        the env the creator returned when that steps its sub-envs itself."""
+        return self.get_sub_environments()[0]
+
     def to_base_env(self, *args: Any, **kwargs: Any) -> BaseEnv:
         """Itself (RLlib's `to_base_env` of an env that already is one)."""
         return self

@@ -281,6 +281,9 @@ class VectorEnvWrapper(BaseEnv):
     def get_sub_environments(self) -> list[VectorSubEnv]:
         return self.envs
 
+    def worker_env(self) -> VectorEnv:
+        return self.vector_env
+
     def try_render(self, env_id: int | None = None) -> Any:
         return self.vector_env.try_render_at(env_id or 0)
 

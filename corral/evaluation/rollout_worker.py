@@ -19,12 +19,14 @@ import torch
 
 from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
+from corral.env.external_env import ExternalEnv, ExternalEnvWrapper, external_worker_env
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
 from corral.env.native_vector_env import batched_worker_env, vectorize_mode
 from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
-from corral.env.vector_env import VectorEnv, VectorEnvWrapper, user_vector_worker_env
+from corral.env.vector_env import VectorEnv, user_vector_worker_env
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
+from corral.evaluation.external_env_sampler import ExternalEnvSampler
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
 from corral.evaluation.obs_check import env_name, spaces_match
@@ -133,11 +135,8 @@ class RolloutWorker:
         self.async_env: BaseEnv | None = None
         if self._needs_env():
             self.async_env = self._make_vector_env()
-            # RLlib's `worker.env`: the first sub-env, or the creator's own VectorEnv.
-            if isinstance(self.async_env, VectorEnvWrapper):
-                self.env = self.async_env.vector_env
-            elif self.async_env is not None:  # None with env=None: offline training
-                self.env = self.async_env.envs[0]
+            if self.async_env is not None:  # None with env=None: offline training
+                self.env = self.async_env.worker_env()
         multiagent = config["multiagent"]
         self.policy_mapping_fn: Callable = multiagent.get("policy_mapping_fn") or (
             default_policy_mapping_fn
@@ -192,6 +191,8 @@ class RolloutWorker:
         pid = self._single_agent_policy_id()
         if pid != DEFAULT_POLICY_ID:
             self._single_agent_batches_of = pid
+        if isinstance(self.async_env, ExternalEnvWrapper):
+            return ExternalEnvSampler(self, self.async_env, self.policy_map[pid], self.config, pid)
         return SingleAgentSampler(self, self.async_env, self.policy_map[pid], self.config, pid)
 
     def _single_agent_policy_id(self) -> str:
@@ -229,7 +230,7 @@ class RolloutWorker:
             # frames, a window needs "human".
             ctx._render_mode = "rgb_array" if self.record_env else "human"
         env = self.env_creator(ctx)
-        if isinstance(env, (gym.vector.VectorEnv, VectorEnv)):  # the worker's whole vector
+        if isinstance(env, (gym.vector.VectorEnv, VectorEnv, ExternalEnv)):  # the whole env
             return env
         # An env written for the old gym API (or declaring old `gym.spaces`) is
         # converted here, so every kind of `env` setting gets the same conversion.
@@ -267,6 +268,8 @@ class RolloutWorker:
             return batched_worker_env(self, n, vector=first)
         if isinstance(first, VectorEnv):  # RLlib's VectorEnv: it steps its sub-envs itself
             return user_vector_worker_env(self.config, first, n)
+        if isinstance(first, ExternalEnv):  # it drives itself and asks for actions
+            return external_worker_env(self.config, first, n)
         if isinstance(first, MultiAgentEnv):
             return MultiAgentEnvWrapper([first, *(self._make_env(i) for i in range(1, n))])
         return VectorEnv.vectorize_gym_envs(self._make_env, [first], num_envs=n)

@@ -1,0 +1,210 @@
+"""RLlib 1.13's ExternalEnv: envs that drive themselves and ask the policy for actions."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from corral.agents.dqn import DQNTrainer
+from corral.agents.pg import PGTrainer
+from corral.agents.ppo import PPOTrainer
+from corral.env.external_env import ExternalEnv, ExternalEnvWrapper
+from corral.policy.sample_batch import SampleBatch
+from corral.tune.registry import register_env
+from corral.utils.error import EnvError
+
+_names = itertools.count()
+
+
+class CartPoleServer(ExternalEnv):
+    """CartPole driven from `run()`, `threads` loops at once (episodes run concurrently);
+    `logged`: every action is chosen here (always 1) and logged off-policy; `train_every`:
+    only every n-th episode is trained on."""
+
+    def __init__(
+        self, threads: int = 1, logged: bool = False, train_every: int = 1, fail_after: int = 0
+    ):
+        super().__init__(gym.spaces.Discrete(2), gym.spaces.Box(-np.inf, np.inf, (4,), np.float32))
+        self.threads, self.logged, self.train_every, self.fail_after = (
+            threads,
+            logged,
+            train_every,
+            fail_after,
+        )
+        self.episodes_started = 0
+        self._count = threading.Lock()
+
+    def run(self):
+        loops = [
+            threading.Thread(target=self._loop, args=(i,), daemon=True)
+            for i in range(self.threads - 1)
+        ]
+        for loop in loops:
+            loop.start()
+        self._loop(self.threads - 1)
+
+    def _loop(self, seed: int):
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=seed)
+        while True:
+            with self._count:
+                self.episodes_started += 1
+                n = self.episodes_started
+            if self.fail_after and n > self.fail_after:
+                raise RuntimeError("the simulator crashed")
+            eid = self.start_episode(training_enabled=(n - 1) % self.train_every == 0)
+            while True:
+                if self.logged:
+                    action = 1
+                    self.log_action(eid, obs, action)
+                else:
+                    action = self.get_action(eid, obs)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                self.log_returns(eid, reward)
+                if terminated or truncated:
+                    self.end_episode(eid, obs)
+                    obs, _ = env.reset()
+                    break
+
+
+def _trainer(cls, creator, **config):
+    name = f"external-env-{next(_names)}"
+    register_env(name, creator)
+    return cls(
+        env=name,
+        config={
+            "num_workers": 0,
+            "rollout_fragment_length": 100,
+            "train_batch_size": 200,
+            **config,
+        },
+    )
+
+
+def test_ppo_trains_on_an_external_env():
+    trainer = _trainer(
+        PPOTrainer, lambda ctx: CartPoleServer(), sgd_minibatch_size=50, num_sgd_iter=2
+    )
+    try:
+        worker = trainer.workers.local_worker()
+        assert isinstance(worker.async_env, ExternalEnvWrapper)
+        assert isinstance(worker.env, CartPoleServer)  # RLlib's `worker.env`
+        batch = worker.sample()
+        assert batch.count == 100
+        # Each episode's rows are its own, in order, and only the last one terminated.
+        for eps_id in np.unique(batch[SampleBatch.EPS_ID]):
+            rows = batch[SampleBatch.EPS_ID] == eps_id
+            assert batch[SampleBatch.T][rows].tolist() == list(
+                range(batch[SampleBatch.T][rows][0], batch[SampleBatch.T][rows][0] + rows.sum())
+            )
+            assert not batch[SampleBatch.TERMINATEDS][rows][:-1].any()
+            np.testing.assert_array_equal(
+                batch[SampleBatch.OBS][rows][1:], batch[SampleBatch.NEXT_OBS][rows][:-1]
+            )
+        result = trainer.train()
+        assert result["timesteps_total"] >= 200 and result["episodes_this_iter"] > 0
+        # CartPole pays 1 per step: an episode's return is its length.
+        assert result["episode_reward_mean"] == pytest.approx(result["episode_len_mean"])
+    finally:
+        trainer.stop()
+
+
+def test_concurrent_episodes_from_several_threads_are_kept_apart():
+    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(threads=3))
+    try:
+        batch = trainer.workers.local_worker().sample()
+        eps = batch[SampleBatch.EPS_ID]
+        assert len(np.unique(eps)) >= 3
+        for eps_id in np.unique(eps):  # rows of one episode are contiguous in the batch
+            rows = np.flatnonzero(eps == eps_id)
+            assert (np.diff(rows) == 1).all()
+            np.testing.assert_array_equal(
+                batch[SampleBatch.OBS][rows][1:], batch[SampleBatch.NEXT_OBS][rows][:-1]
+            )
+    finally:
+        trainer.stop()
+
+
+def test_logged_off_policy_actions_are_recorded_as_taken():
+    trainer = _trainer(
+        DQNTrainer,
+        lambda ctx: CartPoleServer(logged=True),
+        learning_starts=50,
+        rollout_fragment_length=20,
+        train_batch_size=32,
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert batch.count == 20 and (batch[SampleBatch.ACTIONS] == 1).all()
+        result = trainer.train()  # DQN learns from the logged transitions
+        assert result["timesteps_total"] > 20
+    finally:
+        trainer.stop()
+
+
+def test_episodes_without_training_are_acted_on_and_counted_but_not_batched():
+    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(train_every=2))
+    try:
+        worker = trainer.workers.local_worker()
+        batch = worker.sample()
+        metrics = worker.get_metrics()
+        ended = [m for m in metrics if m.episode_length]
+        server = worker.env
+        assert len(np.unique(batch[SampleBatch.EPS_ID])) < server.episodes_started
+        assert len(ended) >= len(
+            np.unique(batch[SampleBatch.EPS_ID][batch[SampleBatch.TERMINATEDS]])
+        )
+    finally:
+        trainer.stop()
+
+
+def test_complete_episodes_batch_mode_returns_whole_episodes():
+    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(), batch_mode="complete_episodes")
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert batch.count >= 100
+        for eps_id in np.unique(batch[SampleBatch.EPS_ID]):
+            rows = batch[SampleBatch.EPS_ID] == eps_id
+            assert batch[SampleBatch.T][rows][0] == 0 and batch[SampleBatch.TERMINATEDS][rows][-1]
+    finally:
+        trainer.stop()
+
+
+def test_a_crash_in_run_reaches_the_trainer():
+    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(fail_after=2))
+    try:
+        with pytest.raises(EnvError, match="raised RuntimeError: the simulator crashed"):
+            for _ in range(50):
+                trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
+
+
+def test_episode_api_errors():
+    env = CartPoleServer()
+    eid = env.start_episode("a")
+    with pytest.raises(ValueError, match="already started"):
+        env.start_episode("a")
+    env._episodes.pop(eid)
+    env._finished.add("a")
+    with pytest.raises(ValueError, match="already completed"):
+        env.start_episode("a")
+    with pytest.raises(ValueError, match="was never started"):
+        env.log_returns("b", 1.0)
+    small = ExternalEnv(gym.spaces.Discrete(2), gym.spaces.Discrete(2), max_concurrent=1)
+    small.start_episode()
+    with pytest.raises(ValueError, match="max_concurrent=1"):
+        small.start_episode()
+    with pytest.raises(NotImplementedError, match="implement run"):
+        ExternalEnv(gym.spaces.Discrete(2), gym.spaces.Discrete(2)).run()
+
+
+def test_settings_an_external_env_cannot_honour_are_refused():
+    with pytest.raises(ValueError, match="num_envs_per_worker"):
+        _trainer(PGTrainer, lambda ctx: CartPoleServer(), num_envs_per_worker=2)
+    with pytest.raises(ValueError, match="horizon"):
+        _trainer(PGTrainer, lambda ctx: CartPoleServer(), horizon=10)
