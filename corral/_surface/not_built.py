@@ -153,14 +153,9 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("agents.callbacks:RE3UpdateCallbacks",),
     ),
     Feature(
-        "Multi-agent external envs and policy serving",
-        "ExternalMultiAgentEnv, PolicyClient/PolicyServerInput (envs that drive the agent over "
-        "the network)",
-        (
-            "env.external_multi_agent_env",
-            "env.policy_client",
-            "env.policy_server_input",
-        ),
+        "Multi-agent external envs",
+        "ExternalMultiAgentEnv (a multi-agent env that drives the agents itself)",
+        ("env.external_multi_agent_env",),
     ),
     Feature(
         "Remote envs",

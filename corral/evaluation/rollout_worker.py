@@ -549,9 +549,12 @@ class RolloutWorker:
         return batch, batch.count
 
     def get_metrics(self) -> list[RolloutMetrics]:
-        """Metrics of the episodes finished since the last call."""
+        """Metrics of the episodes finished since the last call (also those an input
+        reader reports, e.g. `PolicyServerInput`'s clients' episodes)."""
         self._sample_marks.clear()
-        return self.sampler.get_metrics() if self.sampler is not None else []
+        metrics = self.sampler.get_metrics() if self.sampler is not None else []
+        from_input = getattr(self.input_reader, "get_metrics", None)
+        return metrics + from_input() if callable(from_input) else metrics
 
     def discard_metrics_of_last_samples(self, num_samples: int) -> int:
         """Forgets the episodes finished during the last `num_samples` calls of

@@ -1,0 +1,188 @@
+"""`PolicyServerInput`: a trainer's input served over HTTP to `PolicyClient`s (RLlib
+1.13's policy serving, remote inference).
+
+Give it as the trainer's input (``"input": lambda ioctx: PolicyServerInput(ioctx,
+"localhost", 9900)``, with ``"env": None`` and the ``observation_space`` /
+``action_space`` in the config). It listens on `address:port`; each client request runs
+on an `ExternalEnv` inside an embedded rollout worker (the trainer's policies, its
+config), whose sampler answers `get_action` with one batched forward pass for all waiting
+episodes. The batches it samples are what `next()` returns to the trainer, and the
+episodes' metrics reach the trainer's results; after each batch the embedded worker
+takes the trainer's newest weights. Messages are JSON (`corral.env.serving_wire`).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from corral.env.external_env import ExternalEnv
+from corral.env.serving_wire import Commands, dumps, loads
+from corral.offline.input_reader import InputReader
+from corral.policy.sample_batch import SampleBatch
+
+logger = logging.getLogger(__name__)
+
+
+class _ServedEnv(ExternalEnv):
+    """The external env the clients' requests run on; its own `run()` only waits."""
+
+    def run(self) -> None:
+        threading.Event().wait()
+
+
+class PolicyServerInput(ThreadingHTTPServer, InputReader):
+    """Serves the trainer's policy at `address:port` and reads the clients' experience.
+
+    Args:
+        ioctx: the `IOContext` of the rollout worker reading this input.
+        address: the interface to listen on (e.g. "localhost").
+        port: the port (RLlib's examples use a base port plus the worker index).
+        idle_timeout: seconds `next()` waits for experience before it returns an empty
+            batch (so that a trainer with several serving workers is not held up by one
+            with no client).
+    """
+
+    def __init__(self, ioctx: Any, address: str, port: int, idle_timeout: float = 3.0) -> None:
+        self.rollout_worker = ioctx.worker
+        self.idle_timeout = float(idle_timeout)
+        self.samples_queue: queue.Queue[SampleBatch] = queue.Queue()
+        self.metrics_queue: queue.Queue[Any] = queue.Queue()
+        self._env = _ServedEnv(self._space("action_space"), self._space("observation_space"))
+        self._embedded: Any = None
+        self._embedded_lock = threading.Lock()
+        super().__init__((address, port), _handler_for(self))
+        self.daemon_threads = True
+        threading.Thread(target=self.serve_forever, name="policy-server", daemon=True).start()
+
+    def next(self) -> SampleBatch:
+        """The next batch the clients' episodes produced (empty after `idle_timeout`)."""
+        try:
+            return self.samples_queue.get(timeout=self.idle_timeout)
+        except queue.Empty:
+            return SampleBatch()
+
+    def get_metrics(self) -> list[Any]:
+        """The clients' episodes finished since the last call (`RolloutMetrics`)."""
+        metrics = []
+        while True:
+            try:
+                metrics.append(self.metrics_queue.get_nowait())
+            except queue.Empty:
+                return metrics
+
+    def execute(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Runs one client request on the served external env; returns the reply."""
+        command = message.get("command")
+        env = self._env
+        if command == Commands.START_EPISODE:
+            self._start_embedded_worker()
+            episode_id = env.start_episode(
+                message.get("episode_id"), bool(message["training_enabled"])
+            )
+            return {"episode_id": episode_id}
+        if command == Commands.GET_ACTION:
+            return {"action": env.get_action(message["episode_id"], message["observation"])}
+        if command == Commands.LOG_ACTION:
+            env.log_action(message["episode_id"], message["observation"], message["action"])
+        elif command == Commands.LOG_RETURNS:
+            env.log_returns(message["episode_id"], float(message["reward"]), message.get("info"))
+        elif command == Commands.END_EPISODE:
+            env.end_episode(message["episode_id"], message["observation"])
+        elif command in (Commands.GET_WORKER_ARGS, Commands.GET_WEIGHTS, Commands.REPORT_SAMPLES):
+            raise ValueError(
+                f"{command} is local inference's, which corral does not serve: the client's "
+                "PolicyClient runs with inference_mode='remote'."
+            )
+        else:
+            raise ValueError(f"Unknown command {command!r}")
+        return {}
+
+    def _space(self, name: str) -> Any:
+        worker = self.rollout_worker
+        space = worker.config.get(name)
+        if space is None:
+            policies = list(worker.policy_map.values())
+            if policies:
+                space = getattr(policies[0], name)
+        if space is None:
+            raise ValueError(f"PolicyServerInput needs the trainer config's `{name}` (env=None).")
+        return space
+
+    def _start_embedded_worker(self) -> None:
+        """The rollout worker sampling the served env, and its thread (once)."""
+        with self._embedded_lock:
+            if self._embedded is not None:
+                return
+            from corral.evaluation.rollout_worker import RolloutWorker
+            from corral.policy.policy import PolicySpec
+
+            server = self.rollout_worker
+            specs = {
+                pid: PolicySpec(type(policy), policy.observation_space, policy.action_space, {})
+                for pid, policy in server.policy_map.items()
+            }
+            config = {
+                **server.config,
+                "input": "sampler",
+                "output": None,
+                "num_envs_per_worker": 1,
+                "create_env_on_driver": True,
+            }
+            env = self._env
+            worker = RolloutWorker(
+                env_creator=lambda ctx: env,
+                policy_specs=specs,
+                config=config,
+                worker_index=server.worker_index,
+                num_workers=0,
+            )
+            worker.set_weights(server.get_weights(), server.get_global_vars())
+            self._embedded = worker
+            threading.Thread(
+                target=self._sample_forever, name="policy-server-sampler", daemon=True
+            ).start()
+
+    def _sample_forever(self) -> None:
+        worker, server = self._embedded, self.rollout_worker
+        while True:
+            try:
+                batch = worker.sample()
+            except Exception:  # noqa: BLE001 - logged; the clients' requests then time out
+                logger.exception("The policy server's sampler stopped")
+                return
+            self.samples_queue.put(batch)
+            for metric in worker.get_metrics():
+                self.metrics_queue.put(metric)
+            worker.set_weights(server.get_weights(), server.get_global_vars())
+
+
+def _handler_for(server: PolicyServerInput) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            try:
+                length = int(self.headers.get("Content-Length", 0))
+                reply = server.execute(loads(self.rfile.read(length)))
+            except Exception as error:  # noqa: BLE001 - the client gets the message
+                logger.debug("Policy server request failed", exc_info=True)
+                body = f"{type(error).__name__}: {error}".encode()
+                self.send_response(500)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            body = dumps(reply)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - its signature
+            logger.debug("policy server: " + format, *args)
+
+    return Handler
