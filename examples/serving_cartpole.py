@@ -21,6 +21,7 @@ import gymnasium as gym
 from corral.agents.ppo import PPOTrainer
 from corral.env.policy_client import PolicyClient
 from corral.env.policy_server_input import PolicyServerInput
+from corral.utils.error import EnvError
 
 
 def play(address: str, stop: threading.Event, seed: int) -> None:
@@ -28,16 +29,20 @@ def play(address: str, stop: threading.Event, seed: int) -> None:
     client = PolicyClient(address, inference_mode="remote")
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=seed)
-    while not stop.is_set():
-        episode_id = client.start_episode(training_enabled=True)
-        done = False
-        while not done:
-            action = client.get_action(episode_id, obs)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            client.log_returns(episode_id, reward)
-            done = terminated or truncated
-        client.end_episode(episode_id, obs)
-        obs, _ = env.reset()
+    try:
+        while not stop.is_set():
+            episode_id = client.start_episode(training_enabled=True)
+            done = False
+            while not done:
+                action = client.get_action(episode_id, obs)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                client.log_returns(episode_id, reward)
+                done = terminated or truncated
+            client.end_episode(episode_id, obs)
+            obs, _ = env.reset()
+    except EnvError:
+        if not stop.is_set():  # the server closing under a request is how clients end
+            raise
 
 
 def main() -> None:

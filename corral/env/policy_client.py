@@ -9,6 +9,7 @@ Messages are JSON (`corral.env.serving_wire`), never pickles.
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.request
 import warnings
@@ -132,7 +133,8 @@ class PolicyClient:
             raise EnvError(
                 f"Policy server {self.address} refused {message['command']}: {detail}"
             ) from None
-        except urllib.error.URLError as error:
+        except (OSError, http.client.HTTPException) as error:  # URLError, resets, timeouts
+            reason = getattr(error, "reason", error)
             raise EnvError(
-                f"Policy server {self.address} unreachable ({message['command']}): {error.reason}"
+                f"Policy server {self.address} unreachable ({message['command']}): {reason}"
             ) from None

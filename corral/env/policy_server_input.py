@@ -28,10 +28,15 @@ logger = logging.getLogger(__name__)
 
 
 class _ServedEnv(ExternalEnv):
-    """The external env the clients' requests run on; its own `run()` only waits."""
+    """The external env the clients' requests run on; its own `run()` waits until the
+    server closes."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.closing = threading.Event()
 
     def run(self) -> None:
-        threading.Event().wait()
+        self.closing.wait()
 
 
 class PolicyServerInput(ThreadingHTTPServer, InputReader):
@@ -54,6 +59,8 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
         self._env = _ServedEnv(self._space("action_space"), self._space("observation_space"))
         self._embedded: Any = None
         self._embedded_lock = threading.Lock()
+        self._sampler_thread: threading.Thread | None = None
+        self._closed = False
         super().__init__((address, port), _handler_for(self))
         self.daemon_threads = True
         threading.Thread(target=self.serve_forever, name="policy-server", daemon=True).start()
@@ -64,6 +71,19 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
             return self.samples_queue.get(timeout=self.idle_timeout)
         except queue.Empty:
             return SampleBatch()
+
+    def close(self) -> None:
+        """Stops serving (the worker's `stop()` calls it): the listening socket closes,
+        the embedded worker's sampling ends and its thread is joined (a request still
+        waiting for an action then fails)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._env.closing.set()  # `run()` returns: the sampler's wait ends
+        self.shutdown()
+        self.server_close()
+        if self._sampler_thread is not None:
+            self._sampler_thread.join(timeout=30.0)
 
     def get_metrics(self) -> list[Any]:
         """The clients' episodes finished since the last call (`RolloutMetrics`)."""
@@ -78,6 +98,8 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
         """Runs one client request on the served external env; returns the reply."""
         command = message.get("command")
         env = self._env
+        if self._closed:
+            raise ValueError("The policy server is closed.")
         if command == Commands.START_EPISODE:
             self._start_embedded_worker()
             episode_id = env.start_episode(
@@ -142,17 +164,19 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
             )
             worker.set_weights(server.get_weights(), server.get_global_vars())
             self._embedded = worker
-            threading.Thread(
+            self._sampler_thread = threading.Thread(
                 target=self._sample_forever, name="policy-server-sampler", daemon=True
-            ).start()
+            )
+            self._sampler_thread.start()
 
     def _sample_forever(self) -> None:
         worker, server = self._embedded, self.rollout_worker
-        while True:
+        while not self._closed:
             try:
                 batch = worker.sample()
             except Exception:  # noqa: BLE001 - logged; the clients' requests then time out
-                logger.exception("The policy server's sampler stopped")
+                if not self._closed:
+                    logger.exception("The policy server's sampler stopped")
                 return
             self.samples_queue.put(batch)
             for metric in worker.get_metrics():

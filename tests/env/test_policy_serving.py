@@ -42,6 +42,14 @@ def _address(trainer) -> str:
 
 
 def _play(address: str, stop: threading.Event, logged: bool = False, seed: int = 0) -> None:
+    try:
+        _episodes(address, stop, logged, seed)
+    except EnvError:
+        if not stop.is_set():  # (the server closing under a request is expected)
+            raise
+
+
+def _episodes(address: str, stop: threading.Event, logged: bool, seed: int) -> None:
     client = PolicyClient(address, inference_mode="remote")
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=seed)
