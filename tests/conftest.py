@@ -1,3 +1,4 @@
+import itertools
 import json
 import os
 import subprocess
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+_ENV_NAMES = itertools.count()
 
 
 @pytest.fixture(autouse=True)
@@ -33,3 +35,16 @@ def run_benchmark(tmp_path):
         return [json.loads(line) for line in proc.stdout.splitlines()]
 
     return run
+
+
+@pytest.fixture
+def env_name():
+    """`env_name(creator)`: registers the env creator under a fresh name, returns it."""
+    from corral.tune.registry import register_env
+
+    def register(creator):
+        name = f"test-env-{next(_ENV_NAMES)}"
+        register_env(name, creator)
+        return name
+
+    return register

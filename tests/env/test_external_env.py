@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 
 import gymnasium as gym
@@ -14,10 +13,7 @@ from corral.agents.pg import PGTrainer
 from corral.agents.ppo import PPOTrainer
 from corral.env.external_env import ExternalEnv, ExternalEnvWrapper
 from corral.policy.sample_batch import SampleBatch
-from corral.tune.registry import register_env
 from corral.utils.error import EnvError
-
-_names = itertools.count()
 
 
 class CartPoleServer(ExternalEnv):
@@ -71,9 +67,7 @@ class CartPoleServer(ExternalEnv):
                     break
 
 
-def _trainer(cls, creator, **config):
-    name = f"external-env-{next(_names)}"
-    register_env(name, creator)
+def _trainer(cls, name, **config):
     return cls(
         env=name,
         config={
@@ -85,9 +79,9 @@ def _trainer(cls, creator, **config):
     )
 
 
-def test_ppo_trains_on_an_external_env():
+def test_ppo_trains_on_an_external_env(env_name):
     trainer = _trainer(
-        PPOTrainer, lambda ctx: CartPoleServer(), sgd_minibatch_size=50, num_sgd_iter=2
+        PPOTrainer, env_name(lambda ctx: CartPoleServer()), sgd_minibatch_size=50, num_sgd_iter=2
     )
     try:
         worker = trainer.workers.local_worker()
@@ -113,8 +107,8 @@ def test_ppo_trains_on_an_external_env():
         trainer.stop()
 
 
-def test_concurrent_episodes_from_several_threads_are_kept_apart():
-    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(threads=3))
+def test_concurrent_episodes_from_several_threads_are_kept_apart(env_name):
+    trainer = _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer(threads=3)))
     try:
         batch = trainer.workers.local_worker().sample()
         eps = batch[SampleBatch.EPS_ID]
@@ -129,10 +123,10 @@ def test_concurrent_episodes_from_several_threads_are_kept_apart():
         trainer.stop()
 
 
-def test_logged_off_policy_actions_are_recorded_as_taken():
+def test_logged_off_policy_actions_are_recorded_as_taken(env_name):
     trainer = _trainer(
         DQNTrainer,
-        lambda ctx: CartPoleServer(logged=True),
+        env_name(lambda ctx: CartPoleServer(logged=True)),
         learning_starts=50,
         rollout_fragment_length=20,
         train_batch_size=32,
@@ -146,8 +140,8 @@ def test_logged_off_policy_actions_are_recorded_as_taken():
         trainer.stop()
 
 
-def test_episodes_without_training_are_acted_on_and_counted_but_not_batched():
-    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(train_every=2))
+def test_episodes_without_training_are_acted_on_and_counted_but_not_batched(env_name):
+    trainer = _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer(train_every=2)))
     try:
         worker = trainer.workers.local_worker()
         batch = worker.sample()
@@ -162,8 +156,10 @@ def test_episodes_without_training_are_acted_on_and_counted_but_not_batched():
         trainer.stop()
 
 
-def test_complete_episodes_batch_mode_returns_whole_episodes():
-    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(), batch_mode="complete_episodes")
+def test_complete_episodes_batch_mode_returns_whole_episodes(env_name):
+    trainer = _trainer(
+        PGTrainer, env_name(lambda ctx: CartPoleServer()), batch_mode="complete_episodes"
+    )
     try:
         batch = trainer.workers.local_worker().sample()
         assert batch.count >= 100
@@ -174,8 +170,8 @@ def test_complete_episodes_batch_mode_returns_whole_episodes():
         trainer.stop()
 
 
-def test_a_crash_in_run_reaches_the_trainer():
-    trainer = _trainer(PGTrainer, lambda ctx: CartPoleServer(fail_after=2))
+def test_a_crash_in_run_reaches_the_trainer(env_name):
+    trainer = _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer(fail_after=2)))
     try:
         with pytest.raises(EnvError, match="raised RuntimeError: the simulator crashed"):
             for _ in range(50):
@@ -203,8 +199,8 @@ def test_episode_api_errors():
         ExternalEnv(gym.spaces.Discrete(2), gym.spaces.Discrete(2)).run()
 
 
-def test_settings_an_external_env_cannot_honour_are_refused():
+def test_settings_an_external_env_cannot_honour_are_refused(env_name):
     with pytest.raises(ValueError, match="num_envs_per_worker"):
-        _trainer(PGTrainer, lambda ctx: CartPoleServer(), num_envs_per_worker=2)
+        _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer()), num_envs_per_worker=2)
     with pytest.raises(ValueError, match="horizon"):
-        _trainer(PGTrainer, lambda ctx: CartPoleServer(), horizon=10)
+        _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer()), horizon=10)

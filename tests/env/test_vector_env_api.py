@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 
 import gymnasium as gym
@@ -22,7 +21,6 @@ from corral.env.multi_agent_env import MultiAgentEnvWrapper, make_multi_agent
 from corral.env.utils import VideoMonitor
 from corral.env.vector_env import VectorEnv, VectorEnvWrapper, VectorizedGymEnv
 from corral.policy.sample_batch import SampleBatch
-from corral.tune.registry import register_env
 from corral.utils.error import EnvError
 
 
@@ -88,12 +86,7 @@ class RLlibVectorEnv(VectorEnv):
         return self.envs
 
 
-_names = itertools.count()
-
-
-def _trainer(env_creator, **config) -> PGTrainer:
-    name = f"vector-env-api-{next(_names)}"
-    register_env(name, env_creator)
+def _trainer(name, **config) -> PGTrainer:
     return PGTrainer(
         env=name,
         config={
@@ -106,14 +99,14 @@ def _trainer(env_creator, **config) -> PGTrainer:
     )
 
 
-def test_a_user_vector_env_is_sampled_with_its_own_steps_and_resets():
+def test_a_user_vector_env_is_sampled_with_its_own_steps_and_resets(env_name):
     made: list[RLlibVectorEnv] = []
 
     def creator(ctx):
         made.append(RLlibVectorEnv())
         return made[-1]
 
-    trainer = _trainer(creator, num_envs_per_worker=3)
+    trainer = _trainer(env_name(creator), num_envs_per_worker=3)
     worker = trainer.workers.local_worker()
     assert worker.env is made[0]  # RLlib's `worker.env`: the creator's VectorEnv
     assert isinstance(worker.async_env, VectorEnvWrapper)
@@ -136,15 +129,15 @@ def test_a_user_vector_env_is_sampled_with_its_own_steps_and_resets():
 
 
 @pytest.mark.parametrize("five", [False, True], ids=["rllib-4-lists", "gymnasium-5-lists"])
-def test_a_vector_env_s_time_limits_are_truncations(five):
-    trainer = _trainer(lambda ctx: RLlibVectorEnv(truncate=True, five=five))
+def test_a_vector_env_s_time_limits_are_truncations(five, env_name):
+    trainer = _trainer(env_name(lambda ctx: RLlibVectorEnv(truncate=True, five=five)))
     batch = trainer.workers.local_worker().sample()
     assert batch[SampleBatch.TRUNCATEDS].any()
     assert not batch[SampleBatch.TERMINATEDS].any()
     trainer.stop()
 
 
-def test_callbacks_see_the_vector_env_s_own_sub_envs():
+def test_callbacks_see_the_vector_env_s_own_sub_envs(env_name):
     seen = []
 
     class Callbacks(DefaultCallbacks):
@@ -152,33 +145,33 @@ def test_callbacks_see_the_vector_env_s_own_sub_envs():
             sub_env = base_env.get_sub_environments()[env_index]
             seen.append((env_index, sub_env.length))  # the CountingEnv's own attribute
 
-    trainer = _trainer(lambda ctx: RLlibVectorEnv(), callbacks=Callbacks)
+    trainer = _trainer(env_name(lambda ctx: RLlibVectorEnv()), callbacks=Callbacks)
     trainer.workers.local_worker().sample()
     assert seen and all(length == 3 + i for i, length in seen)
     trainer.stop()
 
 
-def test_a_hard_horizon_resets_one_sub_env_of_a_vector_env():
-    trainer = _trainer(lambda ctx: RLlibVectorEnv(), horizon=2)
+def test_a_hard_horizon_resets_one_sub_env_of_a_vector_env(env_name):
+    trainer = _trainer(env_name(lambda ctx: RLlibVectorEnv()), horizon=2)
     worker = trainer.workers.local_worker()
     batch = worker.sample()
     assert batch[SampleBatch.OBS][:, 0].max() <= 1  # no episode got past its second step
     trainer.stop()
 
 
-def test_vector_env_settings_it_cannot_honour_are_refused():
+def test_vector_env_settings_it_cannot_honour_are_refused(env_name):
     with pytest.raises(ValueError, match="num_envs_per_worker=2"):
-        _trainer(lambda ctx: RLlibVectorEnv(num_envs=3), num_envs_per_worker=2)
+        _trainer(env_name(lambda ctx: RLlibVectorEnv(num_envs=3)), num_envs_per_worker=2)
     with pytest.raises(ValueError, match="restart_failed_sub_environments"):
-        _trainer(lambda ctx: RLlibVectorEnv(), restart_failed_sub_environments=True)
+        _trainer(env_name(lambda ctx: RLlibVectorEnv()), restart_failed_sub_environments=True)
 
 
-def test_a_malformed_vector_step_names_the_call():
+def test_a_malformed_vector_step_names_the_call(env_name):
     class Broken(RLlibVectorEnv):
         def vector_step(self, actions):
             return super().vector_step(actions)[:3]
 
-    trainer = _trainer(lambda ctx: Broken())
+    trainer = _trainer(env_name(lambda ctx: Broken()))
     with pytest.raises(EnvError, match=r"Broken: vector_step\(actions\) returned a tuple of 3"):
         trainer.workers.local_worker().sample()
     trainer.stop()

@@ -14,13 +14,6 @@ from corral.tune import Trainable, TuneError, grid_search
 from corral.tune.result import TRAINING_ITERATION
 
 
-@pytest.fixture(autouse=True)
-def results_dir(tmp_path_factory, monkeypatch):
-    path = tmp_path_factory.mktemp("results")
-    monkeypatch.setenv("CORRAL_RESULTS_DIR", str(path))
-    return path
-
-
 class Steps(Trainable):
     """Counts; `fail_at` (iteration) raises there the first `failures` times a trial
     reaches it (counted per `fail_at` value across rebuilds); `crash` raises in setup."""
