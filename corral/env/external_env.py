@@ -16,6 +16,7 @@ returns `rollout_fragment_length` recorded steps.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import uuid
@@ -32,6 +33,16 @@ from corral.utils.error import EnvError
 ACTION_TIMEOUT_S = 300.0
 # Seconds `log_action` waits for the sampler to take the logged step.
 LOG_ACTION_TIMEOUT_S = 60.0
+
+
+class ExternalEnvStopped(SystemExit):
+    """Raised in the env's thread by `get_action` / `log_action` once the rollout worker
+    has stopped. A `SystemExit`: it ends the thread quietly (`finally` blocks run; an
+    `except Exception` does not catch it)."""
+
+
+# The answer that wakes the episodes waiting for an action when the worker stops.
+_STOP: Any = object()
 
 
 @dataclass
@@ -82,6 +93,7 @@ class ExternalEnv(threading.Thread):
         self._steps: queue.Queue[ExternalStep] = queue.Queue()
         # An exception `run()` raised, for the sampler to re-raise.
         self.error: BaseException | None = None
+        self._stopped = False
 
     def run(self) -> None:
         """Your simulation loop: start episodes, get actions, log returns, end episodes."""
@@ -118,23 +130,28 @@ class ExternalEnv(threading.Thread):
         """The policy's action for `observation` (blocks until the sampler answers)."""
         episode = self._send(episode_id, observation)
         try:
-            return episode.actions.get(timeout=ACTION_TIMEOUT_S)
+            action = episode.actions.get(timeout=ACTION_TIMEOUT_S)
         except queue.Empty:
             raise EnvError(
                 f"Episode {episode_id}: no action within {ACTION_TIMEOUT_S:.0f} s (is the "
                 "trainer sampling?)."
             ) from None
+        if action is _STOP:
+            raise ExternalEnvStopped(f"The rollout worker stopped (episode {episode_id}).")
+        return action
 
     def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
         """Records `action`, taken at `observation` by something else (off-policy data)."""
         episode = self._send(episode_id, observation, action=action)
         try:
-            episode.actions.get(timeout=LOG_ACTION_TIMEOUT_S)
+            answer = episode.actions.get(timeout=LOG_ACTION_TIMEOUT_S)
         except queue.Empty:
             raise EnvError(
                 f"Episode {episode_id}: the logged action was not taken within "
                 f"{LOG_ACTION_TIMEOUT_S:.0f} s (is the trainer sampling?)."
             ) from None
+        if answer is _STOP:
+            raise ExternalEnvStopped(f"The rollout worker stopped (episode {episode_id}).")
 
     def log_returns(self, episode_id: str, reward: float, info: dict | None = None) -> None:
         """Adds `reward` to what the episode's last action earned (`info`: its info)."""
@@ -166,6 +183,8 @@ class ExternalEnv(threading.Thread):
         return episode
 
     def _send(self, episode_id: str, observation: Any, action: Any = None) -> _Episode:
+        if self._stopped:
+            raise ExternalEnvStopped(f"The rollout worker stopped (episode {episode_id}).")
         episode = self._get(episode_id)
         self._put(episode, observation, action=action)
         return episode
@@ -185,6 +204,16 @@ class ExternalEnv(threading.Thread):
         episode.reward, episode.info = 0.0, {}
         self._steps.put(step)
 
+    def stop_episodes(self) -> None:
+        """The rollout worker stops: every episode waiting for an action, and every later
+        `get_action` / `log_action`, raises `ExternalEnvStopped` in the env's thread."""
+        self._stopped = True
+        with self._lock:
+            waiting = list(self._episodes.values())
+        for episode in waiting:
+            with contextlib.suppress(queue.Full):  # (already answered)
+                episode.actions.put_nowait(_STOP)
+
     def _answer(self, episode_id: str, action: Any) -> None:
         """The sampler's answer to a waiting `get_action` / `log_action`."""
         with self._lock:
@@ -201,6 +230,8 @@ class ExternalEnv(threading.Thread):
         def guarded() -> None:
             try:
                 user_run()
+            except ExternalEnvStopped:  # the worker stopped: a normal end
+                pass
             except BaseException as error:  # noqa: BLE001 - re-raised by the sampler
                 self.error = error
             finally:
@@ -252,7 +283,9 @@ class ExternalEnvWrapper(BaseEnv):
         return None
 
     def stop(self) -> None:
-        """Nothing to close: the env's thread is a daemon and ends with the process."""
+        """Ends the env's thread: its waiting (and later) requests for actions raise
+        `ExternalEnvStopped`."""
+        self.external_env.stop_episodes()
 
     def worker_env(self) -> ExternalEnv:
         return self.external_env

@@ -19,7 +19,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from corral.env.external_env import ExternalEnv
+from corral.env.external_env import ExternalEnv, ExternalEnvStopped
 from corral.env.serving_wire import Commands, dumps, loads
 from corral.offline.input_reader import InputReader
 from corral.policy.sample_batch import SampleBatch
@@ -80,6 +80,7 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
             return
         self._closed = True
         self._env.closing.set()  # `run()` returns: the sampler's wait ends
+        self._env.stop_episodes()  # requests waiting for an action end
         self.shutdown()
         self.server_close()
         if self._sampler_thread is not None:
@@ -190,7 +191,7 @@ def _handler_for(server: PolicyServerInput) -> type[BaseHTTPRequestHandler]:
             try:
                 length = int(self.headers.get("Content-Length", 0))
                 reply = server.execute(loads(self.rfile.read(length)))
-            except Exception as error:  # noqa: BLE001 - the client gets the message
+            except (Exception, ExternalEnvStopped) as error:  # the client gets the message
                 logger.debug("Policy server request failed", exc_info=True)
                 body = f"{type(error).__name__}: {error}".encode()
                 self.send_response(500)

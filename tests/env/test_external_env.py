@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import gymnasium as gym
@@ -11,7 +12,7 @@ import pytest
 from corral.agents.dqn import DQNTrainer
 from corral.agents.pg import PGTrainer
 from corral.agents.ppo import PPOTrainer
-from corral.env.external_env import ExternalEnv, ExternalEnvWrapper
+from corral.env.external_env import ExternalEnv, ExternalEnvStopped, ExternalEnvWrapper
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
 
@@ -35,6 +36,8 @@ class CartPoleServer(ExternalEnv):
         self._count = threading.Lock()
 
     def run(self):
+        # Helper threads: their ExternalEnvStopped (a SystemExit) would end them quietly
+        # in plain Python; pytest reports any exception of a thread, so they catch it.
         loops = [
             threading.Thread(target=self._loop, args=(i,), daemon=True)
             for i in range(self.threads - 1)
@@ -44,6 +47,10 @@ class CartPoleServer(ExternalEnv):
         self._loop(self.threads - 1)
 
     def _loop(self, seed: int):
+        with contextlib.suppress(ExternalEnvStopped):
+            self._play_episodes(seed)
+
+    def _play_episodes(self, seed: int):
         env = gym.make("CartPole-v1")
         obs, _ = env.reset(seed=seed)
         while True:
@@ -204,3 +211,14 @@ def test_settings_an_external_env_cannot_honour_are_refused(env_name):
         _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer()), num_envs_per_worker=2)
     with pytest.raises(ValueError, match="horizon"):
         _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer()), horizon=10)
+
+
+def test_stopping_the_worker_ends_the_env_s_thread_quietly(env_name):
+    server = CartPoleServer(threads=2)
+    trainer = _trainer(PGTrainer, env_name(lambda ctx: server))
+    trainer.workers.local_worker().sample()
+    trainer.stop()
+    server.join(timeout=10)  # its get_action raised ExternalEnvStopped (a SystemExit)
+    assert not server.is_alive()
+    with pytest.raises(ExternalEnvStopped):
+        server.get_action(server.start_episode(), np.zeros(4, np.float32))
