@@ -50,8 +50,8 @@ class TrialLoop:
             ``should_checkpoint=True`` is saved after too (a function trainable's
             ``tune.checkpoint_dir``).
         checkpoint_at_end: save once more at the end (also when an exception such as
-            Ctrl-C's ``KeyboardInterrupt`` ends the loop) unless that iteration was
-            just saved.
+            Ctrl-C's ``KeyboardInterrupt`` ends the loop, but not after the trainable itself
+            raised) unless that iteration was just saved.
         keeper: saves and prunes checkpoints (default: keeps all).
         callbacks: hooks called at each event (``tune.Callback``).
         verbose: 1 a line when a trial ends, 2 also a line per iteration.
@@ -159,6 +159,7 @@ class TrialLoop:
             path = self._trainable_call(trial, self.keeper.save, trial, trainable)
             self._call("on_checkpoint", trainable, trials, trial, path)
 
+        failed = False  # the trainable raised: its state is not saved at the end
         try:
             while True:
                 result = self._trainable_call(trial, trainable.train)
@@ -178,9 +179,13 @@ class TrialLoop:
                     save()
                 if result.get(DONE) or self.should_stop(trial.trial_id, result):
                     return
+        except Exception as error:
+            failed = error is trial.error
+            raise
         finally:
             if (
                 self.checkpoint_at_end
+                and not failed
                 and trainable.iteration
                 and not _checkpointed_now(trial, trainable)
             ):

@@ -243,3 +243,20 @@ def test_run_experiments_runs_every_experiment_before_raising():
         verbose=0,
     )
     assert [t.status for t in trials] == ["ERROR"]
+
+
+def test_a_failed_step_is_not_saved_at_the_end_and_recovery_uses_the_last_good_checkpoint():
+    analysis = tune.run(
+        Steps,
+        config={"fail_at": 4},
+        stop={TRAINING_ITERATION: 5},
+        checkpoint_freq=2,
+        checkpoint_at_end=True,
+        max_failures=1,
+        verbose=0,
+    )
+    (trial,) = analysis.trials
+    saved = sorted(os.path.basename(path) for path, _ in trial.checkpoints)
+    # Saved at 2, 4 and the end (5); nothing at 3, where the failed attempt stopped.
+    assert saved == ["checkpoint_000002", "checkpoint_000004", "checkpoint_000005"]
+    assert trial.last_result["count"] == 5
