@@ -153,11 +153,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("agents.callbacks:RE3UpdateCallbacks",),
     ),
     Feature(
-        "Multi-agent external envs",
-        "ExternalMultiAgentEnv (a multi-agent env that drives the agents itself)",
-        ("env.external_multi_agent_env",),
-    ),
-    Feature(
         "Remote envs",
         "BaseEnv-level remote env actors (`remote_worker_envs`)",
         ("env.remote_base_env",),

@@ -58,14 +58,17 @@ class ExternalStep:
     action: Any = None
     first: bool = False
     training_enabled: bool = True
+    # A multi-agent episode's per-agent done flags since its last action.
+    dones: dict | None = None
 
 
 @dataclass
 class _Episode:
     episode_id: str
     training_enabled: bool
-    reward: float = 0.0
+    reward: Any = 0.0  # a float, or a dict by agent (`ExternalMultiAgentEnv`)
     info: dict = field(default_factory=dict)
+    dones: dict | None = None
     started: bool = False
     actions: queue.Queue = field(default_factory=lambda: queue.Queue(maxsize=1))
 
@@ -78,6 +81,9 @@ class ExternalEnv(threading.Thread):
         observation_space: the observation space.
         max_concurrent: how many episodes may run at once.
     """
+
+    # Whether observations, actions and rewards are dicts by agent id.
+    multi_agent = False
 
     def __init__(
         self, action_space: gym.Space, observation_space: gym.Space, max_concurrent: int = 100
@@ -199,9 +205,10 @@ class ExternalEnv(threading.Thread):
             action=action,
             first=not episode.started,
             training_enabled=episode.training_enabled,
+            dones=episode.dones,
         )
         episode.started = True
-        episode.reward, episode.info = 0.0, {}
+        episode.reward, episode.info, episode.dones = 0.0, {}, None
         self._steps.put(step)
 
     def stop_episodes(self) -> None:

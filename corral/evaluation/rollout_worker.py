@@ -188,11 +188,14 @@ class RolloutWorker:
             return None
         if isinstance(self.env, MultiAgentEnv):
             return MultiAgentSampler(self, self.async_env, self.config)
+        external = isinstance(self.async_env, ExternalEnvWrapper)
+        if external and self.async_env.external_env.multi_agent:  # type: ignore[union-attr]
+            return ExternalEnvSampler(self, self.async_env, self.config)
         pid = self._single_agent_policy_id()
         if pid != DEFAULT_POLICY_ID:
             self._single_agent_batches_of = pid
-        if isinstance(self.async_env, ExternalEnvWrapper):
-            return ExternalEnvSampler(self, self.async_env, self.policy_map[pid], self.config, pid)
+        if external:
+            return ExternalEnvSampler(self, self.async_env, self.config, pid)
         return SingleAgentSampler(self, self.async_env, self.policy_map[pid], self.config, pid)
 
     def _single_agent_policy_id(self) -> str:

@@ -13,7 +13,8 @@ from corral.agents.dqn import DQNTrainer
 from corral.agents.pg import PGTrainer
 from corral.agents.ppo import PPOTrainer
 from corral.env.external_env import ExternalEnv, ExternalEnvStopped, ExternalEnvWrapper
-from corral.policy.sample_batch import SampleBatch
+from corral.env.external_multi_agent_env import ExternalMultiAgentEnv
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.error import EnvError
 
 
@@ -222,3 +223,69 @@ def test_stopping_the_worker_ends_the_env_s_thread_quietly(env_name):
     assert not server.is_alive()
     with pytest.raises(ExternalEnvStopped):
         server.get_action(server.start_episode(), np.zeros(4, np.float32))
+
+
+class TwoCartPoles(ExternalMultiAgentEnv):
+    """Agents 0 and 1 each balance a CartPole; an agent is done when its pole falls, the
+    episode when both are."""
+
+    def __init__(self):
+        super().__init__(gym.spaces.Discrete(2), gym.spaces.Box(-np.inf, np.inf, (4,), np.float32))
+        self.agent_steps = {0: 0, 1: 0}
+
+    def run(self):
+        envs = {a: gym.make("CartPole-v1") for a in (0, 1)}
+        with contextlib.suppress(ExternalEnvStopped):
+            while True:
+                obs = {a: env.reset(seed=a)[0] for a, env in envs.items()}
+                eid = self.start_episode()
+                while obs:
+                    actions = self.get_action(eid, obs)
+                    assert set(actions) == set(obs)
+                    rewards, dones, next_obs = {}, {}, {}
+                    for agent, action in actions.items():
+                        o, r, terminated, truncated, _ = envs[agent].step(action)
+                        self.agent_steps[agent] += 1
+                        rewards[agent] = r
+                        dones[agent] = terminated or truncated
+                        if not dones[agent]:
+                            next_obs[agent] = o
+                    dones["__all__"] = not next_obs
+                    self.log_returns(eid, rewards, multiagent_done_dict=dones)
+                    if not next_obs:
+                        self.end_episode(eid, {})
+                    obs = next_obs
+
+
+def test_a_multi_agent_external_env_trains_each_agent_s_policy(env_name):
+    trainer = _trainer(
+        PPOTrainer,
+        env_name(lambda ctx: TwoCartPoles()),
+        sgd_minibatch_size=50,
+        num_sgd_iter=2,
+        multiagent={
+            "policies": {"p0": (None, None, None, {}), "p1": (None, None, None, {})},
+            "policy_mapping_fn": lambda agent_id, episode, worker, **kw: f"p{agent_id}",
+        },
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert isinstance(batch, MultiAgentBatch) and set(batch.policy_batches) == {"p0", "p1"}
+        assert batch.count >= 100
+        for policy_batch in batch.policy_batches.values():
+            assert (
+                policy_batch[SampleBatch.AGENT_INDEX] == policy_batch[SampleBatch.AGENT_INDEX][0]
+            ).all()
+            for eps_id in np.unique(policy_batch[SampleBatch.EPS_ID]):
+                rows = policy_batch[SampleBatch.EPS_ID] == eps_id
+                np.testing.assert_array_equal(
+                    policy_batch[SampleBatch.OBS][rows][1:],
+                    policy_batch[SampleBatch.NEXT_OBS][rows][:-1],
+                )
+                assert not policy_batch[SampleBatch.TERMINATEDS][rows][:-1].any()
+        result = trainer.train()
+        assert set(result["policy_reward_mean"]) == {"p0", "p1"}
+        # Each agent is paid 1 per step: the episode's return is the agents' steps.
+        assert result["episode_reward_mean"] >= result["episode_len_mean"]
+    finally:
+        trainer.stop()
