@@ -90,22 +90,23 @@ class PolicyClient:
     def log_returns(
         self,
         episode_id: str,
-        reward: float,
+        reward: float | dict[Any, float],
         info: dict | None = None,
         multiagent_done_dict: dict | None = None,
     ) -> None:
-        """Adds `reward` to what the episode's last action earned."""
-        if multiagent_done_dict is not None:
-            raise NotImplementedError(
-                "log_returns(multiagent_done_dict=...) is for multi-agent external envs, "
-                "which corral does not build."
-            )
+        """Adds `reward` to what the episode's last action earned (a multi-agent server:
+        rewards and infos by agent, and `multiagent_done_dict` marking agents done)."""
+        if isinstance(reward, dict):
+            reward = {agent: float(r) for agent, r in reward.items()}
+        else:
+            reward = float(reward)
         self._send(
             {
                 "command": Commands.LOG_RETURNS,
                 "episode_id": episode_id,
-                "reward": float(reward),
+                "reward": reward,
                 "info": info or {},
+                "done": multiagent_done_dict,
             }
         )
 

@@ -20,23 +20,38 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from corral.env.external_env import ExternalEnv, ExternalEnvStopped
+from corral.env.external_multi_agent_env import ExternalMultiAgentEnv
 from corral.env.serving_wire import Commands, dumps, loads
 from corral.offline.input_reader import InputReader
-from corral.policy.sample_batch import SampleBatch
+from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 
 logger = logging.getLogger(__name__)
 
 
-class _ServedEnv(ExternalEnv):
+class _Served:
     """The external env the clients' requests run on; its own `run()` waits until the
     server closes."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.closing = threading.Event()
+    closing: threading.Event
 
     def run(self) -> None:
         self.closing.wait()
+
+
+class _ServedEnv(_Served, ExternalEnv):
+    """One policy's clients (`default_policy` only)."""
+
+
+class _ServedMultiAgentEnv(_Served, ExternalMultiAgentEnv):
+    """A multi-agent trainer's clients: dicts by agent id."""
+
+
+def _served_env(worker: Any, action_space: Any, observation_space: Any) -> ExternalEnv:
+    """Multi-agent unless the worker's only policy is `default_policy` (RLlib's rule)."""
+    multi = list(worker.policy_map) != [DEFAULT_POLICY_ID]
+    env = (_ServedMultiAgentEnv if multi else _ServedEnv)(action_space, observation_space)
+    env.closing = threading.Event()  # type: ignore[attr-defined]
+    return env
 
 
 class PolicyServerInput(ThreadingHTTPServer, InputReader):
@@ -56,7 +71,9 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
         self.idle_timeout = float(idle_timeout)
         self.samples_queue: queue.Queue[SampleBatch] = queue.Queue()
         self.metrics_queue: queue.Queue[Any] = queue.Queue()
-        self._env = _ServedEnv(self._space("action_space"), self._space("observation_space"))
+        self._env: Any = _served_env(
+            self.rollout_worker, self._space("action_space"), self._space("observation_space")
+        )
         self._embedded: Any = None
         self._embedded_lock = threading.Lock()
         self._sampler_thread: threading.Thread | None = None
@@ -112,7 +129,17 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
         if command == Commands.LOG_ACTION:
             env.log_action(message["episode_id"], message["observation"], message["action"])
         elif command == Commands.LOG_RETURNS:
-            env.log_returns(message["episode_id"], float(message["reward"]), message.get("info"))
+            if env.multi_agent:
+                env.log_returns(
+                    message["episode_id"],
+                    message["reward"],
+                    message.get("info"),
+                    message.get("done"),
+                )
+            else:
+                env.log_returns(
+                    message["episode_id"], float(message["reward"]), message.get("info")
+                )
         elif command == Commands.END_EPISODE:
             env.end_episode(message["episode_id"], message["observation"])
         elif command in (Commands.GET_WORKER_ARGS, Commands.GET_WEIGHTS, Commands.REPORT_SAMPLES):

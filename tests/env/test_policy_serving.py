@@ -136,8 +136,6 @@ def test_local_inference_runs_remotely_with_a_warning():
     assert client.inference_mode == "remote"
     with pytest.raises(ValueError, match="inference_mode"):
         PolicyClient("http://127.0.0.1:1", inference_mode="elsewhere")
-    with pytest.raises(NotImplementedError, match="multi-agent"):
-        client.log_returns("e", 1.0, multiagent_done_dict={"a": True})
 
 
 def test_wire_format_round_trips_and_refuses_objects():
@@ -156,3 +154,49 @@ def test_wire_format_round_trips_and_refuses_objects():
         dumps({"x": object()})
     with pytest.raises(ValueError, match="JSON object"):
         loads(b"[1, 2]")
+
+
+def _play_two_agents(address: str, stop: threading.Event) -> None:
+    client = PolicyClient(address, inference_mode="remote")
+    envs = {a: gym.make("CartPole-v1") for a in (0, 1)}
+    try:
+        while not stop.is_set():
+            obs = {a: env.reset()[0] for a, env in envs.items()}
+            eid = client.start_episode()
+            while obs:
+                actions = client.get_action(eid, obs)
+                rewards, dones, next_obs = {}, {}, {}
+                for agent, action in actions.items():
+                    o, r, terminated, truncated, _ = envs[agent].step(int(action))
+                    rewards[agent], dones[agent] = r, terminated or truncated
+                    if not dones[agent]:
+                        next_obs[agent] = o
+                dones["__all__"] = not next_obs
+                client.log_returns(eid, rewards, multiagent_done_dict=dones)
+                obs = next_obs
+            client.end_episode(eid, {})
+    except EnvError:
+        if not stop.is_set():
+            raise
+
+
+def test_a_multi_agent_trainer_serves_each_agent_s_policy():
+    space, actions = CARTPOLE.observation_space, CARTPOLE.action_space
+    trainer = _serving_trainer(
+        PPOTrainer,
+        sgd_minibatch_size=50,
+        num_sgd_iter=1,
+        multiagent={
+            "policies": {"p0": (None, space, actions, {}), "p1": (None, space, actions, {})},
+            "policy_mapping_fn": lambda agent_id, episode, worker, **kw: f"p{agent_id}",
+        },
+    )
+    stop = threading.Event()
+    threading.Thread(target=_play_two_agents, args=(_address(trainer), stop), daemon=True).start()
+    try:
+        result = trainer.train()
+        assert set(result["info"]["learner"]) == {"p0", "p1"}
+        assert set(result["policy_reward_mean"]) == {"p0", "p1"}
+    finally:
+        stop.set()
+        trainer.stop()
