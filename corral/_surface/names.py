@@ -91,10 +91,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's samplers write preallocated buffers instead (corral.evaluation.sampler)",
         "to_float_np_array SimpleListCollector",
     ),
-    "evaluation.rollout_worker": (
-        "corral keeps no process-global worker",
-        "get_global_worker",
-    ),
     "evaluation.sampler": (
         "corral's samplers are `corral.evaluation.sampler` / `multi_agent_sampler`, built by "
         "the RolloutWorker",
@@ -134,20 +130,12 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "update_priorities_in_replay_buffer sample_min_n_steps_from_buffer "
         "validate_buffer_config warn_replay_buffer_capacity",
     ),
-    "utils.filter": (
-        "corral's MeanStdFilter is synchronised by the trainer",
-        "ConcurrentMeanStdFilter",
-    ),
     "models.preprocessors": (
         "corral does not resize raw Atari frames in a preprocessor: `wrap_deepmind` (Gymnasium's "
         "AtariPreprocessing) and the vision net handle images",
         "GenericPixelPreprocessor",
     ),
     "utils.debug.memory": ("corral has no memory-leak checker", "check_memory_leaks Suspect"),
-    "utils.from_config": (
-        "corral builds components from config dicts itself (e.g. `exploration_config`)",
-        "from_config from_file lookup_type",
-    ),
     "utils.test_utils": (
         "it runs RLlib's tuned-example YAML files on a Ray cluster; run corral's with "
         "`corral train -f`",

@@ -240,7 +240,8 @@ COMMON_CONFIG: TrainerConfigDict = {
     "sample_async": False,
     # Name of the class collecting env, model and sampler data into batches.
     "sample_collector": "SimpleListCollector",
-    # Per-element observation filter: "NoFilter" or "MeanStdFilter".
+    # Per-element observation filter: "NoFilter", "MeanStdFilter" or
+    # "ConcurrentMeanStdFilter" (its thread-safe form).
     "observation_filter": "NoFilter",
     # Merge the filter statistics of all workers and send them back out after
     # each iteration.

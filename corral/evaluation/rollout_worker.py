@@ -54,6 +54,17 @@ from corral.utils.filter import Filter, NoFilter, get_filter
 
 logger = logging.getLogger(__name__)
 
+# The rollout worker built last in this process (RLlib 1.13's `get_global_worker`).
+_global_worker: RolloutWorker | None = None
+
+
+def get_global_worker() -> RolloutWorker | None:
+    """The rollout worker built last in this process (None before any): in a worker
+    process, that worker; in the driver, its evaluation worker if one was built after the
+    local worker (RLlib's rule)."""
+    return _global_worker
+
+
 NO_ENV_MESSAGE = (
     "RolloutWorker has no `input_reader` object! Cannot call `sample()`: this worker "
     "was created without an env (the driver's worker has none when num_workers > 0 and "
@@ -159,6 +170,8 @@ class RolloutWorker:
         self._sample_marks: list[int] = []
         # `input` / `output` (corral.offline): where sample() reads and writes batches.
         self.io_context, self.input_reader, self.output_writer = make_worker_io(self)
+        global _global_worker
+        _global_worker = self
 
     @property
     def policy_config(self) -> dict:

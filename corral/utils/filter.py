@@ -11,6 +11,7 @@ observation is counted twice (:class:`FilterManager`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -236,14 +237,59 @@ class MeanStdFilter(Filter):
         return f"MeanStdFilter(shape={self.shape}, n={self.running_stats.n})"
 
 
+class ConcurrentMeanStdFilter(MeanStdFilter):
+    """A `MeanStdFilter` that several threads may call and merge at once (RLlib 1.13's):
+    each call, merge and copy holds one lock. (A worker's sampler calls its filters from
+    one thread; this is for a filter shared with threads of your own.)"""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.RLock()
+
+    def __call__(self, obs: Any, update: bool = True) -> np.ndarray:
+        with self._lock:
+            return super().__call__(obs, update)
+
+    def apply_changes(self, other: Filter, with_buffer: bool = False) -> None:
+        with self._lock:
+            super().apply_changes(other, with_buffer)
+
+    def copy(self) -> ConcurrentMeanStdFilter:
+        with self._lock:
+            out = ConcurrentMeanStdFilter(self.shape, self.demean, self.destd, self.clip)
+            out.sync(self)
+            return out
+
+    def sync(self, other: Filter) -> None:
+        with self._lock:
+            super().sync(other)
+
+    def clear_buffer(self) -> None:
+        with self._lock:
+            super().clear_buffer()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The lock stays behind when the filter travels to another process.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"ConcurrentMeanStdFilter(shape={self.shape}, n={self.running_stats.n})"
+
+
 def get_filter(filter_config: str | Callable[[tuple], Filter], shape: Sequence[int]) -> Filter:
     """Build the filter named by the ``observation_filter`` config for observations of
-    ``shape``: ``"NoFilter"``, ``"MeanStdFilter"`` (``"ConcurrentMeanStdFilter"`` is the same
-    here: a worker samples in one thread), or a callable ``fn(shape) -> Filter``."""
+    ``shape``: ``"NoFilter"``, ``"MeanStdFilter"``, ``"ConcurrentMeanStdFilter"`` (its
+    thread-safe form), or a callable ``fn(shape) -> Filter``."""
     if filter_config == "NoFilter":
         return NoFilter()
-    if filter_config in ("MeanStdFilter", "ConcurrentMeanStdFilter"):
+    if filter_config == "MeanStdFilter":
         return MeanStdFilter(shape, clip=None)
+    if filter_config == "ConcurrentMeanStdFilter":
+        return ConcurrentMeanStdFilter(shape, clip=None)
     if callable(filter_config):
         return filter_config(tuple(shape))
     raise ValueError(

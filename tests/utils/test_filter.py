@@ -181,3 +181,34 @@ def test_pendulum_ppo_with_mean_std_filter_trains_and_checkpoints(tmp_path):
             restored.stop()
     finally:
         trainer.stop()
+
+
+def test_concurrent_mean_std_filter_counts_every_observation_from_threads():
+    import pickle
+    import threading
+
+    from corral.utils.filter import ConcurrentMeanStdFilter, MeanStdFilter, get_filter
+
+    shared = get_filter("ConcurrentMeanStdFilter", (3,))
+    assert isinstance(shared, ConcurrentMeanStdFilter)
+    rows = np.random.default_rng(0).normal(size=(4, 500, 3))
+
+    def push(block):
+        for row in block:
+            shared(row)
+
+    threads = [threading.Thread(target=push, args=(rows[i],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert shared.running_stats.n == 2000
+    np.testing.assert_allclose(shared.running_stats.mean, rows.reshape(-1, 3).mean(0), atol=1e-9)
+    # It travels to other processes (the lock stays behind) and merges like a MeanStdFilter.
+    copy = pickle.loads(pickle.dumps(shared))
+    assert isinstance(copy, ConcurrentMeanStdFilter) and copy.running_stats.n == 2000
+    copy(np.ones(3))
+    plain = MeanStdFilter((3,))
+    plain.apply_changes(shared)
+    assert plain.running_stats.n == 2000
+    assert isinstance(shared.copy(), ConcurrentMeanStdFilter)

@@ -192,3 +192,52 @@ def test_memory_tracking_callbacks_and_sac_constant():
         assert episode.custom_metrics["tracemalloc/worker/rss"] > 0
     finally:
         tracemalloc.stop()
+
+
+# -- from_config, get_global_worker ------------------------------------------------------
+
+
+class _Shape:
+    def __init__(self, size=1, color="red"):
+        self.size, self.color = size, color
+
+
+class _BigShape(_Shape):
+    pass
+
+
+def test_from_config_builds_from_dicts_strings_and_files(tmp_path):
+    from corral.utils.from_config import from_config, from_file, lookup_type
+
+    made = from_config(_Shape, {"type": "_BigShape", "size": 3}, color="blue")
+    assert isinstance(made, _BigShape) and (made.size, made.color) == (3, "blue")
+    assert isinstance(from_config(_Shape), _Shape)  # the base class, no arguments
+    existing = _Shape(7)
+    assert from_config(_Shape, existing) is existing
+    path_type = from_config({"type": "collections.OrderedDict"})
+    assert type(path_type).__name__ == "OrderedDict"
+    assert from_config(_Shape, '{"size": 4}').size == 4  # JSON
+    assert from_config(_Shape, "size: 5").size == 5  # YAML
+    config_file = tmp_path / "shape.yaml"
+    config_file.write_text("type: _BigShape\nsize: 6\n")
+    assert isinstance(from_file(_Shape, str(config_file)), _BigShape)
+    assert from_config(_Shape, str(config_file)).size == 6
+    assert lookup_type(_Shape, "big_shape") is _BigShape
+    with pytest.raises(ValueError, match="no class 'Nowhere'"):
+        from_config(_Shape, {"type": "Nowhere"})
+    with pytest.raises(TypeError, match="config must be"):
+        from_config(_Shape, 3.5)
+
+
+def test_get_global_worker_is_each_process_s_worker():
+    from corral.agents.pg import PGTrainer
+    from corral.evaluation.rollout_worker import get_global_worker
+
+    trainer = PGTrainer(
+        env="CartPole-v1",
+        config={"num_workers": 1, "train_batch_size": 50, "rollout_fragment_length": 50},
+    )
+    try:
+        assert trainer.workers.foreach_worker(lambda w: get_global_worker() is w) == [True, True]
+    finally:
+        trainer.stop()
