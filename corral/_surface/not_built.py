@@ -249,8 +249,8 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "replay_buffer_config/type",
-        "other replay buffer classes (a MultiAgentReplayBuffer, prioritized when "
-        "`prioritized_replay` is True)",
+        "other replay buffer classes (a MultiAgentReplayBuffer; prioritized with "
+        "`prioritized_replay: True` or the type MultiAgentPrioritizedReplayBuffer)",
         _OFF_POLICY,
         ("MultiAgentReplayBuffer", "MultiAgentPrioritizedReplayBuffer"),
     ),

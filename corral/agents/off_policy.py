@@ -55,7 +55,9 @@ OFF_POLICY_CONFIG: PartialTrainerConfigDict = {
     # Deprecated: use `replay_buffer_config: {capacity: ...}`.
     "buffer_size": DEPRECATED_VALUE,
     # The replay buffer: one `MultiAgentReplayBuffer` holding `capacity`
-    # transitions per policy (corral.utils.replay_buffers).
+    # transitions per policy (corral.utils.replay_buffers). `type`
+    # "MultiAgentPrioritizedReplayBuffer" turns prioritized replay on, as
+    # `prioritized_replay: True` does.
     "replay_buffer_config": {
         "type": "MultiAgentReplayBuffer",
         "capacity": 50000,
@@ -302,6 +304,10 @@ def check_replay_config(config: dict) -> None:
         config["buffer_size"] = DEPRECATED_VALUE
 
 
+# The `replay_buffer_config.type` that asks for prioritized replay.
+PRIORITIZED_BUFFER_TYPE = "MultiAgentPrioritizedReplayBuffer"
+
+
 def make_replay_buffer(config: dict) -> Any:
     """The `MultiAgentReplayBuffer` described by `replay_buffer_config` (and the
     top-level `prioritized_replay*` keys) and `multiagent.replay_mode`.
@@ -313,9 +319,14 @@ def make_replay_buffer(config: dict) -> Any:
     capacity = buffer_config.get("capacity") or config.get("buffer_size")
     if capacity is None:
         raise ValueError("`replay_buffer_config` needs a `capacity` (transitions per policy).")
+    # RLlib 1.13 turns prioritized replay on with the top-level key, its successors with
+    # the buffer type: either does here.
+    prioritized = bool(config["prioritized_replay"]) or (
+        buffer_config.get("type") == PRIORITIZED_BUFFER_TYPE
+    )
     return MultiAgentReplayBuffer(
         capacity=int(capacity),
-        prioritized=bool(config["prioritized_replay"]),
+        prioritized=prioritized,
         alpha=config["prioritized_replay_alpha"],
         beta=config["prioritized_replay_beta"],
         eps=config["prioritized_replay_eps"],

@@ -269,3 +269,28 @@ def test_acting_fast_path_matches_the_module_calls(options):
     # Plain Q-values on a few rows run in numpy (`NumpyLayers`): equal to float32 rounding.
     torch.testing.assert_close(q_values, expected.detach(), rtol=1e-5, atol=1e-6)
     assert q_values.shape == (5, 4) and values.shape == (5,)
+
+
+@pytest.mark.parametrize(
+    ("buffer_type", "prioritized_replay", "prioritized"),
+    [
+        ("MultiAgentReplayBuffer", False, False),
+        ("MultiAgentReplayBuffer", True, True),  # RLlib 1.13's switch
+        ("MultiAgentPrioritizedReplayBuffer", False, True),  # its successors' switch
+    ],
+)
+def test_replay_buffer_type_or_prioritized_replay_turns_prioritization_on(
+    buffer_type, prioritized_replay, prioritized
+):
+    trainer = DQNTrainer(
+        env="CartPole-v1",
+        config={
+            "num_workers": 0,
+            "prioritized_replay": prioritized_replay,
+            "replay_buffer_config": {"type": buffer_type, "capacity": 1000},
+        },
+    )
+    try:
+        assert trainer.local_replay_buffer.prioritized is prioritized
+    finally:
+        trainer.stop()
