@@ -421,8 +421,9 @@ COMMON_CONFIG: TrainerConfigDict = {
     # an int > 0, or "auto" (with `evaluation_parallel_to_training`: as long as the
     # training step takes). Replaces `evaluation_num_episodes`.
     "evaluation_duration": 10,
-    # (RLlib 1.13) The unit of `evaluation_duration`: "episodes" (whole episodes;
-    # "timesteps" is not built yet).
+    # (RLlib 1.13) The unit of `evaluation_duration`: "episodes" (whole episodes)
+    # or "timesteps" (env steps, shared out among the evaluation workers; the
+    # episodes finished in them are reported, the steps as `timesteps_this_iter`).
     "evaluation_duration_unit": "episodes",
     # (RLlib 1.13) Whether every result carries the last evaluation results, also
     # in iterations that did not evaluate (not built yet: only False).

@@ -5,13 +5,18 @@ iterations. Sampling the episodes is `corral.evaluation.evaluation_episodes`'s."
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from corral.agents.config import merge_trainer_configs
 from corral.env.env_context import EnvContext
 from corral.env.utils import make_env_creator
-from corral.evaluation.evaluation_episodes import evaluate_during, evaluate_episodes
+from corral.evaluation.evaluation_episodes import (
+    evaluate_during,
+    evaluate_episodes,
+    evaluate_timesteps,
+)
 from corral.utils.deprecation import DEPRECATED_VALUE
 
 if TYPE_CHECKING:
@@ -44,6 +49,15 @@ def evaluation_config(trainer: Trainer) -> dict:
         if type(default) is int and default == DEPRECATED_VALUE and untouched:
             eval_config[key] = DEPRECATED_VALUE
     trainer._validate_config(eval_config, trainer_obj_or_none=trainer)
+    if config["evaluation_duration_unit"] == "timesteps":
+        # RLlib 1.13: fragments that share the steps out among the workers (10 steps
+        # with "auto", so that evaluation can stop soon after training).
+        eval_config.update(
+            batch_mode="truncate_episodes",
+            rollout_fragment_length=_timesteps_fragment(config),
+            in_evaluation=True,
+        )
+        return eval_config
     # Evaluation runs whole episodes; fragments of one step make each
     # sample() end with the first finished episode, so a round of remote
     # sampling yields one episode per worker and no steps are wasted.
@@ -51,6 +65,27 @@ def evaluation_config(trainer: Trainer) -> dict:
         batch_mode="complete_episodes", rollout_fragment_length=1, in_evaluation=True
     )
     return eval_config
+
+
+def _timesteps_fragment(config: dict) -> int:
+    """An evaluation worker's fragment with `evaluation_duration_unit: "timesteps"`."""
+    duration = config["evaluation_num_episodes"]
+    if duration == "auto":
+        return 10
+    return max(1, math.ceil(int(duration) / (config["evaluation_num_workers"] or 1)))
+
+
+def _units_per_round(config: dict) -> int:
+    """With `evaluation_duration: "auto"`: the episodes (or steps) of one round of the
+    evaluation workers."""
+    workers = config["evaluation_num_workers"] or 1
+    if config["evaluation_duration_unit"] == "timesteps":
+        envs = int(
+            (config["evaluation_config"] or {}).get("num_envs_per_worker")
+            or config["num_envs_per_worker"]
+        )
+        return workers * _timesteps_fragment(config) * envs
+    return workers
 
 
 def evaluation_env_creator(trainer: Trainer, eval_config: dict) -> Callable:
@@ -66,8 +101,9 @@ def evaluation_env_creator(trainer: Trainer, eval_config: dict) -> Callable:
 
 def evaluate_synced(trainer: Trainer, episodes_left_fn: Callable[[int], int] | None) -> dict:
     """`{"evaluation": metrics}` of the `custom_eval_function`, or of
-    `evaluation_num_episodes` sampled episodes (`"auto"`: one per evaluation worker),
-    with weights already synced to the evaluation workers.
+    `evaluation_num_episodes` sampled episodes (`"auto"`: one per evaluation worker) or,
+    with `evaluation_duration_unit: "timesteps"`, env steps, with weights already synced
+    to the evaluation workers.
 
     Raises:
         ValueError: the custom function returned no dict of metrics.
@@ -78,11 +114,16 @@ def evaluate_synced(trainer: Trainer, episodes_left_fn: Callable[[int], int] | N
         if not metrics or not isinstance(metrics, dict):
             raise ValueError(f"Custom eval function must return dict of metrics, got {metrics}.")
         return {"evaluation": metrics}
-    num_episodes = config["evaluation_num_episodes"]
-    if num_episodes == "auto":
-        num_episodes = config["evaluation_num_workers"] or 1
-    metrics = evaluate_episodes(
-        trainer.workers.local_worker(), trainer.evaluation_workers, num_episodes, episodes_left_fn
+    duration = config["evaluation_num_episodes"]
+    if duration == "auto":
+        duration = _units_per_round(config)
+    evaluate = (
+        evaluate_timesteps
+        if config["evaluation_duration_unit"] == "timesteps"
+        else evaluate_episodes
+    )
+    metrics = evaluate(
+        trainer.workers.local_worker(), trainer.evaluation_workers, duration, episodes_left_fn
     )
     return {"evaluation": metrics}
 
@@ -104,7 +145,7 @@ def train_and_evaluate_in_parallel(trainer: Trainer) -> tuple[dict, dict]:
     return evaluate_during(
         trainer._train_iteration,
         functools.partial(evaluate_synced, trainer),
-        trainer.config["evaluation_num_workers"] if auto else None,
+        _units_per_round(trainer.config) if auto else None,
     )
 
 

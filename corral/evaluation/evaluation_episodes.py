@@ -3,7 +3,9 @@
 Evaluation samples whole episodes with the evaluation workers' settings
 (`evaluation_config`) and reports only their metrics: in-process on one worker
 (exactly the episodes asked for), or in rounds of one episode per remote worker
-(at least the episodes asked for; the batches never travel back).
+(at least the episodes asked for; the batches never travel back). With
+`evaluation_duration_unit: "timesteps"` it samples env steps instead (fragments of
+`evaluation_duration / workers` steps) and reports the episodes finished in them.
 """
 
 from __future__ import annotations
@@ -61,6 +63,43 @@ def evaluate_episodes(
     if exact:
         episodes = episodes[:num_episodes]
     return summarize_episodes(episodes)
+
+
+def evaluate_timesteps(
+    rollout_worker: Any,
+    evaluation_workers: Any,
+    num_timesteps: int,
+    steps_left_fn: Callable[[int], int] | None = None,
+) -> dict:
+    """Samples `num_timesteps` evaluation env steps (`evaluation_duration_unit:
+    "timesteps"`) and summarises the episodes that finished in them, with the steps
+    taken as `timesteps_this_iter`.
+
+    Args:
+        rollout_worker: the trainer's local rollout worker, used (without a reset)
+            when there are no evaluation workers.
+        evaluation_workers: the evaluation `WorkerSet`, or None.
+        num_timesteps: how many env steps to sample (at least; whole fragments).
+        steps_left_fn: `fn(num_steps_done) -> num_steps_left`; sampling stops once it
+            returns <= 0. Default: `num_timesteps` minus those done.
+
+    Raises:
+        ValueError: there are no evaluation workers and the local worker has no env.
+    """
+    if steps_left_fn is None:
+
+        def steps_left_fn(num_steps_done: int) -> int:
+            return num_timesteps - num_steps_done
+
+    if evaluation_workers is None:
+        if rollout_worker.sampler is None:
+            raise ValueError(NO_EVALUATION_ENV)
+        steps, episodes = sample_steps_locally(rollout_worker, steps_left_fn, reset=False)
+    elif not evaluation_workers.remote_workers():
+        steps, episodes = sample_steps_locally(evaluation_workers.local_worker(), steps_left_fn)
+    else:
+        steps, episodes = sample_steps_remotely(evaluation_workers.remote_workers(), steps_left_fn)
+    return {**summarize_episodes(episodes), "timesteps_this_iter": steps}
 
 
 def evaluate_during(
@@ -124,6 +163,46 @@ def sample_episodes_remotely(
         for metrics in wait_all([w.apply(_sample_metrics) for w in workers[:left]]):
             episodes.extend(metrics)
     return episodes
+
+
+def sample_steps_locally(
+    worker: Any, steps_left_fn: Callable[[int], int], reset: bool = True
+) -> tuple[int, list[RolloutMetrics]]:
+    """Fragments of one in-process worker until `steps_left_fn` says stop: the env steps
+    taken and the episodes finished."""
+    if reset:
+        worker.reset_sampler()
+    worker.get_metrics()
+    steps, episodes = 0, []
+    while steps_left_fn(steps) > 0:
+        steps += _env_steps(worker.sample())
+        episodes.extend(worker.get_metrics())
+    return steps, episodes
+
+
+def sample_steps_remotely(
+    workers: list, steps_left_fn: Callable[[int], int]
+) -> tuple[int, list[RolloutMetrics]]:
+    """Rounds of one fragment per remote worker (as many workers as the steps left need)
+    until `steps_left_fn` says stop; only step counts and episode metrics travel back."""
+    wait_all([w.apply(_reset_for_evaluation) for w in workers])
+    steps, episodes = 0, []
+    per_worker: int | None = None  # steps of one worker's fragment, once seen
+    while (left := steps_left_fn(steps)) > 0:
+        asked = workers if per_worker is None else workers[: max(1, -(-left // per_worker))]
+        for count, metrics in wait_all([w.apply(_sample_steps) for w in asked]):
+            steps += count
+            episodes.extend(metrics)
+            per_worker = max(per_worker or 0, count)
+    return steps, episodes
+
+
+def _env_steps(batch: Any) -> int:
+    return int(batch.env_steps()) if hasattr(batch, "env_steps") else int(batch.count)
+
+
+def _sample_steps(worker: Any) -> tuple[int, list[RolloutMetrics]]:
+    return _env_steps(worker.sample()), worker.get_metrics()
 
 
 def _reset_for_evaluation(worker: Any) -> None:

@@ -202,3 +202,41 @@ def test_evaluation_does_not_warn_about_deprecated_keys_the_user_never_set(caplo
         )
         trainer.stop()
     assert not [r for r in caplog.records if "deprecated" in r.getMessage()]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_evaluation_in_timesteps_samples_the_steps_and_reports_finished_episodes(workers):
+    t = make(
+        evaluation_interval=1,
+        evaluation_duration=95,
+        evaluation_duration_unit="timesteps",
+        evaluation_num_workers=workers,
+        evaluation_config={"env_config": {"length": 7}},
+    )
+    try:
+        evaluation = t.train()["evaluation"]
+        # Fragments of ceil(95 / workers) steps: 95 steps on one worker, 2 x 48 on two.
+        assert evaluation["timesteps_this_iter"] == (95 if workers == 0 else 96)
+        # Episodes of 7 steps, each worker from a fresh reset: the whole ones are reported.
+        assert evaluation["episodes_this_iter"] == (13 if workers == 0 else 12)
+        assert evaluation["episode_len_mean"] == 7
+        fragment = t.evaluation_workers.local_worker().config["rollout_fragment_length"]
+        assert fragment == (95 if workers == 0 else 48)
+    finally:
+        t.stop()
+
+
+def test_parallel_auto_timesteps_runs_rounds_until_training_is_done():
+    t = make(
+        evaluation_num_workers=2,
+        evaluation_parallel_to_training=True,
+        evaluation_duration="auto",
+        evaluation_duration_unit="timesteps",
+    )
+    try:
+        result = t.train()
+        steps = result["evaluation"]["timesteps_this_iter"]
+        assert steps >= 20 and steps % 20 == 0  # whole rounds of 10 steps per worker
+        assert result["timesteps_this_iter"] == 100
+    finally:
+        t.stop()
