@@ -426,7 +426,7 @@ COMMON_CONFIG: TrainerConfigDict = {
     # episodes finished in them are reported, the steps as `timesteps_this_iter`).
     "evaluation_duration_unit": "episodes",
     # (RLlib 1.13) Whether every result carries the last evaluation results, also
-    # in iterations that did not evaluate (not built yet: only False).
+    # in iterations that did not evaluate (none before the first evaluation).
     "always_attach_evaluation_results": False,
     # (RLlib 1.13) Keep each episode's custom metric values as lists instead of
     # their mean/min/max (not built yet: only False).

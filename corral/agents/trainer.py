@@ -197,6 +197,9 @@ class Trainer(Trainable):
         # metrics wait for the iteration's end (`update_learners` reads this).
         self._defer_learner_results = False
         self.evaluation_workers: WorkerSet | None = None
+        # The last evaluation's results (RLlib's name), attached to every later result
+        # with `always_attach_evaluation_results`.
+        self.evaluation_metrics: dict = {}
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
             eval_config = self._evaluation_config()
             self.evaluation_workers = self._make_workers(
@@ -282,7 +285,10 @@ class Trainer(Trainable):
         if evaluate_now:
             if not isinstance(evaluation, dict):
                 raise ValueError("Trainer.evaluate() must return a dict.")
+            self.evaluation_metrics = evaluation
             results.update(evaluation)
+        elif self.config["always_attach_evaluation_results"]:
+            results.update(self.evaluation_metrics)
         self._update_env_tasks(results)
         return results
 

@@ -240,3 +240,20 @@ def test_parallel_auto_timesteps_runs_rounds_until_training_is_done():
         assert result["timesteps_this_iter"] == 100
     finally:
         t.stop()
+
+
+@pytest.mark.parametrize("attach", [False, True])
+def test_always_attach_evaluation_results(attach):
+    t = make(
+        evaluation_interval=2, evaluation_num_episodes=2, always_attach_evaluation_results=attach
+    )
+    try:
+        first, second, third = (t.train() for _ in range(3))
+        assert "evaluation" not in first  # nothing evaluated yet
+        assert second["evaluation"]["episodes_this_iter"] == 2
+        assert ("evaluation" in third) is attach
+        if attach:
+            assert third["evaluation"] == second["evaluation"]
+            assert t.evaluation_metrics["evaluation"] == second["evaluation"]
+    finally:
+        t.stop()
