@@ -32,7 +32,9 @@ class _Served:
     """The external env the clients' requests run on; its own `run()` waits until the
     server closes."""
 
-    closing: threading.Event
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.closing = threading.Event()
 
     def run(self) -> None:
         self.closing.wait()
@@ -49,9 +51,7 @@ class _ServedMultiAgentEnv(_Served, ExternalMultiAgentEnv):
 def _served_env(worker: Any, action_space: Any, observation_space: Any) -> ExternalEnv:
     """Multi-agent unless the worker's only policy is `default_policy` (RLlib's rule)."""
     multi = list(worker.policy_map) != [DEFAULT_POLICY_ID]
-    env = (_ServedMultiAgentEnv if multi else _ServedEnv)(action_space, observation_space)
-    env.closing = threading.Event()  # type: ignore[attr-defined]
-    return env
+    return (_ServedMultiAgentEnv if multi else _ServedEnv)(action_space, observation_space)
 
 
 class PolicyServerInput(ThreadingHTTPServer, InputReader):

@@ -222,7 +222,7 @@ class ExternalEnvSampler(SamplerBase):
         episode ends, with its reward; returns 1 when this was an env step, else 0."""
         episode = live.episode
         rewards = self._by_agent(step.reward)
-        infos = self._by_agent(step.info) if self.multi_agent else {SINGLE_AGENT_ID: step.info}
+        infos = self._by_agent(step.info)
         dones = dict(step.dones or {})
         raw = self._by_agent(step.obs)
         stepped = False

@@ -17,6 +17,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+from corral.env.utils import is_atari  # noqa: F401 - RLlib 1.13's name here too
+
 
 class ChannelsLast(gym.ObservationWrapper):
     """Moves a frame stack's leading stack axis to the end: ``[k, H, W] -> [H, W, k]``.
@@ -60,13 +62,6 @@ def wrap_deepmind(env: gym.Env, dim: int = 84, framestack: int | bool = 4) -> gy
 
 
 # -- RLlib 1.13's single Atari wrappers, on Gymnasium's API ---------------------------
-
-
-def is_atari(env: Any) -> bool:
-    """Whether `env` is an ALE Atari game (image observations)."""
-    from corral.env.utils import is_atari as check
-
-    return check(env)
 
 
 def get_wrapper_by_cls(env: Any, cls: type) -> Any:
