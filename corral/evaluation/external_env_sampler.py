@@ -25,7 +25,12 @@ import numpy as np
 
 from corral.env.external_env import ExternalEnvWrapper, ExternalStep
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
-from corral.evaluation.sampler_base import SamplerBase, postprocess_trajectory
+from corral.evaluation.sampler_base import (
+    SamplerBase,
+    clip_rewards_in_place,
+    nonfinite_reward_error,
+    postprocess_trajectory,
+)
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
@@ -233,7 +238,11 @@ class ExternalEnvSampler(SamplerBase):
             stepped = True
             prev_obs, action, extras = track.pending
             track.pending = None
-            reward = self._clip(float(rewards.get(agent, 0.0)))
+            reward = float(rewards.get(agent, 0.0))
+            if not np.isfinite(reward):
+                raise nonfinite_reward_error(
+                    self.external, 0, self.worker.worker_index, reward, agent
+                )
             next_obs = obs.get(agent, prev_obs)
             episode.total_reward += reward
             episode.agent_rewards[(agent, track.policy_id)] += reward
@@ -260,13 +269,6 @@ class ExternalEnvSampler(SamplerBase):
         if self.call_step_hook and not step.done:
             self._episode_step_hook(episode, 0)
         return 1
-
-    def _clip(self, reward: float) -> float:
-        clip = self.reward_clip
-        if clip is None:
-            return reward
-        low, high = clip
-        return float(np.sign(reward)) if low is None else min(max(reward, low), high)
 
     def _act(self, waiting: list[tuple[_LiveEpisode, ExternalStep, dict[Any, np.ndarray]]]) -> None:
         """One forward pass per policy for every waiting agent; answers each episode."""
@@ -319,6 +321,8 @@ class ExternalEnvSampler(SamplerBase):
             columns[SampleBatch.TRUNCATEDS] = np.zeros(n, np.bool_)
             columns[SampleBatch.DONES] = terminated.copy()
             columns[SampleBatch.REWARDS] = columns[SampleBatch.REWARDS].astype(np.float32)
+            # The batch's rewards are clipped; the episode's returns (metrics) are not.
+            clip_rewards_in_place(columns[SampleBatch.REWARDS], self.reward_clip)
             columns[SampleBatch.EPS_ID] = np.full(n, live.episode.episode_id, np.int64)
             columns[SampleBatch.ENV_ID] = np.zeros(n, np.int64)
             columns[SampleBatch.AGENT_INDEX] = np.full(n, track.agent_index, np.int64)

@@ -289,3 +289,35 @@ def test_a_multi_agent_external_env_trains_each_agent_s_policy(env_name):
         assert result["episode_reward_mean"] >= result["episode_len_mean"]
     finally:
         trainer.stop()
+
+
+class Paying(CartPoleServer):
+    """CartPole paying 5 per step (or NaN once, with `nan`)."""
+
+    def __init__(self, nan: bool = False):
+        super().__init__()
+        self.nan = nan
+
+    def log_returns(self, episode_id, reward, info=None):
+        super().log_returns(episode_id, float("nan") if self.nan else 5.0 * reward, info)
+
+
+def test_clip_rewards_clips_the_batch_not_the_returns(env_name):
+    trainer = _trainer(PGTrainer, env_name(lambda ctx: Paying()), clip_rewards=True)
+    try:
+        worker = trainer.workers.local_worker()
+        batch = worker.sample()
+        assert (batch[SampleBatch.REWARDS] == 1.0).all()
+        result = trainer.train()
+        assert result["episode_reward_mean"] == pytest.approx(5 * result["episode_len_mean"])
+    finally:
+        trainer.stop()
+
+
+def test_a_nan_reward_names_the_env(env_name):
+    trainer = _trainer(PGTrainer, env_name(lambda ctx: Paying(nan=True)))
+    try:
+        with pytest.raises(EnvError, match="NaN or inf reward"):
+            trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
