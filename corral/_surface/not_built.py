@@ -235,8 +235,6 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),
     Setting("model/use_attention", "attention (GTrXL) models"),
     Setting("model/custom_preprocessor", "custom preprocessors"),
-    Setting("keep_per_episode_custom_metrics", "per-episode custom metric lists"),
-    Setting("min_train_timesteps_per_reporting", "a minimum of trained steps per iteration"),
     Setting("_disable_preprocessor_api", "raw observations for models"),
     Setting("_disable_action_flattening", "nested actions for models"),
     # Algorithms' own keys.

@@ -428,8 +428,9 @@ COMMON_CONFIG: TrainerConfigDict = {
     # (RLlib 1.13) Whether every result carries the last evaluation results, also
     # in iterations that did not evaluate (none before the first evaluation).
     "always_attach_evaluation_results": False,
-    # (RLlib 1.13) Keep each episode's custom metric values as lists instead of
-    # their mean/min/max (not built yet: only False).
+    # (RLlib 1.13) Report each custom metric as the list of its episodes' values
+    # (`custom_metrics/<name>`) instead of `<name>_mean`, `_min` and `_max`, in
+    # training and evaluation results alike.
     "keep_per_episode_custom_metrics": False,
     # (RLlib 1.13) Seconds to wait for the workers' episode metrics (replaces
     # `collect_metrics_timeout`).
@@ -440,8 +441,9 @@ COMMON_CONFIG: TrainerConfigDict = {
     # (RLlib 1.13) Each `train()` call lasts at least this many seconds; None: no
     # minimum (replaces `min_iter_time_s`).
     "min_time_s_per_reporting": None,
-    # (RLlib 1.13) Each `train()` call trains on at least this many steps; None:
-    # no minimum (not built yet: only None).
+    # (RLlib 1.13) Each `train()` call repeats its training step until it has
+    # trained on at least this many steps (agent steps when `count_steps_by` says
+    # so), besides the time and sampling minimums; None: no minimum.
     "min_train_timesteps_per_reporting": None,
     # (RLlib 1.13) Each `train()` call samples at least this many steps; None: no
     # minimum (replaces `timesteps_per_iteration`).

@@ -51,6 +51,7 @@ from corral.execution.common import (  # noqa: F401  (the names: RLlib 1.13's tr
     NUM_ENV_STEPS_TRAINED,
     count_sampled,
     steps_sampled,
+    steps_trained,
 )
 from corral.execution.train_ops import reduces_per_iteration
 from corral.policy.policy import Policy
@@ -297,8 +298,10 @@ class Trainer(Trainable):
         # Timesteps count agent steps when `multiagent/count_steps_by` says so.
         count_steps_by = self.config["multiagent"]["count_steps_by"]
         steps_before = steps_sampled(self._counters, count_steps_by)
+        trained_before = steps_trained(self._counters, count_steps_by)
         min_time = self.config["min_iter_time_s"] or 0
         min_steps = self.config["timesteps_per_iteration"] or 0
+        min_trained = self.config["min_train_timesteps_per_reporting"] or 0
         # RLlib 1.13 users override `training_iteration()` (1.13's name), corral's
         # algorithms `training_step()`: an override of the former wins.
         step = (
@@ -313,7 +316,12 @@ class Trainer(Trainable):
             while True:
                 learner_info = step()
                 steps = steps_sampled(self._counters, count_steps_by) - steps_before
-                if time.perf_counter() - start >= min_time and steps >= min_steps:
+                trained = steps_trained(self._counters, count_steps_by) - trained_before
+                if (
+                    time.perf_counter() - start >= min_time
+                    and steps >= min_steps
+                    and trained >= min_trained
+                ):
                     break
         finally:
             self._defer_learner_results = False
@@ -375,6 +383,7 @@ class Trainer(Trainable):
         return collect_metrics(
             self.workers.local_worker(),
             self.workers.healthy_remote_workers(),
+            keep_custom_metrics=self.config["keep_per_episode_custom_metrics"],
             min_history=self.config["metrics_smoothing_episodes"],
             selected_workers=selected_workers,
             history=self._episode_history,

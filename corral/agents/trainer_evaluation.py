@@ -123,7 +123,11 @@ def evaluate_synced(trainer: Trainer, episodes_left_fn: Callable[[int], int] | N
         else evaluate_episodes
     )
     metrics = evaluate(
-        trainer.workers.local_worker(), trainer.evaluation_workers, duration, episodes_left_fn
+        trainer.workers.local_worker(),
+        trainer.evaluation_workers,
+        duration,
+        episodes_left_fn,
+        keep_custom_metrics=config["keep_per_episode_custom_metrics"],
     )
     return {"evaluation": metrics}
 

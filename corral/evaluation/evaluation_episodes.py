@@ -30,6 +30,7 @@ def evaluate_episodes(
     evaluation_workers: Any,
     num_episodes: int,
     episodes_left_fn: Callable[[int], int] | None = None,
+    keep_custom_metrics: bool = False,
 ) -> dict:
     """Samples evaluation episodes and summarises them (`summarize_episodes`).
 
@@ -41,6 +42,8 @@ def evaluate_episodes(
         episodes_left_fn: `fn(num_episodes_done) -> num_episodes_left`; sampling
             stops once it returns <= 0. Default: `num_episodes` minus those done,
             and exactly `num_episodes` are reported where one worker samples.
+        keep_custom_metrics: custom metrics as per-episode lists
+            (`keep_per_episode_custom_metrics`).
 
     Raises:
         ValueError: there are no evaluation workers and the local worker has no env.
@@ -62,7 +65,7 @@ def evaluate_episodes(
         exact = False  # whole rounds: at least the episodes asked for
     if exact:
         episodes = episodes[:num_episodes]
-    return summarize_episodes(episodes)
+    return summarize_episodes(episodes, keep_custom_metrics=keep_custom_metrics)
 
 
 def evaluate_timesteps(
@@ -70,6 +73,7 @@ def evaluate_timesteps(
     evaluation_workers: Any,
     num_timesteps: int,
     steps_left_fn: Callable[[int], int] | None = None,
+    keep_custom_metrics: bool = False,
 ) -> dict:
     """Samples `num_timesteps` evaluation env steps (`evaluation_duration_unit:
     "timesteps"`) and summarises the episodes that finished in them, with the steps
@@ -82,6 +86,8 @@ def evaluate_timesteps(
         num_timesteps: how many env steps to sample (at least; whole fragments).
         steps_left_fn: `fn(num_steps_done) -> num_steps_left`; sampling stops once it
             returns <= 0. Default: `num_timesteps` minus those done.
+        keep_custom_metrics: custom metrics as per-episode lists
+            (`keep_per_episode_custom_metrics`).
 
     Raises:
         ValueError: there are no evaluation workers and the local worker has no env.
@@ -99,7 +105,8 @@ def evaluate_timesteps(
         steps, episodes = sample_steps_locally(evaluation_workers.local_worker(), steps_left_fn)
     else:
         steps, episodes = sample_steps_remotely(evaluation_workers.remote_workers(), steps_left_fn)
-    return {**summarize_episodes(episodes), "timesteps_this_iter": steps}
+    metrics = summarize_episodes(episodes, keep_custom_metrics=keep_custom_metrics)
+    return {**metrics, "timesteps_this_iter": steps}
 
 
 def evaluate_during(

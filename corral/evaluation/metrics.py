@@ -69,6 +69,8 @@ def collect_metrics(
     remote_workers: Sequence[Any] = (),
     to_be_collected: Any = None,
     timeout_seconds: float = 180,
+    keep_custom_metrics: bool = False,
+    *,
     min_history: int = 100,
     selected_workers: Sequence[Any] | None = None,
     history: list[RolloutMetrics] | None = None,
@@ -78,14 +80,23 @@ def collect_metrics(
     When fewer than `min_history` episodes finished, the most recent ones of
     `history` (which this updates in place) fill up the window, so returns are
     smoothed over `metrics_smoothing_episodes` episodes as in RLlib.
+    `keep_custom_metrics`: see `summarize_episodes`.
     """
     workers = remote_workers if selected_workers is None else selected_workers
     episodes = get_metrics_from(workers, local_worker)
-    return summarize_episodes(episodes, history=history, min_history=min_history)
+    return summarize_episodes(
+        episodes,
+        keep_custom_metrics=keep_custom_metrics,
+        history=history,
+        min_history=min_history,
+    )
 
 
 def summarize_episodes(
     episodes: list[RolloutMetrics],
+    new_episodes: list[RolloutMetrics] | None = None,
+    keep_custom_metrics: bool = False,
+    *,
     history: list[RolloutMetrics] | None = None,
     min_history: int = 100,
 ) -> dict[str, Any]:
@@ -94,11 +105,23 @@ def summarize_episodes(
     Faulty episodes (a sub-env raised and was restarted) are only counted:
     `num_env_restarts` (one per restart) and `num_faulty_episodes` (those
     restarts that cut an episode short after at least one step).
+
+    Args:
+        episodes: the episodes to summarise.
+        new_episodes: RLlib 1.13's argument: those of `episodes` finished this
+            iteration (`episodes_this_iter`); None: all of them.
+        keep_custom_metrics: each custom metric as the list of its episodes' values
+            (NaNs left out; RLlib 1.13's `keep_per_episode_custom_metrics`) instead of
+            `<name>_mean`, `_min` and `_max`.
+        history: the episodes of earlier iterations; when fewer than `min_history`
+            episodes are given, the most recent of these fill the window (updated in
+            place).
+        min_history: the smoothing window, in episodes.
     """
     faulty = [e for e in episodes if e.episode_faulty]
     if faulty:
         episodes = [e for e in episodes if not e.episode_faulty]
-    new_count = len(episodes)
+    new_count = len(episodes) if new_episodes is None else len(new_episodes)
     if history is not None:
         missing = min_history - new_count
         if missing > 0:
@@ -124,8 +147,11 @@ def summarize_episodes(
     # Per-policy returns of every agent-episode, as RLlib's `policy_<pid>_reward`.
     for policy_id, policy_returns in policy_rewards.items():
         hist[f"policy_{policy_id}_reward"] = policy_returns
-    custom_metrics: dict[str, float] = {}
+    custom_metrics: dict[str, Any] = {}
     for k, values in custom.items():
+        if keep_custom_metrics:
+            custom_metrics[k] = [v for v in values if not np.any(np.isnan(v))]
+            continue
         finite = [v for v in values if np.isfinite(v)]
         custom_metrics[f"{k}_mean"] = float(np.mean(finite)) if finite else float("nan")
         custom_metrics[f"{k}_min"] = float(np.min(finite)) if finite else float("nan")

@@ -102,6 +102,14 @@ def steps_sampled(counters: Counters, count_steps_by: str = "env_steps") -> int:
     return counters.get(NUM_ENV_STEPS_SAMPLED, 0)
 
 
+def steps_trained(counters: Counters, count_steps_by: str = "env_steps") -> int:
+    """Steps trained on over the trainer's lifetime, counted as `steps_sampled` counts:
+    what `min_train_timesteps_per_reporting` compares with."""
+    if count_steps_by == "agent_steps":
+        return counters.get(NUM_AGENT_STEPS_TRAINED, 0)
+    return counters.get(NUM_ENV_STEPS_TRAINED, 0)
+
+
 __all__ = [
     "AGENT_STEPS_SAMPLED_COUNTER",
     "AGENT_STEPS_TRAINED_COUNTER",
@@ -113,4 +121,5 @@ __all__ = [
     "count_sampled",
     "count_trained",
     "steps_sampled",
+    "steps_trained",
 ]

@@ -728,8 +728,6 @@ NON_DEFAULT_SAMPLES = {
     "eager_tracing": True,
     "model/use_attention": True,
     "model/custom_preprocessor": "prep",
-    "keep_per_episode_custom_metrics": True,
-    "min_train_timesteps_per_reporting": 100,
     "_disable_preprocessor_api": True,
     "_disable_action_flattening": True,
 }

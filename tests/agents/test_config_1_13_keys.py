@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from corral.agents.callbacks import DefaultCallbacks
 from corral.agents.config import COMMON_CONFIG, RENAMED_IN_1_13, merge_trainer_configs
 from corral.agents.pg import PGTrainer
 
@@ -91,8 +93,44 @@ def test_every_renamed_key_points_at_a_real_key():
 
 
 def test_unbuilt_1_13_setting_raises_not_implemented():
-    with pytest.raises(NotImplementedError, match="keep_per_episode_custom_metrics"):
-        _trainer(keep_per_episode_custom_metrics=True)
+    with pytest.raises(NotImplementedError, match="_disable_action_flattening"):
+        _trainer(_disable_action_flattening=True)
+
+
+def test_min_train_timesteps_per_reporting_repeats_the_training_step():
+    trainer = _trainer(min_train_timesteps_per_reporting=35)
+    try:
+        result = trainer.train()
+        # Four steps of 10: the first that has trained on at least 35.
+        assert result["num_env_steps_trained"] == 40
+        assert result["timesteps_this_iter"] == 40
+        assert trainer.train()["num_env_steps_trained"] == 80
+    finally:
+        trainer.stop()
+
+
+def test_min_train_timesteps_per_reporting_counts_trained_not_sampled_steps():
+    # DQN samples 1 step per training step and trains on nothing before
+    # learning_starts: the iteration goes on until 16 steps were trained on.
+    from corral.agents.dqn import DQNTrainer
+
+    trainer = DQNTrainer(
+        config={
+            **BASE,
+            "rollout_fragment_length": 4,
+            "train_batch_size": 8,
+            "learning_starts": 20,
+            "min_sample_timesteps_per_reporting": 0,
+            "min_train_timesteps_per_reporting": 16,
+            "model": {"fcnet_hiddens": [8]},
+        }
+    )
+    try:
+        result = trainer.train()
+        assert result["num_env_steps_trained"] >= 16
+        assert result["timesteps_this_iter"] >= 20
+    finally:
+        trainer.stop()
 
 
 def test_an_algorithm_default_of_a_new_key_is_honoured():
@@ -104,3 +142,57 @@ def test_an_algorithm_default_of_a_new_key_is_honoured():
         assert trainer.config["min_iter_time_s"] == 10
     finally:
         trainer.stop()
+
+
+class LengthMetric(DefaultCallbacks):
+    """Records each episode's length as the custom metric `len`."""
+
+    def on_episode_end(self, *, episode, **kwargs):
+        episode.custom_metrics["len"] = episode.length
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_keep_per_episode_custom_metrics(keep):
+    trainer = _trainer(
+        train_batch_size=200,
+        callbacks=LengthMetric,
+        keep_per_episode_custom_metrics=keep,
+        evaluation_interval=1,
+        evaluation_duration=3,
+        metrics_num_episodes_for_smoothing=1000,
+    )
+    try:
+        result = trainer.train()
+        lengths = result["hist_stats"]["episode_lengths"]
+        custom = result["custom_metrics"]
+        evaluated = result["evaluation"]["custom_metrics"]
+        if keep:
+            assert custom == {"len": lengths}
+            assert evaluated == {"len": result["evaluation"]["hist_stats"]["episode_lengths"]}
+            assert len(evaluated["len"]) == 3
+        else:
+            assert custom == {
+                "len_mean": np.mean(lengths),
+                "len_min": min(lengths),
+                "len_max": max(lengths),
+            }
+            assert set(evaluated) == {"len_mean", "len_min", "len_max"}
+    finally:
+        trainer.stop()
+
+
+def test_summarize_episodes_rllib_1_13_arguments():
+    from corral.evaluation.metrics import RolloutMetrics, summarize_episodes
+
+    def episode(length, metric):
+        return RolloutMetrics(length, float(length), {}, {"m": metric}, {}, {}, {})
+
+    old, new = [episode(3, 1.0)], [episode(5, float("nan")), episode(7, 2.0)]
+    # RLlib 1.13's positional (episodes, new_episodes, keep_custom_metrics).
+    summary = summarize_episodes(old + new, new, True)
+    assert summary["episodes_this_iter"] == 2
+    assert summary["episode_len_mean"] == 5.0
+    assert summary["custom_metrics"] == {"m": [1.0, 2.0]}
+    summary = summarize_episodes(old + new)
+    assert summary["episodes_this_iter"] == 3
+    assert summary["custom_metrics"] == {"m_mean": 1.5, "m_min": 1.0, "m_max": 2.0}
