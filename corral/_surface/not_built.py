@@ -256,8 +256,6 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
         ("SAC", "DDPG", "TD3"),
     ),
     Setting("_use_beta_distribution", "a Beta action distribution", ("SAC",)),
-    Setting("Q_model/custom_model", "custom Q-networks", ("SAC",)),
-    Setting("policy_model/custom_model", "custom policy networks", ("SAC",)),
 )
 
 

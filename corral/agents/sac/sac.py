@@ -7,14 +7,20 @@ in `tuned_examples/sac/`. Training is the replay loop of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import gymnasium as gym
 import numpy as np
 
+from corral.agents.config_merge import ALLOW_UNKNOWN_SUBKEYS
 from corral.agents.off_policy import OffPolicyTrainer, with_off_policy_config
 from corral.agents.sac.sac_torch_policy import SACTorchPolicy
 from corral.utils import config_spec as cs
 
-# Keys of `Q_model` / `policy_model` (RLlib 1.x's; custom models are not built yet).
+# Keys of `Q_model` / `policy_model` (RLlib 1.x's). A `custom_model` (a class, or a name
+# registered with `ModelCatalog.register_custom_model`) replaces the dense layers: it is
+# built with RLlib's constructor arguments plus `custom_model_config` as keyword
+# arguments (see `SACTorchModel` for its spaces and outputs).
 _NET_DEFAULTS = {
     "fcnet_hiddens": [256, 256],
     "fcnet_activation": "relu",
@@ -45,9 +51,12 @@ DEFAULT_CONFIG = with_off_policy_config(
         # Run observations through the `model` network before the Q and policy
         # heads (not built yet: heads see the flattened observations).
         "use_state_preprocessor": False,
-        # The Q-networks: dense layers `fcnet_hiddens` then `post_fcnet_hiddens`.
+        # The Q-networks: dense layers `fcnet_hiddens` then `post_fcnet_hiddens`, or a
+        # `custom_model` per Q-net (on concat(obs, action) for Box actions, with one
+        # output; on obs for Discrete ones, with one output per action).
         "Q_model": dict(_NET_DEFAULTS),
-        # The policy network, configured like `Q_model`.
+        # The policy network, configured like `Q_model` (a `custom_model` outputs
+        # concat(mean, log_std) for Box actions, logits for Discrete ones).
         "policy_model": dict(_NET_DEFAULTS),
         # Clip actions to the env's bounds before stepping it (tanh squashing
         # already keeps SAC's actions in bounds).
@@ -123,6 +132,24 @@ CONFIG_SPECS = {
 }
 
 
+def _net_keys_rule(key: str) -> cs.Rule:
+    """`Q_model`/`policy_model` without a `custom_model` sets only the keys of
+    `_NET_DEFAULTS`: their keys are merged freely, as RLlib's are, so that a custom model
+    can read keys of its own, but a typo must not pass for the dense networks."""
+
+    def holds(config: Mapping) -> bool:
+        net = config.get(key)
+        if not isinstance(net, Mapping) or net.get("custom_model"):
+            return True
+        return set(net) <= set(_NET_DEFAULTS)
+
+    return cs.Rule(
+        holds,
+        f"`{key}` {{{key}}} sets keys its dense networks do not read (they read "
+        f"{', '.join(_NET_DEFAULTS)}); other keys are for a `custom_model`.",
+    )
+
+
 class SACTrainer(OffPolicyTrainer):
     """Soft Actor-Critic with twin Q-networks and automatic entropy tuning
     (arXiv:1801.01290, arXiv:1812.05905; discrete actions: arXiv:1910.07207)."""
@@ -131,11 +158,16 @@ class SACTrainer(OffPolicyTrainer):
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
     _policy_class = SACTorchPolicy
+    # As RLlib 1.13's: `Q_model` and `policy_model` take keys of their own (a custom
+    # model's `custom_model_config`, or `model` keys it reads), like `model` does.
+    _allow_unknown_subkeys = [*ALLOW_UNKNOWN_SUBKEYS, "policy_model", "Q_model"]
     _config_rules = (
         cs.Rule(
             lambda c: _finite_bounds(c.get("action_space")),
             "SAC squashes actions into bounds; {action_space} has infinite bounds.",
         ),
+        _net_keys_rule("Q_model"),
+        _net_keys_rule("policy_model"),
     )
 
 

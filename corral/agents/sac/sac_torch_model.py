@@ -1,5 +1,7 @@
 """SAC's networks: a policy MLP and one or two Q MLPs run as a single ensemble
-(`corral.models.torch.mlp.EnsembleMLP`, re-exported here with `MLP` and `flatten_obs`)."""
+(`corral.models.torch.mlp.EnsembleMLP`, re-exported here with `MLP` and `flatten_obs`),
+or, when `policy_model` / `Q_model` name a `custom_model`, networks built by
+`ModelCatalog` (the Q-nets then run one after the other in a `CatalogQEnsemble`)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from corral.models.catalog import ModelCatalog
 from corral.models.torch.mlp import MLP, EnsembleMLP, FlatObsActorCritic, flatten_obs
-from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType
+from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.error import UnsupportedSpaceException
 
 # Bounds of the policy's log standard deviation (Haarnoja et al.'s reference code).
@@ -25,6 +28,73 @@ def hidden_sizes(net_config: ModelConfigDict) -> list[int]:
     return [int(h) for h in sizes + list(net_config.get("post_fcnet_hiddens") or [])]
 
 
+def model_output(
+    net: TorchModelV2,
+    inputs: TensorType,
+    num_outputs: int,
+    detach_params: bool = False,
+    **extra_inputs: object,
+) -> TensorType:
+    """The first output of a catalog model called as `net({"obs": inputs, ...}, [], None)`,
+    checked to be `[B, num_outputs]`.
+
+    With `detach_params` the output still depends on `inputs` differentiably, but no
+    gradient reaches `net`'s parameters (an actor's loss through its critics): the
+    model runs on detached copies of them (`torch.func.functional_call`).
+    """
+    input_dict = {"obs": inputs, **extra_inputs}
+    if detach_params:
+        params = {name: p.detach() for name, p in net.named_parameters()}
+        out, _ = torch.func.functional_call(net, params, (input_dict, [], None))
+    else:
+        out, _ = net(input_dict, [], None)
+    if tuple(out.shape) != (inputs.shape[0], num_outputs):
+        raise ValueError(
+            f"Custom model {type(net).__name__} ({net.name!r}) returned an output of shape "
+            f"{tuple(out.shape)}; SAC needs [batch, num_outputs] = "
+            f"{[int(inputs.shape[0]), num_outputs]}."
+        )
+    return out
+
+
+class CatalogQEnsemble(nn.Module):
+    """SAC's Q-nets from `Q_model`'s `custom_model`, called like `EnsembleMLP`:
+    `[B, in] -> [E, B, out]`, one catalog model per member (run one after another).
+
+    Args:
+        nets: the members (two with `twin_q`), each mapping `{"obs": [B, in]}` to
+            `[B, out]`.
+        num_outputs: `out`, 1 for Box actions (the input is `concat(obs, action)`),
+            |A| for Discrete ones (the input is the observation).
+    """
+
+    def __init__(self, nets: list[TorchModelV2], num_outputs: int) -> None:
+        super().__init__()
+        self.nets = nn.ModuleList(nets)
+        self.num_members = len(nets)
+        self.num_outputs = num_outputs
+
+    def forward(
+        self, x: TensorType, detach_params: bool = False, members: slice | None = None
+    ) -> TensorType:
+        """`[B, in] -> [E, B, out]`; `detach_params` and `members` as in `EnsembleMLP`."""
+        nets = list(self.nets) if members is None else list(self.nets)[members]
+        return torch.stack(
+            [
+                model_output(net, x, self.num_outputs, detach_params, is_training=True)
+                for net in nets
+            ]
+        )
+
+
+def heads_obs_space(obs_space: gym.Space, obs_dim: int) -> gym.spaces.Box:
+    """The observation space of the custom heads: the model's own if it is a 1-D Box,
+    else a flat Box of `obs_dim` (the heads read flattened observations)."""
+    if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
+        return obs_space
+    return gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+
+
 class SACTorchModel(FlatObsActorCritic):
     """Policy and (twin) Q-networks of SAC, plus the learned temperature `log_alpha`.
 
@@ -34,8 +104,23 @@ class SACTorchModel(FlatObsActorCritic):
     2019, arXiv:1910.07207): the policy outputs logits, each Q-net maps `obs`
     to one value per action.
 
+    Custom networks (`custom_model` in `policy_model` / `Q_model`, a class or a name
+    registered with `ModelCatalog.register_custom_model`) are built by
+    `ModelCatalog.get_model_v2` with RLlib's constructor arguments, as RLlib 1.13's
+    SAC builds them:
+    - the policy net: `(obs_space, action_space, 2 * dim(A) or |A|, policy_model_config,
+      "policy_model", **custom_model_config)`, called as `net({"obs": obs}, [], None)`;
+    - each Q-net ("q", and "twin_q" with `twin_q`): for Discrete actions
+      `(obs_space, action_space, |A|, ...)` on the observations; for Box actions
+      `(Box(dim(obs) + dim(A)), action_space, 1, ...)` on `concat(obs, action)`.
+    `obs_space` is the flat space of the observations the heads read: corral's SAC
+    flattens observations before its heads, so a Q-net always gets the concatenated
+    form (RLlib passes a `Tuple([obs, action])` space for non-flat observations).
+    Without a `custom_model`, the nets are the `MLP` and `EnsembleMLP` above.
+
     Args:
-        policy_model_config: `fcnet_hiddens`/`fcnet_activation` of the policy net.
+        policy_model_config: `fcnet_hiddens`/`fcnet_activation` of the policy net
+            (or its `custom_model` and `custom_model_config`).
         q_model_config: the same for the Q-nets.
         twin_q: two Q-nets (clipped double-Q, Fujimoto et al. 2018) instead of one.
         initial_alpha: initial entropy temperature.
@@ -68,19 +153,46 @@ class SACTorchModel(FlatObsActorCritic):
             )
         self.action_dim = action_dim
         self.twin_q = bool(twin_q)
-        self.action_model = MLP(
-            obs_dim,
-            hidden_sizes(policy_model_config),
-            policy_out,
-            policy_model_config.get("fcnet_activation", "relu"),
-        )
-        self.q_net = EnsembleMLP(
-            2 if self.twin_q else 1,
-            obs_dim + q_in_extra,
-            hidden_sizes(q_model_config),
-            q_out,
-            q_model_config.get("fcnet_activation", "relu"),
-        )
+        num_q = 2 if self.twin_q else 1
+        self.policy_outputs = policy_out
+        self.action_model: MLP | TorchModelV2
+        if policy_model_config.get("custom_model"):
+            self.action_model = ModelCatalog.get_model_v2(
+                heads_obs_space(self.obs_space, obs_dim),
+                action_space,
+                policy_out,
+                policy_model_config,
+                framework="torch",
+                name="policy_model",
+            )
+        else:
+            self.action_model = MLP(
+                obs_dim,
+                hidden_sizes(policy_model_config),
+                policy_out,
+                policy_model_config.get("fcnet_activation", "relu"),
+            )
+        self.q_net: EnsembleMLP | CatalogQEnsemble
+        if q_model_config.get("custom_model"):
+            if self.discrete:
+                q_space = heads_obs_space(self.obs_space, obs_dim)
+            else:
+                q_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim + q_in_extra,), np.float32)
+            nets = [
+                ModelCatalog.get_model_v2(
+                    q_space, action_space, q_out, q_model_config, framework="torch", name=name
+                )
+                for name in ("q", "twin_q")[:num_q]
+            ]
+            self.q_net = CatalogQEnsemble(nets, q_out)
+        else:
+            self.q_net = EnsembleMLP(
+                num_q,
+                obs_dim + q_in_extra,
+                hidden_sizes(q_model_config),
+                q_out,
+                q_model_config.get("fcnet_activation", "relu"),
+            )
         # Shape (1,), not (): safetensors checkpoints store 0-d arrays as (1,).
         self.log_alpha = nn.Parameter(torch.tensor([math.log(initial_alpha)], dtype=torch.float32))
         self.target_entropy = resolve_target_entropy(target_entropy, action_space)
@@ -89,7 +201,11 @@ class SACTorchModel(FlatObsActorCritic):
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:
         """Action-distribution inputs: `concat(mean, log_std)` (Box) or logits (Discrete)."""
-        out = self.action_model(flatten_obs(model_out))
+        obs = flatten_obs(model_out)
+        if isinstance(self.action_model, TorchModelV2):
+            out = model_output(self.action_model, obs, self.policy_outputs)
+        else:
+            out = self.action_model(obs)
         if self.discrete:
             return out
         mean, log_std = out.chunk(2, dim=-1)
@@ -103,7 +219,8 @@ class SACTorchModel(FlatObsActorCritic):
         members: slice | None = None,
     ) -> TensorType:
         """All Q-nets at once: `[E, B]` for Box actions, `[E, B, |A|]` for Discrete
-        (`members`: only those, see `EnsembleMLP`)."""
+        (`members`: only those, see `EnsembleMLP`; `detach_params`: no gradient reaches
+        the Q-nets' parameters)."""
         model_out = flatten_obs(model_out)
         if self.discrete:
             return self.q_net(model_out, detach_params, members)
@@ -128,9 +245,12 @@ __all__ = [
     "LOG_STD_MAX",
     "LOG_STD_MIN",
     "MLP",
+    "CatalogQEnsemble",
     "EnsembleMLP",
     "SACTorchModel",
     "flatten_obs",
+    "heads_obs_space",
     "hidden_sizes",
+    "model_output",
     "resolve_target_entropy",
 ]

@@ -105,10 +105,11 @@ def flatten_obs(obs: TensorType) -> TensorType:
 class TwinQHeads:
     """RLlib 1.x's Q accessors of the actor-critic models (SAC, DDPG/TD3), over the
     model's `q_ensemble(model_out, actions)` (all critics at once, `[E, B, ...]`) and its
-    `q_net` (an `EnsembleMLP` of one or two critics, `twin_q`)."""
+    `q_net` (one or two critics, `twin_q`, called as an `EnsembleMLP` is: an
+    `EnsembleMLP`, or SAC's `CatalogQEnsemble` of custom models)."""
 
     twin_q: bool
-    q_net: EnsembleMLP
+    q_net: nn.Module
 
     def get_q_values(self, model_out: TensorType, actions: TensorType | None = None) -> TensorType:
         """Q-values of the first critic."""
