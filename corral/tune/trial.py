@@ -12,6 +12,13 @@ from corral.tune.result import CONFIG
 class Trial:
     """One run of a trainable with one resolved config."""
 
+    # Its statuses (Ray Tune's): it waits to start, trains, waits to resume, or ended.
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    TERMINATED = "TERMINATED"
+    ERROR = "ERROR"
+
     trainable_name: str
     config: dict
     trial_id: str
@@ -19,7 +26,7 @@ class Trial:
     logdir: str | None = None
     last_result: dict = field(default_factory=dict)
     checkpoint: str | None = None
-    status: str = "PENDING"  # then RUNNING, and TERMINATED or ERROR
+    status: str = "PENDING"  # then RUNNING (PAUSED between turns), and TERMINATED or ERROR
     # Tune 1.13's per-metric summary over all results: metric (nested keys joined by
     # "/") -> {"max", "min", "avg", "last", "last-5-avg", "last-10-avg"}.
     metric_analysis: dict = field(default_factory=dict)
@@ -37,6 +44,10 @@ class Trial:
 
     def __str__(self) -> str:
         return f"{self.trainable_name}_{self.trial_id}"
+
+    def is_finished(self) -> bool:
+        """Whether the trial has ended (TERMINATED or ERROR)."""
+        return self.status in (Trial.TERMINATED, Trial.ERROR)
 
     def update_last_result(self, result: dict) -> None:
         """Records a new result: `last_result` and `metric_analysis`."""

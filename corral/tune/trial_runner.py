@@ -40,7 +40,8 @@ ERROR_FILE = "error.txt"
 
 @dataclass
 class TrialLoop:
-    """How trials train: the stop rule, checkpointing and hooks, shared by every trial.
+    """How trials train: the stop rule, checkpointing, hooks and scheduler, shared by
+    every trial.
 
     Attributes:
         should_stop: ``stop(trial_id, result)``; see ``stopping.stop_condition``. A
@@ -49,12 +50,17 @@ class TrialLoop:
         checkpoint_freq: save every this many iterations (0: never). A result with
             ``should_checkpoint=True`` is saved after too (a function trainable's
             ``tune.checkpoint_dir``).
-        checkpoint_at_end: save once more at the end (also when an exception such as
-            Ctrl-C's ``KeyboardInterrupt`` ends the loop, but not after the trainable itself
-            raised) unless that iteration was just saved.
+        checkpoint_at_end: save once more at the end (also when the scheduler stops the
+            trial early, or an exception such as Ctrl-C's ``KeyboardInterrupt`` ends the
+            loop, but not after the trainable itself raised) unless that iteration was
+            just saved.
         keeper: saves and prunes checkpoints (default: keeps all).
         callbacks: hooks called at each event (``tune.Callback``).
         verbose: 1 a line when a trial ends, 2 also a line per iteration.
+        max_failures: how often a failed trial is built again (-1: always).
+        scheduler: decides after each result whether the trial goes on, pauses or stops
+            (``corral.tune.schedulers``); None: every trial goes on until its stop rule.
+        runner: what the scheduler's hooks get as ``trial_runner`` (its ``get_trials()``).
     """
 
     should_stop: StopFn
@@ -65,6 +71,8 @@ class TrialLoop:
     callbacks: Sequence[Callback] = ()
     verbose: int = 0
     max_failures: int = 0
+    scheduler: Any = None
+    runner: Any = None
 
     def run(
         self,
@@ -72,129 +80,363 @@ class TrialLoop:
         trainable: Trainable | Callable[[], Trainable],
         trials: list[Trial] | None = None,
     ) -> None:
-        """Runs ``trial`` to the end; always stops its trainable.
-
-        Builds the trainable (when given a function that builds it), restores ``restore``
-        (if set), calls the hooks' ``on_trial_start``, trains and ends with
-        ``on_trial_complete``. ``trial.status`` follows: RUNNING, then TERMINATED or
-        ERROR; ``trial.logdir`` is the trainable's unless already set. ``trials``
-        (default ``[trial]``) is every trial of the run, for the hooks.
-
-        When the trainable raises (building, restoring, training or saving), the error is
-        recorded on the trial (``error``, ``error_msg``, ``num_failures``, and
-        ``error.txt`` in its logdir). With ``max_failures`` left and a function to build
-        it, a new trainable restores the trial's latest checkpoint (else ``restore``, else
-        starts afresh) and trains on, after ``on_trial_recover``. Otherwise, or when
-        anything else raises (a hook, Ctrl-C), ``on_trial_error`` is called and the
-        exception re-raised.
-        """
-        trials = trials if trials is not None else [trial]
-        restore = self.restore
-        while True:
-            try:
-                self._run_once(trial, trainable, trials, restore)
-                return
-            except Exception as error:
-                if error is not trial.error or not self._recovers(trial, trainable):
-                    raise
-                restore = trial.checkpoint or self.restore
-                logger.warning(
-                    "Trial %s failed (%d of at most %s recoveries), recovering from %s: %s",
-                    trial,
-                    trial.num_failures,
-                    "unlimited" if self.max_failures < 0 else self.max_failures,
-                    restore or "the start",
-                    error,
-                )
-
-    def _recovers(self, trial: Trial, trainable: Any) -> bool:
-        if isinstance(trainable, Trainable):
-            return False  # a built trainable cannot be built again
-        return self.max_failures < 0 or trial.num_failures <= self.max_failures
-
-    def _run_once(
-        self,
-        trial: Trial,
-        trainable: Trainable | Callable[[], Trainable],
-        trials: list[Trial],
-        restore: str | None,
-    ) -> None:
-        trial.status = "RUNNING"
-        built: Trainable | None = None
-        try:
-            built = self._trainable_call(trial, trainable) if callable(trainable) else trainable
-            trial.logdir = trial.logdir or built.logdir
-            if restore:
-                self._trainable_call(trial, built.restore, restore)
-            self._call("on_trial_start", built, trials, trial)
-            self._train(trial, built, trials)
-            trial.status = "TERMINATED"
-            self._call("on_trial_complete", built, trials, trial)
-        except BaseException as error:
-            trial.status = "ERROR"
-            recovers = error is trial.error and self._recovers(trial, trainable)
-            hook = "on_trial_recover" if recovers else "on_trial_error"
-            if built is not None:
-                self._call(hook, built, trials, trial)
-            raise
-        finally:
-            if built is not None:
-                built.stop()
-                if self.verbose >= 1:
-                    print(f"Trial {trial} {trial.status} after {built.iteration} iterations")
-
-    def _trainable_call(self, trial: Trial, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)``, a call into the trainable: an exception is recorded on ``trial``
-        as the trial's failure (what ``max_failures`` and Tune's ``fail_fast`` act on)."""
-        try:
-            return fn(*args)
-        except Exception as error:
-            record_failure(trial, error)
-            raise
-
-    def _train(self, trial: Trial, trainable: Trainable, trials: list[Trial]) -> None:
-        """Trains until a result is ``done`` or meets the stop rule, checkpointing."""
-
-        def save() -> None:
-            path = self._trainable_call(trial, self.keeper.save, trial, trainable)
-            self._call("on_checkpoint", trainable, trials, trial, path)
-
-        failed = False  # the trainable raised: its state is not saved at the end
-        try:
-            while True:
-                result = self._trainable_call(trial, trainable.train)
-                if result.get(RESULT_DUPLICATE):
-                    # A function trainable's function returned: its last result was final.
-                    trial.last_result = {**trial.last_result, DONE: True}
-                    if result.get(SHOULD_CHECKPOINT):
-                        save()
-                    return
-                trial.update_last_result(result)
-                self._call("on_trial_result", trainable, trials, trial, result)
-                if self.verbose >= 2:
-                    print(f"Trial {trial} iteration {trainable.iteration}: {_summary(result)}")
-                if result.get(SHOULD_CHECKPOINT) or (
-                    self.checkpoint_freq and trainable.iteration % self.checkpoint_freq == 0
-                ):
-                    save()
-                if result.get(DONE) or self.should_stop(trial.trial_id, result):
-                    return
-        except Exception as error:
-            failed = error is trial.error
-            raise
-        finally:
-            if (
-                self.checkpoint_at_end
-                and not failed
-                and trainable.iteration
-                and not _checkpointed_now(trial, trainable)
-            ):
-                save()
+        """Runs ``trial`` to the end (``TrialRun``, one iteration after another)."""
+        run = TrialRun(self, trial, trainable, trials)
+        while not run.step():
+            pass
 
     def _call(self, hook: str, trainable: Trainable, *args: Any) -> None:
         # Ray Tune's argument order: (iteration, trials, trial, [result | checkpoint]).
         for callback in self.callbacks:
             getattr(callback, hook)(trainable.iteration, *args, trainable=trainable)
+
+
+class TrialRun:
+    """One trial's life, an iteration per ``step()``, so that several trials can take
+    turns (``tune.run`` with a scheduler) or one can run to its end (``TrialLoop.run``).
+
+    The first step builds the trainable (when given a function that builds it),
+    restores ``loop.restore`` (if set) and calls the hooks' ``on_trial_start``. Each step
+    trains one iteration, records the result, asks the stop rule, then the scheduler,
+    and checkpoints; the last ends with ``on_trial_complete``. ``trial.status`` follows:
+    RUNNING, then TERMINATED, PAUSED or ERROR; ``trial.logdir`` is the trainable's unless
+    already set. ``trials`` (default ``[trial]``) is every trial of the run, for the hooks.
+
+    When the trainable raises (building, restoring, training or saving), the error is
+    recorded on the trial (``error``, ``error_msg``, ``num_failures``, and ``error.txt``
+    in its logdir). With ``max_failures`` left and a function to build it, the next step
+    builds a new trainable that restores the trial's latest checkpoint (else
+    ``restore``, else starts afresh), after ``on_trial_recover``. Otherwise, or when
+    anything else raises (a hook, the scheduler, Ctrl-C), ``on_trial_error`` is called
+    and the exception re-raised. The trainable is always stopped when the trial ends.
+    """
+
+    def __init__(
+        self,
+        loop: TrialLoop,
+        trial: Trial,
+        trainable: Trainable | Callable[[], Trainable],
+        trials: list[Trial] | None = None,
+    ) -> None:
+        self.loop = loop
+        self.trial = trial
+        self.trials = trials if trials is not None else [trial]
+        self._build = trainable
+        self.trainable: Trainable | None = None
+        # What the next build restores: a checkpoint folder, or `save_to_object` bytes.
+        self._restore: str | bytes | None = loop.restore
+        # A state to rebuild from after the current step (`restart_from`).
+        self._restart: bytes | None = None
+
+    # -- the steps -----------------------------------------------------------
+
+    def step(self) -> bool:
+        """Trains one iteration (building the trainable first if needed); True once the
+        trial has ended (TERMINATED or PAUSED: then its trainable is stopped)."""
+        trial = self.trial
+        try:
+            if self.trainable is None:
+                self._start()
+            assert self.trainable is not None
+            decision = self._iterate(self.trainable)
+            if decision == "STOP":
+                self._finish()
+                return True
+            if decision == "PAUSE":
+                self.pause()
+                return True
+            if self._restart is not None:
+                self._stop_trainable()
+                self._restore, self._restart = self._restart, None
+            return False
+        except BaseException as error:
+            failed = error is trial.error
+            if not failed and self.trainable is not None:
+                self._checkpoint_at_end()  # (Ctrl-C, a hook: the state is sound)
+            recovers = failed and self._recovers()
+            trial.status = "ERROR"
+            if self.trainable is not None:
+                self.loop._call(
+                    "on_trial_recover" if recovers else "on_trial_error",
+                    self.trainable,
+                    self.trials,
+                    trial,
+                )
+            self._stop_trainable()
+            if not recovers:
+                raise
+            self._restore = trial.checkpoint or self.loop.restore
+            logger.warning(
+                "Trial %s failed (%d of at most %s recoveries), recovering from %s: %s",
+                trial,
+                trial.num_failures,
+                "unlimited" if self.loop.max_failures < 0 else self.loop.max_failures,
+                self._restore or "the start",
+                error,
+            )
+            return False
+
+    def stop(self) -> None:
+        """Ends the trial now as if its stop rule had been met (checkpoint at end,
+        TERMINATED, ``on_trial_complete``); a trial not built yet just terminates."""
+        if self.trainable is None:
+            self.trial.status = "TERMINATED"
+            return
+        self._finish()
+
+    def pause(self) -> None:
+        """Saves a checkpoint, stops the trainable and marks the trial PAUSED; a later
+        ``step()`` builds it again from that checkpoint (or from the one
+        ``restart_from`` gave)."""
+        if self._restart is not None:
+            self._restore, self._restart = self._restart, None
+        elif self.trainable is not None:
+            self._save(self.trainable)
+            self._restore = self.trial.checkpoint
+        self._stop_trainable()
+        self.trial.status = "PAUSED"
+
+    def restart_from(self, checkpoint: bytes) -> None:
+        """Rebuilds the trainable (with the trial's config as it is then) from
+        ``checkpoint`` (``save_to_object`` bytes) once the current step is over:
+        population-based training's exploit, which gives the trial another trial's
+        state."""
+        self._restart = checkpoint
+
+    def save_to_object(self) -> bytes:
+        """The trial's state now, in memory (``Trainable.save_to_object``)."""
+        if self.trainable is None:
+            raise RuntimeError(f"Trial {self.trial} is not running: nothing to save")
+        return self._trainable_call(self.trainable.save_to_object)
+
+    # -- inside a step -------------------------------------------------------
+
+    def _start(self) -> None:
+        trial = self.trial
+        trial.status = "RUNNING"
+        build = self._build
+        self.trainable = built = self._trainable_call(build) if callable(build) else build
+        trial.logdir = trial.logdir or built.logdir
+        if isinstance(self._restore, bytes):
+            self._trainable_call(built.restore_from_object, self._restore)
+        elif self._restore:
+            self._trainable_call(built.restore, self._restore)
+        self.loop._call("on_trial_start", built, self.trials, trial)
+
+    def _iterate(self, trainable: Trainable) -> str:
+        """One ``train()``: records the result; returns "CONTINUE", "PAUSE" or "STOP"."""
+        trial, loop = self.trial, self.loop
+        result = self._trainable_call(trainable.train)
+        if result.get(RESULT_DUPLICATE):
+            # A function trainable's function returned: its last result was final.
+            trial.last_result = {**trial.last_result, DONE: True}
+            if result.get(SHOULD_CHECKPOINT):
+                self._save(trainable)
+            return "STOP"
+        trial.update_last_result(result)
+        loop._call("on_trial_result", trainable, self.trials, trial, result)
+        if loop.verbose >= 2:
+            print(f"Trial {trial} iteration {trainable.iteration}: {_summary(result)}")
+        if result.get(DONE) or loop.should_stop(trial.trial_id, result):
+            decision = "STOP"
+        elif loop.scheduler is not None:
+            decision = loop.scheduler.on_trial_result(loop.runner, trial, result)
+        else:
+            decision = "CONTINUE"
+        if result.get(SHOULD_CHECKPOINT) or (
+            loop.checkpoint_freq and trainable.iteration % loop.checkpoint_freq == 0
+        ):
+            self._save(trainable)
+        return decision
+
+    def _finish(self) -> None:
+        assert self.trainable is not None
+        self._checkpoint_at_end()
+        self.trial.status = "TERMINATED"
+        self.loop._call("on_trial_complete", self.trainable, self.trials, self.trial)
+        self._stop_trainable()
+
+    def _checkpoint_at_end(self) -> None:
+        trainable = self.trainable
+        if (
+            self.loop.checkpoint_at_end
+            and trainable is not None
+            and trainable.iteration
+            and not _checkpointed_now(self.trial, trainable)
+        ):
+            self._save(trainable)
+
+    def _save(self, trainable: Trainable) -> None:
+        path = self._trainable_call(self.loop.keeper.save, self.trial, trainable)
+        self.loop._call("on_checkpoint", trainable, self.trials, self.trial, path)
+
+    def _stop_trainable(self) -> None:
+        built, self.trainable = self.trainable, None
+        if built is not None:
+            built.stop()
+            if self.loop.verbose >= 1 and self.trial.status != "RUNNING":
+                print(f"Trial {self.trial} {self.trial.status} after {built.iteration} iterations")
+
+    def _recovers(self) -> bool:
+        if not callable(self._build):
+            return False  # a built trainable cannot be built again
+        max_failures = self.loop.max_failures
+        return max_failures < 0 or self.trial.num_failures <= max_failures
+
+    def _trainable_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a call into the trainable: an exception is recorded on the trial
+        as its failure (what ``max_failures`` and Tune's ``fail_fast`` act on)."""
+        try:
+            return fn(*args)
+        except Exception as error:
+            record_failure(self.trial, error)
+            raise
+
+
+class TrialRunner:
+    """The trials of one ``tune.run``, started, paused and stopped as a scheduler says.
+
+    Up to ``max_concurrent`` trials are live at once and take turns, an iteration
+    each; a free slot goes to the trial the scheduler's ``choose_trial_to_run`` picks.
+    One slot with ``FIFOScheduler`` runs the trials one after another. The scheduler's
+    hooks get this object as ``trial_runner``.
+
+    Args:
+        trials: every trial of the run, in order.
+        loop: how each trial trains (its ``scheduler`` and ``runner`` are set here).
+        build: ``build(trial)`` -> a function that builds the trial's trainable from
+            ``trial.config`` as it is when called.
+        scheduler: a ``corral.tune.schedulers.TrialScheduler``.
+        max_concurrent: how many trials are live at once.
+        deadline: the ``time.monotonic()`` after which no trial starts (None: never).
+        fail_fast: Tune's: False (a failed trial ends, the others go on), True (the
+            others are stopped, no further trial starts) or "raise" (its error is raised).
+        experiment_dir: the experiment's folder (schedulers' logs).
+    """
+
+    def __init__(
+        self,
+        trials: list[Trial],
+        loop: TrialLoop,
+        build: Callable[[Trial], Callable[[], Trainable]],
+        scheduler: Any,
+        max_concurrent: int = 1,
+        deadline: float | None = None,
+        fail_fast: bool | str = False,
+        experiment_dir: str | None = None,
+    ) -> None:
+        self.trials = trials
+        self.loop = loop
+        loop.scheduler, loop.runner = scheduler, self
+        self.scheduler = scheduler
+        self.max_concurrent = max_concurrent
+        self.experiment_dir = experiment_dir
+        self._build = build
+        self._deadline = deadline
+        self._fail_fast = fail_fast
+        self._runs: dict[str, TrialRun] = {}  # every trial started, by id
+        self._live: dict[str, TrialRun] = {}  # those running now, in turn order
+        self._halted = False
+
+    # -- what schedulers call -------------------------------------------------
+
+    def get_trials(self) -> list[Trial]:
+        """Every trial of the run."""
+        return self.trials
+
+    def get_live_trials(self) -> list[Trial]:
+        """The trials running now."""
+        return [run.trial for run in self._live.values()]
+
+    def save_to_object(self, trial: Trial) -> bytes:
+        """A running trial's state, in memory (``Trainable.save_to_object``)."""
+        return self._runs[trial.trial_id].save_to_object()
+
+    def restart_trial(self, trial: Trial, config: dict, checkpoint: bytes, tag: str) -> None:
+        """Gives a running trial a new config and another state: after its current
+        iteration its trainable is rebuilt with ``config`` and restored from
+        ``checkpoint`` (``save_to_object`` bytes); ``tag`` becomes its experiment tag."""
+        trial.config = config
+        trial.experiment_tag = tag
+        self._runs[trial.trial_id].restart_from(checkpoint)
+
+    # -- the run ----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Runs the trials until none is left to start or resume.
+
+        Raises:
+            Exception: an error of the run itself (a stop rule, a hook, the scheduler,
+                Ctrl-C), or a trial's with ``fail_fast="raise"``; the live trials'
+                trainables are stopped first.
+        """
+        for trial in self.trials:
+            self.scheduler.on_trial_add(self, trial)
+        try:
+            while self._fill():
+                for trial_id in list(self._live):
+                    if self._halted:
+                        break
+                    self._step(self._live[trial_id])
+                if self._halted:
+                    for run in list(self._live.values()):
+                        self._end(run, stopped=True)
+        finally:
+            for run in self._live.values():  # (only after an exception)
+                try:
+                    run._checkpoint_at_end()
+                finally:
+                    run._stop_trainable()
+            self._live.clear()
+
+    def _fill(self) -> bool:
+        """Starts (or resumes) trials while slots are free; False when none is live."""
+        while (
+            len(self._live) < self.max_concurrent
+            and not self._halted
+            and (self._deadline is None or time.monotonic() < self._deadline)
+        ):
+            trial = self.scheduler.choose_trial_to_run(self)
+            if trial is None:
+                break
+            if trial.status not in (Trial.PENDING, Trial.PAUSED):
+                raise RuntimeError(
+                    f"{type(self.scheduler).__name__}.choose_trial_to_run returned trial "
+                    f"{trial}, which is {trial.status}, not PENDING or PAUSED"
+                )
+            run = self._runs.get(trial.trial_id)
+            if run is None:
+                run = self._runs[trial.trial_id] = TrialRun(
+                    self.loop, trial, self._build(trial), self.trials
+                )
+            trial.status = Trial.RUNNING
+            self._live[trial.trial_id] = run
+        return bool(self._live)
+
+    def _step(self, run: TrialRun) -> None:
+        trial = run.trial
+        try:
+            ended = run.step()
+        except Exception as error:
+            del self._live[trial.trial_id]
+            if error is not trial.error or self._fail_fast == "raise":
+                raise  # an error of the run itself, or Tune's "raise"
+            logger.error("Trial %s errored:\n%s", trial, trial.error_msg)
+            self.scheduler.on_trial_error(self, trial)
+            if self._fail_fast:
+                self._halted = True  # the others stop, the pending ones stay PENDING
+            return
+        if ended:
+            self._end(run, stopped=False)
+
+    def _end(self, run: TrialRun, stopped: bool) -> None:
+        """Takes an ended (or, ``stopped``, a live) trial out of the turns."""
+        trial = run.trial
+        del self._live[trial.trial_id]
+        if stopped:
+            run.stop()
+        if trial.status == Trial.TERMINATED:
+            self.scheduler.on_trial_complete(self, trial, trial.last_result)
 
 
 def record_failure(trial: Trial, error: BaseException) -> None:

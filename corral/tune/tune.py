@@ -1,11 +1,12 @@
-"""``tune.run``: train one or more trials of a trainable, one after another, in this process.
+"""``tune.run``: train one or more trials of a trainable in this process.
 
-A convenience for scripts ported from RLlib 1.x (``tune.run("PPO", config=...,
-stop=...)``, or a function trainable ``tune.run(train_fn, ...)`` that calls
-``tune.report``) and for the ``corral train`` command, not a port of Ray Tune:
-no search algorithms, schedulers or parallel trials. ``grid_search`` values
-are expanded into one trial per combination (times ``num_samples``); trials
-run sequentially and an exception in one ends the run.
+For scripts ported from RLlib 1.x (``tune.run("PPO", config=..., stop=...)``, or a
+function trainable ``tune.run(train_fn, ...)`` that calls ``tune.report``) and for the
+``corral train`` command, not a port of Ray Tune: ``grid_search`` values are expanded
+into one trial per combination (times ``num_samples``, with fresh draws of search
+spaces); no search algorithms. Trials run one after another, or take turns an
+iteration each (``max_concurrent_trials``, population-based training); Ray Tune
+1.13's schedulers (``corral.tune.schedulers``) stop, pause and perturb them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
 from corral.tune.resources import resources_from_tune_argument
 from corral.tune.result import TRAINING_ITERATION, default_results_dir, new_logdir
+from corral.tune.schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
 from corral.tune.search import has_domains, resolve
 from corral.tune.stopping import StopFn, metric_value, stop_condition
 from corral.tune.trainable import Trainable, TrialInfo
@@ -38,7 +40,7 @@ from corral.tune.trial import Trial
 
 # `TrialLoop` and `CheckpointKeeper` are the loop `tune.run` and `corral train` share
 # (`CheckpointKeeper` importable from here as before it got its own module).
-from corral.tune.trial_runner import CheckpointKeeper, TrialLoop
+from corral.tune.trial_runner import CheckpointKeeper, TrialLoop, TrialRunner
 
 logger = logging.getLogger(__name__)
 
@@ -292,6 +294,8 @@ def run(
     max_failures: int = 0,
     fail_fast: bool | str = False,
     raise_on_failed_trial: bool = True,
+    scheduler: Any = None,
+    max_concurrent_trials: int | None = None,
     **ray_tune_options: Any,
 ) -> ExperimentAnalysis:
     """Train trials of a trainable until each meets ``stop``; return their analysis.
@@ -342,14 +346,23 @@ def run(
             raises, Ctrl-C) always end the run at once.
         raise_on_failed_trial: raise ``TuneError`` at the end when a trial failed (its
             first exception chained); False: return the analysis, failed trials marked.
+        scheduler: a ``corral.tune.schedulers`` scheduler (Ray Tune 1.13's:
+            ``ASHAScheduler``, ``MedianStoppingRule``, ``PopulationBasedTraining``,
+            ``FIFOScheduler``), which stops, pauses or (PBT) perturbs trials as their
+            results come in; it takes ``metric`` and ``mode`` from here when it has none.
+            Default: ``FIFOScheduler`` (each trial runs until its stop rule).
+        max_concurrent_trials: how many trials train at once, taking turns an iteration
+            each in this process. Default: all of them under population-based training
+            (its population trains together), else one (one after another).
         **ray_tune_options: the rest of Ray Tune 1.13's ``tune.run`` arguments
-            (``search_alg``, ``scheduler``, ``progress_reporter``, ...),
+            (``search_alg``, ``progress_reporter``, ``resume``, ...),
             accepted at their defaults; any other value raises ``NotImplementedError``
-            naming it (corral.tune runs trials one after another, without searchers or
-            schedulers: with the ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
+            naming it (corral.tune has no search algorithms beyond its grid and random
+            draws: with the ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
     """
     _check_ray_tune_options(ray_tune_options)
     _check_failure_options(max_failures, fail_fast)
+    scheduler = _scheduler(scheduler, metric, mode)
     resources = resources_from_tune_argument(resources_per_trial)
     deadline = _deadline(time_budget_s)
     trainable_cls = _resolve_trainable(run_or_experiment)
@@ -390,6 +403,11 @@ def run(
                 "tune.run(callbacks=...) runs its hooks on the local path only; with "
                 '"backend": "ray" pass Ray Tune callbacks to ray.tune.run instead'
             )
+        if type(scheduler) is not FIFOScheduler:
+            raise ValueError(
+                f"tune.run(scheduler={type(scheduler).__name__}(...)) runs on the local path "
+                'only; with "backend": "ray" pass a Ray Tune scheduler to ray.tune.run'
+            )
         # The trials run in parallel under Ray Tune, each in its own placement group.
         from corral.tune.ray_run import run_trials_on_ray
 
@@ -404,21 +422,24 @@ def run(
             raise_on_failed_trial=raise_on_failed_trial,
         )
         return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
-    for trial in trials:
-        if deadline is not None and time.monotonic() >= deadline:
-            break  # out of time_budget_s: the rest stay PENDING
-        try:
-            loop.run(
-                trial,
-                functools.partial(_build_trainable, trial, trainable_cls, experiment_dir),
-                trials,
-            )
-        except Exception as error:
-            if error is not trial.error or fail_fast == "raise":
-                raise  # an error of the run itself (stop rule, hook), or Tune's "raise"
-            logger.error("Trial %s errored:\n%s", trial, trial.error_msg)
-            if fail_fast:
-                break  # the rest stay PENDING
+    if is_function and scheduler.trains_trials_together:
+        raise ValueError(
+            f"{type(scheduler).__name__} moves trials' states between them, which the "
+            f"function trainable {trainable_name} keeps inside its function: use a "
+            "Trainable class (or an algorithm name such as 'PPO') with it"
+        )
+    _check_max_concurrent(max_concurrent_trials)
+    TrialRunner(
+        trials,
+        loop,
+        lambda trial: functools.partial(_build_trainable, trial, trainable_cls, experiment_dir),
+        scheduler,
+        max_concurrent=max_concurrent_trials
+        or (len(trials) if scheduler.trains_trials_together else 1),
+        deadline=deadline,  # out of time_budget_s: the rest stay PENDING
+        fail_fast=fail_fast,
+        experiment_dir=experiment_dir,
+    ).run()
     if raise_on_failed_trial:
         raise_if_failed(trials)
     return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
@@ -433,6 +454,35 @@ def raise_if_failed(trials: Sequence[Trial]) -> None:
             "trial.error, and error.txt in each trial's folder)",
             failed,
         ) from failed[0].error
+
+
+def _scheduler(scheduler: Any, metric: str | None, mode: str | None) -> TrialScheduler:
+    """``tune.run``'s scheduler (default FIFO; a name such as ``"asha"`` builds Ray
+    Tune's scheduler of that name), given ``metric`` and ``mode`` where it has none (Ray
+    Tune's ``set_search_properties``)."""
+    if scheduler is None:
+        return FIFOScheduler()
+    if isinstance(scheduler, str):
+        from corral.tune.schedulers import create_scheduler
+
+        scheduler = create_scheduler(scheduler)
+    if not isinstance(scheduler, TrialScheduler):
+        raise TypeError(
+            f"tune.run(scheduler=...) takes a corral.tune.schedulers scheduler "
+            f"(ASHAScheduler, MedianStoppingRule, PopulationBasedTraining, ...), got "
+            f"{scheduler!r}"
+        )
+    if not scheduler.set_search_properties(metric, mode):
+        raise ValueError(
+            f"tune.run(metric={metric!r}, mode={mode!r}) differs from the scheduler's own "
+            f"metric and mode: set them in one place"
+        )
+    return scheduler
+
+
+def _check_max_concurrent(value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"max_concurrent_trials must be an int >= 1 or None, got {value!r}")
 
 
 def _check_failure_options(max_failures: Any, fail_fast: Any) -> None:
@@ -464,7 +514,6 @@ def _resolve_trainable(run_or_experiment: Any) -> type[Trainable]:
 # after another in this process).
 _RAY_TUNE_OPTIONS: dict[str, tuple] = {
     "search_alg": (None,),
-    "scheduler": (None,),
     "progress_reporter": (None,),
     "log_to_file": (False,),
     "trial_name_creator": (None,),
@@ -475,7 +524,6 @@ _RAY_TUNE_OPTIONS: dict[str, tuple] = {
     "resume": (False,),
     "reuse_actors": (False, True),
     "trial_executor": (None,),
-    "max_concurrent_trials": (None,),
     "queue_trials": (None, False, True),
     "loggers": (None,),
 }
@@ -486,13 +534,11 @@ def _check_ray_tune_options(options: Mapping[str, Any]) -> None:
         if key not in _RAY_TUNE_OPTIONS:
             raise TypeError(f"tune.run() got an unexpected keyword argument {key!r}")
         accepted = _RAY_TUNE_OPTIONS[key]
-        if key == "max_concurrent_trials" and isinstance(value, int) and value >= 1:
-            continue  # trials run one at a time: within any limit
         if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
             raise NotImplementedError(
-                f"tune.run({key}={value!r}) is Ray Tune's: corral.tune runs trials one after "
-                "another in this process, without search algorithms, schedulers or "
-                f"resumption (accepted here: {key}={accepted[0]!r}). With the `ray` extra "
+                f"tune.run({key}={value!r}) is Ray Tune's: corral.tune runs trials in this "
+                "process, without search algorithms or resumption (accepted here: "
+                f"{key}={accepted[0]!r}). With the `ray` extra "
                 "installed, ray.tune.run takes corral's Trainers with all its options."
             )
 
