@@ -8,9 +8,10 @@ from corral.tune.logger import flatten_dict
 from corral.tune.result import CONFIG
 
 
-@dataclass
+@dataclass(eq=False)
 class Trial:
-    """One run of a trainable with one resolved config."""
+    """One run of a trainable with one resolved config (compared and hashed by identity,
+    as Ray Tune's trials are: schedulers key their state by trial)."""
 
     # Its statuses (Ray Tune's): it waits to start, trains, waits to resume, or ended.
     PENDING = "PENDING"

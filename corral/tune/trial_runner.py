@@ -385,8 +385,9 @@ class TrialRunner:
             for run in self._live.values():  # (only after an exception)
                 try:
                     run._checkpoint_at_end()
-                finally:
-                    run._stop_trainable()
+                except Exception:
+                    logger.exception("Trial %s: the checkpoint at end failed", run.trial)
+                run._stop_trainable()
             self._live.clear()
 
     def _fill(self) -> bool:

@@ -330,3 +330,32 @@ def test_a_custom_scheduler_subclass_decides(tmp_path):
 
     analysis = _run(tmp_path, [1.0, 2.0], scheduler=StopAtTwo())
     assert [t.last_result["training_iteration"] for t in analysis.trials] == [2, 2]
+
+
+class Tracked(Scored):
+    """Records which trials' trainables were stopped."""
+
+    stopped: list = []
+
+    def cleanup(self):
+        Tracked.stopped.append(self.config["lr"])
+
+
+def test_an_error_of_the_run_stops_every_live_trial(tmp_path):
+    class Boom(tune.Callback):
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            if trial.config["lr"] == 2.0:
+                raise KeyError("a hook that raises")
+
+    Tracked.stopped = []
+    with pytest.raises(KeyError, match="a hook that raises"):
+        tune.run(
+            Tracked,
+            config={"lr": tune.grid_search([1.0, 2.0, 3.0])},
+            max_concurrent_trials=2,
+            checkpoint_at_end=True,
+            callbacks=[Boom()],
+            local_dir=str(tmp_path),
+            verbose=0,
+        )
+    assert sorted(Tracked.stopped) == [1.0, 2.0]  # the third never started
