@@ -250,11 +250,6 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
         _OFF_POLICY,
         ("MultiAgentReplayBuffer", "MultiAgentPrioritizedReplayBuffer"),
     ),
-    Setting(
-        "use_state_preprocessor",
-        "a `model` network before the heads (the heads see the flattened observations)",
-        ("SAC", "DDPG", "TD3"),
-    ),
     Setting("_use_beta_distribution", "a Beta action distribution", ("SAC",)),
 )
 

@@ -84,6 +84,11 @@ def cql_loss(
     cfg = policy.config
     obs = flatten_obs(train_batch[SampleBatch.OBS])
     next_obs = flatten_obs(train_batch[SampleBatch.NEXT_OBS])
+    actor_obs, target_next_obs = obs, next_obs
+    if policy.state_preprocessor:
+        # SAC's inputs (`SACTorchPolicy._state_features`): the critics' TD and
+        # conservative terms train the state preprocessor, the actor reads it detached.
+        obs, actor_obs, next_obs, target_next_obs = policy._state_features(obs, next_obs)
     actions = train_batch[SampleBatch.ACTIONS].float().view(len(obs), -1)
     rewards = train_batch[SampleBatch.REWARDS].float()
     not_done = 1.0 - train_batch[SampleBatch.TERMINATEDS].float()
@@ -93,20 +98,21 @@ def cql_loss(
     min_q_weight = float(cfg["min_q_weight"])
 
     # Actor and temperature (SAC's), the actor cloning the data for the first bc_iters.
-    dist_inputs = model.get_policy_output(obs)
+    dist_inputs = model.get_policy_output(actor_obs)
     actions_pi, logp_pi = squashed_gaussian_sample(dist_inputs, policy.deterministic_loss)
     if policy.cur_iter < cfg["bc_iters"]:
         bc_logp = squashed_gaussian_logp(dist_inputs, actions)
         actor_loss = (alpha * logp_pi - bc_logp).mean()
     else:
-        q_pi = model.q_ensemble(obs, actions_pi, detach_params=True).amin(0)
+        q_pi = model.q_ensemble(actor_obs, actions_pi, detach_params=True).amin(0)
         actor_loss = (alpha * logp_pi - q_pi).mean()
     alpha_loss = -(model.log_alpha * (logp_pi.detach() + model.target_entropy)).mean()
 
     # Critics' TD loss (RLlib 1.13's CQL target carries no entropy term).
     with torch.no_grad():
         next_actions, _ = squashed_gaussian_sample(model.get_policy_output(next_obs))
-        q_next = policy.target_q(torch.cat([next_obs, next_actions], -1)).squeeze(-1).amin(0)
+        q_next_in = torch.cat([target_next_obs, next_actions], -1)
+        q_next = policy.target_q(q_next_in).squeeze(-1).amin(0)
         discount = bootstrap_discount(train_batch, policy.gamma)
         target = rewards + discount * not_done * q_next
     q_data = model.q_ensemble(obs, actions)  # [E, B]

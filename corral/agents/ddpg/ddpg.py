@@ -28,10 +28,17 @@ DEFAULT_CONFIG = with_off_policy_config(
         "evaluation_interval": None,
         "evaluation_num_episodes": 10,
         # === Model ===
-        # Run observations through the `model` network first (not built yet).
+        # Run observations through a `model` network (the catalog's model for the
+        # observation space with 256 outputs, or `model`'s `custom_model`) before the
+        # actor and critics, which then read its output instead of the flattened
+        # observations. The critics' loss trains it (RLlib 1.13's torch DDPG left it
+        # out of both optimisers); the target model has its own copy.
         "use_state_preprocessor": False,
+        # The actor's dense layers (on the observations, or the state preprocessor's
+        # output) and their activation.
         "actor_hiddens": [400, 300],
         "actor_hidden_activation": "relu",
+        # Each critic's dense layers (on that input and the action) and their activation.
         "critic_hiddens": [400, 300],
         "critic_hidden_activation": "relu",
         # n-step returns for the critics' targets.

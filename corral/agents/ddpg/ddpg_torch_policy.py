@@ -7,6 +7,11 @@ clipped double-Q (`twin_q`), target policy smoothing (`smooth_target_policy`,
 `target_noise`, `target_noise_clip`) and delayed actor and target updates
 (`policy_delay`). Exploration noise (Ornstein-Uhlenbeck for DDPG, Gaussian for
 TD3) comes from `exploration_config`.
+
+With `use_state_preprocessor` (RLlib 1.13's `build_ddpg_models`, see `FlatObsActorCritic`)
+the heads read a catalog model's output. Unlike RLlib 1.13's torch DDPG, whose optimisers
+left that model out (it never trained), the critics' loss trains it here; the actor reads
+it detached, and the target actor and critics read the target model's copy of it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.ddpg.ddpg_torch_model import DDPGTorchModel
-from corral.models.torch.mlp import FIRST
+from corral.models.torch.mlp import FIRST, preprocessed_transition
 from corral.models.torch.torch_action_dist import TorchDeterministic
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
@@ -49,6 +54,8 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         super().__init__(observation_space, action_space, config)
         self.gamma = float(config["gamma"])
         self.tau = float(config["tau"])
+        # The heads read a state preprocessor's output (`use_state_preprocessor`).
+        self.state_preprocessor = self.model.base_model is not None
         # The target actor gives a' for the critics' targets; the target critics value it.
         self.init_target_network(tau=self.tau)
         self.polyak_every_step = not config.get("target_network_update_freq")
@@ -56,28 +63,34 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         self._last_actor_loss = torch.tensor(0.0)
 
     def make_model(self, num_outputs: int) -> DDPGTorchModel:
-        """The actor and critics, configured by the DDPG keys of the same names."""
+        """The actor and critics, configured by the DDPG keys of the same names, and
+        with `use_state_preprocessor` the `model` network before them."""
         return DDPGTorchModel(
             self.preprocessor.observation_space,
             self.action_space,
             num_outputs,
             self.config["model"],
             "ddpg_model",
+            state_preprocessor=bool(self.config.get("use_state_preprocessor")),
             **{key: self.config[key] for key in MODEL_KEYS},
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """One fused Adam, groups actor (`actor_lr`) and critic (`critic_lr`). On
-        steps without an actor update the actor has no gradients, and Adam skips it."""
+        steps without an actor update the actor has no gradients, and Adam skips it. A
+        state preprocessor is in the critic's group (the critics' loss trains it)."""
+        m = self.model
         return self.grouped_adam(
-            actor=(self.model.policy_variables(), self.config["actor_lr"]),
-            critic=(self.model.q_variables(), self.config["critic_lr"]),
+            actor=(m.policy_variables(), self.config["actor_lr"]),
+            critic=(m.q_variables() + m.state_preprocessor_variables(), self.config["critic_lr"]),
         )
 
     # -- acting -------------------------------------------------------------
 
     def act(self, obs: torch.Tensor, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """mu(s) with the exploration's noise (Ornstein-Uhlenbeck or Gaussian)."""
+        if self.state_preprocessor:
+            obs = self.model.state_features(obs)
         mu = self.model.get_policy_output(obs)
         actions, logp = self.exploration.get_exploration_action(
             TorchDeterministic(mu, self.model), self.global_timestep, explore
@@ -92,6 +105,9 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         cfg = self.config
         m, target_m = self.model, self.target_model
         obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
+        actor_obs = obs
+        if self.state_preprocessor:
+            obs, actor_obs, next_obs = preprocessed_transition(m, target_m, obs, next_obs)
         not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
 
         # Critics: y = r + gamma^n (1 - terminated) min_j Q'_j(s', a'), a' = mu'(s')
@@ -127,7 +143,9 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         update_actor = self.num_critic_updates % int(cfg["policy_delay"]) == 0
         if update_actor:
             # The first critic alone (as RLlib, SB3 and the TD3 paper do).
-            q_pi = m.q_ensemble(obs, m.get_policy_output(obs), detach_params=True, members=FIRST)
+            q_pi = m.q_ensemble(
+                actor_obs, m.get_policy_output(actor_obs), detach_params=True, members=FIRST
+            )
             actor_loss = -q_pi[0].mean()
             actor_loss = actor_loss + self._l2(m.policy_variables())
             loss = loss + actor_loss
@@ -157,13 +175,17 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         """|TD error| of the first critic per transition (for prioritized replay)."""
         t = self.replay_tensors(batch)
         with torch.no_grad():
-            next_obs = t[SampleBatch.NEXT_OBS]
+            obs, next_obs = t[SampleBatch.OBS], t[SampleBatch.NEXT_OBS]
+            if self.state_preprocessor:
+                obs, _, next_obs = preprocessed_transition(
+                    self.model, self.target_model, obs, next_obs
+                )
             next_q = self.target_model.q_ensemble(
                 next_obs, self.target_model.get_policy_output(next_obs)
             ).amin(0)
             not_done = 1.0 - t[SampleBatch.TERMINATEDS].float()
             target = t[SampleBatch.REWARDS] + bootstrap_discount(t, self.gamma) * not_done * next_q
-            q = self.model.q_ensemble(t[SampleBatch.OBS], t[SampleBatch.ACTIONS], members=FIRST)[0]
+            q = self.model.q_ensemble(obs, t[SampleBatch.ACTIONS], members=FIRST)[0]
         return (q - target).abs().numpy()
 
     # -- state --------------------------------------------------------------

@@ -48,8 +48,11 @@ DEFAULT_CONFIG = with_off_policy_config(
         # === Model ===
         # Two Q-networks and the minimum of their targets (clipped double-Q).
         "twin_q": True,
-        # Run observations through the `model` network before the Q and policy
-        # heads (not built yet: heads see the flattened observations).
+        # Run observations through a `model` network (the catalog's model for the
+        # observation space with 256 outputs, or `model`'s `custom_model`) before the Q
+        # and policy heads, which then read its output instead of the flattened
+        # observations. The critics' loss trains it; the target model has its own copy.
+        # (RLlib 1.13's SAC ignored this key: RLlib <= 1.0's and DDPG's behaviour.)
         "use_state_preprocessor": False,
         # The Q-networks: dense layers `fcnet_hiddens` then `post_fcnet_hiddens`, or a
         # `custom_model` per Q-net (on concat(obs, action) for Box actions, with one

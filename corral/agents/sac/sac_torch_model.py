@@ -87,9 +87,10 @@ class CatalogQEnsemble(nn.Module):
         )
 
 
-def heads_obs_space(obs_space: gym.Space, obs_dim: int) -> gym.spaces.Box:
+def heads_obs_space(obs_space: gym.Space | None, obs_dim: int) -> gym.spaces.Box:
     """The observation space of the custom heads: the model's own if it is a 1-D Box,
-    else a flat Box of `obs_dim` (the heads read flattened observations)."""
+    else a flat Box of `obs_dim` (the heads read flattened observations; `obs_space` is
+    None when they read a state preprocessor's `obs_dim` outputs)."""
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
         return obs_space
     return gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
@@ -116,6 +117,8 @@ class SACTorchModel(FlatObsActorCritic):
     `obs_space` is the flat space of the observations the heads read: corral's SAC
     flattens observations before its heads, so a Q-net always gets the concatenated
     form (RLlib passes a `Tuple([obs, action])` space for non-flat observations).
+    With `use_state_preprocessor` the heads read the state preprocessor's output
+    instead (`FlatObsActorCritic`): `obs_space` is then a Box of its width.
     Without a `custom_model`, the nets are the `MLP` and `EnsembleMLP` above.
 
     Args:
@@ -155,10 +158,12 @@ class SACTorchModel(FlatObsActorCritic):
         self.twin_q = bool(twin_q)
         num_q = 2 if self.twin_q else 1
         self.policy_outputs = policy_out
+        # What the heads read: the observations, or the state preprocessor's outputs.
+        read_space = self.obs_space if self.base_model is None else None
         self.action_model: MLP | TorchModelV2
         if policy_model_config.get("custom_model"):
             self.action_model = ModelCatalog.get_model_v2(
-                heads_obs_space(self.obs_space, obs_dim),
+                heads_obs_space(read_space, obs_dim),
                 action_space,
                 policy_out,
                 policy_model_config,
@@ -175,7 +180,7 @@ class SACTorchModel(FlatObsActorCritic):
         self.q_net: EnsembleMLP | CatalogQEnsemble
         if q_model_config.get("custom_model"):
             if self.discrete:
-                q_space = heads_obs_space(self.obs_space, obs_dim)
+                q_space = heads_obs_space(read_space, obs_dim)
             else:
                 q_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim + q_in_extra,), np.float32)
             nets = [

@@ -13,6 +13,10 @@ parameters, as RLlib does, and applies them in one optimiser step:
 - the actor through the reparameterised sample (eq. 12 of 1801.01290),
 - the temperature alpha (eq. 18 of 1812.05905);
 then it moves the target critics towards the critics by polyak averaging with `tau`.
+
+With `use_state_preprocessor` (see `FlatObsActorCritic`) the heads read a catalog model's
+output: the critics' loss trains that model too, the actor reads it detached, and the
+target is a copy of the whole model, whose own state preprocessor feeds the target critics.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.sac.sac_torch_model import SACTorchModel
-from corral.models.torch.mlp import FIRST, flatten_obs
+from corral.models.torch.mlp import FIRST, flatten_obs, preprocessed_transition
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -76,7 +80,10 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         self.discrete = self.model.discrete
         self.gamma = float(config["gamma"])
         self.tau = float(config["tau"])
-        # Only the critics have target copies: the soft target needs no target actor.
+        # The heads read a state preprocessor's output (`use_state_preprocessor`).
+        self.state_preprocessor = self.model.base_model is not None
+        # Only the critics have target copies: the soft target needs no target actor
+        # (with a state preprocessor, the whole model: see `target_source`).
         self.init_target_network(tau=self.tau)
         self.polyak_every_step = not config.get("target_network_update_freq")
         self.deterministic_loss = bool(config.get("_deterministic_loss"))
@@ -84,7 +91,10 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
     @property
     def target_q(self) -> torch.nn.Module:
         """The target critics: SAC's name for the mixin's `target_model` (a property, so
-        that weight syncing, which walks the policy's modules, sends them once)."""
+        that weight syncing, which walks the policy's modules, sends them once); with a
+        state preprocessor, the critics of the target model."""
+        if self.state_preprocessor:
+            return self.target_model.q_net
         return self.target_model
 
     def make_model(self, num_outputs: int) -> SACTorchModel:
@@ -95,6 +105,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
             num_outputs,
             cfg["model"],
             "sac_model",
+            state_preprocessor=bool(cfg.get("use_state_preprocessor")),
             policy_model_config=cfg["policy_model"],
             q_model_config=cfg["Q_model"],
             twin_q=cfg["twin_q"],
@@ -104,11 +115,15 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """One fused Adam with three parameter groups (actor, critic, alpha), each
-        with its `optimization` learning rate."""
+        with its `optimization` learning rate; a state preprocessor is in the critic's
+        group (the critics' loss trains it)."""
         lrs, m = self.config["optimization"], self.model
         return self.grouped_adam(
             actor=(m.policy_variables(), lrs["actor_learning_rate"]),
-            critic=(m.q_variables(), lrs["critic_learning_rate"]),
+            critic=(
+                m.q_variables() + m.state_preprocessor_variables(),
+                lrs["critic_learning_rate"],
+            ),
             alpha=([m.log_alpha], lrs["entropy_learning_rate"]),
         )
 
@@ -117,6 +132,8 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
     def act(self, obs: torch.Tensor, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Samples of the squashed Gaussian (its mode without `explore`), or of the
         categorical distribution (its argmax)."""
+        if self.state_preprocessor:
+            obs = self.model.state_features(obs)
         dist_inputs = self.model.get_policy_output(obs)
         if self.discrete:
             log_probs = torch.log_softmax(dist_inputs, dim=-1)
@@ -161,10 +178,13 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
     def _losses_continuous(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
         obs, next_obs, not_done, alpha = self._transition(batch)
+        actor_obs, target_next_obs = obs, next_obs
+        if self.state_preprocessor:
+            obs, actor_obs, next_obs, target_next_obs = self._state_features(obs, next_obs)
 
         # a ~ pi(.|s) by reparameterisation (a = tanh(mean + std * eps)).
         actions_pi, logp_pi = squashed_gaussian_sample(
-            m.get_policy_output(obs), self.deterministic_loss
+            m.get_policy_output(actor_obs), self.deterministic_loss
         )
 
         # Critics: y = r + gamma^n (1 - terminated) (min_j Q'_j(s', a') - alpha log pi(a'|s')),
@@ -173,7 +193,8 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
             next_actions, next_logp = squashed_gaussian_sample(
                 m.get_policy_output(next_obs), self.deterministic_loss
             )
-            next_q = self.target_q(torch.cat([next_obs, next_actions], -1)).squeeze(-1).amin(0)
+            next_q_in = torch.cat([target_next_obs, next_actions], -1)
+            next_q = self.target_q(next_q_in).squeeze(-1).amin(0)
             discount = bootstrap_discount(batch, self.gamma)
             target = batch[SampleBatch.REWARDS] + discount * not_done * (next_q - alpha * next_logp)
         q = m.q_ensemble(obs, batch[SampleBatch.ACTIONS])
@@ -182,7 +203,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
 
         # Actor: J(pi) = E[alpha log pi(a|s) - min_j Q_j(s, a)] (eq. 12 of 1801.01290),
         # the gradient reaching the policy through a; it does not train the critics.
-        q_pi = m.q_ensemble(obs, actions_pi, detach_params=True).amin(0)
+        q_pi = m.q_ensemble(actor_obs, actions_pi, detach_params=True).amin(0)
         actor_loss = (alpha * logp_pi - q_pi).mean()
 
         # Temperature: J(alpha) = E[-alpha (log pi(a|s) + H_target)] (eq. 18 of 1812.05905),
@@ -195,9 +216,12 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
     def _losses_discrete(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
         obs, next_obs, not_done, alpha = self._transition(batch)
+        actor_obs, target_next_obs = obs, next_obs
+        if self.state_preprocessor:
+            obs, actor_obs, next_obs, target_next_obs = self._state_features(obs, next_obs)
 
         # With finitely many actions, expectations over pi are exact sums (Christodoulou 2019).
-        log_pi = torch.log_softmax(m.get_policy_output(obs), dim=-1)
+        log_pi = torch.log_softmax(m.get_policy_output(actor_obs), dim=-1)
         pi = log_pi.exp()
         neg_entropy = (pi * log_pi).sum(-1)
 
@@ -205,7 +229,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         # V'(s') = sum_a' pi(a'|s') (min_j Q'_j(s', a') - alpha log pi(a'|s')) (eq. 10).
         with torch.no_grad():
             next_log_pi = torch.log_softmax(m.get_policy_output(next_obs), dim=-1)
-            next_q = self.target_q(next_obs).amin(0)
+            next_q = self.target_q(target_next_obs).amin(0)
             next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)
             discount = bootstrap_discount(batch, self.gamma)
             target = batch[SampleBatch.REWARDS] + discount * not_done * next_v
@@ -235,13 +259,29 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         not_done = 1.0 - batch[SampleBatch.TERMINATEDS].float()
         return obs, next_obs, not_done, self.model.log_alpha.detach().exp()
 
+    def _state_features(
+        self, obs: torch.Tensor, next_obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The heads' inputs with a state preprocessor: (the critics' s, which trains it;
+        the actor's s, detached; the actor's s' and the target critics' s', both without
+        a gradient, from the model's and the target model's state preprocessors)."""
+        critic_in, actor_in, target_next_in = preprocessed_transition(
+            self.model, self.target_model, obs, next_obs
+        )
+        with torch.no_grad():
+            next_in = self.model.state_features(next_obs)
+        return critic_in, actor_in, next_in, target_next_in
+
     @staticmethod
     def _prio_weights(batch: TensorDict) -> torch.Tensor | float:
         weights = batch.get(PRIO_WEIGHTS)
         return 1.0 if weights is None else weights.float()
 
     def target_source(self) -> torch.nn.Module:
-        """The critics (`update_target` moves the target critics towards them)."""
+        """The critics (`update_target` moves the target critics towards them); with a
+        state preprocessor the whole model, which the target critics read through."""
+        if self.state_preprocessor:
+            return self.model
         return self.model.q_net
 
     def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
@@ -250,16 +290,19 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         t = self.replay_tensors(batch)
         with torch.no_grad():
             obs, next_obs, not_done, alpha = self._transition(t)
+            target_next_obs = next_obs
+            if self.state_preprocessor:
+                obs, _, next_obs, target_next_obs = self._state_features(obs, next_obs)
             next_inputs = m.get_policy_output(next_obs)
             if self.discrete:
                 next_log_pi = torch.log_softmax(next_inputs, dim=-1)
-                next_q = self.target_q(next_obs).amin(0)
+                next_q = self.target_q(target_next_obs).amin(0)
                 next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(-1)
                 q = m.q_ensemble(obs, members=FIRST)[0]
                 q = q.gather(-1, t[SampleBatch.ACTIONS].long().unsqueeze(-1)).squeeze(-1)
             else:
                 next_actions, next_logp = squashed_gaussian_sample(next_inputs)
-                q_in = torch.cat([next_obs, next_actions], -1)
+                q_in = torch.cat([target_next_obs, next_actions], -1)
                 next_v = self.target_q(q_in).squeeze(-1).amin(0) - alpha * next_logp
                 q = m.q_ensemble(obs, t[SampleBatch.ACTIONS], members=FIRST)[0]
             discount = bootstrap_discount(t, self.gamma)

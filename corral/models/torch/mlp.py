@@ -4,6 +4,11 @@
 `[E, in, out]`, with one batched matmul per layer (`torch.baddbmm`) instead of E
 separate MLPs: half the kernel launches, which is what an update on small nets and
 batch 256 costs on a CPU.
+
+`FlatObsActorCritic` is the actor-critic models' base class. By default its heads read the
+flattened observations; with `use_state_preprocessor` (DDPG's and TD3's key of RLlib 1.13,
+which corral builds for SAC as well) they read the output of a catalog model built from the
+policy's `model` config (see `build_state_preprocessor`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+from corral.models.catalog import ModelCatalog
 from corral.models.torch.fcnet import get_activation
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 from corral.utils.typing import TensorType
@@ -128,11 +134,53 @@ class TwinQHeads:
         return list(self.q_net.parameters())
 
 
-class FlatObsActorCritic(TwinQHeads, TorchModelV2):
-    """The actor-critic models (SAC, DDPG/TD3): `forward` passes the flattened
-    observations through, the heads (built by `build_heads`) read them.
+# The state preprocessor's output size: RLlib 1.13's DDPG asks the catalog for 256
+# ("arbitrary"), which is the last conv layer's width of the default 42x42 and 84x84 stacks.
+STATE_PREPROCESSOR_OUTPUTS = 256
 
-    The keyword arguments after RLlib's five are the heads' (`build_heads`' own).
+
+def build_state_preprocessor(
+    obs_space: gym.Space, action_space: gym.Space, model_config: ModelConfigDict
+) -> TorchModelV2:
+    """The network of `use_state_preprocessor`: a catalog model for `obs_space`, built as
+    RLlib 1.13's DDPG builds it (`ModelCatalog.get_model_v2` with the `model` config, 256
+    outputs and `no_final_linear`), i.e. the user's `custom_model`, else a `VisionNetwork`
+    for images or a `FullyConnectedNetwork` (its last hidden layer, 256 wide and activated,
+    is the output; corral's `VisionNetwork` ends in a 256-wide linear layer instead).
+
+    Raises:
+        ValueError: the model is recurrent (`use_lstm`, or a custom model with a state):
+            the actor-critic policies act and learn on single steps.
+    """
+    config = {**model_config, "no_final_linear": True}
+    base = ModelCatalog.get_model_v2(
+        obs_space,
+        action_space,
+        STATE_PREPROCESSOR_OUTPUTS,
+        config,
+        framework="torch",
+        name="state_preprocessor",
+    )
+    if base.get_initial_state():
+        raise ValueError(
+            f"use_state_preprocessor needs a feed-forward `model`; {type(base).__name__} "
+            "has a recurrent state (turn off use_lstm)."
+        )
+    return base
+
+
+class FlatObsActorCritic(TwinQHeads, TorchModelV2):
+    """The actor-critic models (SAC, DDPG/TD3): the heads (built by `build_heads`) read
+    `model_out`, which `forward` returns.
+
+    Without a state preprocessor (the default) `model_out` is the flattened observations
+    and the policies pass those to the heads directly. With `state_preprocessor`,
+    `model_out` is `base_model`'s output (`state_features`, `[B, base_model.num_outputs]`):
+    the policies run it first, train it with the critics' loss (its parameters are in the
+    critic optimiser's group, `state_preprocessor_variables()`), and give the actor its
+    output detached. The target model is a full copy, state preprocessor included.
+
+    The keyword arguments after `state_preprocessor` are the heads' (`build_heads`' own).
     """
 
     # Named in `value_function`'s error.
@@ -145,14 +193,41 @@ class FlatObsActorCritic(TwinQHeads, TorchModelV2):
         num_outputs: int | None,
         model_config: ModelConfigDict,
         name: str,
+        *,
+        state_preprocessor: bool = False,
         **heads: Any,
     ) -> None:
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
-        self.build_heads(int(gym.spaces.utils.flatdim(obs_space)), **heads)
+        self.base_model: TorchModelV2 | None = None
+        if state_preprocessor:
+            self.base_model = build_state_preprocessor(obs_space, action_space, model_config)
+            heads_in = int(self.base_model.num_outputs)
+        else:
+            heads_in = int(gym.spaces.utils.flatdim(obs_space))
+        self.build_heads(heads_in, **heads)
 
     def build_heads(self, obs_dim: int, **heads: Any) -> None:
-        """Builds the actor and critics for `obs_dim` flat inputs and `self.action_space`."""
+        """Builds the actor and critics for `obs_dim` flat inputs (`model_out`'s width)
+        and `self.action_space`."""
         raise NotImplementedError
+
+    def state_features(self, obs: TensorType) -> TensorType:
+        """`base_model`'s output for a batch of observations, as flat rows `[B, n]` (how
+        the policies pass them) or in the observation space's shape.
+
+        Raises:
+            RuntimeError: the model has no state preprocessor.
+        """
+        base = self.base_model
+        if base is None:
+            raise RuntimeError("state_features() needs use_state_preprocessor=True.")
+        obs = obs.reshape(obs.shape[0], *self.obs_space.shape).float()
+        out, _ = base({"obs": obs}, [], None)
+        return out
+
+    def state_preprocessor_variables(self) -> list[nn.Parameter]:
+        """The state preprocessor's parameters (none without one)."""
+        return [] if self.base_model is None else list(self.base_model.parameters())
 
     def forward(
         self,
@@ -160,11 +235,43 @@ class FlatObsActorCritic(TwinQHeads, TorchModelV2):
         state: list[TensorType],
         seq_lens: TensorType | None,
     ) -> tuple[TensorType, list[TensorType]]:
-        """Passes the (flattened) observations through: they are the heads' input."""
-        return flatten_obs(input_dict.get("obs_flat", input_dict["obs"])), state
+        """`model_out`: the (flattened) observations, or the state preprocessor's output."""
+        obs = input_dict.get("obs_flat", input_dict["obs"])
+        if self.base_model is None:
+            return flatten_obs(obs), state
+        return self.state_features(obs), state
 
     def value_function(self) -> TensorType:
         raise NotImplementedError(f"{self.algorithm} has no state-value head; use get_q_values().")
 
 
-__all__ = ["MLP", "EnsembleMLP", "FlatObsActorCritic", "TwinQHeads", "flatten_obs"]
+def preprocessed_transition(
+    model: FlatObsActorCritic,
+    target_model: FlatObsActorCritic,
+    obs: TensorType,
+    next_obs: TensorType,
+) -> tuple[TensorType, TensorType, TensorType]:
+    """The heads' inputs of a transition batch with a state preprocessor:
+    `(critic_in, actor_in, target_next_in)`.
+
+    `critic_in` is the model's `state_features(obs)`, through which the critics' loss
+    trains the state preprocessor; `actor_in` is the same tensor detached (the actor's loss
+    does not train it); `target_next_in` is the target model's features of `next_obs`
+    (without a gradient), for the target critics (and DDPG's target actor).
+    """
+    critic_in = model.state_features(obs)
+    with torch.no_grad():
+        target_next_in = target_model.state_features(next_obs)
+    return critic_in, critic_in.detach(), target_next_in
+
+
+__all__ = [
+    "MLP",
+    "STATE_PREPROCESSOR_OUTPUTS",
+    "EnsembleMLP",
+    "FlatObsActorCritic",
+    "TwinQHeads",
+    "build_state_preprocessor",
+    "flatten_obs",
+    "preprocessed_transition",
+]
