@@ -172,14 +172,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ),
     ),
     Feature(
-        "Attention nets",
-        "GTrXL attention models and their layers",
-        (
-            "models.torch.attention_net",
-            "models.torch.modules",
-        ),
-    ),
-    Feature(
         "Ray Data output and D4RL",
         "RLlib's Ray Data writer (`output='dataset'`: corral writes Parquet, which "
         "`input='dataset'` reads) and its D4RL reader (corral reads Minari datasets)",
@@ -211,7 +203,7 @@ class Setting:
     (`corral.agents.config.check_not_implemented`) instead of being ignored.
 
     Args:
-        path: the key, nested keys joined by "/" ("model/use_attention").
+        path: the key, nested keys joined by "/" ("model/custom_preprocessor").
         what: what corral lacks, in a few words.
         algorithms: the algorithms whose `DEFAULT_CONFIG` has the key; () for a key of
             `COMMON_CONFIG`.
@@ -233,7 +225,6 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     Setting("sample_async", "sampling in a background thread"),
     Setting("fake_sampler", "the fake sampler"),
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),
-    Setting("model/use_attention", "attention (GTrXL) models"),
     Setting("model/custom_preprocessor", "custom preprocessors"),
     Setting("_disable_preprocessor_api", "raw observations for models"),
     Setting("_disable_action_flattening", "nested actions for models"),

@@ -17,6 +17,7 @@ import numpy as np
 
 from corral.models.model_defaults import MODEL_DEFAULTS
 from corral.models.preprocessors import Preprocessor, get_preprocessor
+from corral.models.torch.attention_net import AttentionWrapper
 from corral.models.torch.complex_input_net import ComplexInputNetwork, has_image_part
 from corral.models.torch.fcnet import FullyConnectedNetwork
 from corral.models.torch.recurrent_net import LSTMWrapper
@@ -208,7 +209,7 @@ class ModelCatalog:
         vector (``Box`` of rank 1 or 2, ``Discrete``, and the ``MultiDiscrete``/
         ``MultiBinary``/``Dict``/``Tuple`` spaces the preprocessor one-hots and
         concatenates). With ``use_lstm``, the default model's features feed an
-        :class:`LSTMWrapper`.
+        :class:`LSTMWrapper`; with ``use_attention``, an :class:`AttentionWrapper` (GTrXL).
 
         Args:
             model_interface: a class mixed in front of the model class (its ``__init__``
@@ -268,6 +269,18 @@ class ModelCatalog:
                     "Use a custom_model."
                 ) from err
             default_model = FullyConnectedNetwork
+        if config.get("use_lstm") and config.get("use_attention"):
+            raise ValueError("Only one of `use_lstm` or `use_attention` may be set to True!")
+        if config.get("use_attention"):
+            if model_interface is not None:
+                raise NotImplementedError(
+                    f"use_attention with the {model_interface.__name__} model interface is "
+                    "not supported: only policy-gradient models can be wrapped in attention."
+                )
+            base = default_model(obs_space, action_space, None, config, f"{name}_base")
+            return AttentionWrapper(
+                obs_space, action_space, num_outputs, config, name, base=base, **model_kwargs
+            )
         if config.get("use_lstm"):
             if model_interface is not None:
                 raise NotImplementedError(

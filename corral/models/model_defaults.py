@@ -58,7 +58,10 @@ MODEL_DEFAULTS: dict[str, Any] = {
     # Lay recurrent inputs out as [time, batch, ...] instead of [batch, time, ...].
     "_time_major": False,
     # --- Attention wrapper (GTrXL) ---
-    # Wrap the model's output in a gated transformer (GTrXL).
+    # Wrap the model's output in a gated transformer (GTrXL:
+    # `corral.models.torch.attention_net.AttentionWrapper`); policy-gradient algorithms
+    # (PPO, A2C/A3C, PG, IMPALA/APPO), which then train on `max_seq_len`-step sequences.
+    # Exclusive with `use_lstm`.
     "use_attention": False,
     # Number of transformer units stacked in that wrapper.
     "attention_num_transformer_units": 1,
@@ -68,17 +71,20 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "attention_num_heads": 1,
     # Size of each attention head.
     "attention_head_dim": 32,
-    # Number of past timesteps kept in memory while acting.
+    # Number of past timesteps each unit attends to (its memory window, carried as the
+    # model's state `state_in_<unit>`), acting and training alike.
     "attention_memory_inference": 50,
-    # Number of past timesteps kept in memory while training.
+    # RLlib 1.13's training memory: accepted; training sequences start from the same
+    # `attention_memory_inference` window acting used.
     "attention_memory_training": 50,
     # Hidden size of the position-wise MLP inside each unit.
     "attention_position_wise_mlp_dim": 32,
     # Initial bias of the GRU gates (high values start close to identity).
     "attention_init_gru_gate_bias": 2.0,
-    # How many previous actions to feed into the attention wrapper.
+    # How many previous actions to feed into the attention wrapper (0 or 1: the
+    # previous action, one-hot for discrete spaces; more is not built).
     "attention_use_n_prev_actions": 0,
-    # How many previous rewards to feed into the attention wrapper.
+    # How many previous rewards to feed into the attention wrapper (0 or 1).
     "attention_use_n_prev_rewards": 0,
     # --- Image preprocessing (Atari-style observations) ---
     # Stack the last 4 frames into one observation.

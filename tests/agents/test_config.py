@@ -726,7 +726,6 @@ NON_DEFAULT_SAMPLES = {
     "sample_async": True,
     "fake_sampler": True,
     "eager_tracing": True,
-    "model/use_attention": True,
     "model/custom_preprocessor": "prep",
     "_disable_preprocessor_api": True,
     "_disable_action_flattening": True,
@@ -763,11 +762,11 @@ def test_non_default_value_raises(path):
 
 
 def test_several_problems_reported_together():
-    config = full_config(sample_async=True, model={"use_attention": True})
+    config = full_config(sample_async=True, model={"custom_preprocessor": "prep"})
     with pytest.raises(NotImplementedError) as err:
         check_not_implemented(config)
     assert "'sample_async' = True" in str(err.value)
-    assert "'model/use_attention' = True" in str(err.value)
+    assert "'model/custom_preprocessor' = 'prep'" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -792,11 +791,11 @@ def test_values_equal_to_default_in_other_form_pass():
 
 
 def test_algorithm_defaults_are_the_baseline():
-    defaults = with_common_config({"model": {"use_attention": True}})
+    defaults = with_common_config({"model": {"custom_preprocessor": "prep"}})
     check_not_implemented(merge_trainer_configs(defaults, {}), defaults)
-    with pytest.raises(NotImplementedError, match="'model/use_attention' = False"):
+    with pytest.raises(NotImplementedError, match="'model/custom_preprocessor' = None"):
         check_not_implemented(
-            merge_trainer_configs(defaults, {"model": {"use_attention": False}}),
+            merge_trainer_configs(defaults, {"model": {"custom_preprocessor": None}}),
             defaults,
         )
 
@@ -817,7 +816,7 @@ def test_evaluation_config_is_checked_too():
     config = full_config(evaluation_config={"eager_tracing": True, "explore": False})
     with pytest.raises(NotImplementedError, match="'evaluation_config/eager_tracing' = True"):
         check_not_implemented(config)
-    config = full_config(evaluation_config={"model": {"use_attention": True}})
-    with pytest.raises(NotImplementedError, match="'evaluation_config/model/use_attention'"):
+    config = full_config(evaluation_config={"model": {"custom_preprocessor": "prep"}})
+    with pytest.raises(NotImplementedError, match="'evaluation_config/model/custom_preprocessor'"):
         check_not_implemented(config)
     check_not_implemented(full_config(evaluation_config={"explore": False, "eager_tracing": False}))

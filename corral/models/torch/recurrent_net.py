@@ -23,7 +23,8 @@ from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import UnsupportedSpaceException
 
 
-def _prev_action_size(action_space: gym.Space) -> int:
+def prev_action_size(action_space: gym.Space) -> int:
+    """The features of one previous action as a recurrent model's input gets it."""
     if isinstance(action_space, gym.spaces.Discrete):
         return int(action_space.n)
     if isinstance(action_space, gym.spaces.MultiDiscrete):
@@ -31,9 +32,26 @@ def _prev_action_size(action_space: gym.Space) -> int:
     if isinstance(action_space, gym.spaces.Box):
         return int(np.prod(action_space.shape))
     raise UnsupportedSpaceException(
-        f"lstm_use_prev_action supports Discrete, MultiDiscrete and Box action spaces, got "
-        f"{action_space}."
+        f"Feeding previous actions to a recurrent model (lstm_use_prev_action, "
+        f"attention_use_n_prev_actions) supports Discrete, MultiDiscrete and Box action "
+        f"spaces, got {action_space}."
     )
+
+
+def prev_action_features(action_space: gym.Space, prev_actions: Any) -> TensorType:
+    """Previous actions ``[N, ...]`` as ``[N, prev_action_size]`` features: one-hot for
+    discrete parts, flattened for boxes."""
+    a = torch.as_tensor(prev_actions)
+    if isinstance(action_space, gym.spaces.Discrete):
+        return nn.functional.one_hot(a.long().reshape(-1), int(action_space.n)).float()
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        a = a.long().reshape(a.shape[0], -1)
+        parts = [
+            nn.functional.one_hot(a[:, i], int(n)).float()
+            for i, n in enumerate(np.asarray(action_space.nvec).ravel())
+        ]
+        return torch.cat(parts, dim=-1)
+    return a.float().reshape(a.shape[0], -1)
 
 
 class RecurrentNetwork(TorchModelV2):
@@ -98,7 +116,7 @@ class LSTMWrapper(RecurrentNetwork):
         self.max_seq_len = int(cfg.get("max_seq_len", 20))
         in_size = int(base.num_outputs)
         if self.use_prev_action:
-            self.action_dim = _prev_action_size(action_space)
+            self.action_dim = prev_action_size(action_space)
             in_size += self.action_dim
         if self.use_prev_reward:
             in_size += 1
@@ -115,20 +133,6 @@ class LSTMWrapper(RecurrentNetwork):
         """``[h, c]``, zeros of ``[lstm_cell_size]`` each (one env's state, no batch axis)."""
         return [np.zeros(self.cell_size, np.float32), np.zeros(self.cell_size, np.float32)]
 
-    def _prev_action_features(self, prev_actions: Any) -> TensorType:
-        a = torch.as_tensor(prev_actions)
-        space = self.action_space
-        if isinstance(space, gym.spaces.Discrete):
-            return nn.functional.one_hot(a.long().reshape(-1), int(space.n)).float()
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            a = a.long().reshape(a.shape[0], -1)
-            parts = [
-                nn.functional.one_hot(a[:, i], int(n)).float()
-                for i, n in enumerate(np.asarray(space.nvec).ravel())
-            ]
-            return torch.cat(parts, dim=-1)
-        return a.float().reshape(a.shape[0], -1)
-
     def _lstm_inputs(
         self, obs: TensorType, prev_actions: Any = None, prev_rewards: Any = None
     ) -> TensorType:
@@ -137,7 +141,7 @@ class LSTMWrapper(RecurrentNetwork):
         if self.use_prev_action:
             if prev_actions is None:
                 raise ValueError("lstm_use_prev_action=True needs the previous actions.")
-            parts.append(self._prev_action_features(prev_actions))
+            parts.append(prev_action_features(self.action_space, prev_actions))
         if self.use_prev_reward:
             if prev_rewards is None:
                 raise ValueError("lstm_use_prev_reward=True needs the previous rewards.")
@@ -203,4 +207,10 @@ class LSTMWrapper(RecurrentNetwork):
         return self._logits.forward(out), value, [h.squeeze(0), c.squeeze(0)]
 
 
-__all__ = ["LSTMWrapper", "RecurrentNetwork", "add_time_dimension"]
+__all__ = [
+    "LSTMWrapper",
+    "RecurrentNetwork",
+    "add_time_dimension",
+    "prev_action_features",
+    "prev_action_size",
+]

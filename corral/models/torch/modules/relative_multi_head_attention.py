@@ -1,0 +1,113 @@
+"""Transformer-XL's attention (Dai et al. 2019, arXiv:1901.02860): each step attends to a
+memory of earlier steps and to the steps of its segment up to itself, scored with
+relative position encodings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from corral.models.torch.misc import SlimFC
+from corral.models.torch.torch_modelv2 import TensorType
+
+
+class RelativePositionEmbedding(nn.Module):
+    """Sinusoid encodings of the distances ``seq_length - 1`` down to ``0``.
+
+    Args:
+        out_dim: the encoding size (even).
+    """
+
+    def __init__(self, out_dim: int, **kwargs: Any) -> None:
+        super().__init__()
+        self.out_dim = out_dim
+        inverse_freq = 1.0 / (10000 ** (torch.arange(0, out_dim, 2.0) / out_dim))
+        self.register_buffer("inverse_freq", inverse_freq, persistent=False)
+
+    def forward(self, seq_length: int) -> TensorType:
+        """``[seq_length, out_dim]``: row ``k`` encodes the distance ``seq_length - 1 - k``."""
+        distances = torch.arange(seq_length - 1, -1, -1.0, device=self.inverse_freq.device)
+        angles = distances[:, None] * self.inverse_freq[None, :]
+        return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+class RelativeMultiHeadAttention(nn.Module):
+    """Attention of a segment ``[B, T, in_dim]`` over ``memory [B, Tau, in_dim]`` (no
+    gradient flows into the memory) and its own steps, causally.
+
+    Scores are Transformer-XL's: content ``(q_i + u) . k_j`` plus position ``(q_i + v) .
+    W_R r(i - j)`` over ``sqrt(head_dim)``, with learned ``u``, ``v`` per head.
+
+    Args:
+        in_dim: input features per step.
+        out_dim: output features per step.
+        num_heads: attention heads.
+        head_dim: features per head.
+        input_layernorm: layer-normalise the memory and inputs first (GTrXL's pre-norm).
+        output_activation: an activation class after the output layer (GTrXL: ReLU).
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        num_heads: int,
+        head_dim: int,
+        input_layernorm: bool = False,
+        output_activation: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self._num_heads = num_heads
+        self._head_dim = head_dim
+        self._qkv_layer = SlimFC(in_dim, 3 * num_heads * head_dim, use_bias=False)
+        self._linear_layer = SlimFC(
+            num_heads * head_dim, out_dim, use_bias=False, activation_fn=output_activation
+        )
+        self._uvar = nn.Parameter(torch.empty(num_heads, head_dim))
+        self._vvar = nn.Parameter(torch.empty(num_heads, head_dim))
+        nn.init.xavier_uniform_(self._uvar)
+        nn.init.xavier_uniform_(self._vvar)
+        self._pos_proj = SlimFC(in_dim, num_heads * head_dim, use_bias=False)
+        self._rel_pos_embedding = RelativePositionEmbedding(in_dim)
+        self._input_layernorm = nn.LayerNorm(in_dim) if input_layernorm else None
+
+    def forward(
+        self, inputs: TensorType, memory: TensorType, window: int | None = None
+    ) -> TensorType:
+        """``inputs [B, T, in_dim]``, ``memory [B, Tau, in_dim]`` -> ``[B, T, out_dim]``.
+
+        ``window``: each step attends to at most this many steps before it (None: to the
+        whole memory and every earlier step of the segment, as Transformer-XL does).
+        """
+        batch, steps = inputs.shape[:2]
+        tau = memory.shape[1]
+        heads, dim = self._num_heads, self._head_dim
+        x = torch.cat([memory.detach(), inputs], dim=1)
+        if self._input_layernorm is not None:
+            x = self._input_layernorm(x)
+        queries, keys, values = self._qkv_layer(x).chunk(3, dim=-1)
+        queries = queries[:, -steps:].reshape(batch, steps, heads, dim)
+        keys = keys.reshape(batch, tau + steps, heads, dim)
+        values = values.reshape(batch, tau + steps, heads, dim)
+        # r(k) for the distances tau + steps - 1 - k, projected per head.
+        positions = self._pos_proj(self._rel_pos_embedding(tau + steps))
+        positions = positions.reshape(tau + steps, heads, dim)
+        content = torch.einsum("bihd,bjhd->bijh", queries + self._uvar, keys)
+        by_distance = torch.einsum("bihd,khd->bikh", queries + self._vvar, positions)
+        # Query i (at tau + i) and key j are tau + i - j apart: row k = steps - 1 - i + j
+        # of the encodings (clamped where j is in i's future, which the mask hides).
+        i = torch.arange(steps, device=inputs.device)[:, None]
+        j = torch.arange(tau + steps, device=inputs.device)[None, :]
+        index = (steps - 1 - i + j).clamp(max=tau + steps - 1)
+        position = by_distance.gather(2, index[None, :, :, None].expand(batch, -1, -1, heads))
+        scores = (content + position) / dim**0.5
+        hidden = j > tau + i
+        if window is not None:
+            hidden = hidden | (j < tau + i - window)
+        scores = scores.masked_fill(hidden[None, :, :, None], float("-inf"))
+        weights = torch.softmax(scores, dim=2)
+        out = torch.einsum("bijh,bjhd->bihd", weights, values)
+        return self._linear_layer(out.reshape(batch, steps, heads * dim))
