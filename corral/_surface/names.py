@@ -16,6 +16,12 @@ _EXEC_PLAN = (
     "it is an execution-plan operator of RLlib's trainer; corral's trainer does this inside "
     "`training_step`"
 )
+_REPLAY_ACTOR = (
+    "it is RLlib's Ray actor of a buffer shard for distributed replay (Ape-X's replay "
+    "actors); corral's Ape-X keeps one local buffer and the execution module's "
+    "ReplayActor is not built either: wrap a buffer yourself with "
+    "`ray.remote(num_cpus=0)(MultiAgentReplayBuffer)`"
+)
 _NOT_PROVIDED: dict[str, tuple[str, str]] = {
     "": ("it is Ray's usage-statistics library (corral collects none)", "usage_lib"),
     "agents.a3c.a3c_torch_policy": (
@@ -105,31 +111,11 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's TorchPolicy steps its optimizers itself",
         "DirectStepOptimizer",
     ),
-    "utils.replay_buffers.multi_agent_mixin_replay_buffer": (
-        "corral's buffers are ReplayBuffer, PrioritizedReplayBuffer, MultiAgentReplayBuffer",
-        "MultiAgentMixInReplayBuffer",
-    ),
     "utils.replay_buffers.multi_agent_prioritized_replay_buffer": (
-        "corral's MultiAgentReplayBuffer takes prioritized replay from its config",
-        "MultiAgentPrioritizedReplayBuffer ReplayActor",
+        _REPLAY_ACTOR,
+        "ReplayActor",
     ),
-    "utils.replay_buffers.multi_agent_replay_buffer": (
-        "corral's MultiAgentReplayBuffer replays each policy independently",
-        "ReplayMode merge_dicts_with_warning ReplayActor",
-    ),
-    "utils.replay_buffers.replay_buffer": ("corral's buffers store timesteps", "StorageUnit"),
-    "utils.replay_buffers.reservoir_buffer": ("not built in corral", "ReservoirBuffer"),
-    "utils.replay_buffers.simple_replay_buffer": ("not built in corral", "SimpleReplayBuffer"),
-    "utils.replay_buffers": (
-        "corral's buffers are ReplayBuffer, PrioritizedReplayBuffer, MultiAgentReplayBuffer",
-        "MultiAgentMixInReplayBuffer MultiAgentPrioritizedReplayBuffer ReplayMode StorageUnit "
-        "ReservoirBuffer SimpleReplayBuffer",
-    ),
-    "utils.replay_buffers.utils": (
-        "corral's off-policy trainer updates priorities and samples itself",
-        "update_priorities_in_replay_buffer sample_min_n_steps_from_buffer "
-        "validate_buffer_config warn_replay_buffer_capacity",
-    ),
+    "utils.replay_buffers.multi_agent_replay_buffer": (_REPLAY_ACTOR, "ReplayActor"),
     "models.preprocessors": (
         "corral does not resize raw Atari frames in a preprocessor: `wrap_deepmind` (Gymnasium's "
         "AtariPreprocessing) and the vision net handle images",

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
+
 from corral.execution.common import (
     NUM_ENV_STEPS_SAMPLED,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
@@ -109,7 +111,21 @@ def _train(trainer: Any, train_batch: Any, policies: Any, num_epochs: int, minib
     )
     count_trained(trainer._counters, train_batch)
     info = trainer.learner_info_from(results)
-    return {pid: v for pid, v in info.items() if pid in wanted}
+    info = {pid: v for pid, v in info.items() if pid in wanted}
+    _add_td_errors(local, selected, info)
+    return info
+
+
+def _add_td_errors(local: Any, batch: MultiAgentBatch, info: dict) -> None:
+    """RLlib 1.13's `td_error` fetch: for each replayed policy batch (one with
+    `batch_indexes`) of a policy that computes TD errors, `info[pid]["td_error"]`, one per
+    row after the update, which `update_priorities_in_replay_buffer` turns into new
+    priorities. (corral's own off-policy trainers take the losses' TD errors instead.)"""
+    for pid, policy_batch in batch.policy_batches.items():
+        compute = getattr(local.get_policy(pid), "compute_td_error", None)
+        if compute is None or "batch_indexes" not in policy_batch or pid not in info:
+            continue
+        info[pid]["td_error"] = np.asarray(compute(policy_batch))
 
 
 def train_one_step(trainer: Any, train_batch: Any, policies_to_train: list | None = None) -> dict:

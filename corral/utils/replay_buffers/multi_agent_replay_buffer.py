@@ -14,59 +14,128 @@ did, the capacity counts env steps, and a sample of `num_items` env steps
 holds, for every policy, the rows of exactly those env steps. `t` is each
 agent's own step counter, so agents that act at every step of the episode
 (the usual case for lockstep envs) share one env step per `t`.
+
+RLlib 1.13's other arguments: `storage_unit` "sequences" or "episodes" gives
+each policy a buffer of such items; `underlying_buffer_config` builds the
+policy buffers from a config (its keys are also passed to their `add` and
+`sample` calls, as RLlib does); `learning_starts` makes `sample` return an
+empty batch until that many env steps were added.
 """
 
 from __future__ import annotations
 
+import logging
+from enum import Enum
 from typing import Any
 
 import numpy as np
 
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.compression import is_compressed, pack_column, unpack_column
+from corral.utils.deprecation import Deprecated, log_once
+from corral.utils.from_config import from_config, lookup_type
 from corral.utils.replay_buffers.prioritized_replay_buffer import (
     BATCH_INDEXES,
     WEIGHTS,
     PrioritizedReplayBuffer,
 )
-from corral.utils.replay_buffers.replay_buffer import ReplayBuffer
+from corral.utils.replay_buffers.replay_buffer import ReplayBuffer, StorageUnit, storage_unit_of
+
+logger = logging.getLogger(__name__)
 
 _SEQ_LEN = "_seq_len"  # stored per sequence; returned as `seq_lens`
 
-REPLAY_MODES = ("independent", "lockstep")
+
+class ReplayMode(str, Enum):
+    """How a multi-agent buffer replays the policies' rows (RLlib 1.13's replay modes)."""
+
+    INDEPENDENT = "independent"
+    LOCKSTEP = "lockstep"
+
+
+REPLAY_MODES = tuple(m.value for m in ReplayMode)
+
+
+def merge_dicts_with_warning(args_on_init: dict, args_on_call: dict) -> dict:
+    """The call arguments a buffer was built with, overridden by those of one call.
+
+    Logs a warning (once per argument) for each argument the call overrides.
+
+    Args:
+        args_on_init: the standard arguments (`underlying_buffer_config`).
+        args_on_call: this call's arguments.
+
+    Returns:
+        The merged arguments.
+    """
+    for name, value in args_on_call.items():
+        if name in args_on_init and log_once(f"overwrite_argument_{name}"):
+            logger.warning(
+                "Replay buffer was built to call its underlying buffers with `%s=%s`, but "
+                "was then called with `%s=%s`.",
+                name,
+                args_on_init[name],
+                name,
+                value,
+            )
+    return {**args_on_init, **args_on_call}
 
 
 class MultiAgentReplayBuffer:
     """Replay buffers keyed by policy id, created on the first add for that policy.
 
     Args:
-        capacity: rows (or sequences) per policy buffer.
+        capacity: rows (or sequences, or items) per policy buffer, for all shards.
+        storage_unit: "timesteps" (rows, or sequences of `replay_sequence_length`),
+            "sequences" (by `seq_lens`) or "episodes" (whole episodes).
+        num_shards: buffer shards in total; `capacity` and `learning_starts` are divided
+            by it, as in RLlib.
+        replay_batch_size: items `replay()` samples.
+        learning_starts: env steps to add before `sample` returns rows (RLlib's default
+            is 1000; corral's trainers wait for `learning_starts` themselves, so it is 0).
+        replay_mode: "independent" (one buffer per policy, sampled independently) or
+            "lockstep" (whole env steps stored and sampled together; capacity in env
+            steps; rows need `eps_id` and `t` columns).
+        replay_sequence_length: 1 for transitions; > 1 stores sequences (RNNs).
+        replay_burn_in: must be 0 (burn-in overlap is not built).
+        replay_zero_init_states: kept for RLlib's signature (sequences keep the
+            recorded `state_in_*`).
+        underlying_buffer_config: builds each policy's buffer (`type` and constructor
+            arguments, RLlib's `from_config`), and gives the default arguments of its
+            `add` and `sample` calls.
         prioritized: use `PrioritizedReplayBuffer`s (else uniform `ReplayBuffer`s).
         alpha: prioritisation exponent (`prioritized_replay_alpha`).
         beta: importance-sampling exponent used by `sample` (`prioritized_replay_beta`);
             the attribute may be changed between calls to anneal it.
         eps: added to |td_error| to get a priority (`prioritized_replay_eps`).
-        replay_sequence_length: 1 for transitions; > 1 stores sequences (RNNs).
         seed: seed of the buffers' random generators (each policy gets its own stream).
-        replay_mode: "independent" (one buffer per policy, sampled independently) or
-            "lockstep" (whole env steps stored and sampled together; capacity in env
-            steps; rows need `eps_id` and `t` columns).
+        **kwargs: other keys of RLlib's `replay_buffer_config`; ignored.
 
     Raises:
-        ValueError: an unknown `replay_mode`, or "lockstep" with prioritized replay
-            or with `replay_sequence_length > 1`.
+        ValueError: an unknown `replay_mode` or `storage_unit`, or "lockstep" with
+            prioritized replay, with `replay_sequence_length > 1` or with items.
+        NotImplementedError: `replay_burn_in > 0`.
     """
 
     def __init__(
         self,
-        capacity: int,
+        capacity: int = 10000,
+        storage_unit: str | StorageUnit = StorageUnit.TIMESTEPS,
+        num_shards: int = 1,
+        replay_batch_size: int = 1,
+        learning_starts: int = 0,
+        replay_mode: str | ReplayMode = ReplayMode.INDEPENDENT,
+        replay_sequence_length: int = 1,
+        replay_burn_in: int = 0,
+        replay_zero_init_states: bool = True,
+        underlying_buffer_config: dict | None = None,
+        *,
         prioritized: bool = False,
         alpha: float = 0.6,
         beta: float = 0.4,
         eps: float = 1e-6,
-        replay_sequence_length: int = 1,
         seed: int | None = None,
-        replay_mode: str = "independent",
+        **kwargs: Any,
     ) -> None:
         if replay_sequence_length < 1:
             raise ValueError(f"replay_sequence_length must be >= 1, got {replay_sequence_length}.")
@@ -74,23 +143,47 @@ class MultiAgentReplayBuffer:
             raise ValueError(
                 f"multiagent.replay_mode must be one of {list(REPLAY_MODES)}, got {replay_mode!r}."
             )
-        if replay_mode == "lockstep" and prioritized:
+        if replay_burn_in:
+            raise NotImplementedError("MultiAgentReplayBuffer(replay_burn_in > 0) is not built.")
+        self._storage_unit = storage_unit_of(storage_unit)
+        lockstep = replay_mode == ReplayMode.LOCKSTEP
+        if lockstep and prioritized:
             raise ValueError("Lockstep replay mode is not supported with prioritized replay.")
-        if replay_mode == "lockstep" and replay_sequence_length > 1:
+        if lockstep and replay_sequence_length > 1:
             raise ValueError(
                 "Lockstep replay mode is not supported with replay_sequence_length > 1."
             )
-        self.replay_mode = replay_mode
-        self.capacity = int(capacity)
+        if lockstep and self._storage_unit is not StorageUnit.TIMESTEPS:
+            raise ValueError(
+                "Lockstep replay mode is not supported with storage unit "
+                f"{self._storage_unit.value!r}."
+            )
+        self.replay_mode = ReplayMode(replay_mode)
+        self.num_shards = int(num_shards)
+        self.capacity = int(capacity) // self.num_shards
+        self.replay_batch_size = int(replay_batch_size)
+        self.replay_starts = int(learning_starts) // self.num_shards
         self.prioritized = bool(prioritized)
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.eps = float(eps)
-        self.replay_sequence_length = int(replay_sequence_length)
+        # Items of their own (sequences, episodes) are never cut into fixed lengths.
+        self.replay_sequence_length = (
+            int(replay_sequence_length) if self._storage_unit is StorageUnit.TIMESTEPS else 1
+        )
+        self.replay_burn_in = int(replay_burn_in)
+        self.replay_zero_init_states = bool(replay_zero_init_states)
+        self.underlying_buffer_config = underlying_buffer_config
+        self.underlying_buffer_call_args: dict = dict(underlying_buffer_config or {})
         self.seed = seed
         self.replay_buffers: dict[str, ReplayBuffer] = {}
-        self._lockstep = LockstepReplayBuffer(capacity, seed) if replay_mode == "lockstep" else None
+        self._lockstep = LockstepReplayBuffer(self.capacity, seed) if lockstep else None
         self._num_added = 0
+
+    @property
+    def storage_unit(self) -> StorageUnit:
+        """What one stored item of a policy buffer is."""
+        return self._storage_unit
 
     def __len__(self) -> int:
         """Rows (or sequences) held, summed over the policies."""
@@ -102,45 +195,120 @@ class MultiAgentReplayBuffer:
         buf = self.replay_buffers.get(policy_id)
         if buf is None:
             seed = None if self.seed is None else self.seed + len(self.replay_buffers)
-            if self.prioritized:
-                buf = PrioritizedReplayBuffer(self.capacity, alpha=self.alpha, seed=seed)
+            if self.underlying_buffer_config is not None:
+                buf = self._configured_buffer(seed)
+            elif self.prioritized:
+                buf = PrioritizedReplayBuffer(
+                    self.capacity, alpha=self.alpha, seed=seed, storage_unit=self._storage_unit
+                )
             else:
-                buf = ReplayBuffer(self.capacity, seed=seed)
+                buf = ReplayBuffer(self.capacity, storage_unit=self._storage_unit, seed=seed)
             self.replay_buffers[policy_id] = buf
         return buf
 
-    def add(self, batch: SampleBatch | MultiAgentBatch) -> None:
-        """Adds each policy's rows to that policy's buffer."""
+    def _configured_buffer(self, seed: int | None) -> Any:
+        """A policy buffer built from `underlying_buffer_config` (RLlib's `from_config`;
+        a type name is looked up among corral's buffers)."""
+        config = dict(self.underlying_buffer_config or {})
+        buffer_type = config.pop("type", ReplayBuffer)
+        if isinstance(buffer_type, str):
+            buffer_type = lookup_type(ReplayBuffer, buffer_type) or buffer_type
+        arguments = {"capacity": self.capacity, "storage_unit": self._storage_unit, **config}
+        if isinstance(buffer_type, type) and issubclass(buffer_type, ReplayBuffer):
+            arguments.setdefault("seed", seed)
+        return from_config(ReplayBuffer, {"type": buffer_type, **arguments})
+
+    def add(self, batch: SampleBatch | MultiAgentBatch, **kwargs: Any) -> None:
+        """Adds each policy's rows to that policy's buffer (`kwargs`: arguments of the
+        policy buffers' `add`, over those of `underlying_buffer_config`)."""
         ma_batch = batch.as_multi_agent()
         self._num_added += ma_batch.env_steps()
         if self._lockstep is not None:
             self._lockstep.add(ma_batch)
             return
+        if kwargs or self.underlying_buffer_call_args:
+            kwargs = merge_dicts_with_warning(self.underlying_buffer_call_args, kwargs)
         for pid, policy_batch in ma_batch.policy_batches.items():
-            if policy_batch.count == 0:
-                continue
-            if self.replay_sequence_length > 1:
-                policy_batch = _to_sequences(policy_batch, self.replay_sequence_length)
-            self._buffer(pid).add(policy_batch)
+            if policy_batch.count > 0:
+                self._add_to_policy_buffer(pid, policy_batch, kwargs)
 
-    def sample(self, num_items: int, policy_ids: list[str] | None = None) -> MultiAgentBatch:
-        """`num_items` rows (or sequences) from each policy's buffer; in lockstep
-        mode, `num_items` env steps with the rows of every policy at those steps."""
+    def _add_to_policy_buffer(
+        self, policy_id: str, batch: SampleBatch, kwargs: dict
+    ) -> np.ndarray | None:
+        """Stores one policy's rows; returns the indices of the rows (sequences, items)
+        stored (None from a buffer of another class)."""
+        if self.replay_sequence_length > 1:
+            batch = _to_sequences(batch, self.replay_sequence_length)
+        buf = self._buffer(policy_id)
+        if isinstance(buf, ReplayBuffer):
+            return buf.add(batch, **kwargs)
+        # Another class (`underlying_buffer_config`) gets timesteps one by one, as in RLlib.
+        slices = batch.timeslices(1) if self._storage_unit is StorageUnit.TIMESTEPS else [batch]
+        for time_slice in slices:
+            buf.add(time_slice, **kwargs)
+        return None
+
+    def sample(
+        self,
+        num_items: int,
+        policy_id: str | None = None,
+        *,
+        policy_ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> MultiAgentBatch:
+        """`num_items` rows (or sequences, or items) from each policy's buffer; in
+        lockstep mode, `num_items` env steps with the rows of every policy at those steps.
+
+        Args:
+            num_items: rows (items) per policy.
+            policy_id: only this policy's (RLlib's argument).
+            policy_ids: only these policies'.
+            **kwargs: arguments of the policy buffers' `sample` (`beta`, ...).
+
+        Returns:
+            The sample; empty before `learning_starts` env steps were added.
+
+        Raises:
+            ValueError: `policy_id` in lockstep mode.
+        """
+        if self._num_added < self.replay_starts:
+            return MultiAgentBatch({}, 0)
+        if policy_id is not None:
+            if self._lockstep is not None:
+                raise ValueError("`policy_id` specifier not allowed in `lockstep` mode!")
+            policy_ids = [policy_id]
         if self._lockstep is not None:
             return self._lockstep.sample(num_items, policy_ids)
+        if kwargs or self.underlying_buffer_call_args:
+            kwargs = merge_dicts_with_warning(self.underlying_buffer_call_args, kwargs)
         out = {}
         for pid in policy_ids or list(self.replay_buffers):
             buf = self.replay_buffers.get(pid)
             if buf is None or len(buf) == 0:
                 continue
-            if isinstance(buf, PrioritizedReplayBuffer):
-                sample = buf.sample(num_items, beta=self.beta)
-            else:
-                sample = buf.sample(num_items)
-            if self.replay_sequence_length > 1:
-                sample = _from_sequences(sample)
-            out[pid] = sample
+            out[pid] = self._from_stored(self._sample_stored(buf, num_items, kwargs))
         return MultiAgentBatch(out, max((b.count for b in out.values()), default=0))
+
+    def _sample_stored(self, buf: Any, num_items: int, kwargs: dict) -> SampleBatch:
+        """`num_items` items of one policy buffer, as stored (sequences: [B, T, ...])."""
+        if isinstance(buf, PrioritizedReplayBuffer):
+            if kwargs:
+                return buf.sample(num_items, **{"beta": self.beta, **kwargs})
+            return buf.sample(num_items, beta=self.beta)
+        return buf.sample(num_items, **kwargs)
+
+    def _from_stored(self, sample: SampleBatch) -> SampleBatch:
+        """Stored sequences as rows (with `seq_lens`); other samples as they are."""
+        return _from_sequences(sample) if self.replay_sequence_length > 1 else sample
+
+    @Deprecated(old="MultiAgentReplayBuffer.add_batch()", new="add()", error=False)
+    def add_batch(self, batch: SampleBatch | MultiAgentBatch, **kwargs: Any) -> None:
+        self.add(batch, **kwargs)
+
+    @Deprecated(old="MultiAgentReplayBuffer.replay()", new="sample()", error=False)
+    def replay(self, num_items: int | None = None, **kwargs: Any) -> MultiAgentBatch:
+        """`sample(num_items)`, by default `replay_batch_size` items."""
+        return self.sample(self.replay_batch_size if num_items is None else num_items, **kwargs)
 
     def update_priorities(self, prio_dict: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """Sets priorities |td_error| + eps for each policy's sampled indexes.
@@ -159,7 +327,7 @@ class MultiAgentReplayBuffer:
                 priorities = priorities.reshape(len(idxes), -1).mean(axis=1)
             buf.update_priorities(idxes, priorities + self.eps)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, debug: bool = False) -> dict[str, Any]:
         if self._lockstep is not None:
             return {"num_added": self._num_added, "lockstep": self._lockstep.stats()}
         return {
@@ -185,7 +353,7 @@ class MultiAgentReplayBuffer:
             saved = "lockstep" if "lockstep" in state else "independent"
             raise ValueError(
                 f"Replay buffer state was saved in {saved!r} replay mode, but this buffer "
-                f"uses {self.replay_mode!r}."
+                f"uses {self.replay_mode.value!r}."
             )
         if self._lockstep is not None:
             self._lockstep.set_state(state["lockstep"])

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from corral.policy.sample_batch import SampleBatch
-from corral.utils.replay_buffers.replay_buffer import ReplayBuffer
+from corral.utils.replay_buffers.replay_buffer import ReplayBuffer, StorageUnit
 from corral.utils.replay_buffers.segment_tree import (
     MinSegmentTree,
     SumSegmentTree,
@@ -30,14 +30,26 @@ BATCH_INDEXES = "batch_indexes"
 class PrioritizedReplayBuffer(ReplayBuffer):
     """A `ReplayBuffer` that samples rows in proportion to priority^alpha.
 
+    With a storage unit other than timesteps, an item (sequence, episode) has one
+    priority, and a sample repeats its weight and index on each of its rows.
+
     Args:
         capacity: maximum number of rows.
         alpha: how much prioritisation is used (0: uniform, 1: fully proportional).
         seed: seed of the buffer's random generator.
+        storage_unit: what one item is ("timesteps", "sequences", "episodes").
+        **kwargs: other arguments of RLlib's buffer configs (`type`, `beta`, ...); ignored.
     """
 
-    def __init__(self, capacity: int, alpha: float = 0.6, seed: int | None = None) -> None:
-        super().__init__(capacity, seed)
+    def __init__(
+        self,
+        capacity: int = 10000,
+        alpha: float = 0.6,
+        seed: int | None = None,
+        storage_unit: str | StorageUnit = StorageUnit.TIMESTEPS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(capacity, storage_unit=storage_unit, seed=seed)
         if alpha < 0:
             raise ValueError(f"Prioritized replay alpha must be >= 0, got {alpha}.")
         self.alpha = float(alpha)
@@ -48,10 +60,39 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._min_tree = MinSegmentTree(tree_capacity)
         self._max_priority = 1.0
 
-    def add(self, batch: SampleBatch, priorities: np.ndarray | None = None) -> np.ndarray:
+    def add(
+        self,
+        batch: SampleBatch,
+        priorities: np.ndarray | None = None,
+        weight: float | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
         """Adds rows with the given priorities (default: the largest priority seen so far,
-        so that every new transition is replayed at least once with high probability)."""
+        so that every new transition is replayed at least once with high probability).
+
+        Args:
+            batch: the rows.
+            priorities: one per row (timesteps storage only).
+            weight: one priority for every row or item added (RLlib 1.13's argument).
+            **kwargs: RLlib's other call arguments; ignored.
+
+        Raises:
+            ValueError: `priorities` of the wrong length, or given to a buffer of items.
+        """
         n = batch.count
+        if weight is not None:
+            priorities = np.full(n, float(weight))
+        if self._items is not None:
+            if priorities is not None and weight is None:
+                raise ValueError(
+                    "Per-row priorities need the timesteps storage unit; give `weight` "
+                    "(one priority for every item added) instead."
+                )
+            idx = super().add(batch)
+            if len(idx):
+                scale = self._max_priority if weight is None else float(weight)
+                self._set_priorities(idx, np.full(len(idx), scale))
+            return idx
         if priorities is not None:
             priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
             if len(priorities) != n:
@@ -69,8 +110,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._set_priorities(idx, priorities)
         return idx
 
-    def sample(self, num_items: int, beta: float = 0.4) -> SampleBatch:
-        """`num_items` rows drawn with P(i) ∝ p_i^alpha, with columns `weights`
+    def sample(self, num_items: int, beta: float = 0.4, **kwargs: Any) -> SampleBatch:
+        """`num_items` rows (items) drawn with P(i) ∝ p_i^alpha, with columns `weights`
         (importance weights, max-normalised) and `batch_indexes` (for
         `update_priorities`)."""
         self._check_not_empty()
@@ -82,6 +123,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         # P: w_i = (P(i) / P_min)^-beta = (p_i^alpha / min_k p_k^alpha)^-beta.
         weights = (self._sum_tree.leaves[idx] / self._min_tree.min()) ** -beta
         batch = self._take(idx)
+        if self._items is not None:  # one weight and index per row of each item
+            counts = [self._items[i].count for i in idx]
+            weights, idx = np.repeat(weights, counts), np.repeat(idx, counts)
         batch[WEIGHTS] = weights.astype(np.float32)
         batch[BATCH_INDEXES] = idx.astype(np.int64)
         return batch
@@ -124,8 +168,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             highest = float(priorities.max())
         self._max_priority = max(self._max_priority, highest)
 
-    def stats(self) -> dict[str, Any]:
-        return {**super().stats(), "max_priority": self._max_priority, "alpha": self.alpha}
+    def stats(self, debug: bool = False) -> dict[str, Any]:
+        return {**super().stats(debug), "max_priority": self._max_priority, "alpha": self.alpha}
 
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()

@@ -3,19 +3,83 @@
 Storage is one preallocated numpy array per column, created on the first
 `add` from that batch's columns (dtype and per-row shape); later batches
 must have the same columns. When full, the oldest rows are overwritten.
+
+RLlib 1.13's other storage units (`StorageUnit`) keep whole items instead:
+`"sequences"` cuts a batch at its `seq_lens`, `"episodes"` stores only
+complete episodes (first `t` 0, last row done). Items are kept in a list, a
+sample of `num_items` items is their rows concatenated, and the capacity still
+counts timesteps: once the items added since the last wrap hold `capacity`
+timesteps, the next item overwrites the first slot again (RLlib's rule).
 """
 
 from __future__ import annotations
 
+import logging
+import platform
+from enum import Enum
 from typing import Any
 
 import numpy as np
+import psutil
 
-from corral.policy.sample_batch import SampleBatch
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.utils.compression import is_compressed, pack_column, unpack_column
+from corral.utils.deprecation import Deprecated, log_once
+
+logger = logging.getLogger(__name__)
 
 # Columns never stored: infos are arbitrary Python objects, seq_lens is not per-row.
 _SKIPPED_COLUMNS = (SampleBatch.INFOS, SampleBatch.SEQ_LENS)
+
+
+class StorageUnit(str, Enum):
+    """What one stored item of a `ReplayBuffer` is (RLlib 1.13's storage units)."""
+
+    TIMESTEPS = "timesteps"
+    SEQUENCES = "sequences"
+    EPISODES = "episodes"
+
+
+def storage_unit_of(value: str | StorageUnit) -> StorageUnit:
+    """`value` as a `StorageUnit`.
+
+    Raises:
+        ValueError: `value` names no storage unit.
+    """
+    try:
+        return StorageUnit(value)
+    except ValueError:
+        raise ValueError(
+            f"storage_unit must be one of {[u.value for u in StorageUnit]}, got {value!r}."
+        ) from None
+
+
+def warn_replay_buffer_capacity(*, item: SampleBatch | MultiAgentBatch, capacity: float) -> None:
+    """Logs (once per process) the memory a buffer of `capacity` items like `item` needs.
+
+    Args:
+        item: an example item of the buffer (its `size_bytes()` is the estimate's unit).
+        capacity: how many such items the buffer holds when full.
+
+    Raises:
+        ValueError: the estimate exceeds the machine's memory.
+    """
+    if not log_once("warn_replay_buffer_capacity"):
+        return
+    item_bytes = item.size_bytes()
+    total_gb = psutil.virtual_memory().total / 1e9
+    needed_gb = capacity * item_bytes / 1e9
+    msg = (
+        f"Estimated max memory usage for replay buffer is {needed_gb} GB ({capacity} batches "
+        f"of size {item.count}, {item_bytes} bytes each), available system memory is "
+        f"{total_gb} GB"
+    )
+    if needed_gb > total_gb:
+        raise ValueError(msg)
+    if needed_gb > 0.2 * total_gb:
+        logger.warning(msg)
+    else:
+        logger.info(msg)
 
 
 class ReplayBuffer:
@@ -23,13 +87,28 @@ class ReplayBuffer:
 
     Args:
         capacity: maximum number of rows (transitions) held.
+        storage_unit: "timesteps" (rows), "sequences" or "episodes" (whole items; see
+            the module doc).
         seed: seed of the buffer's own random generator (sampling).
+        **kwargs: other arguments of RLlib's buffer configs (`type`, ...); ignored.
     """
 
-    def __init__(self, capacity: int, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int = 10000,
+        storage_unit: str | StorageUnit = StorageUnit.TIMESTEPS,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         if int(capacity) < 1:
             raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity}.")
         self.capacity = int(capacity)
+        self._storage_unit = storage_unit_of(storage_unit)
+        # The items of the other storage units (None: rows in `_storage`).
+        self._items: list[SampleBatch] | None = (
+            None if self._storage_unit is StorageUnit.TIMESTEPS else []
+        )
+        self._steps_since_wrap = 0
         self._storage: dict[str, np.ndarray] = {}
         self._next = 0  # row written by the next add
         self._size = 0
@@ -42,11 +121,19 @@ class ReplayBuffer:
 
     # -- adding -------------------------------------------------------------
 
-    def add(self, batch: SampleBatch) -> np.ndarray:
+    @property
+    def storage_unit(self) -> StorageUnit:
+        """What one stored item is."""
+        return self._storage_unit
+
+    def add(self, batch: SampleBatch, **kwargs: Any) -> np.ndarray:
         """Appends the rows of `batch` (infos dropped); returns their buffer indices.
 
-        A batch larger than the capacity keeps only its last `capacity` rows.
+        A batch larger than the capacity keeps only its last `capacity` rows. With
+        another storage unit, stores the batch's items and returns their slots.
         """
+        if self._items is not None:
+            return self._add_items(batch)
         columns = {k: np.asarray(v) for k, v in batch.items() if k not in _SKIPPED_COLUMNS}
         n = batch.count
         if n == 0:
@@ -83,16 +170,75 @@ class ReplayBuffer:
 
     # -- sampling -----------------------------------------------------------
 
-    def sample(self, num_items: int) -> SampleBatch:
-        """`num_items` rows drawn uniformly with replacement."""
+    def sample(self, num_items: int, **kwargs: Any) -> SampleBatch:
+        """`num_items` rows (items) drawn uniformly with replacement."""
         self._check_not_empty()
         idx = self._rng.integers(0, self._size, size=num_items)
         return self._take(idx)
 
     def _take(self, idx: np.ndarray) -> SampleBatch:
+        if self._items is not None:
+            batch = self._read(idx)
+            self._num_sampled += batch.count
+            return batch
         self._num_sampled += len(idx)
+        return self._read(idx)
+
+    def _read(self, idx: np.ndarray) -> SampleBatch:
+        """The rows (items, concatenated) at `idx`, as stored; counts no sample."""
+        if self._items is not None:
+            items = [self._items[i] for i in idx]
+            return items[0].copy() if len(items) == 1 else concat_samples(items)
         # Columns stored LZ4-packed (`compress_observations`) are unpacked for the learner.
         return SampleBatch({k: unpack_column(v[idx]) for k, v in self._storage.items()})
+
+    # -- items (storage units other than timesteps) ----------------------------
+
+    def _add_items(self, batch: SampleBatch) -> np.ndarray:
+        if isinstance(batch, MultiAgentBatch):
+            raise ValueError(
+                f"Cannot add a MultiAgentBatch to a ReplayBuffer with storage_unit "
+                f"{self._storage_unit.value!r}; add its policy batches."
+            )
+        items = self._split(batch)
+        if items:
+            warn_replay_buffer_capacity(item=items[0], capacity=self.capacity / items[0].count)
+        slots = [self._store_item(item) for item in items]
+        return np.asarray([slot for slot in slots if slot >= 0], np.int64)
+
+    def _split(self, batch: SampleBatch) -> list[SampleBatch]:
+        """The batch's items (copies, infos dropped) for this buffer's storage unit."""
+        kept = SampleBatch({k: v for k, v in batch.items() if k != SampleBatch.INFOS})
+        if self._storage_unit is StorageUnit.SEQUENCES:
+            return split_sequences(kept)
+        episodes = []
+        for episode in kept.split_by_episode():
+            if is_complete_episode(episode):
+                episodes.append(episode.copy())
+            elif log_once("only_full_episodes"):
+                logger.info(
+                    "This buffer stores whole episodes: rows of an incomplete episode "
+                    "(not starting at t=0 or not ending done) are dropped."
+                )
+        return episodes
+
+    def _store_item(self, item: SampleBatch) -> int:
+        """Writes one item at the next slot (RLlib's wrap rule); returns the slot (-1:
+        not kept)."""
+        assert self._items is not None
+        slot = self._next
+        if slot >= len(self._items):
+            self._items.append(item)
+        else:
+            self._items[slot] = item
+        self._size = len(self._items)
+        self._num_added += item.count
+        self._steps_since_wrap += item.count
+        if self._steps_since_wrap >= self.capacity:
+            self._steps_since_wrap, self._next = 0, 0
+        else:
+            self._next = slot + 1
+        return slot
 
     def _check_not_empty(self) -> None:
         if self._size == 0:
@@ -100,17 +246,35 @@ class ReplayBuffer:
 
     # -- state --------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, debug: bool = False) -> dict[str, Any]:
+        if self._items is not None:
+            size_bytes = sum(item.size_bytes() for item in self._items)
+        else:
+            size_bytes = sum(v.nbytes for v in self._storage.values())
         return {
             "capacity": self.capacity,
             "size": self._size,
             "num_added": self._num_added,
             "num_sampled": self._num_sampled,
-            "est_size_bytes": int(sum(v.nbytes for v in self._storage.values())),
+            "est_size_bytes": int(size_bytes),
         }
+
+    def get_host(self) -> str:
+        """The machine's network name (RLlib's, for colocating buffer shards)."""
+        return platform.node()
+
+    @Deprecated(old="ReplayBuffer.add_batch()", new="ReplayBuffer.add()", error=False)
+    def add_batch(self, batch: SampleBatch, **kwargs: Any) -> Any:
+        return self.add(batch, **kwargs)
+
+    @Deprecated(old="ReplayBuffer.replay()", new="ReplayBuffer.sample()", error=False)
+    def replay(self, num_items: int, **kwargs: Any) -> Any:
+        return self.sample(num_items, **kwargs)
 
     def get_state(self) -> dict[str, Any]:
         """numpy arrays (the filled rows, oldest first) and plain numbers, for checkpoints."""
+        if self._items is not None:
+            return self._items_state()
         order = self._chronological_indices()
         return {
             "capacity": self.capacity,
@@ -124,7 +288,40 @@ class ReplayBuffer:
             "rng": self._rng.bit_generator.state,
         }
 
+    def _items_state(self) -> dict[str, Any]:
+        """The items as concatenated columns plus each item's length per column."""
+        assert self._items is not None
+        keys = list(self._items[0]) if self._items else []
+        return {
+            "capacity": self.capacity,
+            "storage_unit": self._storage_unit.value,
+            "num_added": self._num_added,
+            "num_sampled": self._num_sampled,
+            "next": self._next,
+            "steps_since_wrap": self._steps_since_wrap,
+            "columns": {k: np.concatenate([item[k] for item in self._items]) for k in keys},
+            "lengths": {k: np.asarray([len(item[k]) for item in self._items]) for k in keys},
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def _set_items_state(self, state: dict[str, Any]) -> None:
+        columns, lengths = state["columns"], state["lengths"]
+        num_items = len(next(iter(lengths.values()))) if lengths else 0
+        cuts = {k: np.cumsum(lengths[k])[:-1] for k in columns}
+        parts = {k: np.split(np.asarray(v), cuts[k]) for k, v in columns.items()}
+        self._items = [SampleBatch({k: parts[k][i] for k in columns}) for i in range(num_items)]
+        self._size = num_items
+        self._next = int(state["next"])
+        self._steps_since_wrap = int(state["steps_since_wrap"])
+        self._num_added = int(state.get("num_added", 0))
+        self._num_sampled = int(state.get("num_sampled", 0))
+        if state.get("rng"):
+            self._rng.bit_generator.state = state["rng"]
+
     def set_state(self, state: dict[str, Any]) -> None:
+        if self._items is not None:
+            self._set_items_state(state)
+            return
         columns = state["columns"]
         self._storage, self._next, self._size = {}, 0, 0
         if columns:
@@ -145,6 +342,42 @@ class ReplayBuffer:
             self._rng.bit_generator.state = state["rng"]
 
     def _chronological_indices(self) -> np.ndarray:
-        if self._size < self.capacity:
+        # (Items are saved in slot order, which `set_state` restores.)
+        if self._items is not None or self._size < self.capacity:
             return np.arange(self._size)
         return (self._next + np.arange(self.capacity)) % self.capacity
+
+
+def is_complete_episode(episode: SampleBatch) -> bool:
+    """Whether the rows of one episode start it (`t` 0) and end it (done)."""
+    if SampleBatch.T in episode and episode[SampleBatch.T][0] != 0:
+        return False
+    for done in (SampleBatch.DONES, SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS):
+        if done in episode and bool(episode[done][-1]):
+            return True
+    return False
+
+
+def split_sequences(batch: SampleBatch) -> list[SampleBatch]:
+    """One item per sequence of `batch` (by its `seq_lens`), each with its `seq_lens`
+    and its own `state_in_*` row.
+
+    Raises:
+        ValueError: the batch has no `seq_lens`.
+    """
+    if SampleBatch.SEQ_LENS not in batch:
+        raise ValueError("A buffer storing sequences needs batches with a `seq_lens` column.")
+    items = []
+    start = 0
+    for i, length in enumerate(np.asarray(batch[SampleBatch.SEQ_LENS]).tolist()):
+        item = {}
+        for k, v in batch.items():
+            if k == SampleBatch.SEQ_LENS:
+                item[k] = np.asarray([length])
+            elif k.startswith("state_in_"):
+                item[k] = v[i : i + 1].copy()
+            else:
+                item[k] = v[start : start + length].copy()
+        items.append(SampleBatch(item))
+        start += length
+    return items
