@@ -33,12 +33,17 @@ class Trial:
     metric_analysis: dict = field(default_factory=dict)
     # Each checkpoint saved, with the (flattened) result it was saved after.
     checkpoints: list = field(default_factory=list)
+    # The values it drew from the config's grid_search and search spaces, by path
+    # joined by "/" (Ray Tune's `evaluated_params`).
+    evaluated_params: dict = field(default_factory=dict)
     # How often its trainable raised; the last such error, its traceback and the file in
     # the trial's logdir that holds the tracebacks (Ray Tune's `error.txt`).
     num_failures: int = 0
     error: BaseException | None = field(default=None, repr=False)
     error_msg: str | None = None
     error_file: str | None = None
+    # Ended by an error of the run rather than its own (a hook, Ctrl-C): resumable.
+    interrupted: bool = field(default=False, repr=False)
     _history: dict = field(default_factory=dict, repr=False)
     # Every result's numbers, flattened (for `ExperimentAnalysis.dataframe`).
     _results: list = field(default_factory=list, repr=False)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral.tune import experiment_state
 from corral.tune.callback import Callback
 from corral.tune.result import (
     DONE,
@@ -102,11 +103,13 @@ class TrialRun:
     RUNNING, then TERMINATED, PAUSED or ERROR; ``trial.logdir`` is the trainable's unless
     already set. ``trials`` (default ``[trial]``) is every trial of the run, for the hooks.
 
-    When the trainable raises (building, restoring, training or saving), the error is
-    recorded on the trial (``error``, ``error_msg``, ``num_failures``, and ``error.txt``
-    in its logdir). With ``max_failures`` left and a function to build it, the next step
-    builds a new trainable that restores the trial's latest checkpoint (else
-    ``restore``, else starts afresh), after ``on_trial_recover``. Otherwise, or when
+    ``restore`` (default ``loop.restore``): the checkpoint the first build restores (a
+    resumed trial's latest). When the trainable raises (building, restoring, training or
+    saving), the error is recorded on the trial (``error``, ``error_msg``,
+    ``num_failures``, and ``error.txt`` in its logdir). With ``max_failures`` left and
+    a function to build it, the next step builds a new trainable that restores the
+    trial's latest checkpoint (else ``restore``, else starts afresh), after
+    ``on_trial_recover``. Otherwise, or when
     anything else raises (a hook, the scheduler, Ctrl-C), ``on_trial_error`` is called
     and the exception re-raised. The trainable is always stopped when the trial ends.
     """
@@ -117,6 +120,7 @@ class TrialRun:
         trial: Trial,
         trainable: Trainable | Callable[[], Trainable],
         trials: list[Trial] | None = None,
+        restore: str | None = None,
     ) -> None:
         self.loop = loop
         self.trial = trial
@@ -124,7 +128,7 @@ class TrialRun:
         self._build = trainable
         self.trainable: Trainable | None = None
         # What the next build restores: a checkpoint folder, or `save_to_object` bytes.
-        self._restore: str | bytes | None = loop.restore
+        self._restore: str | bytes | None = restore or loop.restore
         # A state to rebuild from after the current step (`restart_from`).
         self._restart: bytes | None = None
 
@@ -155,6 +159,7 @@ class TrialRun:
                 self._checkpoint_at_end()  # (Ctrl-C, a hook: the state is sound)
             recovers = failed and self._recovers()
             trial.status = "ERROR"
+            trial.interrupted = not failed
             if self.trainable is not None:
                 self.loop._call(
                     "on_trial_recover" if recovers else "on_trial_error",
@@ -214,6 +219,7 @@ class TrialRun:
     def _start(self) -> None:
         trial = self.trial
         trial.status = "RUNNING"
+        trial.interrupted = False
         build = self._build
         self.trainable = built = self._trainable_call(build) if callable(build) else build
         trial.logdir = trial.logdir or built.logdir
@@ -311,7 +317,9 @@ class TrialRunner:
         deadline: the ``time.monotonic()`` after which no trial starts (None: never).
         fail_fast: Tune's: False (a failed trial ends, the others go on), True (the
             others are stopped, no further trial starts) or "raise" (its error is raised).
-        experiment_dir: the experiment's folder (schedulers' logs).
+        experiment_dir: the experiment's folder (schedulers' logs, and the trials' state
+            for ``tune.run(resume=...)``, ``experiment_state.json``, written whenever a
+            trial starts, saves, pauses or ends); None: no state is written.
     """
 
     def __init__(
@@ -337,6 +345,7 @@ class TrialRunner:
         self._runs: dict[str, TrialRun] = {}  # every trial started, by id
         self._live: dict[str, TrialRun] = {}  # those running now, in turn order
         self._halted = False
+        self._saved_signature: list | None = None
 
     # -- what schedulers call -------------------------------------------------
 
@@ -378,6 +387,7 @@ class TrialRunner:
                     if self._halted:
                         break
                     self._step(self._live[trial_id])
+                    self._save_state()
                 if self._halted:
                     for run in list(self._live.values()):
                         self._end(run, stopped=True)
@@ -389,6 +399,7 @@ class TrialRunner:
                     logger.exception("Trial %s: the checkpoint at end failed", run.trial)
                 run._stop_trainable()
             self._live.clear()
+            self._save_state()
 
     def _fill(self) -> bool:
         """Starts (or resumes) trials while slots are free; False when none is live."""
@@ -407,12 +418,25 @@ class TrialRunner:
                 )
             run = self._runs.get(trial.trial_id)
             if run is None:
+                # (A resumed trial goes on from its latest checkpoint.)
                 run = self._runs[trial.trial_id] = TrialRun(
-                    self.loop, trial, self._build(trial), self.trials
+                    self.loop, trial, self._build(trial), self.trials, restore=trial.checkpoint
                 )
             trial.status = Trial.RUNNING
             self._live[trial.trial_id] = run
+            self._save_state()
         return bool(self._live)
+
+    def _save_state(self) -> None:
+        """Writes the trials' state for ``tune.run(resume=...)`` if it changed."""
+        if self.experiment_dir is None:
+            return
+        signature = [
+            (t.status, t.checkpoint, t.num_failures, t.experiment_tag) for t in self.trials
+        ]
+        if signature != self._saved_signature:
+            experiment_state.save(self.experiment_dir, self.trials)
+            self._saved_signature = signature
 
     def _step(self, run: TrialRun) -> None:
         trial = run.trial

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from corral.tune import experiment_state
 from corral.tune.callback import Callback
 from corral.tune.error import TuneError
 from corral.tune.function_trainable import FunctionTrainable, wrap_function
@@ -296,6 +297,7 @@ def run(
     raise_on_failed_trial: bool = True,
     scheduler: Any = None,
     max_concurrent_trials: int | None = None,
+    resume: bool | str = False,
     **ray_tune_options: Any,
 ) -> ExperimentAnalysis:
     """Train trials of a trainable until each meets ``stop``; return their analysis.
@@ -354,8 +356,16 @@ def run(
         max_concurrent_trials: how many trials train at once, taking turns an iteration
             each in this process. Default: all of them under population-based training
             (its population trains together), else one (one after another).
+        resume: go on with the experiment of the same folder (``local_dir``/``name``)
+            that an earlier call left unfinished (stopped, crashed, out of time), from its
+            ``experiment_state.json``: True or "LOCAL" (finished trials are kept, the
+            others continue from their latest checkpoints; errored ones stay errored),
+            "AUTO" (the same, or a fresh run when there is no state), "ERRORED_ONLY" (only
+            the errored trials run again, from their latest checkpoints). Call it with the
+            same config and ``num_samples``; values drawn from search spaces are taken
+            from the state.
         **ray_tune_options: the rest of Ray Tune 1.13's ``tune.run`` arguments
-            (``search_alg``, ``progress_reporter``, ``resume``, ...),
+            (``search_alg``, ``progress_reporter``, ...),
             accepted at their defaults; any other value raises ``NotImplementedError``
             naming it (corral.tune has no search algorithms beyond its grid and random
             draws: with the ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
@@ -363,6 +373,7 @@ def run(
     _check_ray_tune_options(ray_tune_options)
     _check_failure_options(max_failures, fail_fast)
     scheduler = _scheduler(scheduler, metric, mode)
+    experiment_state.check_resume(resume)
     resources = resources_from_tune_argument(resources_per_trial)
     deadline = _deadline(time_budget_s)
     trainable_cls = _resolve_trainable(run_or_experiment)
@@ -381,6 +392,8 @@ def run(
     experiment_dir = os.path.join(local_dir or default_results_dir(), name or trainable_name)
     keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
     trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
+    if resume and (config or {}).get("backend") != "ray":
+        _resume(trials, config or {}, experiment_dir, resume)
     loop = TrialLoop(
         _until(deadline, stop_condition(stop)),
         restore=restore,
@@ -402,6 +415,11 @@ def run(
             raise ValueError(
                 "tune.run(callbacks=...) runs its hooks on the local path only; with "
                 '"backend": "ray" pass Ray Tune callbacks to ray.tune.run instead'
+            )
+        if resume:
+            raise ValueError(
+                'tune.run(resume=...) resumes local runs only; with "backend": "ray" pass '
+                "resume to ray.tune.run"
             )
         if type(scheduler) is not FIFOScheduler:
             raise ValueError(
@@ -480,6 +498,25 @@ def _scheduler(scheduler: Any, metric: str | None, mode: str | None) -> TrialSch
     return scheduler
 
 
+def _resume(trials: list[Trial], config: dict, experiment_dir: str, resume: Any) -> None:
+    """Puts the saved state of ``experiment_dir`` back on ``trials``.
+
+    Raises:
+        ValueError: there is no state to resume from (except with ``resume="AUTO"``).
+    """
+    state = experiment_state.load(experiment_dir)
+    if state is None:
+        if resume == "AUTO":
+            return
+        raise ValueError(
+            f"tune.run(resume={resume!r}): {experiment_dir} holds no "
+            f"{experiment_state.STATE_FILE} to resume from (pass the local_dir and name of "
+            "the run to resume, or resume='AUTO' to start afresh when there is none)"
+        )
+    experiment_state.apply(state, trials, config, experiment_dir, resume)
+    logger.info("Resuming %s: %d trials", experiment_dir, len(trials))
+
+
 def _check_max_concurrent(value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"max_concurrent_trials must be an int >= 1 or None, got {value!r}")
@@ -521,7 +558,6 @@ _RAY_TUNE_OPTIONS: dict[str, tuple] = {
     "sync_config": (None,),
     "export_formats": (None, ()),
     "server_port": (None,),
-    "resume": (False,),
     "reuse_actors": (False, True),
     "trial_executor": (None,),
     "queue_trials": (None, False, True),
@@ -537,7 +573,7 @@ def _check_ray_tune_options(options: Mapping[str, Any]) -> None:
         if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
             raise NotImplementedError(
                 f"tune.run({key}={value!r}) is Ray Tune's: corral.tune runs trials in this "
-                "process, without search algorithms or resumption (accepted here: "
+                "process, without search algorithms (accepted here: "
                 f"{key}={accepted[0]!r}). With the `ray` extra "
                 "installed, ray.tune.run takes corral's Trainers with all its options."
             )
@@ -596,6 +632,7 @@ def _make_trials(
             config=variant,
             trial_id=f"{run_id}_{index:05d}",
             experiment_tag=f"{index}_{tag}" if tag else str(index),
+            evaluated_params=experiment_state.varied_params(config, variant),
         )
         for index, (variant, tag) in enumerate(config_variants(config, num_samples, rng))
     ]
