@@ -25,13 +25,8 @@ from torch import nn
 
 from corral.models.torch.misc import SlimFC
 from corral.models.torch.modules import GRUGate, RelativeMultiHeadAttention, SkipConnection
-from corral.models.torch.recurrent_net import (
-    RecurrentNetwork,
-    prev_action_features,
-    prev_action_size,
-)
+from corral.models.torch.recurrent_net import RecurrentNetwork, WrapperInputs
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
-from corral.policy.sample_batch import SampleBatch
 
 
 class GTrXLNet(RecurrentNetwork):
@@ -171,7 +166,7 @@ class GTrXLNet(RecurrentNetwork):
         return self.values_out(self._features).squeeze(-1)
 
 
-class AttentionWrapper(RecurrentNetwork):
+class AttentionWrapper(WrapperInputs):
     """A ``GTrXLNet`` on top of a feed-forward model's features (``use_attention``).
 
     The wrapped ``base`` model is built with ``num_outputs=None`` so that its output is
@@ -180,6 +175,9 @@ class AttentionWrapper(RecurrentNetwork):
     discrete spaces, and the previous reward. Logits and the value come from linear heads
     on the transformer's output. The ``attention_*`` keys of the model config size it.
     """
+
+    prev_action_key = "attention_use_n_prev_actions"
+    prev_reward_key = "attention_use_n_prev_rewards"
 
     def __init__(
         self,
@@ -192,20 +190,15 @@ class AttentionWrapper(RecurrentNetwork):
     ) -> None:
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         cfg = self.model_config
-        self.base = base
-        self.use_n_prev_actions = int(cfg.get("attention_use_n_prev_actions", 0))
-        self.use_n_prev_rewards = int(cfg.get("attention_use_n_prev_rewards", 0))
-        if self.use_n_prev_actions > 1 or self.use_n_prev_rewards > 1:
+        n_actions = int(cfg.get("attention_use_n_prev_actions", 0))
+        n_rewards = int(cfg.get("attention_use_n_prev_rewards", 0))
+        if n_actions > 1 or n_rewards > 1:
             raise NotImplementedError(
                 "attention_use_n_prev_actions / attention_use_n_prev_rewards above 1 are not "
-                f"built (got {self.use_n_prev_actions} / {self.use_n_prev_rewards}): corral "
-                "feeds the transformer the previous action and reward (1)."
+                f"built (got {n_actions} / {n_rewards}): corral feeds the transformer the "
+                "previous action and reward (1)."
             )
-        in_size = int(base.num_outputs)
-        if self.use_n_prev_actions:
-            in_size += prev_action_size(action_space)
-        if self.use_n_prev_rewards:
-            in_size += 1
+        in_size = self.init_inputs(base, n_actions == 1, n_rewards == 1)
         self.max_seq_len = int(cfg.get("max_seq_len", 20))
         self.gtrxl = GTrXLNet(
             obs_space,
@@ -235,31 +228,6 @@ class AttentionWrapper(RecurrentNetwork):
     def get_initial_state(self) -> list[np.ndarray]:
         return self.gtrxl.get_initial_state()
 
-    def _inputs(
-        self, obs: TensorType, prev_actions: Any = None, prev_rewards: Any = None
-    ) -> TensorType:
-        features, _ = self.base({SampleBatch.OBS: obs}, [], None)
-        parts = [features]
-        if self.use_n_prev_actions:
-            if prev_actions is None:
-                raise ValueError("attention_use_n_prev_actions needs the previous actions.")
-            parts.append(prev_action_features(self.action_space, prev_actions))
-        if self.use_n_prev_rewards:
-            if prev_rewards is None:
-                raise ValueError("attention_use_n_prev_rewards needs the previous rewards.")
-            parts.append(torch.as_tensor(prev_rewards).float().reshape(-1, 1))
-        return torch.cat(parts, dim=-1) if len(parts) > 1 else features
-
-    def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
-        obs = input_dict[SampleBatch.OBS]
-        if not torch.is_tensor(obs):  # restored Dict/Tuple observations: the flat rows
-            obs = input_dict["obs_flat"]
-        return self._inputs(
-            obs,
-            input_dict.get(SampleBatch.PREV_ACTIONS),
-            input_dict.get(SampleBatch.PREV_REWARDS),
-        )
-
     def forward_rnn(
         self, inputs: TensorType, state: list[TensorType], seq_lens: TensorType
     ) -> tuple[TensorType, list[TensorType]]:
@@ -272,11 +240,6 @@ class AttentionWrapper(RecurrentNetwork):
             out = out.transpose(0, 1)
         return out, new_state
 
-    def value_function(self) -> TensorType:
-        if self._features is None:
-            raise RuntimeError("value_function() called before forward().")
-        return self._value_branch(self._features).squeeze(-1)
-
     def forward_inference_rnn(
         self,
         obs: TensorType,
@@ -287,7 +250,7 @@ class AttentionWrapper(RecurrentNetwork):
         """One step for ``N`` envs: ``obs [N, ...]`` and each unit's window ``[N, M, D]``
         -> ``(dist_inputs [N, num_outputs], values [N], the moved windows)``; the
         sampler's fast path (no input dict, nothing cached)."""
-        x = self._inputs(obs, prev_action, prev_reward).unsqueeze(1)
+        x = self.wrapped_inputs(obs, prev_action, prev_reward).unsqueeze(1)
         out, new_state = self.gtrxl.transformer(x, state_in, None)
         out = out.squeeze(1)
         value = self._value_branch(out).squeeze(-1)

@@ -88,7 +88,74 @@ class RecurrentNetwork(TorchModelV2):
         raise NotImplementedError(f"{type(self).__name__} must implement forward_rnn()")
 
 
-class LSTMWrapper(RecurrentNetwork):
+class WrapperInputs(RecurrentNetwork):
+    """A recurrent model on top of a feed-forward ``base`` model's features (the
+    ``use_lstm`` and ``use_attention`` wrappers): the recurrent input of a step is the
+    base model's output, plus (when the config says so) the previous action, one-hot for
+    discrete spaces, and the previous reward.
+
+    Subclasses call :meth:`init_inputs` in ``__init__``, run :meth:`wrapped_inputs`, and
+    keep their value head in ``_value_branch`` and the last forward pass's features in
+    ``_features`` (:meth:`value_function`).
+    """
+
+    base: TorchModelV2
+    use_prev_action: bool
+    use_prev_reward: bool
+    _value_branch: nn.Module
+    _features: TensorType | None
+    # The config keys that turn the previous action / reward on (for error messages).
+    prev_action_key = "lstm_use_prev_action"
+    prev_reward_key = "lstm_use_prev_reward"
+
+    def value_function(self) -> TensorType:
+        """The value head (``_value_branch``, set by the subclass) on the features of the
+        last forward pass (``_features``)."""
+        if self._features is None:
+            raise RuntimeError("value_function() called before forward().")
+        return self._value_branch(self._features).squeeze(-1)
+
+    def init_inputs(self, base: TorchModelV2, use_prev_action: bool, use_prev_reward: bool) -> int:
+        """Keeps ``base`` and the switches; returns the size of one step's input."""
+        self.base = base
+        self.use_prev_action = use_prev_action
+        self.use_prev_reward = use_prev_reward
+        size = int(base.num_outputs)
+        if use_prev_action:
+            size += prev_action_size(self.action_space)
+        if use_prev_reward:
+            size += 1
+        return size
+
+    def wrapped_inputs(
+        self, obs: TensorType, prev_actions: Any = None, prev_rewards: Any = None
+    ) -> TensorType:
+        """``[N, input size]``: the base model's features of ``obs``, then the previous
+        actions and rewards where used."""
+        features, _ = self.base({SampleBatch.OBS: obs}, [], None)
+        parts = [features]
+        if self.use_prev_action:
+            if prev_actions is None:
+                raise ValueError(f"{self.prev_action_key} needs the previous actions.")
+            parts.append(prev_action_features(self.action_space, prev_actions))
+        if self.use_prev_reward:
+            if prev_rewards is None:
+                raise ValueError(f"{self.prev_reward_key} needs the previous rewards.")
+            parts.append(torch.as_tensor(prev_rewards).float().reshape(-1, 1))
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else features
+
+    def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
+        obs = input_dict[SampleBatch.OBS]
+        if not torch.is_tensor(obs):  # restored Dict/Tuple observations: the flat rows
+            obs = input_dict["obs_flat"]
+        return self.wrapped_inputs(
+            obs,
+            input_dict.get(SampleBatch.PREV_ACTIONS),
+            input_dict.get(SampleBatch.PREV_REWARDS),
+        )
+
+
+class LSTMWrapper(WrapperInputs):
     """An LSTM on top of a feed-forward model's features (``use_lstm``).
 
     The wrapped ``base`` model is built with ``num_outputs=None`` so that its output is its
@@ -109,17 +176,13 @@ class LSTMWrapper(RecurrentNetwork):
     ) -> None:
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         cfg = self.model_config
-        self.base = base
         self.cell_size = int(cfg.get("lstm_cell_size", 256))
-        self.use_prev_action = bool(cfg.get("lstm_use_prev_action", False))
-        self.use_prev_reward = bool(cfg.get("lstm_use_prev_reward", False))
         self.max_seq_len = int(cfg.get("max_seq_len", 20))
-        in_size = int(base.num_outputs)
-        if self.use_prev_action:
-            self.action_dim = prev_action_size(action_space)
-            in_size += self.action_dim
-        if self.use_prev_reward:
-            in_size += 1
+        in_size = self.init_inputs(
+            base,
+            bool(cfg.get("lstm_use_prev_action", False)),
+            bool(cfg.get("lstm_use_prev_reward", False)),
+        )
         self.lstm = nn.LSTM(in_size, self.cell_size, batch_first=True)
         out_size = int(num_outputs) if num_outputs else self.cell_size
         self._logits: nn.Module = (
@@ -132,31 +195,6 @@ class LSTMWrapper(RecurrentNetwork):
     def get_initial_state(self) -> list[np.ndarray]:
         """``[h, c]``, zeros of ``[lstm_cell_size]`` each (one env's state, no batch axis)."""
         return [np.zeros(self.cell_size, np.float32), np.zeros(self.cell_size, np.float32)]
-
-    def _lstm_inputs(
-        self, obs: TensorType, prev_actions: Any = None, prev_rewards: Any = None
-    ) -> TensorType:
-        features, _ = self.base({SampleBatch.OBS: obs}, [], None)
-        parts = [features]
-        if self.use_prev_action:
-            if prev_actions is None:
-                raise ValueError("lstm_use_prev_action=True needs the previous actions.")
-            parts.append(prev_action_features(self.action_space, prev_actions))
-        if self.use_prev_reward:
-            if prev_rewards is None:
-                raise ValueError("lstm_use_prev_reward=True needs the previous rewards.")
-            parts.append(torch.as_tensor(prev_rewards).float().reshape(-1, 1))
-        return torch.cat(parts, dim=-1) if len(parts) > 1 else features
-
-    def rnn_inputs(self, input_dict: dict[str, TensorType]) -> TensorType:
-        obs = input_dict[SampleBatch.OBS]
-        if not torch.is_tensor(obs):  # restored Dict/Tuple observations: the flat rows
-            obs = input_dict["obs_flat"]
-        return self._lstm_inputs(
-            obs,
-            input_dict.get(SampleBatch.PREV_ACTIONS),
-            input_dict.get(SampleBatch.PREV_REWARDS),
-        )
 
     def forward_rnn(
         self, inputs: TensorType, state: list[TensorType], seq_lens: TensorType
@@ -182,11 +220,6 @@ class LSTMWrapper(RecurrentNetwork):
         self._features = out.reshape(-1, self.cell_size)
         return self._logits(out), [h.squeeze(0), c.squeeze(0)]
 
-    def value_function(self) -> TensorType:
-        if self._features is None:
-            raise RuntimeError("value_function() called before forward().")
-        return self._value_branch(self._features).squeeze(-1)
-
     def forward_inference_rnn(
         self,
         obs: TensorType,
@@ -199,7 +232,7 @@ class LSTMWrapper(RecurrentNetwork):
 
         The sampler's fast path: no input dict, no reshaping by ``seq_lens``, nothing cached.
         """
-        x = self._lstm_inputs(obs, prev_action, prev_reward).unsqueeze(1)
+        x = self.wrapped_inputs(obs, prev_action, prev_reward).unsqueeze(1)
         h, c = (torch.as_tensor(s).float().unsqueeze(0) for s in state_in)
         out, (h, c) = self.lstm.forward(x, (h, c))
         out = out.squeeze(1)
@@ -210,6 +243,7 @@ class LSTMWrapper(RecurrentNetwork):
 __all__ = [
     "LSTMWrapper",
     "RecurrentNetwork",
+    "WrapperInputs",
     "add_time_dimension",
     "prev_action_features",
     "prev_action_size",
