@@ -109,9 +109,9 @@ class TrialRun:
     ``num_failures``, and ``error.txt`` in its logdir). With ``max_failures`` left and
     a function to build it, the next step builds a new trainable that restores the
     trial's latest checkpoint (else ``restore``, else starts afresh), after
-    ``on_trial_recover``. Otherwise, or when
-    anything else raises (a hook, the scheduler, Ctrl-C), ``on_trial_error`` is called
-    and the exception re-raised. The trainable is always stopped when the trial ends.
+    ``on_trial_recover``. Otherwise, or when anything else raises (a hook, the scheduler,
+    Ctrl-C), ``on_trial_error`` is called and the exception re-raised. The trainable is
+    always stopped when the trial ends.
     """
 
     def __init__(
