@@ -222,7 +222,6 @@ _OFF_POLICY = ("SimpleQ", "DQN", "APEX", "SAC", "DDPG", "TD3")
 # Config settings corral accepts for compatibility but does not build. Remove an entry when
 # the feature lands.
 NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
-    Setting("sample_async", "sampling in a background thread"),
     Setting("fake_sampler", "the fake sampler"),
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),
     Setting("model/custom_preprocessor", "custom preprocessors"),

@@ -236,7 +236,12 @@ COMMON_CONFIG: TrainerConfigDict = {
     # the eval workers already hold the current weights when it is called.
     "custom_eval_function": None,
     # === Advanced rollout settings ===
-    # Sample in a background thread (the data becomes slightly off-policy).
+    # Sample in a background thread (RLlib's AsyncSampler): each worker's envs run
+    # ahead of `sample()`, up to 5 fragments queued, while the driver trains, so the
+    # data becomes slightly off-policy. The episode callbacks run in that thread;
+    # observation filters must be thread-safe ("NoFilter" or
+    # "ConcurrentMeanStdFilter"). Evaluation workers, offline `input` and ExternalEnvs
+    # sample synchronously. See `corral.evaluation.async_sampler`.
     "sample_async": False,
     # Name of the class collecting env, model and sampler data into batches.
     "sample_collector": "SimpleListCollector",

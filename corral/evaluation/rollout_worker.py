@@ -7,6 +7,7 @@ postprocessed batches ready for the learner.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -25,6 +26,7 @@ from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
 from corral.env.native_vector_env import batched_worker_env, vectorize_mode
 from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
 from corral.env.vector_env import VectorEnv, user_vector_worker_env
+from corral.evaluation.async_sampler import AsyncSampler, check_filters
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.external_env_sampler import ExternalEnvSampler
 from corral.evaluation.metrics import RolloutMetrics
@@ -166,10 +168,19 @@ class RolloutWorker:
         # A single-agent env acting with a policy other than `default_policy`: the id
         # its batches go under (`sample` hands them out as a `MultiAgentBatch`).
         self._single_agent_batches_of: str | None = None
-        self.sampler = self._make_sampler()
+        self.sampler: SingleAgentSampler | MultiAgentSampler | AsyncSampler | None = (
+            self._make_sampler()
+        )
         self._sample_marks: list[int] = []
         # `input` / `output` (corral.offline): where sample() reads and writes batches.
         self.io_context, self.input_reader, self.output_writer = make_worker_io(self)
+        if self._samples_async():
+            try:
+                check_filters(self.filters)
+            except ValueError:
+                self.stop()  # (the envs are built: close them)
+                raise
+            self.sampler = AsyncSampler(self.sampler, worker_index)
         global _global_worker
         _global_worker = self
 
@@ -194,6 +205,27 @@ class RolloutWorker:
     def _needs_env(self) -> bool:
         if self.worker_index == 0 and self.num_workers > 0:
             return bool(self.config.get("create_env_on_driver"))
+        return True
+
+    def _samples_async(self) -> bool:
+        """`sample_async`: whether the sampler runs ahead in a thread (`AsyncSampler`).
+
+        Not for evaluation workers (RLlib's rule: they sample on demand, from the
+        weights just synced), a worker that does not read its envs (offline `input`),
+        nor an `ExternalEnv`, which already runs in its own thread and waits for
+        actions: its sampler stays synchronous.
+        """
+        if not self.config.get("sample_async") or self.config.get("in_evaluation"):
+            return False
+        if self.sampler is None or not isinstance(self.input_reader, SamplerInput):
+            return False
+        if isinstance(self.sampler, ExternalEnvSampler):
+            logger.info(
+                "sample_async=True: worker %d samples its ExternalEnv synchronously (the "
+                "env runs in its own thread already).",
+                self.worker_index,
+            )
+            return False
         return True
 
     def _make_sampler(self) -> SingleAgentSampler | MultiAgentSampler | None:
@@ -635,7 +667,7 @@ class RolloutWorker:
         """Policy states and filters, for checkpoints and new workers."""
         return {
             "policy_states": {pid: p.get_state() for pid, p in self.policy_map.items()},
-            "filters": {pid: f.get_state() for pid, f in self.filters.items()},
+            "filters": {pid: _filter_state(f) for pid, f in self.filters.items()},
             "global_vars": dict(self.global_vars),
         }
 
@@ -645,7 +677,8 @@ class RolloutWorker:
                 self.policy_map[pid].set_state(policy_state)
         for pid, filter_state in state.get("filters", {}).items():
             if pid in self.filters:
-                self.filters[pid].set_state(filter_state)
+                with _filter_lock(self.filters[pid]):
+                    self.filters[pid].set_state(filter_state)
         self.global_vars.update(state.get("global_vars", {}))
 
     def get_resume_state(self) -> dict[str, Any]:
@@ -670,10 +703,13 @@ class RolloutWorker:
         """Copies of this worker's filters; with `flush_after`, their buffers (the
         changes since the last call) are cleared, so the driver counts each
         observation once when it merges them (`FilterManager.synchronize`)."""
-        out = {pid: f.as_serializable() for pid, f in self.filters.items()}
-        if flush_after:
-            for f in self.filters.values():
-                f.clear_buffer()
+        out = {}
+        for pid, f in self.filters.items():
+            # One step (`sample_async`: the sampling thread updates the filter meanwhile).
+            with _filter_lock(f):
+                out[pid] = f.as_serializable()
+                if flush_after:
+                    f.clear_buffer()
         return out
 
     def sync_filters(self, new_filters: dict[str, Filter]) -> None:
@@ -774,6 +810,8 @@ class RolloutWorker:
         return os.getpid()
 
     def stop(self) -> None:
+        if isinstance(self.sampler, AsyncSampler):  # before its envs close
+            self.sampler.stop()
         close_input = getattr(self.input_reader, "close", None)  # e.g. a Ray Data pass
         if callable(close_input):
             close_input()
@@ -783,6 +821,17 @@ class RolloutWorker:
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"
+
+
+def _filter_lock(obs_filter: Filter) -> contextlib.AbstractContextManager:
+    """The lock of a thread-safe filter (`ConcurrentMeanStdFilter`), else nothing."""
+    lock = getattr(obs_filter, "_lock", None)
+    return lock if lock is not None else contextlib.nullcontext()
+
+
+def _filter_state(obs_filter: Filter) -> dict[str, Any]:
+    with _filter_lock(obs_filter):
+        return obs_filter.get_state()
 
 
 def _agent_ids(env: MultiAgentEnv) -> list[Any]:

@@ -557,12 +557,17 @@ class TorchPolicy(Policy):
         return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Loads numpy weights into the model, on its device (`to_device`)."""
+        """Loads numpy weights into the model, on its device (`to_device`).
+
+        Under the policy's lock, as the model calls that go through the module: a
+        sampling thread (`sample_async`) acting through it never sees half a load.
+        """
         state = {
             k: torch.as_tensor(_writable(np.asarray(v)), device=self.device)
             for k, v in weights.items()
         }
-        self.model.load_state_dict(state)
+        with self._lock:
+            self.model.load_state_dict(state)
 
     def extra_state(self) -> dict[str, Any]:
         """JSON-able algorithm state beyond the weights (e.g. PPO's KL coefficient)."""

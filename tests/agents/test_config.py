@@ -723,7 +723,6 @@ def test_evaluation_config_checked():
 
 # One non-default value per unbuilt key.
 NON_DEFAULT_SAMPLES = {
-    "sample_async": True,
     "fake_sampler": True,
     "eager_tracing": True,
     "model/custom_preprocessor": "prep",
@@ -762,10 +761,10 @@ def test_non_default_value_raises(path):
 
 
 def test_several_problems_reported_together():
-    config = full_config(sample_async=True, model={"custom_preprocessor": "prep"})
+    config = full_config(fake_sampler=True, model={"custom_preprocessor": "prep"})
     with pytest.raises(NotImplementedError) as err:
         check_not_implemented(config)
-    assert "'sample_async' = True" in str(err.value)
+    assert "'fake_sampler' = True" in str(err.value)
     assert "'model/custom_preprocessor' = 'prep'" in str(err.value)
 
 
@@ -805,10 +804,10 @@ def test_fixed_off_values_ignore_algorithm_defaults(monkeypatch):
     from corral._surface.not_built import Setting
     from corral.agents import config_validation
 
-    fixed = Setting("sample_async", "sampling in a background thread", allowed=(False,))
+    fixed = Setting("fake_sampler", "the fake sampler", allowed=(False,))
     monkeypatch.setattr(config_validation, "NOT_BUILT_SETTINGS", (fixed,))
-    defaults = with_common_config({"sample_async": True})
-    with pytest.raises(NotImplementedError, match="'sample_async'"):
+    defaults = with_common_config({"fake_sampler": True})
+    with pytest.raises(NotImplementedError, match="'fake_sampler'"):
         check_not_implemented(merge_trainer_configs(defaults, {}), defaults)
 
 

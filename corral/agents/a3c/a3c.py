@@ -53,8 +53,9 @@ DEFAULT_CONFIG = with_common_config(
         "entropy_coeff_schedule": None,
         # Each `train()` call lasts at least this many seconds.
         "min_time_s_per_reporting": 5,
-        # Workers sample and compute gradients asynchronously to the driver (A3C's
-        # point; corral's workers do so in their own processes, no sampler thread).
+        # Each worker's sampler runs ahead in a background thread while the worker
+        # computes gradients (RLlib 1.13's A3C default; `corral.evaluation.async_sampler`),
+        # so a worker's batches may come from weights one update old.
         "sample_async": True,
         # RLlib 1.13 runs A3C through `training_iteration()`, as corral runs everything.
         "_disable_execution_plan_api": True,
