@@ -85,18 +85,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         (),
         ("APEX_DDPG",),
     ),
-    Feature("ARS", "augmented random search", ("agents.ars",), (), ("ARS",)),
-    Feature(
-        "Bandits",
-        "contextual bandits (LinUCB, LinTS) and their explorations",
-        (
-            "agents.bandit",
-            "utils.exploration.thompson_sampling",
-            "utils.exploration.upper_confidence_bound",
-        ),
-        (),
-        ("BanditLinTS", "BanditLinUCB"),
-    ),
     Feature("DD-PPO", "decentralized distributed PPO", ("agents.ppo.ddppo",), (), ("DDPPO",)),
     Feature(
         "Dreamer",
@@ -105,7 +93,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         (),
         ("DREAMER",),
     ),
-    Feature("ES", "evolution strategies", ("agents.es",), (), ("ES",)),
     Feature("MAML", "model-agnostic meta-learning", ("agents.maml",), (), ("MAML",)),
     Feature(
         "MB-MPO",

@@ -29,6 +29,10 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "CQL_DQN": ("corral.agents.cql", "CQLDQNTrainer"),
     "A3C": ("corral.agents.a3c", "A3CTrainer"),
     "IMPALA": ("corral.agents.impala", "ImpalaTrainer"),
+    "ES": ("corral.agents.es", "ESTrainer"),
+    "ARS": ("corral.agents.ars", "ARSTrainer"),
+    "BanditLinUCB": ("corral.agents.bandit", "BanditLinUCBTrainer"),
+    "BanditLinTS": ("corral.agents.bandit", "BanditLinTSTrainer"),
 }
 
 

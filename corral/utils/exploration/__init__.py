@@ -20,6 +20,8 @@ from corral.utils.exploration.per_worker_ornstein_uhlenbeck_noise import (
 from corral.utils.exploration.random import Random
 from corral.utils.exploration.soft_q import SoftQ
 from corral.utils.exploration.stochastic_sampling import StochasticSampling
+from corral.utils.exploration.thompson_sampling import ThompsonSampling
+from corral.utils.exploration.upper_confidence_bound import UpperConfidenceBound
 
 _BUILTIN: dict[str, type[Exploration]] = {
     cls.__name__: cls
@@ -34,6 +36,8 @@ _BUILTIN: dict[str, type[Exploration]] = {
         Random,
         SoftQ,
         StochasticSampling,
+        ThompsonSampling,
+        UpperConfidenceBound,
     )
 }
 
@@ -103,6 +107,8 @@ __all__ = [
     "Random",
     "SoftQ",
     "StochasticSampling",
+    "ThompsonSampling",
+    "UpperConfidenceBound",
     "make_exploration",
     "resolve_exploration_class",
 ]
