@@ -41,6 +41,11 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "setup_early_mixins before_loss_init compute_q_values grad_process_and_td_error_fn "
         "extra_action_out_fn",
     ),
+    "agents.dqn.r2d2_torch_policy": (
+        _FUNCTION_POLICY,
+        "build_r2d2_model_and_distribution ComputeTDErrorMixin build_q_stats "
+        "setup_early_mixins before_loss_init grad_process_and_td_error_fn extra_action_out_fn",
+    ),
     "agents.dqn.simple_q_torch_policy": (
         _FUNCTION_POLICY,
         "TargetNetworkMixin build_q_model_and_distribution build_q_losses stats_fn "

@@ -109,13 +109,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("QMIX",),
     ),
     Feature(
-        "R2D2",
-        "recurrent replay distributed DQN",
-        ("agents.dqn.r2d2", "agents.dqn.r2d2_tf_policy", "agents.dqn.r2d2_torch_policy"),
-        (),
-        ("R2D2",),
-    ),
-    Feature(
         "RNNSAC",
         "SAC with recurrent models",
         ("agents.sac.rnnsac", "agents.sac.rnnsac_torch_model", "agents.sac.rnnsac_torch_policy"),
@@ -204,7 +197,7 @@ class Setting:
     allowed: tuple[object, ...] = ()
 
 
-_OFF_POLICY = ("SimpleQ", "DQN", "APEX", "SAC", "DDPG", "TD3")
+_OFF_POLICY = ("SimpleQ", "DQN", "APEX", "R2D2", "SAC", "DDPG", "TD3")
 
 # Config settings corral accepts for compatibility but does not build. Remove an entry when
 # the feature lands.

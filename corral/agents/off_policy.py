@@ -211,8 +211,7 @@ class OffPolicyTrainer(Trainer):
         cfg = self.config
         batch = synchronous_parallel_sample(self.workers)
         sampled = count_sampled(self._counters, batch)
-        lockstep = self.local_replay_buffer.replay_mode == "lockstep"
-        self.local_replay_buffer.add(_transitions(batch, LOCKSTEP_COLUMNS if lockstep else ()))
+        self.local_replay_buffer.add(self.replay_columns(batch))
         if sampled < cfg["learning_starts"]:
             return self._last_learner_info
 
@@ -221,20 +220,35 @@ class OffPolicyTrainer(Trainer):
         self._train_credit -= num_updates
         if num_updates == 0:
             return self._last_learner_info
-        tbs = cfg["train_batch_size"]
-        if cfg["prioritized_replay"]:
+        prioritized = self.local_replay_buffer.prioritized
+        if prioritized:
             self.local_replay_buffer.beta = self._annealed_beta()
-        train_batch = self.local_replay_buffer.sample(num_updates * tbs)
-        if cfg["prioritized_replay"]:
+        replayed, train_batch, minibatch_size = self.replay(num_updates)
+        if prioritized:
             self._start_td_error_logs(train_batch)
-        results = update_learners(self, train_batch, minibatch_size=tbs)
-        if cfg["prioritized_replay"]:
-            self._update_priorities(train_batch)
+        results = update_learners(self, train_batch, minibatch_size=minibatch_size)
+        if prioritized:
+            self._update_priorities(replayed, train_batch)
         self._maybe_update_targets()
         self.workers.sync_weights(global_vars={"timestep": sampled})
         if results is not None:  # (None: `train()` reduces the iteration's results)
             self._last_learner_info = self.learner_info_from(results)
         return self._last_learner_info
+
+    # -- what an algorithm replays (R2D2 replays sequences) ------------------
+
+    def replay_columns(self, batch: SampleBatch | MultiAgentBatch) -> Any:
+        """What of a sampled batch goes into the buffer: the transitions' columns (plus
+        each row's env step in lockstep mode)."""
+        lockstep = self.local_replay_buffer.replay_mode == "lockstep"
+        return _transitions(batch, LOCKSTEP_COLUMNS if lockstep else ())
+
+    def replay(self, num_updates: int) -> tuple[MultiAgentBatch, MultiAgentBatch, int]:
+        """`num_updates` train batches from the buffer: (the rows as replayed, as the
+        learners get them, rows per gradient step)."""
+        tbs = self.config["train_batch_size"]
+        replayed = self.local_replay_buffer.sample(num_updates * tbs)
+        return replayed, replayed, tbs
 
     def _iteration_learner_info(self, learner_info: dict) -> dict:
         """Kept for the iterations that train on nothing (before `learning_starts`, or
@@ -259,10 +273,11 @@ class OffPolicyTrainer(Trainer):
             if start is not None:
                 start()
 
-    def _update_priorities(self, train_batch: MultiAgentBatch) -> None:
+    def _update_priorities(self, replayed: MultiAgentBatch, train_batch: MultiAgentBatch) -> None:
         """New priorities from the TD errors of the update's own losses (one per
         trained row, as RLlib 1.x's `td_error` fetch); where a policy logged none, not
-        one per row or a non-finite one (a skipped minibatch), from `compute_td_error`."""
+        one per row or a non-finite one (a skipped minibatch), from `compute_td_error`.
+        (Rows are replayed as trained: `replayed` is `train_batch`.)"""
         local = self.workers.local_worker()
         updates = {}
         for pid, policy_batch in train_batch.policy_batches.items():
@@ -326,6 +341,8 @@ def make_replay_buffer(config: dict) -> Any:
     )
     return MultiAgentReplayBuffer(
         capacity=int(capacity),
+        # (R2D2 stores sequences: `validate_config` sets their length.)
+        replay_sequence_length=max(1, int(buffer_config.get("replay_sequence_length") or 1)),
         prioritized=prioritized,
         alpha=config["prioritized_replay_alpha"],
         beta=config["prioritized_replay_beta"],

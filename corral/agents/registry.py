@@ -17,6 +17,7 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "SimpleQ": ("corral.agents.dqn", "SimpleQTrainer"),
     "APEX": ("corral.agents.dqn", "ApexTrainer"),
     "ApeX": ("corral.agents.dqn", "ApexTrainer"),
+    "R2D2": ("corral.agents.dqn", "R2D2Trainer"),
     "SAC": ("corral.agents.sac", "SACTrainer"),
     "DDPG": ("corral.agents.ddpg", "DDPGTrainer"),
     "TD3": ("corral.agents.ddpg", "TD3Trainer"),
