@@ -56,6 +56,11 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "build_sac_model_and_action_dist action_distribution_fn actor_critic_loss stats "
         "optimizer_fn ComputeTDErrorMixin TargetNetworkMixin setup_late_mixins",
     ),
+    "agents.sac.rnnsac_torch_policy": (
+        _FUNCTION_POLICY,
+        "build_rnnsac_model build_sac_model_and_action_dist action_distribution_fn "
+        "actor_critic_loss",
+    ),
     "agents.cql.cql_torch_policy": (
         _FUNCTION_POLICY,
         "cql_optimizer_fn cql_setup_late_mixins compute_gradients_fn apply_gradients_fn",

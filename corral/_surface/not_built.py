@@ -102,20 +102,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("MBMPO",),
     ),
     Feature(
-        "QMIX",
-        "monotonic value factorisation for grouped agents, and agent grouping",
-        ("agents.qmix", "env.wrappers.group_agents_wrapper"),
-        ("env:GroupAgentsWrapper",),
-        ("QMIX",),
-    ),
-    Feature(
-        "RNNSAC",
-        "SAC with recurrent models",
-        ("agents.sac.rnnsac", "agents.sac.rnnsac_torch_model", "agents.sac.rnnsac_torch_policy"),
-        ("agents.sac:RNNSAC_DEFAULT_CONFIG",),
-        ("RNNSAC",),
-    ),
-    Feature(
         "SlateQ",
         "slate recommendation Q-learning and its explorations",
         (
@@ -125,12 +111,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ),
         ("models.torch.torch_action_dist:TorchSlateMultiCategorical",),
         ("SlateQ",),
-    ),
-    Feature(
-        "Curiosity and RE3",
-        "intrinsic-motivation explorations",
-        ("utils.exploration.curiosity", "utils.exploration.random_encoder"),
-        ("agents.callbacks:RE3UpdateCallbacks",),
     ),
     Feature(
         "Remote envs",
@@ -185,8 +165,8 @@ class Setting:
     Args:
         path: the key, nested keys joined by "/" ("model/custom_preprocessor").
         what: what corral lacks, in a few words.
-        algorithms: the algorithms whose `DEFAULT_CONFIG` has the key; () for a key of
-            `COMMON_CONFIG`.
+        algorithms: the algorithms whose `DEFAULT_CONFIG` has the key, the only ones it
+            is checked for; () for a key of `COMMON_CONFIG` (checked for every trainer).
         allowed: the values that are built, whatever an algorithm's defaults say (the
             first is the default named in the error); () means the default alone.
     """

@@ -499,3 +499,95 @@ class MemoryTrackingCallbacks(DefaultCallbacks):
         episode.custom_metrics["tracemalloc/worker/rss"] = info.rss
         episode.custom_metrics["tracemalloc/worker/data"] = getattr(info, "data", 0)
         episode.custom_metrics["tracemalloc/worker/vms"] = info.vms
+
+
+class RE3UpdateCallbacks(DefaultCallbacks):
+    """Adds RE3's state-entropy rewards to each train batch (RLlib 1.13's).
+
+    Goes with `exploration_config={"type": "RE3", ...}`, which stores the observations'
+    random-encoder embeddings in the batches' `"obs_embeds"` column. In
+    `on_learn_on_batch` each row's distance to its `k_nn`-th nearest neighbour among the
+    batch's embeddings, normalised by the running std (`MovingMeanStd`) and
+    log-compressed, times `beta` at the current training iteration, is added to the
+    rewards (and to the advantages and value targets when the batch has them, as for
+    PPO). See `corral.utils.exploration.random_encoder`.
+
+    The training iteration for the `beta` schedule is kept on the class
+    (`RE3UpdateCallbacks._step`, set by `on_train_result` in the driver), as in RLlib.
+    """
+
+    _step = 0
+
+    def __init__(
+        self,
+        *args: Any,
+        embeds_dim: int = 128,
+        k_nn: int = 50,
+        beta: float = 0.1,
+        rho: float = 0.0001,
+        beta_schedule: str = "constant",
+        **kwargs: Any,
+    ) -> None:
+        """RE3's reward settings (pass them with `functools.partial` or a subclass).
+
+        Args:
+            *args: `DefaultCallbacks`' arguments.
+            embeds_dim: the embedding size (the RE3 exploration's `embeds_dim`).
+            k_nn: which nearest neighbour the entropy estimate uses.
+            beta: the intrinsic reward's initial weight.
+            rho: the decay rate of "linear_decay".
+            beta_schedule: "constant" or "linear_decay" (`beta * (1 - rho)^iteration`).
+            **kwargs: `DefaultCallbacks`' keyword arguments.
+
+        Raises:
+            ValueError: a bad argument, named.
+        """
+        from corral.utils.exploration.random_encoder import (
+            BETA_SCHEDULES,
+            MovingMeanStd,
+            check_re3_args,
+        )
+
+        check_re3_args(embeds_dim=embeds_dim, k_nn=k_nn, beta=beta, rho=rho)
+        if beta_schedule not in BETA_SCHEDULES:
+            raise ValueError(
+                f"RE3UpdateCallbacks beta_schedule={beta_schedule!r}: expected one of "
+                f"{list(BETA_SCHEDULES)}."
+            )
+        self.embeds_dim = int(embeds_dim)
+        self.k_nn = int(k_nn)
+        self.beta = float(beta)
+        self.rho = float(rho)
+        self.beta_schedule = beta_schedule
+        self._rms = MovingMeanStd()
+        super().__init__(*args, **kwargs)
+
+    def on_learn_on_batch(
+        self, *, policy: Policy, train_batch: SampleBatch, result: dict, **kwargs: Any
+    ) -> None:
+        super().on_learn_on_batch(policy=policy, train_batch=train_batch, result=result, **kwargs)
+        import numpy as np
+
+        from corral.utils.exploration.random_encoder import (
+            OBS_EMBEDS,
+            compute_states_entropy,
+            update_beta,
+        )
+
+        if OBS_EMBEDS not in train_batch:
+            raise ValueError(
+                f"RE3UpdateCallbacks: the train batch has no {OBS_EMBEDS!r} column; use it "
+                "with exploration_config={'type': 'RE3', ...}, which adds the embeddings."
+            )
+        embeds = np.asarray(train_batch[OBS_EMBEDS])
+        entropy = compute_states_entropy(embeds, self.embeds_dim, self.k_nn)
+        weight = update_beta(self.beta_schedule, self.beta, self.rho, RE3UpdateCallbacks._step)
+        bonus = weight * np.reshape(self._rms(entropy), embeds.shape[:-1])
+        for column in ("rewards", "advantages", "value_targets"):
+            if column in train_batch:
+                values = np.asarray(train_batch[column])
+                train_batch[column] = (values + bonus).astype(values.dtype, copy=False)
+
+    def on_train_result(self, *, trainer: Any, result: dict, **kwargs: Any) -> None:
+        RE3UpdateCallbacks._step = int(result["training_iteration"])
+        super().on_train_result(trainer=trainer, result=result, **kwargs)

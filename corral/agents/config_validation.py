@@ -619,7 +619,9 @@ def _short_repr(value: Any, limit: int = 120) -> str:
 
 
 def check_not_implemented(
-    config: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+    config: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+    algorithm: str | None = None,
 ) -> None:
     """Raise `NotImplementedError` if `config` turns on a feature corral lacks.
 
@@ -627,7 +629,10 @@ def check_not_implemented(
     must hold its default: the value in `defaults` (the algorithm's `DEFAULT_CONFIG`;
     `COMMON_CONFIG` when None or when the path is missing there), or one of the setting's
     `allowed` values where it has them ("sampler" for `input`, whatever an algorithm's
-    defaults say). The error lists every offending key.
+    defaults say). A setting of some algorithms only (its `algorithms`) is checked for
+    those when `algorithm` (the trainer's name) is given: another algorithm's key of the
+    same name means something else (QMIX's `replay_buffer_config`). The error lists
+    every offending key.
     """
     defaults = COMMON_CONFIG if defaults is None else defaults
     problems = []
@@ -637,6 +642,8 @@ def check_not_implemented(
         sources.append(("evaluation_config/", eval_config))
     for prefix, source in sources:
         for setting in NOT_BUILT_SETTINGS:
+            if algorithm is not None and setting.algorithms and algorithm not in setting.algorithms:
+                continue
             path = setting.path
             value = _lookup(source, path)
             if value is _MISSING:

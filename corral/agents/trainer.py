@@ -167,7 +167,7 @@ class Trainer(Trainable):
         # value of the wrong kind with a message that does not name its key.
         check_config_values(self.config, self.get_config_specs())
         self._validate_config(self.config, trainer_obj_or_none=self)
-        check_not_implemented(self.config, defaults)
+        check_not_implemented(self.config, defaults, getattr(self, "_name", None))
         self.validate_config(self.config)
         check_gpus(self.config)
         prepare_driver(self.config)

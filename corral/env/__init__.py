@@ -4,11 +4,13 @@ from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.multi_agent_env import MultiAgentEnv, make_multi_agent
 from corral.env.vector_env import VectorEnv
+from corral.env.wrappers.group_agents_wrapper import GroupAgentsWrapper
 from corral.env.wrappers.pettingzoo_env import PettingZooEnv
 
 __all__ = [
     "BaseEnv",
     "EnvContext",
+    "GroupAgentsWrapper",
     "MultiAgentEnv",
     "PettingZooEnv",
     "VectorEnv",

@@ -40,6 +40,28 @@ class MultiAgentEnv(gym.Env):
             return self.action_spaces[agent_id]
         return self.action_space
 
+    def with_agent_groups(
+        self,
+        groups: dict[Any, list[Any]],
+        obs_space: gym.Space | None = None,
+        act_space: gym.Space | None = None,
+    ) -> MultiAgentEnv:
+        """This env with each group of agents acting as one agent (for QMIX).
+
+        A group observes the tuple of its members' observations, acts with a tuple of
+        their actions, gets the sum of their rewards (each member's in the info under
+        `_group_rewards`) and is done when all its members are (see
+        `corral.env.wrappers.group_agents_wrapper.GroupAgentsWrapper`).
+
+        Args:
+            groups: group id -> its member agent ids, e.g. `{"group_1": [0, 1]}`.
+            obs_space: the groups' observation space, e.g. a `Tuple` of the members'.
+            act_space: the groups' action space, e.g. a `Tuple` of the members'.
+        """
+        from corral.env.wrappers.group_agents_wrapper import GroupAgentsWrapper
+
+        return GroupAgentsWrapper(self, groups, obs_space, act_space)
+
     def to_base_env(
         self,
         make_env: Callable[[int], Any] | None = None,

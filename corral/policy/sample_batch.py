@@ -49,6 +49,8 @@ class SampleBatch(dict):
     # Columns written by postprocessing (GAE and friends).
     ADVANTAGES = "advantages"
     VALUE_TARGETS = "value_targets"
+    # The observations' embeddings (the RE3 exploration writes them).
+    OBS_EMBEDS = "obs_embeds"
     # Whether a model call is for training (RLlib 1.13's `SampleBatch.is_training`;
     # e.g. batch-norm layers switch mode on it).
     is_training = False

@@ -81,7 +81,10 @@ def test_hooks_are_keyword_only():
 # --------------------------------------------------------------------------------------
 
 
-def test_legacy_dict_logs_deprecation(caplog):
+def test_legacy_dict_logs_deprecation(caplog, monkeypatch):
+    from corral.utils import deprecation
+
+    monkeypatch.setattr(deprecation, "_logged_keys", set())  # (logged once per process)
     with caplog.at_level(logging.WARNING):
         DefaultCallbacks(legacy_callbacks_dict={"on_train_result": print})
     assert "callbacks dict interface" in caplog.text

@@ -169,7 +169,7 @@ def test_make_exploration_resolves_names_paths_and_classes():
     assert type(make_exploration({"type": Random}, **kw)) is Random
     assert type(make_exploration(None, **kw)) is StochasticSampling
     with pytest.raises(ValueError, match="Unknown exploration type"):
-        make_exploration({"type": "Curiosity"}, **kw)
+        make_exploration({"type": "Curiousity"}, **kw)
     with pytest.raises(TypeError, match="does not fit EpsilonGreedy"):
         make_exploration({"type": "EpsilonGreedy", "bogus": 1}, **kw)
 

@@ -30,10 +30,11 @@ from torch import nn
 
 from corral.agents.dqn.dqn_torch_model import DQNTorchModel
 from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy, huber_loss
-from corral.core.learner.training_data import SEQ_MASK, pad_sequences
+from corral.core.learner.training_data import pad_sequences
 from corral.models import ModelCatalog
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.sequence_steps import SequenceSteps
 from corral.policy.torch_policy import TensorDict
 from corral.utils.replay_buffers import N_STEP, WEIGHTS
 
@@ -221,53 +222,33 @@ class R2D2TorchPolicy(DQNTorchPolicy):
         """(loss, mean |TD error| per sequence [B], Q(s, a) of the trained steps) for
         padded sequences: rows `[B * T]` with `seq_mask`, and per sequence `seq_lens` and
         `state_in_<i>`."""
-        seq_lens = batch[SampleBatch.SEQ_LENS]
-        num_seqs = len(seq_lens)
+        steps = SequenceSteps.of(batch, self.gamma, self.burn_in)
         state = [batch[f"state_in_{i}"] for i in range(len(self._initial_state))]
         if self.zero_init_states:
             state = [torch.zeros_like(s) for s in state]
-        q, _ = model(batch, state, seq_lens)
-        length = q.shape[0] // num_seqs
-        q = q.reshape(num_seqs, length, -1)
-        actions = batch[SampleBatch.ACTIONS].long().reshape(num_seqs, length, 1)
+        q, _ = model(batch, state, batch[SampleBatch.SEQ_LENS])
+        q = steps.per_step(q)
+        actions = steps.per_step(batch[SampleBatch.ACTIONS].long()).unsqueeze(-1)
         q_selected = q.gather(-1, actions).squeeze(-1)
 
         with torch.no_grad():
-            q_target, _ = self.target_model(batch, state, seq_lens)
-            q_target = q_target.reshape(num_seqs, length, -1)
+            q_target, _ = self.target_model(batch, state, batch[SampleBatch.SEQ_LENS])
+            q_target = steps.per_step(q_target)
             best = (q if self.q_config["double_q"] else q_target).argmax(-1, keepdim=True)
-            q_best = q_target.gather(-1, best).squeeze(-1)
             # Step t bootstraps from step t + k of its sequence (k: its n-step length).
-            steps = torch.arange(length, device=q.device)
-            k = batch.get(N_STEP)
-            k = torch.ones_like(q_best) if k is None else k.float().reshape(num_seqs, length)
-            bootstrap_step = steps + k.long()
-            q_next = q_best.gather(1, bootstrap_step.clamp(max=length - 1))
-            terminated = batch[SampleBatch.TERMINATEDS].reshape(num_seqs, length).bool()
-            discount = self.gamma**k * (~terminated).float()
-            rewards = batch[SampleBatch.REWARDS].float().reshape(num_seqs, length)
+            q_next = steps.at_next_step(q_target.gather(-1, best).squeeze(-1))
+            rewards = steps.per_step(batch[SampleBatch.REWARDS].float())
             if self.use_h_function:
                 eps = self.h_epsilon
-                target = h_function(rewards + discount * h_inverse(q_next, eps), eps)
+                target = h_function(rewards + steps.discount * h_inverse(q_next, eps), eps)
             else:
-                target = rewards + discount * q_next
-            # Trained: real steps after the burn-in whose bootstrap step is in the
-            # sequence (or that end the episode).
-            mask = (
-                batch[SEQ_MASK].reshape(num_seqs, length)
-                & (steps >= self.burn_in)
-                & ((bootstrap_step < seq_lens.reshape(-1, 1)) | terminated)
-            )
-            weights = batch[WEIGHTS].float().reshape(num_seqs, length) if WEIGHTS in batch else 1.0
-            per_step_weight = mask.float() * weights
-            num_trained = mask.sum()
+                target = rewards + steps.discount * q_next
 
         td_error = q_selected - target
-        loss = (per_step_weight * huber_loss(td_error)).sum() / num_trained.clamp(min=1)
+        loss = steps.weighted_mean(huber_loss(td_error))
         with torch.no_grad():
-            abs_td = td_error.abs() * mask
-            td_per_sequence = abs_td.sum(1) / mask.sum(1).clamp(min=1)
-        return loss, td_per_sequence, q_selected.detach()[mask]
+            td_per_sequence = steps.per_sequence_mean(td_error.abs())
+        return loss, td_per_sequence, q_selected.detach()[steps.mask]
 
     def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
         """Mean |TD error| of each replayed sequence of `batch` (rows of whole sequences,

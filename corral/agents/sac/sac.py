@@ -153,22 +153,29 @@ def _net_keys_rule(key: str) -> cs.Rule:
     )
 
 
-class SACTrainer(OffPolicyTrainer):
+class SACTrainerBase(OffPolicyTrainer):
+    """What SAC and RNNSAC share: SAC's keys (with their specs and docs) and checks."""
+
+    _config_specs = CONFIG_SPECS
+    # As RLlib 1.13's: `Q_model` and `policy_model` take keys of their own (a custom
+    # model's `custom_model_config`, or `model` keys it reads), like `model` does.
+    _allow_unknown_subkeys = [*ALLOW_UNKNOWN_SUBKEYS, "policy_model", "Q_model"]
+    _config_rules: tuple[cs.Rule, ...] = (
+        cs.Rule(
+            lambda c: _finite_bounds(c.get("action_space")),
+            "SAC squashes actions into bounds; {action_space} has infinite bounds.",
+        ),
+    )
+
+
+class SACTrainer(SACTrainerBase):
     """Soft Actor-Critic with twin Q-networks and automatic entropy tuning
     (arXiv:1801.01290, arXiv:1812.05905; discrete actions: arXiv:1910.07207)."""
 
     _name = "SAC"
     _default_config = DEFAULT_CONFIG
-    _config_specs = CONFIG_SPECS
     _policy_class = SACTorchPolicy
-    # As RLlib 1.13's: `Q_model` and `policy_model` take keys of their own (a custom
-    # model's `custom_model_config`, or `model` keys it reads), like `model` does.
-    _allow_unknown_subkeys = [*ALLOW_UNKNOWN_SUBKEYS, "policy_model", "Q_model"]
     _config_rules = (
-        cs.Rule(
-            lambda c: _finite_bounds(c.get("action_space")),
-            "SAC squashes actions into bounds; {action_space} has infinite bounds.",
-        ),
         _net_keys_rule("Q_model"),
         _net_keys_rule("policy_model"),
     )

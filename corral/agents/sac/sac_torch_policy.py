@@ -134,7 +134,12 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         categorical distribution (its argmax)."""
         if self.state_preprocessor:
             obs = self.model.state_features(obs)
-        dist_inputs = self.model.get_policy_output(obs)
+        return self.sample_actions(self.model.get_policy_output(obs), explore)
+
+    def sample_actions(
+        self, dist_inputs: torch.Tensor, explore: bool
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions and extra fetches of the actor's distribution inputs (see `act`)."""
         if self.discrete:
             log_probs = torch.log_softmax(dist_inputs, dim=-1)
             if explore:

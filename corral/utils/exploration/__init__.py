@@ -7,6 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from corral.utils.exploration.curiosity import Curiosity
 from corral.utils.exploration.epsilon_greedy import EpsilonGreedy
 from corral.utils.exploration.exploration import Exploration
 from corral.utils.exploration.gaussian_noise import GaussianNoise
@@ -18,6 +19,7 @@ from corral.utils.exploration.per_worker_ornstein_uhlenbeck_noise import (
     PerWorkerOrnsteinUhlenbeckNoise,
 )
 from corral.utils.exploration.random import Random
+from corral.utils.exploration.random_encoder import RE3
 from corral.utils.exploration.soft_q import SoftQ
 from corral.utils.exploration.stochastic_sampling import StochasticSampling
 from corral.utils.exploration.thompson_sampling import ThompsonSampling
@@ -26,6 +28,7 @@ from corral.utils.exploration.upper_confidence_bound import UpperConfidenceBound
 _BUILTIN: dict[str, type[Exploration]] = {
     cls.__name__: cls
     for cls in (
+        Curiosity,
         EpsilonGreedy,
         GaussianNoise,
         OrnsteinUhlenbeckNoise,
@@ -34,6 +37,7 @@ _BUILTIN: dict[str, type[Exploration]] = {
         PerWorkerGaussianNoise,
         PerWorkerOrnsteinUhlenbeckNoise,
         Random,
+        RE3,
         SoftQ,
         StochasticSampling,
         ThompsonSampling,
@@ -96,6 +100,7 @@ def make_exploration(
 
 
 __all__ = [
+    "Curiosity",
     "EpsilonGreedy",
     "Exploration",
     "GaussianNoise",
@@ -105,6 +110,7 @@ __all__ = [
     "PerWorkerGaussianNoise",
     "PerWorkerOrnsteinUhlenbeckNoise",
     "Random",
+    "RE3",
     "SoftQ",
     "StochasticSampling",
     "ThompsonSampling",
