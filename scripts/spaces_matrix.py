@@ -94,9 +94,22 @@ def available_algorithms() -> list[str]:
     return names
 
 
+# What an algorithm needs on top (its recurrent nets: R2D2's and RNNSAC's models must
+# be LSTMs, as in RLlib 1.13).
+_NEEDS: dict[str, dict[str, Any]] = {
+    "R2D2": {"model": {**_TINY["model"], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 4}},
+    "RNNSAC": {
+        "Q_model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8},
+        "policy_model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8},
+        "model": {"max_seq_len": 4},
+    },
+}
+
+
 def tiny_config(trainer_cls: type, obs_space: gym.Space, action_space: gym.Space) -> dict:
     defaults = trainer_cls.get_default_config()
     config = {k: v for k, v in _TINY.items() if not defaults or k in defaults}
+    config.update(_NEEDS.get(getattr(trainer_cls, "_name", ""), {}))
     config["env_config"] = {
         "observation_space": obs_space,
         "action_space": action_space,

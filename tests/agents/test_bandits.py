@@ -25,6 +25,7 @@ from corral.agents.bandit.bandit_torch_model import (
 from corral.agents.bandit.bandit_torch_policy import REGRET
 from corral.agents.registry import get_trainer_class
 from corral.policy.sample_batch import SampleBatch
+from corral.utils.error import UnsupportedSpaceException
 from corral.utils.exploration import ThompsonSampling, UpperConfidenceBound
 
 QUIET = {"seed": 0, "log_level": "ERROR"}
@@ -199,12 +200,14 @@ def test_the_exploration_picks_the_model():
     assert ucb.model.feature_dim == 3 and flat.shape == (15,)
 
 
-def test_the_policy_needs_discrete_arms_and_item_features():
-    with pytest.raises(ValueError, match="Discrete"):
+def test_the_policy_needs_discrete_arms_feature_vectors_and_item_features():
+    with pytest.raises(UnsupportedSpaceException, match="Discrete"):
         _policy("UpperConfidenceBound", action_space=gym.spaces.Box(-1, 1, (2,)))
     no_items = gym.spaces.Dict({"user": gym.spaces.Box(-1, 1, (3,))})
-    with pytest.raises(ValueError, match="'item'"):
+    with pytest.raises(UnsupportedSpaceException, match="'item'"):
         _policy("UpperConfidenceBound", obs_space=no_items)
+    with pytest.raises(UnsupportedSpaceException, match="image"):
+        _policy("ThompsonSampling", obs_space=gym.spaces.Box(0, 255, (42, 42, 3)))
 
 
 # -- the policy ------------------------------------------------------------------------

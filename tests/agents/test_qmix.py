@@ -18,6 +18,7 @@ from corral.agents.qmix import (
 )
 from corral.agents.registry import get_trainer_class
 from corral.env.multi_agent_env import ENV_STATE
+from corral.utils.error import UnsupportedSpaceException
 from tests.fixtures.two_step_game import GroupedTwoStepGame
 
 N_ACTIONS = 4
@@ -211,9 +212,9 @@ def test_config_errors(overrides, error, match):
 
 def test_spaces_must_be_tuples_of_discrete_actions():
     box = gym.spaces.Box(-1, 1, (3,), np.float32)
-    with pytest.raises(ValueError, match="Tuple observation space"):
+    with pytest.raises(UnsupportedSpaceException, match="Tuple observation space"):
         QMixTorchPolicy(box, gym.spaces.Discrete(2), dict(DEFAULT_CONFIG))
-    with pytest.raises(ValueError, match="same Discrete"):
+    with pytest.raises(UnsupportedSpaceException, match="same Discrete"):
         QMixTorchPolicy(
             gym.spaces.Tuple([box, box]),
             gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Discrete(3)]),

@@ -38,6 +38,7 @@ from corral.models.torch.torch_modelv2 import TorchModelV2
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.deprecation import log_once
+from corral.utils.error import UnsupportedSpaceException
 from corral.utils.exploration import (
     ThompsonSampling,
     UpperConfidenceBound,
@@ -76,7 +77,7 @@ def make_model_and_action_dist(
         config: the policy config; `model` may hold "alpha" and "lambda_".
     """
     if not isinstance(action_space, gym.spaces.Discrete):
-        raise ValueError(
+        raise UnsupportedSpaceException(
             f"The bandit policies choose one of n arms: the action space must be Discrete, "
             f"got {action_space}."
         )
@@ -88,9 +89,14 @@ def make_model_and_action_dist(
     original = getattr(obs_space, "original_space", obs_space)
     parametric = isinstance(original, gym.spaces.Dict)
     if isinstance(original, gym.spaces.Dict) and "item" not in original.spaces:
-        raise ValueError(
+        raise UnsupportedSpaceException(
             "A Dict observation space for the bandit policies needs an 'item' entry "
             f"(the items' features, [num_items, feature_dim]); got {original}."
+        )
+    if isinstance(original, gym.spaces.Box) and len(original.shape) > 2:
+        raise UnsupportedSpaceException(
+            "The bandit policies fit linear models on the context's features: an image "
+            f"observation space has too many ({original}); give a feature vector."
         )
     model_class: type[TorchModelV2]
     if kind is not None and issubclass(kind, ThompsonSampling):

@@ -194,10 +194,14 @@ def rollout(
     )
     limit = spec_limit if timestep_limit is None else min(timestep_limit, spec_limit)
     rewards = []
+    # The env gets its own action structure (Tuple/Dict rebuilt from the flat row), Box
+    # parts within their bounds (stretched from [-1, 1] first with `normalize_actions`).
+    unsquash = bool(policy.config.get("normalize_actions"))
     obs, _ = env.reset(seed=seed)
     for _ in range(limit):
         actions, _, _ = policy.compute_actions([obs], add_noise=add_noise, update=True)
-        obs, reward, terminated, truncated, _ = env.step(actions[0])
+        action = policy.to_env_actions(actions, unsquash=unsquash, clip=True)[0]
+        obs, reward, terminated, truncated, _ = env.step(action)
         rewards.append(float(reward) - abs(offset))
         if terminated or truncated:
             break

@@ -57,6 +57,7 @@ from corral.policy.rnn_sequencing import sequence_starts, trajectory_boundaries
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import TargetNetworkStateMixin, update_target_network
 from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.utils.error import UnsupportedSpaceException
 from corral.utils.exploration import EpsilonGreedy, Exploration, make_exploration
 
 # The key of the allowed actions in an agent's observation dict.
@@ -512,23 +513,24 @@ def _validate(obs_space: gym.Space, action_space: gym.Space) -> tuple[gym.Space,
     """(one agent's observation space, n_agents, n_actions) of a group's `Tuple` spaces.
 
     Raises:
-        ValueError: spaces that are not `Tuple`s of one per agent, actions that are not
-            `Discrete` with the same number of actions, or agents observing differently.
+        UnsupportedSpaceException: spaces that are not `Tuple`s of one per agent, actions
+            that are not `Discrete` with the same number of actions, or agents observing
+            differently.
     """
     obs_space = convert_space(getattr(obs_space, "original_space", None) or obs_space)
     action_space = convert_space(action_space)
     if not isinstance(obs_space, gym.spaces.Tuple):
-        raise ValueError(
+        raise UnsupportedSpaceException(
             f"QMIX needs a Tuple observation space (one entry per agent of a group made with "
             f"MultiAgentEnv.with_agent_groups), got {obs_space}."
         )
     if not isinstance(action_space, gym.spaces.Tuple):
-        raise ValueError(
+        raise UnsupportedSpaceException(
             f"QMIX needs a Tuple action space (one Discrete space per agent of a group made "
             f"with MultiAgentEnv.with_agent_groups), got {action_space}."
         )
     if len(obs_space.spaces) != len(action_space.spaces):
-        raise ValueError(
+        raise UnsupportedSpaceException(
             f"QMIX: the observation space has {len(obs_space.spaces)} agents, the action "
             f"space {len(action_space.spaces)}: {obs_space} vs {action_space}."
         )
@@ -536,11 +538,11 @@ def _validate(obs_space: gym.Space, action_space: gym.Space) -> tuple[gym.Space,
     if not all(isinstance(s, gym.spaces.Discrete) for s in action_space.spaces) or any(
         s != first for s in action_space.spaces
     ):
-        raise ValueError(
+        raise UnsupportedSpaceException(
             f"QMIX needs each agent's actions to be the same Discrete space, got {action_space}."
         )
     if any(s != obs_space.spaces[0] for s in obs_space.spaces):
-        raise ValueError(
+        raise UnsupportedSpaceException(
             f"QMIX needs agents that observe the same space (homogeneous agents), got {obs_space}."
         )
     return obs_space.spaces[0], len(obs_space.spaces), int(first.n)  # type: ignore[attr-defined]
