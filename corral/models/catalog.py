@@ -269,26 +269,21 @@ class ModelCatalog:
                     "Use a custom_model."
                 ) from err
             default_model = FullyConnectedNetwork
-        if config.get("use_lstm") and config.get("use_attention"):
+        # The recurrent wrappers: the default model's features feed an LSTM or a GTrXL.
+        wrappers = {"use_lstm": LSTMWrapper, "use_attention": AttentionWrapper}
+        chosen = [key for key in wrappers if config.get(key)]
+        if len(chosen) > 1:
             raise ValueError("Only one of `use_lstm` or `use_attention` may be set to True!")
-        if config.get("use_attention"):
+        wrapper = wrappers[chosen[0]] if chosen else None
+        if wrapper is not None:
             if model_interface is not None:
                 raise NotImplementedError(
-                    f"use_attention with the {model_interface.__name__} model interface is "
-                    "not supported: only policy-gradient models can be wrapped in attention."
+                    f"{chosen[0]} with the {model_interface.__name__} model interface is not "
+                    "supported: only policy-gradient models can be wrapped in a recurrent "
+                    "model."
                 )
             base = default_model(obs_space, action_space, None, config, f"{name}_base")
-            return AttentionWrapper(
-                obs_space, action_space, num_outputs, config, name, base=base, **model_kwargs
-            )
-        if config.get("use_lstm"):
-            if model_interface is not None:
-                raise NotImplementedError(
-                    f"use_lstm with the {model_interface.__name__} model interface is not "
-                    "supported: only policy-gradient models can be wrapped in an LSTM."
-                )
-            base = default_model(obs_space, action_space, None, config, f"{name}_base")
-            return LSTMWrapper(
+            return wrapper(
                 obs_space, action_space, num_outputs, config, name, base=base, **model_kwargs
             )
         model_cls = _wrap_if_needed(default_model, model_interface)
