@@ -1,5 +1,6 @@
 import itertools
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -15,6 +16,17 @@ _ENV_NAMES = itertools.count()
 def _results_in_tmp(tmp_path, monkeypatch):
     """Trainers write their logdirs under a temporary folder, never in $HOME."""
     monkeypatch.setenv("CORRAL_RESULTS_DIR", str(tmp_path / "corral_results"))
+
+
+@pytest.fixture(autouse=True)
+def _corral_log_level_restored():
+    """A trainer's `log_level` sets the "corral" logger's level for the process (as
+    RLlib's does); each test starts from the level before it, so that one test's
+    `log_level: "ERROR"` does not silence the warnings another checks."""
+    corral_logger = logging.getLogger("corral")
+    level = corral_logger.level
+    yield
+    corral_logger.setLevel(level)
 
 
 @pytest.fixture
