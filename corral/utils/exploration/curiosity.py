@@ -52,14 +52,14 @@ from torch import nn
 from corral.models.catalog import ModelCatalog
 from corral.models.torch.misc import SlimFC
 from corral.policy.sample_batch import SampleBatch
-from corral.utils.exploration.exploration import Exploration
+from corral.utils.exploration.exploration import DelegatingExploration
 from corral.utils.torch_utils import one_hot
 
 # RLlib 1.13's module-level alias (part of its public surface).
 F = nn.functional
 
 
-class Curiosity(Exploration):
+class Curiosity(DelegatingExploration):
     """Intrinsic rewards from the forward-model error of an ICM (see the module doc).
 
     Args:
@@ -174,16 +174,7 @@ class Curiosity(Exploration):
         # The losses of the last update (reported by `get_info`).
         self._last_losses: dict[str, float] = {}
 
-        from corral.utils.exploration import make_exploration
-
-        self.exploration_submodule = make_exploration(
-            sub_exploration,
-            action_space,
-            self.policy_config,
-            self.model,
-            num_workers=self.num_workers,
-            worker_index=self.worker_index,
-        )
+        self.exploration_submodule = self.make_submodule(sub_exploration)
 
     def _check_setup(self, sub_exploration: dict | None) -> None:
         if self.model is None:
@@ -212,21 +203,6 @@ class Curiosity(Exploration):
                 )
 
     # -- the Exploration hooks ------------------------------------------------
-
-    def get_exploration_action(
-        self, action_distribution: Any, timestep: int | None = None, explore: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sub-exploration's actions (curiosity only changes the rewards)."""
-        self._timestep(timestep)
-        return self.exploration_submodule.get_exploration_action(
-            action_distribution, timestep, explore
-        )
-
-    def on_episode_start(self, policy: Any = None, **kwargs: Any) -> None:
-        self.exploration_submodule.on_episode_start(policy=policy, **kwargs)
-
-    def on_episode_end(self, policy: Any = None, **kwargs: Any) -> None:
-        self.exploration_submodule.on_episode_end(policy=policy, **kwargs)
 
     def postprocess_trajectory(self, policy: Any, sample_batch: Any, **kwargs: Any) -> Any:
         """Adds `eta * L_F` to each transition's reward and takes one ICM optimizer
@@ -308,16 +284,7 @@ class Curiosity(Exploration):
     # -- reporting and state --------------------------------------------------
 
     def get_info(self) -> dict[str, Any]:
-        return {**self._last_losses, **self.exploration_submodule.get_info()}
-
-    def get_state(self) -> dict[str, Any]:
-        """The sub-exploration's state (the ICM weights are in the policy's weights)."""
-        return {**super().get_state(), "sub_exploration": self.exploration_submodule.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        super().set_state(state)
-        if "sub_exploration" in state:
-            self.exploration_submodule.set_state(state["sub_exploration"])
+        return {**self._last_losses, **super().get_info()}
 
 
 def _trajectory_bounds(sample_batch: Any) -> list[tuple[int, int]]:

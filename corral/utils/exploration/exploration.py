@@ -96,6 +96,53 @@ class Exploration:
         self.last_timestep = int(state.get("last_timestep", self.last_timestep))
 
 
+class DelegatingExploration(Exploration):
+    """An exploration whose actions come from a sub-exploration (`exploration_submodule`,
+    built by `make_submodule`): Curiosity and RE3, which only change the batches. The
+    acting, episode hooks, info and state go to the sub-exploration."""
+
+    exploration_submodule: Exploration
+
+    def make_submodule(self, config: dict) -> Exploration:
+        """The sub-exploration of `exploration_config` `config`, for this policy."""
+        from corral.utils.exploration import make_exploration
+
+        return make_exploration(
+            config,
+            self.action_space,
+            self.policy_config,
+            self.model,
+            num_workers=self.num_workers,
+            worker_index=self.worker_index,
+        )
+
+    def get_exploration_action(
+        self, action_distribution: Any, timestep: int | None = None, explore: bool = True
+    ) -> tuple[Any, Any]:
+        """The sub-exploration's actions."""
+        self._timestep(timestep)
+        return self.exploration_submodule.get_exploration_action(
+            action_distribution, timestep, explore
+        )
+
+    def on_episode_start(self, policy: Any = None, **kwargs: Any) -> None:
+        self.exploration_submodule.on_episode_start(policy=policy, **kwargs)
+
+    def on_episode_end(self, policy: Any = None, **kwargs: Any) -> None:
+        self.exploration_submodule.on_episode_end(policy=policy, **kwargs)
+
+    def get_info(self) -> dict[str, Any]:
+        return self.exploration_submodule.get_info()
+
+    def get_state(self) -> dict[str, Any]:
+        return {**super().get_state(), "sub_exploration": self.exploration_submodule.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        if "sub_exploration" in state:
+            self.exploration_submodule.set_state(state["sub_exploration"])
+
+
 def overrides(exploration: Exploration, hook: str) -> bool:
     """Whether `exploration`'s class overrides the base class's no-op `hook`."""
     return getattr(type(exploration), hook) is not getattr(Exploration, hook)

@@ -48,7 +48,7 @@ import torch
 
 from corral.models.catalog import ModelCatalog
 from corral.policy.sample_batch import SampleBatch
-from corral.utils.exploration.exploration import Exploration
+from corral.utils.exploration.exploration import DelegatingExploration
 from corral.utils.schedules import PiecewiseSchedule
 
 # The column of the observations' embeddings.
@@ -144,7 +144,7 @@ def compute_states_entropy(obs_embeds: np.ndarray, embed_dim: int, k_nn: int) ->
     return np.sqrt(kth).astype(np.float32)
 
 
-class RE3(Exploration):
+class RE3(DelegatingExploration):
     """Embeds the observations with a fixed random encoder for the state-entropy
     rewards of `RE3UpdateCallbacks` (see the module doc).
 
@@ -219,16 +219,7 @@ class RE3(Exploration):
         self._encoder_net = encoder
         self.sub_exploration = sub_exploration or self._default_sub_exploration()
 
-        from corral.utils.exploration import make_exploration
-
-        self.exploration_submodule = make_exploration(
-            self.sub_exploration,
-            action_space,
-            self.policy_config,
-            self.model,
-            num_workers=self.num_workers,
-            worker_index=self.worker_index,
-        )
+        self.exploration_submodule = self.make_submodule(self.sub_exploration)
 
     def _default_sub_exploration(self) -> dict:
         warmup = self.random_timesteps
@@ -247,21 +238,6 @@ class RE3(Exploration):
 
     # -- the Exploration hooks ------------------------------------------------
 
-    def get_exploration_action(
-        self, action_distribution: Any, timestep: int | None = None, explore: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sub-exploration's actions (RE3 only adds embeddings to the batches)."""
-        self._timestep(timestep)
-        return self.exploration_submodule.get_exploration_action(
-            action_distribution, timestep, explore
-        )
-
-    def on_episode_start(self, policy: Any = None, **kwargs: Any) -> None:
-        self.exploration_submodule.on_episode_start(policy=policy, **kwargs)
-
-    def on_episode_end(self, policy: Any = None, **kwargs: Any) -> None:
-        self.exploration_submodule.on_episode_end(policy=policy, **kwargs)
-
     def postprocess_trajectory(self, policy: Any, sample_batch: Any, **kwargs: Any) -> Any:
         """Stores the observations' embeddings in the `"obs_embeds"` column."""
         device = getattr(policy, "device", None) or torch.device("cpu")
@@ -274,20 +250,6 @@ class RE3(Exploration):
             embeds, _ = self._encoder_net({SampleBatch.OBS: obs})
         sample_batch[OBS_EMBEDS] = embeds.detach().cpu().numpy().astype(np.float32, copy=False)
         return sample_batch
-
-    # -- reporting and state --------------------------------------------------
-
-    def get_info(self) -> dict[str, Any]:
-        return self.exploration_submodule.get_info()
-
-    def get_state(self) -> dict[str, Any]:
-        """The sub-exploration's state (the encoder is in the policy's weights)."""
-        return {**super().get_state(), "sub_exploration": self.exploration_submodule.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        super().set_state(state)
-        if "sub_exploration" in state:
-            self.exploration_submodule.set_state(state["sub_exploration"])
 
 
 def check_re3_args(*, embeds_dim: int, k_nn: int, beta: float, rho: float) -> None:
