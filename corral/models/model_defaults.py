@@ -81,10 +81,10 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "attention_position_wise_mlp_dim": 32,
     # Initial bias of the GRU gates (high values start close to identity).
     "attention_init_gru_gate_bias": 2.0,
-    # How many previous actions to feed into the attention wrapper (0 or 1: the
-    # previous action, one-hot for discrete spaces; more is not built).
+    # How many previous actions to feed into the attention wrapper (one-hot for discrete
+    # spaces, oldest first; zeros before the episode's first step).
     "attention_use_n_prev_actions": 0,
-    # How many previous rewards to feed into the attention wrapper (0 or 1).
+    # How many previous rewards to feed into the attention wrapper.
     "attention_use_n_prev_rewards": 0,
     # --- Image preprocessing (Atari-style observations) ---
     # Stack the last 4 frames into one observation.

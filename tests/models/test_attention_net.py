@@ -95,10 +95,11 @@ def test_state_is_each_units_memory_window():
         assert moved[:, 4].abs().sum() > 0
 
 
-def test_training_sequences_see_the_memory_acting_saw():
+@pytest.mark.parametrize("n_actions, n_rewards", [(1, 1), (3, 2), (0, 4)])
+def test_training_sequences_see_the_memory_acting_saw(n_actions, n_rewards):
     """Logits of a 13-step trajectory computed step by step (acting) equal those of its
     max_seq_len chunks, each started from the window recorded at its first step."""
-    model = _wrapper(attention_use_n_prev_actions=1, attention_use_n_prev_rewards=1)
+    model = _wrapper(attention_use_n_prev_actions=n_actions, attention_use_n_prev_rewards=n_rewards)
     model.eval()
     steps = 13
     obs = torch.randn(steps, 3)
@@ -115,7 +116,7 @@ def test_training_sequences_see_the_memory_acting_saw():
             acted.append(logits[0])
     features, initial, seq_lens = chop_into_sequences(
         feature_columns=[obs.numpy(), prev_actions.numpy(), prev_rewards.numpy()],
-        state_columns=[np.stack([r[k] for r in recorded]) for k in range(2)],
+        state_columns=[np.stack([r[k] for r in recorded]) for k in range(len(state))],
         max_seq_len=4,
         episode_ids=np.zeros(steps),
         dynamic_max=False,
@@ -157,8 +158,28 @@ def test_gtrxl_as_a_custom_model_and_its_errors():
         GTrXLNet(OBS, ACTIONS, 2, {}, "g", attention_dim=7)
     with pytest.raises(ValueError, match="Only one of `use_lstm` or `use_attention`"):
         _wrapper(use_lstm=True)
-    with pytest.raises(NotImplementedError, match="attention_use_n_prev_actions"):
-        _wrapper(attention_use_n_prev_actions=3)
+
+
+def test_n_previous_actions_and_rewards_reach_the_transformer_oldest_first():
+    model = _wrapper(attention_use_n_prev_actions=3, attention_use_n_prev_rewards=2)
+    state = model.get_initial_state()
+    # Two units' windows, then the 2 older actions (one-hot) and the 1 older reward.
+    assert [s.shape for s in state[2:]] == [(2, 2), (1, 1)]
+    seen = []
+    model.gtrxl.linear_layer.register_forward_pre_hook(lambda _, args: seen.append(args[0]))
+    state = [torch.as_tensor(s)[None] for s in state]
+    with torch.no_grad():
+        for action, reward in [(1, 0.5), (0, -1.0), (1, 2.0)]:
+            _, _, state = model.forward_inference_rnn(
+                torch.zeros(1, 3), state, torch.tensor([action]), torch.tensor([reward])
+            )
+    # The third step's input: 16 base features, actions 1, 0, 1 one-hot, rewards -1, 2.
+    last = seen[-1][0, 0, 16:]
+    torch.testing.assert_close(last, torch.tensor([0.0, 1.0, 1.0, 0.0, 0.0, 1.0, -1.0, 2.0]))
+    # The first step saw zeros before the episode's start.
+    torch.testing.assert_close(
+        seen[0][0, 0, 16:], torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.5])
+    )
 
 
 @pytest.mark.parametrize("extra", [{}, {"attention_use_n_prev_actions": 1}])
@@ -204,7 +225,14 @@ def test_ppo_trains_with_use_attention_and_checkpoints(tmp_path, extra):
         restored.stop()
 
 
-@pytest.mark.parametrize("extra", [{}, {"attention_use_n_prev_actions": 1}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"attention_use_n_prev_actions": 1},
+        {"attention_use_n_prev_actions": 3, "attention_use_n_prev_rewards": 2},
+    ],
+)
 def test_ppo_training_recomputes_what_acting_computed(extra):
     # With a rate too small to move the weights, the learner's sequences (cut from the
     # sampled rows, each started from the memory window recorded at its first step)

@@ -16,7 +16,7 @@ the windows with a trajectory view (``shift="-50:-1"``); the memory is the same.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -25,7 +25,7 @@ from torch import nn
 
 from corral.models.torch.misc import SlimFC
 from corral.models.torch.modules import GRUGate, RelativeMultiHeadAttention, SkipConnection
-from corral.models.torch.recurrent_net import RecurrentNetwork, WrapperInputs
+from corral.models.torch.recurrent_net import RecurrentNetwork, WrapperInputs, prev_action_size
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 
 
@@ -171,9 +171,12 @@ class AttentionWrapper(WrapperInputs):
 
     The wrapped ``base`` model is built with ``num_outputs=None`` so that its output is
     its last hidden layer; the transformer's input is those features, plus (with
-    ``attention_use_n_prev_actions`` / ``_rewards`` > 0) the previous action, one-hot for
-    discrete spaces, and the previous reward. Logits and the value come from linear heads
-    on the transformer's output. The ``attention_*`` keys of the model config size it.
+    ``attention_use_n_prev_actions`` / ``_rewards`` = n > 0) the previous n actions, one-hot
+    for discrete spaces, and the previous n rewards, oldest first (zeros before the
+    episode's start). The n - 1 older ones are carried as recurrent state after the units'
+    memory windows, so training sequences see what acting saw. Logits and the value come
+    from linear heads on the transformer's output. The ``attention_*`` keys of the model
+    config size it.
     """
 
     prev_action_key = "attention_use_n_prev_actions"
@@ -192,13 +195,20 @@ class AttentionWrapper(WrapperInputs):
         cfg = self.model_config
         n_actions = int(cfg.get("attention_use_n_prev_actions", 0))
         n_rewards = int(cfg.get("attention_use_n_prev_rewards", 0))
-        if n_actions > 1 or n_rewards > 1:
-            raise NotImplementedError(
-                "attention_use_n_prev_actions / attention_use_n_prev_rewards above 1 are not "
-                f"built (got {n_actions} / {n_rewards}): corral feeds the transformer the "
-                "previous action and reward (1)."
+        step_size = self.init_inputs(base, n_actions > 0, n_rewards > 0)
+        # A step's input is the base model's features, then the newest previous action and
+        # reward; the ``n - 1`` older ones are carried as state after the units' windows.
+        action_size = prev_action_size(action_space) if n_actions else 0
+        features = step_size - action_size - (1 if n_rewards else 0)
+        self._histories = [
+            history
+            for history in (
+                _History(features, action_size, n_actions),
+                _History(features + action_size, 1, n_rewards),
             )
-        in_size = self.init_inputs(base, n_actions == 1, n_rewards == 1)
+            if history.n > 0
+        ]
+        in_size = features + sum(h.size * h.n for h in self._histories)
         self.max_seq_len = int(cfg.get("max_seq_len", 20))
         self.gtrxl = GTrXLNet(
             obs_space,
@@ -226,14 +236,43 @@ class AttentionWrapper(WrapperInputs):
         self._features: TensorType | None = None
 
     def get_initial_state(self) -> list[np.ndarray]:
-        return self.gtrxl.get_initial_state()
+        """The units' memory windows, then (with ``attention_use_n_prev_*`` > 1) the
+        ``n - 1`` previous actions / rewards before the newest, zeros."""
+        histories = [np.zeros((h.n - 1, h.size), np.float32) for h in self._histories if h.n > 1]
+        return self.gtrxl.get_initial_state() + histories
+
+    def _transformer(
+        self, inputs: TensorType, state: list[TensorType], seq_lens: TensorType | None
+    ) -> tuple[TensorType, list[TensorType]]:
+        """The transformer on ``inputs [B, T, F]`` (each step's features, newest previous
+        action and reward) with each step's previous ``n`` actions and rewards in place of
+        the newest (oldest first, as RLlib's ``shift="-n:-1"`` view), and the state after."""
+        units = self.gtrxl.num_transformer_units
+        memory, carried = list(state[:units]), list(state[units:])
+        if self._histories:
+            parts, moved = [inputs[..., : self._histories[0].start]], []
+            for history in self._histories:
+                newest = inputs[..., history.start : history.start + history.size]
+                if history.n == 1:
+                    parts.append(newest)
+                    continue
+                older = torch.as_tensor(carried.pop(0)).to(newest.dtype)
+                joined = torch.cat([older, newest], dim=1)  # [B, n - 1 + T, size]
+                windows = joined.unfold(1, history.n, 1)  # [B, T, size, n]
+                parts.append(windows.transpose(-1, -2).flatten(-2))
+                moved.append(_moved_window(older, newest, seq_lens))
+            inputs = torch.cat(parts, dim=-1)
+        else:
+            moved = []
+        out, new_memory = self.gtrxl.transformer(inputs, memory, seq_lens)
+        return out, new_memory + moved
 
     def forward_rnn(
         self, inputs: TensorType, state: list[TensorType], seq_lens: TensorType
     ) -> tuple[TensorType, list[TensorType]]:
         if self.time_major:
             inputs = inputs.transpose(0, 1)
-        out, new_state = self.gtrxl.transformer(inputs, state, seq_lens)
+        out, new_state = self._transformer(inputs, state, seq_lens)
         self._features = out.reshape(-1, self.attention_dim)
         out = self._logits_branch(out)
         if self.time_major:
@@ -251,10 +290,19 @@ class AttentionWrapper(WrapperInputs):
         -> ``(dist_inputs [N, num_outputs], values [N], the moved windows)``; the
         sampler's fast path (no input dict, nothing cached)."""
         x = self.wrapped_inputs(obs, prev_action, prev_reward).unsqueeze(1)
-        out, new_state = self.gtrxl.transformer(x, state_in, None)
+        out, new_state = self._transformer(x, state_in, None)
         out = out.squeeze(1)
         value = self._value_branch(out).squeeze(-1)
         return self._logits_branch(out), value, new_state
+
+
+class _History(NamedTuple):
+    """Where one previous-value input (actions or rewards) sits in a step's input:
+    columns ``[start, start + size)``, and how many steps of it the transformer sees."""
+
+    start: int
+    size: int
+    n: int
 
 
 def _moved_window(window: TensorType, steps: TensorType, seq_lens: TensorType | None) -> TensorType:
