@@ -119,16 +119,16 @@ NOT_BUILT: tuple[Feature, ...] = (
     ),
     Feature(
         "Third-party env wrappers",
-        "DeepMind env/dm_control, Unity3D, Kaggle football, OpenSpiel and RecSim wrappers",
+        "the Unity3D, Kaggle football and RecSim wrappers (the DeepMind, dm_control and "
+        "OpenSpiel ones are built): Unity3D drives a Unity game build over ML-Agents' "
+        "socket, which no package ships; Google Research Football (`gfootball`, last "
+        "released 2022) compiles its C++ game engine at install; RecSim (`recsim`, last "
+        "released 2020) needs TensorFlow",
         (
-            "env.wrappers.dm_control_wrapper",
-            "env.wrappers.dm_env_wrapper",
             "env.wrappers.kaggle_wrapper",
-            "env.wrappers.open_spiel",
             "env.wrappers.recsim",
             "env.wrappers.recsim_wrapper",
             "env.wrappers.unity3d_env",
-            "env.wrappers.uncertainty_wrappers",
         ),
     ),
     Feature(
