@@ -78,13 +78,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         (),
         ("AlphaStar",),
     ),
-    Feature(
-        "Ape-X DDPG",
-        "distributed prioritized replay for DDPG",
-        ("agents.ddpg.apex",),
-        (),
-        ("APEX_DDPG",),
-    ),
     Feature("DD-PPO", "decentralized distributed PPO", ("agents.ppo.ddppo",), (), ("DDPPO",)),
     Feature(
         "Dreamer",
@@ -177,7 +170,7 @@ class Setting:
     allowed: tuple[object, ...] = ()
 
 
-_OFF_POLICY = ("SimpleQ", "DQN", "APEX", "R2D2", "SAC", "DDPG", "TD3")
+_OFF_POLICY = ("SimpleQ", "DQN", "APEX", "R2D2", "SAC", "DDPG", "TD3", "APEX_DDPG")
 
 # Config settings corral accepts for compatibility but does not build. Remove an entry when
 # the feature lands.
@@ -190,8 +183,15 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     # Algorithms' own keys.
     Setting(
         "worker_side_prioritization",
-        "priorities computed in the workers (the driver computes them)",
-        _OFF_POLICY,
+        "priorities computed in the workers for replayed sequences (R2D2 and RNNSAC "
+        "prioritize whole sequences by the learner's TD errors)",
+        ("R2D2", "RNNSAC"),
+    ),
+    Setting(
+        "replay_buffer_shards_colocated_with_driver",
+        "replay buffer shards away from the driver (Ape-X's buffer is one buffer in the "
+        "driver process)",
+        ("APEX", "APEX_DDPG"),
     ),
     Setting(
         "replay_buffer_config/type",

@@ -18,6 +18,7 @@ are in `corral.policy.torch_mixins` (re-exported here).
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 from corral.agents.config import PartialTrainerConfigDict, TrainerConfigDict, with_common_config
 from corral.agents.config_merge import merge_trainer_configs
 from corral.agents.trainer import Trainer
+from corral.evaluation.backend import wait_all
 from corral.execution.common import (
     LAST_TARGET_UPDATE_TS,
     NUM_ENV_STEPS_SAMPLED,
@@ -44,8 +46,10 @@ from corral.policy.torch_mixins import (
     polyak_update,
 )
 from corral.utils import config_spec as cs
-from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
+from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning, log_once
 from corral.utils.replay_buffers import BATCH_INDEXES, MultiAgentReplayBuffer
+
+logger = logging.getLogger(__name__)
 
 # The replay keys of every off-policy algorithm (RLlib 1.x's names), merged into each
 # one's DEFAULT_CONFIG by `with_off_policy_config`; an algorithm states only the values
@@ -78,7 +82,10 @@ OFF_POLICY_CONFIG: PartialTrainerConfigDict = {
     "prioritized_replay_beta_annealing_timesteps": 20000,
     # Added to |TD error| to get a priority (keeps every transition sampleable).
     "prioritized_replay_eps": 1e-6,
-    # Compute priorities in the workers (not built: the driver computes them).
+    # Ape-X's worker-side prioritization: each rollout worker computes the initial
+    # priorities (|TD error| + eps) of the transitions it samples with its own copy of
+    # the policy, and the driver adds them to the buffer with those priorities instead
+    # of the largest one so far. Needs prioritized replay.
     "worker_side_prioritization": False,
     # === Training ===
     # Trained (replayed) rows per sampled env step; None: one train batch per
@@ -158,8 +165,8 @@ class OffPolicyTrainer(Trainer):
 
     Config keys read (RLlib 1.x's names): `replay_buffer_config` (`capacity`),
     `buffer_size` (deprecated alias of the capacity), `prioritized_replay`
-    (+ `_alpha`, `_beta`, `_eps`), `learning_starts`, `train_batch_size`,
-    `training_intensity`, `target_network_update_freq`, `tau`,
+    (+ `_alpha`, `_beta`, `_eps`), `worker_side_prioritization`, `learning_starts`,
+    `train_batch_size`, `training_intensity`, `target_network_update_freq`, `tau`,
     `multiagent.replay_mode` ("independent" or "lockstep").
     """
 
@@ -171,11 +178,17 @@ class OffPolicyTrainer(Trainer):
         self.local_replay_buffer = make_replay_buffer(cfg)
         self._train_credit = 0.0
         self._last_learner_info: dict = {}
+        if cfg.get("worker_side_prioritization"):
+            # The workers prioritize with the driver's networks from their first sample
+            # on (as Ape-X's actors start from the learner's parameters).
+            self.workers.sync_weights()
+            sync_target_networks(self.workers, trainable_only=False)
 
     def validate_config(self, config: dict) -> None:
         # Ranges (`training_intensity` > 0, ...) are in REPLAY_CONFIG_SPECS, checks
         # across keys in each algorithm's `_config_rules`.
         check_replay_config(config)
+        check_worker_side_prioritization(config, getattr(self, "_name", type(self).__name__))
         super().validate_config(config)
         cs.check_rules(config, type(self))
 
@@ -231,6 +244,8 @@ class OffPolicyTrainer(Trainer):
             self._update_priorities(replayed, train_batch)
         self._maybe_update_targets()
         self.workers.sync_weights(global_vars={"timestep": sampled})
+        if cfg.get("worker_side_prioritization"):
+            sync_target_networks(self.workers)
         if results is not None:  # (None: `train()` reduces the iteration's results)
             self._last_learner_info = self.learner_info_from(results)
         return self._last_learner_info
@@ -239,9 +254,15 @@ class OffPolicyTrainer(Trainer):
 
     def replay_columns(self, batch: SampleBatch | MultiAgentBatch) -> Any:
         """What of a sampled batch goes into the buffer: the transitions' columns (plus
-        each row's env step in lockstep mode)."""
+        each row's env step in lockstep mode, and with `worker_side_prioritization` the
+        priorities the workers computed, which the buffer takes as the rows' initial
+        priorities)."""
         lockstep = self.local_replay_buffer.replay_mode == "lockstep"
-        return _transitions(batch, LOCKSTEP_COLUMNS if lockstep else ())
+        extra_columns = LOCKSTEP_COLUMNS if lockstep else ()
+        if self.config.get("worker_side_prioritization"):
+            _warn_missing_priorities(batch)
+            extra_columns = (*extra_columns, PRIO_WEIGHTS)
+        return _transitions(batch, extra_columns)
 
     def replay(self, num_updates: int) -> tuple[MultiAgentBatch, MultiAgentBatch, int]:
         """`num_updates` train batches from the buffer: (the rows as replayed, as the
@@ -323,6 +344,77 @@ def check_replay_config(config: dict) -> None:
 PRIORITIZED_BUFFER_TYPE = "MultiAgentPrioritizedReplayBuffer"
 
 
+def uses_prioritized_replay(config: dict) -> bool:
+    """Whether the config asks for prioritized replay: RLlib 1.13 turns it on with the
+    top-level `prioritized_replay`, its successors with the buffer type; either does here."""
+    buffer_config = config.get("replay_buffer_config") or {}
+    return bool(config.get("prioritized_replay")) or (
+        buffer_config.get("type") == PRIORITIZED_BUFFER_TYPE
+    )
+
+
+def check_worker_side_prioritization(config: dict, algorithm: str) -> None:
+    """`worker_side_prioritization` needs prioritized replay (RLlib 1.13 refuses it
+    without, too).
+
+    Raises:
+        ValueError: worker-side prioritization without prioritized replay.
+    """
+    if config.get("worker_side_prioritization") and not uses_prioritized_replay(config):
+        buffer_type = (config.get("replay_buffer_config") or {}).get("type")
+        raise ValueError(
+            f"{algorithm}: worker_side_prioritization=True needs prioritized replay (the "
+            "workers compute the initial priorities of a prioritized buffer), but "
+            f"prioritized_replay={config.get('prioritized_replay')!r} and "
+            f"replay_buffer_config.type={buffer_type!r}. Set prioritized_replay=True (or the "
+            f"type {PRIORITIZED_BUFFER_TYPE!r}), or worker_side_prioritization=False."
+        )
+
+
+def sync_target_networks(workers: Any, trainable_only: bool = True) -> None:
+    """The remote workers' target networks <- the driver's (of the trained policies, or
+    of all), for worker-side prioritization: a worker's TD errors bootstrap from its
+    target network, which `sync_weights` (the models' weights) leaves alone.
+
+    Args:
+        workers: the trainer's `WorkerSet`.
+        trainable_only: only the policies the driver trains (whose targets move).
+    """
+    remote = workers.remote_workers()
+    if not remote:
+        return
+    local = workers.local_worker()
+    each = local.foreach_trainable_policy if trainable_only else local.foreach_policy
+    policies = each(lambda policy, pid: (pid, policy))
+    targets = {
+        pid: policy.get_target_weights()
+        for pid, policy in policies
+        if hasattr(policy, "get_target_weights")
+    }
+    if targets:
+        wait_all([w.apply(_set_target_weights, targets) for w in remote])
+
+
+def _set_target_weights(worker: Any, targets: dict[str, dict[str, np.ndarray]]) -> None:
+    """In a worker: loads each policy's target-network weights."""
+    for pid, weights in targets.items():
+        worker.get_policy(pid).set_target_weights(weights)
+
+
+def _warn_missing_priorities(batch: SampleBatch | MultiAgentBatch) -> None:
+    """Logs (once per policy) a sampled policy batch without worker-side priorities (a
+    policy whose postprocessing does not write them): its rows get the largest priority."""
+    for pid, policy_batch in batch.as_multi_agent().policy_batches.items():
+        missing = policy_batch.count and PRIO_WEIGHTS not in policy_batch
+        if missing and log_once(f"worker_side_prioritization_missing_{pid}"):
+            logger.warning(
+                "worker_side_prioritization: the batches of policy %r carry no priorities "
+                "(its postprocessing does not compute them, see "
+                "`ReplayPolicyMixin.initial_priorities`); they get the largest priority so far.",
+                pid,
+            )
+
+
 def make_replay_buffer(config: dict) -> Any:
     """The `MultiAgentReplayBuffer` described by `replay_buffer_config` (and the
     top-level `prioritized_replay*` keys) and `multiagent.replay_mode`.
@@ -334,11 +426,7 @@ def make_replay_buffer(config: dict) -> Any:
     capacity = buffer_config.get("capacity") or config.get("buffer_size")
     if capacity is None:
         raise ValueError("`replay_buffer_config` needs a `capacity` (transitions per policy).")
-    # RLlib 1.13 turns prioritized replay on with the top-level key, its successors with
-    # the buffer type: either does here.
-    prioritized = bool(config["prioritized_replay"]) or (
-        buffer_config.get("type") == PRIORITIZED_BUFFER_TYPE
-    )
+    prioritized = uses_prioritized_replay(config)
     return MultiAgentReplayBuffer(
         capacity=int(capacity),
         # (R2D2 stores sequences: `validate_config` sets their length.)
@@ -379,7 +467,9 @@ __all__ = [
     "TargetNetworkStateMixin",
     "bootstrap_discount",
     "check_replay_config",
+    "check_worker_side_prioritization",
     "make_replay_buffer",
     "polyak_update",
+    "uses_prioritized_replay",
     "with_off_policy_config",
 ]

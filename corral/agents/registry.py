@@ -23,6 +23,7 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "RNNSAC": ("corral.agents.sac", "RNNSACTrainer"),
     "DDPG": ("corral.agents.ddpg", "DDPGTrainer"),
     "TD3": ("corral.agents.ddpg", "TD3Trainer"),
+    "APEX_DDPG": ("corral.agents.ddpg", "ApexDDPGTrainer"),
     "PG": ("corral.agents.pg", "PGTrainer"),
     "A2C": ("corral.agents.a3c", "A2CTrainer"),
     "APPO": ("corral.agents.ppo.appo", "APPOTrainer"),

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from corral.core.learner.finite import Optimizers, optimizers_of
 from corral.core.learner.learner import check_finite_update
 from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
@@ -109,12 +110,25 @@ class TargetNetworkStateMixin:
     def target_network(self) -> torch.nn.Module:
         return self.target_model  # type: ignore[attr-defined]
 
-    def get_state(self) -> dict[str, Any]:
-        state = super().get_state()  # type: ignore[misc]
-        target = {
-            TARGET_PREFIX + k: v.detach().cpu().numpy().copy()
+    def get_target_weights(self) -> dict[str, np.ndarray]:
+        """The target network's weights (numpy copies), e.g. for workers that compute
+        TD errors (`worker_side_prioritization`)."""
+        return {
+            k: v.detach().cpu().numpy().copy()
             for k, v in self.target_network().state_dict().items()
         }
+
+    def set_target_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Loads `get_target_weights()`'s output into the target network (under the
+        policy's lock, as `set_weights`)."""
+        target = self.target_network()
+        state = {k: torch.as_tensor(np.array(v)) for k, v in weights.items()}
+        with self._lock:  # type: ignore[attr-defined]
+            target.load_state_dict(state)
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()  # type: ignore[misc]
+        target = {TARGET_PREFIX + k: v for k, v in self.get_target_weights().items()}
         state["weights"] = {**state["weights"], **target}
         return state
 
@@ -171,11 +185,33 @@ class ReplayPolicyMixin(_PostprocessMixin):
         return int(self.config.get("n_step", 1))  # type: ignore[attr-defined]
 
     def postprocess(self, sample_batch: SampleBatch) -> SampleBatch:
-        """n-step returns (`adjust_nstep`) when `n_step` > 1."""
+        """n-step returns (`adjust_nstep`) when `n_step` > 1; with
+        `worker_side_prioritization` (outside evaluation), the rows' initial priorities
+        in the `weights` column (`initial_priorities`)."""
+        config = self.config  # type: ignore[attr-defined]
         n_step = self.n_step()
         if n_step > 1:
-            adjust_nstep(n_step, self.config["gamma"], sample_batch)  # type: ignore[attr-defined]
+            adjust_nstep(n_step, config["gamma"], sample_batch)
+        if (
+            config.get("worker_side_prioritization")
+            and not config.get("in_evaluation")
+            and sample_batch.count
+        ):
+            sample_batch[PRIO_WEIGHTS] = self.initial_priorities(sample_batch)
         return sample_batch
+
+    def initial_priorities(self, batch: SampleBatch) -> np.ndarray:
+        """|TD error| + `prioritized_replay_eps` of each (postprocessed) transition, by
+        this copy of the policy: Ape-X's worker-side prioritization (Horgan et al. 2018,
+        sec. 3), which a rollout worker runs on the batches it samples, so that the driver
+        adds them to prioritized replay with these priorities instead of the largest one.
+
+        The policy defines `compute_td_error(batch)` (the driver's priority updates use
+        it too, so both compute the same priorities for the same weights).
+        """
+        td_error = self.compute_td_error(batch)  # type: ignore[attr-defined]
+        eps = float(self.config.get("prioritized_replay_eps", 1e-6))  # type: ignore[attr-defined]
+        return np.abs(np.asarray(td_error, dtype=np.float64)).reshape(-1) + eps
 
     def replay_tensors(self, batch: SampleBatch) -> dict[str, torch.Tensor]:
         """The batch's train columns as (CPU) tensors, for `compute_td_error`."""
@@ -197,18 +233,22 @@ class ReplayPolicyMixin(_PostprocessMixin):
         return make_adam(param_groups, self.config.get("optimizer"))  # type: ignore[attr-defined]
 
     def clip_and_step(
-        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, terms: dict[str, Any]
+        self, loss: torch.Tensor, optimizer: Optimizers, terms: dict[str, Any]
     ) -> None:
         """backward, the finite check (before any weight changes), per-group gradient
-        clipping to `grad_clip`, and the optimiser step."""
-        clear_grads(p for group in optimizer.param_groups for p in group["params"])
+        clipping to `grad_clip`, and the optimiser step (of each one of a dict of
+        optimisers, whose parameters `loss` trains disjointly)."""
+        optimizers = optimizers_of(optimizer)
+        groups = [group for opt in optimizers for group in opt.param_groups]
+        clear_grads(p for group in groups for p in group["params"])
         loss.backward()
         check_finite_update(loss, optimizer, terms)
         grad_clip = self.config.get("grad_clip")  # type: ignore[attr-defined]
         if grad_clip:
-            for group in optimizer.param_groups:
+            for group in groups:
                 torch.nn.utils.clip_grad_norm_(group["params"], grad_clip)
-        step_optimizer(optimizer)
+        for opt in optimizers:
+            step_optimizer(opt)
 
 
 class FeedForwardActingMixin:

@@ -42,7 +42,7 @@ class DDPGTorchModel(FlatObsActorCritic):
         action_space = self.action_space
         if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
             raise UnsupportedSpaceException(
-                f"DDPG/TD3 need a 1-D Box action space, got {action_space}."
+                f"DDPG/TD3/APEX_DDPG need a 1-D Box action space, got {action_space}."
             )
         if not normalize_actions and not (
             np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))

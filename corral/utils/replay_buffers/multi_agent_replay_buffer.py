@@ -220,7 +220,11 @@ class MultiAgentReplayBuffer:
 
     def add(self, batch: SampleBatch | MultiAgentBatch, **kwargs: Any) -> None:
         """Adds each policy's rows to that policy's buffer (`kwargs`: arguments of the
-        policy buffers' `add`, over those of `underlying_buffer_config`)."""
+        policy buffers' `add`, over those of `underlying_buffer_config`).
+
+        In a prioritized buffer, a policy batch's `weights` column (as worker-side
+        prioritization's postprocessing writes it) gives its rows' initial priorities,
+        as in RLlib 1.13; rows without one get the largest priority so far."""
         ma_batch = batch.as_multi_agent()
         self._num_added += ma_batch.env_steps()
         if self._lockstep is not None:
@@ -240,6 +244,14 @@ class MultiAgentReplayBuffer:
         if self.replay_sequence_length > 1:
             batch = _to_sequences(batch, self.replay_sequence_length)
         buf = self._buffer(policy_id)
+        if (
+            WEIGHTS in batch
+            and isinstance(buf, PrioritizedReplayBuffer)
+            and self.replay_sequence_length == 1
+        ):
+            batch, kwargs = _initial_priorities(
+                policy_id, batch, kwargs, self._storage_unit is StorageUnit.TIMESTEPS
+            )
         if isinstance(buf, ReplayBuffer):
             return buf.add(batch, **kwargs)
         # Another class (`underlying_buffer_config`) gets timesteps one by one, as in RLlib.
@@ -365,6 +377,37 @@ class MultiAgentReplayBuffer:
             self._buffer(pid).set_state(buf_state)
         self._num_added = int(state.get("num_added", 0))
         self.beta = float(state.get("beta", self.beta))
+
+
+def _initial_priorities(
+    policy_id: str, batch: SampleBatch, kwargs: dict, per_row: bool
+) -> tuple[SampleBatch, dict]:
+    """RLlib 1.13's rule for a prioritized buffer: the `weights` column of an added batch
+    (worker-side prioritization's |TD error| + eps) gives its rows' initial priorities
+    (an item's: their mean), instead of the largest priority so far. The column itself is
+    not stored (a sample writes the importance weights there). Priorities the call passes
+    (`priorities`, `weight`) win over the column.
+
+    Returns:
+        The batch without the column, and the policy buffer's `add` arguments.
+
+    Raises:
+        ValueError: a priority that is not finite and > 0.
+    """
+    priorities = np.asarray(batch[WEIGHTS], dtype=np.float64).reshape(-1)
+    rows = SampleBatch({k: v for k, v in batch.items() if k != WEIGHTS})
+    if "priorities" in kwargs or "weight" in kwargs or len(priorities) == 0:
+        return rows, kwargs
+    # (Two reductions check them all: a NaN makes the minimum NaN, which is not > 0.)
+    lowest, highest = float(priorities.min()), float(priorities.max())
+    if not (lowest > 0 and np.isfinite(highest)):
+        raise ValueError(
+            f"The `{WEIGHTS}` column of policy {policy_id!r}'s batch gives its initial "
+            f"priorities; they must be finite and > 0, got min {lowest}, max {highest}."
+        )
+    if per_row:
+        return rows, {**kwargs, "priorities": priorities}
+    return rows, {**kwargs, "weight": float(priorities.mean())}
 
 
 class _RowRing:
