@@ -61,11 +61,18 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "build_rnnsac_model build_sac_model_and_action_dist action_distribution_fn "
         "actor_critic_loss",
     ),
+    "agents.slateq.slateq_torch_policy": (
+        _FUNCTION_POLICY,
+        "build_slateq_model_and_distribution build_slateq_losses build_slateq_stats "
+        "action_distribution_fn setup_early optimizer_fn "
+        "postprocess_fn_add_next_actions_for_sarsa setup_late_mixins",
+    ),
     "agents.cql.cql_torch_policy": (
         _FUNCTION_POLICY,
         "cql_optimizer_fn cql_setup_late_mixins compute_gradients_fn apply_gradients_fn",
     ),
     "agents.ppo.ppo": (_EXEC_PLAN, "UpdateKL warn_about_bad_reward_scales"),
+    "agents.maml.maml": (_EXEC_PLAN, "MetaUpdate"),
     "agents.ppo.appo": (_EXEC_PLAN, "UpdateTargetAndKL"),
     "agents.ppo.appo_torch_policy": (
         _FUNCTION_POLICY,

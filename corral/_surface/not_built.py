@@ -95,17 +95,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("MBMPO",),
     ),
     Feature(
-        "SlateQ",
-        "slate recommendation Q-learning and its explorations",
-        (
-            "agents.slateq",
-            "utils.exploration.slate_epsilon_greedy",
-            "utils.exploration.slate_soft_q",
-        ),
-        ("models.torch.torch_action_dist:TorchSlateMultiCategorical",),
-        ("SlateQ",),
-    ),
-    Feature(
         "Remote envs",
         "BaseEnv-level remote env actors (`remote_worker_envs`)",
         ("env.remote_base_env",),
@@ -170,7 +159,7 @@ class Setting:
     allowed: tuple[object, ...] = ()
 
 
-_OFF_POLICY = ("SimpleQ", "DQN", "APEX", "R2D2", "SAC", "DDPG", "TD3", "APEX_DDPG")
+_OFF_POLICY = ("SimpleQ", "DQN", "APEX", "R2D2", "SAC", "DDPG", "TD3", "APEX_DDPG", "SlateQ")
 
 # Config settings corral accepts for compatibility but does not build. Remove an entry when
 # the feature lands.
@@ -201,6 +190,11 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
         ("MultiAgentReplayBuffer", "MultiAgentPrioritizedReplayBuffer"),
     ),
     Setting("_use_beta_distribution", "a Beta action distribution", ("SAC",)),
+    Setting(
+        "n_step",
+        "n-step returns for SlateQ (its loss reads the response to each transition's slate)",
+        ("SlateQ",),
+    ),
 )
 
 

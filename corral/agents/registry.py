@@ -37,6 +37,7 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "ARS": ("corral.agents.ars", "ARSTrainer"),
     "BanditLinUCB": ("corral.agents.bandit", "BanditLinUCBTrainer"),
     "BanditLinTS": ("corral.agents.bandit", "BanditLinTSTrainer"),
+    "SlateQ": ("corral.agents.slateq", "SlateQTrainer"),
 }
 
 

@@ -3,6 +3,7 @@
 from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.multi_agent_env import MultiAgentEnv, make_multi_agent
+from corral.env.recommender_system import InterestEvolutionEnv  # registers its env name
 from corral.env.vector_env import VectorEnv
 from corral.env.wrappers.group_agents_wrapper import GroupAgentsWrapper
 from corral.env.wrappers.pettingzoo_env import PettingZooEnv
@@ -11,6 +12,7 @@ __all__ = [
     "BaseEnv",
     "EnvContext",
     "GroupAgentsWrapper",
+    "InterestEvolutionEnv",
     "MultiAgentEnv",
     "PettingZooEnv",
     "VectorEnv",

@@ -186,7 +186,10 @@ def write_weights_and_state(
 
     os.makedirs(folder, exist_ok=True)
     rest = dict(state)
-    weights = {k: np.ascontiguousarray(v) for k, v in rest.pop("weights", {}).items()}
+    # (Reshaped back: `ascontiguousarray` makes a 0-d weight, a scalar parameter, 1-d.)
+    weights = {
+        k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in rest.pop("weights", {}).items()
+    }
     save_file(weights, os.path.join(folder, weights_file))
     write_json(os.path.join(folder, state_file), rest)
 
@@ -353,7 +356,7 @@ def write_array_state(directory: str, name: str, state: dict) -> None:
 
     def strip(node: Any, path: str) -> Any:
         if isinstance(node, np.ndarray):
-            arrays[path] = np.ascontiguousarray(node)
+            arrays[path] = np.ascontiguousarray(node).reshape(np.shape(node))
             return {_ARRAY_REF: path}
         if isinstance(node, dict):
             return {str(k): strip(v, f"{path}/{k}" if path else str(k)) for k, v in node.items()}

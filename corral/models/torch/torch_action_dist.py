@@ -7,6 +7,7 @@ costs more than the sampling itself, and a distribution is built on every env st
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -207,6 +208,155 @@ class TorchMultiCategorical(TorchDistributionWrapper):
     @staticmethod
     def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
         return int(np.sum(action_space.nvec))
+
+
+# The most slates `enumerate_slates` lists: a slate distribution has one input per slate.
+MAX_SLATES = 100_000
+
+
+def slate_shape(action_space: gym.Space) -> tuple[int, int]:
+    """``(num_candidates, slate_size)`` of a slate action space.
+
+    A slate action is ``MultiDiscrete([num_candidates] * slate_size)`` (RecSim's): slot ``k``
+    holds the index of the candidate document shown there.
+
+    Raises:
+        ValueError: `action_space` is not a 1-D ``MultiDiscrete`` whose components all have
+            the same size, at least as large as their number (a slate shows distinct
+            candidates).
+    """
+    nvec = np.asarray(getattr(action_space, "nvec", []))
+    if (
+        not isinstance(action_space, gym.spaces.MultiDiscrete)
+        or nvec.ndim != 1
+        or len(nvec) == 0
+        or np.any(nvec != nvec[0])
+        or len(nvec) > int(nvec[0])
+        or np.any(np.asarray(action_space.start) != 0)
+    ):
+        raise ValueError(
+            f"A slate action space is MultiDiscrete([num_candidates] * slate_size) with "
+            f"slate_size <= num_candidates, got {action_space}."
+        )
+    return int(nvec[0]), len(nvec)
+
+
+def enumerate_slates(num_candidates: int, slate_size: int) -> torch.Tensor:
+    """Every slate of `slate_size` distinct candidates out of `num_candidates`, in order.
+
+    Returns:
+        ``[A, slate_size]`` int64, ``A = num_candidates! / (num_candidates - slate_size)!``,
+        in lexicographic order (so row ``i`` is the ``i``-th slate in base-`num_candidates`
+        counting); a slate and its reorderings are different slates (slots differ).
+
+    Raises:
+        ValueError: more than :data:`MAX_SLATES` slates, or sizes out of range.
+    """
+    if not 1 <= slate_size <= num_candidates:
+        raise ValueError(
+            f"enumerate_slates: need 1 <= slate_size <= num_candidates, got slate_size="
+            f"{slate_size}, num_candidates={num_candidates}."
+        )
+    count = math.perm(num_candidates, slate_size)
+    if count > MAX_SLATES:
+        raise ValueError(
+            f"{count} slates of {slate_size} out of {num_candidates} candidates is more than "
+            f"the {MAX_SLATES} a slate distribution enumerates; use fewer candidates or a "
+            "smaller slate."
+        )
+    return torch.tensor(
+        list(itertools.permutations(range(num_candidates), slate_size)), dtype=torch.long
+    ).reshape(count, slate_size)
+
+
+class TorchSlateMultiCategorical(TorchCategorical):
+    """A categorical over every slate of a ``MultiDiscrete([C] * S)`` action space.
+
+    ``inputs [B, A]`` hold one logit per slate of `all_slates` (``[A, S]``: each row the
+    candidates of one slate, distinct); samples are the slates themselves (``[B, S]``
+    int64), and `logp` scores a batch of slates by their row in `all_slates` (-inf for a
+    slate not in it, e.g. one that repeats a candidate). SlateQ's per-slate Q-values are
+    such logits: the greedy sample is the best slate.
+
+    Args:
+        inputs: ``[B, A]`` logits, one per slate.
+        model: the model; its ``slates`` buffer is the default `all_slates`.
+        temperature: the logits are divided by it (> 0).
+        action_space: the slate space; when neither `all_slates` nor ``model.slates`` is
+            given, every slate of it (`enumerate_slates`).
+        all_slates: ``[A, S]`` the slate of each logit.
+    """
+
+    def __init__(
+        self,
+        inputs: TensorType,
+        model: TorchModelV2 | None = None,
+        temperature: float = 1.0,
+        action_space: gym.spaces.MultiDiscrete | None = None,
+        all_slates: TensorType | None = None,
+    ) -> None:
+        if not temperature > 0.0:
+            raise ValueError(
+                f"TorchSlateMultiCategorical: temperature must be > 0, got {temperature}."
+            )
+        super().__init__(inputs, model, temperature)
+        self.action_space = action_space
+        if all_slates is None:
+            all_slates = getattr(model, "slates", None)
+        if all_slates is None and action_space is not None:
+            all_slates = enumerate_slates(*slate_shape(action_space))
+        if all_slates is None:
+            raise ValueError(
+                "TorchSlateMultiCategorical needs `all_slates`, a model with a `slates` "
+                "attribute, or the slate action space."
+            )
+        self.all_slates = torch.as_tensor(all_slates, dtype=torch.long, device=inputs.device)
+        if self.all_slates.dim() != 2 or self.all_slates.shape[0] != inputs.shape[-1]:
+            raise ValueError(
+                f"TorchSlateMultiCategorical: {inputs.shape[-1]} logits per row for "
+                f"all_slates of shape {tuple(self.all_slates.shape)}; expected one logit per "
+                "slate (row)."
+            )
+        self._last_index: TensorType | None = None
+
+    def sample(self) -> TensorType:
+        self._last_index = super().sample()
+        self.last_sample = self.all_slates[self._last_index]
+        return self.last_sample
+
+    def deterministic_sample(self) -> TensorType:
+        self._last_index = super().deterministic_sample()
+        self.last_sample = self.all_slates[self._last_index]
+        return self.last_sample
+
+    def sampled_action_logp(self) -> TensorType:
+        if self._last_index is None:
+            raise RuntimeError("sampled_action_logp() called before sample().")
+        return super().logp(self._last_index)
+
+    def logp(self, actions: TensorType) -> TensorType:
+        index = self.slate_index(actions)
+        logp = super().logp(index.clamp(min=0))
+        return torch.where(index >= 0, logp, torch.full_like(logp, -math.inf))
+
+    def slate_index(self, actions: TensorType) -> TensorType:
+        """The row of each slate ``actions [B, S]`` in `all_slates` (-1: not a listed slate)."""
+        slates = self.all_slates
+        base = int(slates.max()) + 1
+        actions = torch.as_tensor(actions, device=slates.device).long().reshape(-1, slates.shape[1])
+        # Slates as base-`base` numbers: sorted listing -> binary search per row.
+        weights = base ** torch.arange(slates.shape[1] - 1, -1, -1, device=slates.device)
+        codes = (slates * weights).sum(-1)
+        order = torch.argsort(codes)
+        sorted_codes = codes[order]
+        wanted = (actions.clamp(0, base - 1) * weights).sum(-1)
+        pos = torch.searchsorted(sorted_codes, wanted).clamp(max=len(codes) - 1)
+        found = (sorted_codes[pos] == wanted) & (actions >= 0).all(-1) & (actions < base).all(-1)
+        return torch.where(found, order[pos], torch.full_like(pos, -1))
+
+    @staticmethod
+    def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
+        return math.perm(*slate_shape(action_space))
 
 
 class TorchDiagGaussian(TorchDistributionWrapper):
@@ -535,4 +685,7 @@ __all__ = [
     "TorchDistributionWrapper",
     "TorchMultiActionDistribution",
     "TorchMultiCategorical",
+    "TorchSlateMultiCategorical",
+    "enumerate_slates",
+    "slate_shape",
 ]

@@ -20,6 +20,8 @@ from corral.utils.exploration.per_worker_ornstein_uhlenbeck_noise import (
 )
 from corral.utils.exploration.random import Random
 from corral.utils.exploration.random_encoder import RE3
+from corral.utils.exploration.slate_epsilon_greedy import SlateEpsilonGreedy
+from corral.utils.exploration.slate_soft_q import SlateSoftQ
 from corral.utils.exploration.soft_q import SoftQ
 from corral.utils.exploration.stochastic_sampling import StochasticSampling
 from corral.utils.exploration.thompson_sampling import ThompsonSampling
@@ -38,6 +40,8 @@ _BUILTIN: dict[str, type[Exploration]] = {
         PerWorkerOrnsteinUhlenbeckNoise,
         Random,
         RE3,
+        SlateEpsilonGreedy,
+        SlateSoftQ,
         SoftQ,
         StochasticSampling,
         ThompsonSampling,
@@ -111,6 +115,8 @@ __all__ = [
     "PerWorkerOrnsteinUhlenbeckNoise",
     "Random",
     "RE3",
+    "SlateEpsilonGreedy",
+    "SlateSoftQ",
     "SoftQ",
     "StochasticSampling",
     "ThompsonSampling",

@@ -48,11 +48,7 @@ class EpsilonGreedy(Exploration):
         epsilon_schedule: Callable[[int], float] | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(
-                f"EpsilonGreedy needs a Discrete action space, got {action_space}; use "
-                "GaussianNoise or OrnsteinUhlenbeckNoise for Box actions."
-            )
+        self.check_action_space(action_space)
         super().__init__(action_space, **kwargs)
         self.epsilon_schedule = epsilon_schedule or PiecewiseSchedule(
             [
@@ -62,6 +58,15 @@ class EpsilonGreedy(Exploration):
             ],
             outside_value=final_epsilon,
         )
+
+    @staticmethod
+    def check_action_space(action_space: gym.Space) -> None:
+        """Raises `ValueError` for an action space this exploration cannot act in."""
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(
+                f"EpsilonGreedy needs a Discrete action space, got {action_space}; use "
+                "GaussianNoise or OrnsteinUhlenbeckNoise for Box actions."
+            )
 
     def epsilon(self, timestep: int | None = None) -> float:
         return float(self.epsilon_schedule(self._timestep(timestep)))

@@ -15,12 +15,17 @@ class SoftQ(Exploration):
     """Samples actions from a categorical over Q-values divided by `temperature`."""
 
     def __init__(self, action_space: gym.Space, *, temperature: float = 1.0, **kwargs: Any):
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"SoftQ needs a Discrete action space, got {action_space}.")
+        self.check_action_space(action_space)
         if temperature <= 0:
             raise ValueError(f"SoftQ temperature must be > 0, got {temperature}.")
         super().__init__(action_space, **kwargs)
         self.temperature = float(temperature)
+
+    @staticmethod
+    def check_action_space(action_space: gym.Space) -> None:
+        """Raises `ValueError` for an action space this exploration cannot act in."""
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"SoftQ needs a Discrete action space, got {action_space}.")
 
     def get_exploration_action(
         self, action_distribution: Any, timestep: int | None = None, explore: bool = True
