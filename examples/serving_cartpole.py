@@ -1,14 +1,17 @@
-"""Policy serving: CartPole played by clients that ask a PPO trainer for actions over HTTP.
+"""Policy serving: CartPole played by clients of a PPO trainer over HTTP.
 
 The trainer reads its experience from a `PolicyServerInput` (no env of its own); each
 client runs CartPole itself and calls `start_episode`, `get_action`, `log_returns` and
 `end_episode` on a `PolicyClient`, as RLlib 1.x's `cartpole_server.py` /
 `cartpole_client.py` pair did (here both in one process, the clients in threads; run them
-as separate programs the same way). The trainer learns from the clients' episodes until
-their mean return reaches 150.
+as separate programs the same way). With `--inference-mode local` (RLlib's default) each
+client acts with its own copy of the policy, reports its batches to the server and pulls
+the trained weights every second; with `--inference-mode remote` the server computes every
+action. The trainer learns from the clients' episodes until their mean return reaches 150.
 
-    python examples/serving_cartpole.py            # train to a return of 150
-    python examples/serving_cartpole.py --smoke    # two iterations
+    python examples/serving_cartpole.py                          # train to a return of 150
+    python examples/serving_cartpole.py --inference-mode remote  # the server acts
+    python examples/serving_cartpole.py --smoke                  # two iterations
 """
 
 from __future__ import annotations
@@ -24,9 +27,8 @@ from corral.env.policy_server_input import PolicyServerInput
 from corral.utils.error import EnvError
 
 
-def play(address: str, stop: threading.Event, seed: int) -> None:
-    """A client: CartPole episodes with the server's actions until `stop`."""
-    client = PolicyClient(address, inference_mode="remote")
+def play(client: PolicyClient, stop: threading.Event, seed: int) -> None:
+    """A client: CartPole episodes with the policy's actions until `stop`."""
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=seed)
     try:
@@ -50,6 +52,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="two iterations only")
     parser.add_argument("--port", type=int, default=0, help="server port (0: any free one)")
     parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--inference-mode", choices=["local", "remote"], default="local")
     args = parser.parse_args()
 
     cartpole = gym.make("CartPole-v1")
@@ -72,8 +75,16 @@ def main() -> None:
     host, port = trainer.workers.local_worker().input_reader.server_address[:2]
     print(f"Serving the policy at http://{host}:{port}")
     stop = threading.Event()
-    for i in range(args.clients):
-        threading.Thread(target=play, args=(f"http://{host}:{port}", stop, i), daemon=True).start()
+    clients = [
+        PolicyClient(f"http://{host}:{port}", inference_mode=args.inference_mode, update_interval=1)
+        for _ in range(args.clients)
+    ]
+    threads = [
+        threading.Thread(target=play, args=(client, stop, i), daemon=True)
+        for i, client in enumerate(clients)
+    ]
+    for thread in threads:
+        thread.start()
     try:
         for i in range(2 if args.smoke else 100):
             result = trainer.train()
@@ -84,7 +95,11 @@ def main() -> None:
                 break
     finally:
         stop.set()
-        trainer.stop()
+        for client in clients:
+            client.close()  # local inference: ends its sampling thread
+        trainer.stop()  # remote inference: requests waiting for an action end
+        for thread in threads:
+            thread.join(timeout=30)
 
 
 if __name__ == "__main__":

@@ -189,8 +189,6 @@ def test_rllib_1_13_train_flags(capsys):
     assert "--ray-num-cpus, --local-mode have no effect" in capsys.readouterr().err
     for flags, message in [
         (("--max-failures", "3"), "--max-failures 3: Ray Tune's"),
-        (("--scheduler", "PBT"), "--scheduler 'PBT'"),
-        (("--resume",), "--resume True"),
         (("--resources-per-trial", '{"cpus": 2}'), "Unknown resources_per_trial key 'cpus'"),
     ]:
         with pytest.raises(cli_common.UsageError, match=message):

@@ -131,7 +131,10 @@ class Verdict:
 
 
 def _rllib_path(module: str, name: str) -> str:
-    base = "ray.rllib" + (f".{module}" if module else "")
+    if module == "tune" or module.startswith("tune."):
+        base = f"ray.{module}"  # Ray Tune's (`corral.tune` is `ray.tune`)
+    else:
+        base = "ray.rllib" + (f".{module}" if module else "")
     return f"{base}.{name}" if name else base
 
 
@@ -413,6 +416,20 @@ def _stand_in(verdict: Verdict) -> type:
 def is_stand_in(obj: Any) -> bool:
     """Whether `obj` is one of this module's stand-ins (or a class derived from one)."""
     return isinstance(obj, _StandInMeta)
+
+
+def not_built_stand_in(module: str, name: str) -> type:
+    """The stand-in of ``corral.<module>.<name>``, a name of a feature :data:`NOT_BUILT`
+    lists by ``module`` (for modules outside RLlib's table, such as Ray Tune's
+    ``tune.suggest.hyperopt``, which define their stand-ins with it).
+
+    Raises:
+        ValueError: no feature of :data:`NOT_BUILT` holds ``module``.
+    """
+    feature = _feature_of(module)
+    if feature is None:
+        raise ValueError(f"corral.{module} belongs to no feature of corral/_surface/not_built.py")
+    return _stand_in(Verdict("unbuilt", module, name, feature.name))
 
 
 def stand_in_verdict(obj: Any) -> Verdict:

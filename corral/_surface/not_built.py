@@ -133,6 +133,28 @@ NOT_BUILT: tuple[Feature, ...] = (
         "co-located actor helpers (corral's workers are processes: `corral.evaluation.backend`)",
         ("utils.actors",),
     ),
+    Feature(
+        "Tune's third-party searchers",
+        "Ray Tune 1.13's wrappers of optimisation libraries (`HyperOptSearch`, `OptunaSearch`, "
+        "`AxSearch`, `BayesOptSearch`, `TuneBOHB`, `DragonflySearch`, `BlendSearch`/`CFO`, "
+        "`HEBOSearch`, `NevergradSearch`, `SigOptSearch`, `SkOptSearch`, `ZOOptSearch`); "
+        "`corral.tune.suggest` builds the `Searcher` API, `ConcurrencyLimiter`, `Repeater` "
+        "and `BasicVariantGenerator`: subclass `Searcher` to drive one of those libraries",
+        (
+            "tune.suggest.ax",
+            "tune.suggest.bayesopt",
+            "tune.suggest.bohb",
+            "tune.suggest.dragonfly",
+            "tune.suggest.flaml",
+            "tune.suggest.hebo",
+            "tune.suggest.hyperopt",
+            "tune.suggest.nevergrad",
+            "tune.suggest.optuna",
+            "tune.suggest.sigopt",
+            "tune.suggest.skopt",
+            "tune.suggest.zoopt",
+        ),
+    ),
 )
 
 

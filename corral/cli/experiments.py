@@ -55,6 +55,8 @@ class TrainSpec:
     keep_checkpoints_num: int | None = None
     checkpoint_score_attr: str | None = None
     restore: str | None = None
+    # Trials per grid combination (`--num-samples` or the file's); None: one.
+    num_samples: int | None = None
 
 
 def load_experiments(path: str) -> dict[str, dict]:
@@ -116,17 +118,21 @@ def _experiment_spec(path: str, name: str, spec: Any) -> dict:
 
 
 def train_specs(args: argparse.Namespace) -> list[TrainSpec]:
-    """The experiments to run: the ``-f`` file's (or one from the flags), flags overriding."""
+    """The trials to train one by one: each experiment's (``experiment_specs``)
+    combinations of ``grid_search`` values, times ``num_samples``."""
+    return [
+        trial for spec in experiment_specs(args) for trial in _trials_of(spec, spec.num_samples)
+    ]
+
+
+def experiment_specs(args: argparse.Namespace) -> list[TrainSpec]:
+    """The experiments to run: the ``-f`` file's (or one from the flags), flags overriding;
+    their configs as given (``grid_search`` values and search spaces not expanded)."""
     if args.config_file:
         experiments = load_experiments(args.config_file)
     else:
         experiments = {"default": _experiment_spec("<command line>", "default", {})}
-    specs = []
-    for name, spec in experiments.items():
-        specs.extend(
-            _trials_of(_apply_flags(name, spec, args), args.num_samples or spec["num_samples"])
-        )
-    return specs
+    return [_apply_flags(name, spec, args) for name, spec in experiments.items()]
 
 
 def _trials_of(spec: TrainSpec, num_samples: int | None) -> list[TrainSpec]:
@@ -189,6 +195,7 @@ def _apply_flags(name: str, spec: dict, args: argparse.Namespace) -> TrainSpec:
         keep_checkpoints_num=_first_given(args.keep_checkpoints_num, spec["keep_checkpoints_num"]),
         checkpoint_score_attr=args.checkpoint_score_attr or spec["checkpoint_score_attr"],
         restore=args.restore or spec["restore"],
+        num_samples=args.num_samples or spec["num_samples"],
     )
 
 

@@ -36,16 +36,18 @@ class ProgressDisplay:
         self.live = enabled and _is_tty(stream)
         self.stop = dict(stop or {})
         self._pending = False
-        self._last_evaluation: float | None = None
+        self._last_evaluation: dict[str, float] = {}  # by label
 
-    def update(self, result: Mapping) -> None:
-        """Shows the figures of one iteration's result."""
+    def update(self, result: Mapping, label: str = "") -> None:
+        """Shows the figures of one iteration's result (after ``label``, e.g. the trial's
+        name when several trials take turns)."""
         if not self.enabled:
             return
         evaluation = lookup_result(result, EVALUATION_REWARD_MEAN)
         if is_number(evaluation):
-            self._last_evaluation = evaluation
-        line = format_progress(result, self._last_evaluation, time_left(self.stop, result))
+            self._last_evaluation[label] = evaluation
+        last = self._last_evaluation.get(label)
+        line = label + format_progress(result, last, time_left(self.stop, result))
         if self.live:
             width = shutil.get_terminal_size().columns - 1
             self.stream.write("\r" + line[:width] + "\x1b[K")

@@ -3,6 +3,9 @@
 The loop, its stop rule and its checkpoint keeping are ``corral.tune.trial_runner``'s
 (the ones ``tune.run`` uses); this module builds the trainer so that config mistakes
 end in one line, and hooks the display and the final summary in as a ``tune.Callback``.
+With ``--scheduler`` or ``--resume`` (``rllib train``'s Ray Tune flags) each experiment
+runs through ``tune.run`` itself, as ``rllib train`` ran it through Ray Tune: its trials
+under ``<local dir>/<experiment name>/``, scheduled together, resumable.
 """
 
 from __future__ import annotations
@@ -16,11 +19,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from corral.cli import common
-from corral.cli.experiments import DEFAULT_STOP, TrainSpec, check_stop_reachable, train_specs
+from corral.cli.experiments import (
+    DEFAULT_STOP,
+    TrainSpec,
+    check_stop_reachable,
+    experiment_specs,
+    train_specs,
+)
 from corral.cli.progress import ProgressDisplay
 from corral.cli.summary import TrainOutcome, print_summary
 from corral.tune.callback import Callback
 from corral.tune.stopping import met_criterion, stop_condition
+
+# Exit status when a trial of a `tune.run` experiment failed (its error is printed).
+EXIT_TRIAL_FAILED = 1
 
 if TYPE_CHECKING:
     from corral.tune.trial import Trial
@@ -89,6 +101,28 @@ def add_train_parser(commands: Any) -> None:
         help="trials per combination of the config's grid_search values (search spaces "
         "are drawn for each); the trials train one after another",
     )
+    train.add_argument(
+        "--scheduler",
+        default="FIFO",
+        help="Ray Tune's trial scheduler by name (fifo, asha, async_hyperband, "
+        "median_stopping_rule, pbt); any but FIFO runs the experiment through tune.run, "
+        "its trials under <local dir>/<experiment name>/",
+    )
+    train.add_argument(
+        "--scheduler-config",
+        type=common.json_object,
+        default={},
+        help="the scheduler's arguments as a JSON object, e.g. "
+        '\'{"metric": "episode_reward_mean", "mode": "max", "max_t": 20}\'',
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the experiment of --local-dir and --experiment-name that an earlier "
+        "--resume or --scheduler run left unfinished (through tune.run): finished trials are "
+        "kept, the others continue from their latest checkpoints; with nothing to resume, "
+        "start it",
+    )
     _add_rllib_1_13_flags(train)
     train.set_defaults(handler=run_train, subparser=train)
 
@@ -104,11 +138,8 @@ _RAY_CLUSTER_FLAGS = (
 # `rllib train` flags for Ray Tune features corral's loop has not: accepted at these values.
 _TUNE_ONLY_FLAGS = {
     "--max-failures": 0,
-    "--scheduler": "FIFO",
-    "--scheduler-config": {},
     "--export-formats": None,
     "--upload-dir": "",
-    "--resume": False,
     "--sync-on-checkpoint": False,
     "--queue-trials": False,
 }
@@ -186,6 +217,8 @@ def run_train(args: argparse.Namespace) -> int:
     """``corral train``: trains each experiment in turn until its stop criteria are met."""
     _configure_logging(args.verbose)
     check_rllib_1_13_flags(args)
+    if uses_tune_run(args):
+        return _run_on_tune(args)
     specs = train_specs(args)
     display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
     for spec in specs:
@@ -291,3 +324,167 @@ def _local_dir_logger_creator(trainer_class: Any, spec: TrainSpec) -> Callable[[
         return default_logger(trainer_name, env_id_of(spec.env), config, local_dir)
 
     return create
+
+
+# -- experiments through tune.run (--scheduler, --resume) ----------------------------------
+
+
+def uses_tune_run(args: argparse.Namespace) -> bool:
+    """Whether the experiments run through ``tune.run`` (a scheduler other than FIFO, its
+    config, or ``--resume``), as ``rllib train`` ran them through Ray Tune."""
+    return bool(args.resume or args.scheduler_config or args.scheduler.lower() != "fifo")
+
+
+def make_scheduler(name: str, config: dict) -> Any:
+    """``create_scheduler(name, **config)``, its mistakes (an unknown name, a bad argument,
+    a scheduler without a metric and mode) as a ``UsageError``."""
+    from corral.tune.schedulers import FIFOScheduler, create_scheduler
+
+    try:
+        scheduler = create_scheduler(name, **config)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        raise common.UsageError(f"--scheduler {name}: {e}") from None
+    if type(scheduler) is not FIFOScheduler:
+        try:
+            scheduler._metric_op()
+        except ValueError:
+            raise common.UsageError(
+                f"--scheduler {name} needs a metric and a mode: add them to --scheduler-config, "
+                'e.g. \'{"metric": "episode_reward_mean", "mode": "max"}\''
+            ) from None
+    return scheduler
+
+
+def _run_on_tune(args: argparse.Namespace) -> int:
+    """Runs each experiment with ``tune.run`` (its scheduler, ``--resume``), one after
+    another; prints each trial's summary."""
+    display = ProgressDisplay(sys.stderr, enabled=not args.no_progress)
+    status = common.EXIT_OK
+    for spec in experiment_specs(args):
+        display.message(f"== Experiment {spec.name} ==")
+        try:
+            analysis = train_experiment_on_tune(spec, args, display)
+        except KeyboardInterrupt:
+            display.end_line()
+            display.message(
+                f"Interrupted: training stopped. `corral train ... --resume` (the same "
+                f"--local-dir and --experiment-name) goes on with experiment {spec.name}."
+            )
+            return common.EXIT_INTERRUPTED
+        display.end_line()
+        if any(trial.status == "ERROR" for trial in analysis.trials):
+            status = EXIT_TRIAL_FAILED
+    return status
+
+
+def train_experiment_on_tune(
+    spec: TrainSpec, args: argparse.Namespace, display: ProgressDisplay
+) -> Any:
+    """``tune.run`` of one experiment with ``--scheduler`` / ``--scheduler-config`` /
+    ``--resume``, showing each result and ending with each trial's summary; returns its
+    ``ExperimentAnalysis``."""
+    from corral.tune.suggest.variant_generator import check_num_samples
+    from corral.tune.tune import run
+
+    common.get_trainer_class(spec.run)  # an unknown algorithm: a usage error now
+    restore = common.find_checkpoint_dir(spec.restore) if spec.restore else None
+    try:
+        check_num_samples(spec.num_samples or 1)
+    except ValueError as e:
+        raise common.UsageError(str(e)) from None
+    local_dir = os.path.abspath(os.path.expanduser(spec.local_dir)) if spec.local_dir else None
+    resume: bool | str = False
+    if args.resume:
+        from corral.tune import experiment_state
+        from corral.tune.result import default_results_dir
+
+        experiment_dir = os.path.join(local_dir or default_results_dir(), spec.name)
+        resume = True
+        if experiment_state.load(experiment_dir) is None:
+            # (A run outside tune.run leaves nothing to resume: this one starts it.)
+            display.message(
+                f"Note: {experiment_dir} holds no experiment to resume; starting it (after a "
+                "Ctrl-C the same command goes on with it)."
+            )
+            resume = "AUTO"
+    progress = TuneProgress(spec, display)
+    display.stop = dict(spec.stop)
+    try:
+        analysis = run(
+            spec.run,
+            config={**spec.config, "env": spec.env},
+            stop=spec.stop,
+            num_samples=spec.num_samples or 1,
+            checkpoint_freq=spec.checkpoint_freq,
+            checkpoint_at_end=spec.checkpoint_at_end,
+            keep_checkpoints_num=spec.keep_checkpoints_num,
+            checkpoint_score_attr=spec.checkpoint_score_attr,
+            local_dir=local_dir,
+            name=spec.name,
+            restore=restore,
+            scheduler=make_scheduler(args.scheduler, args.scheduler_config),
+            resume=resume,
+            callbacks=[progress],
+            verbose=0,
+            raise_on_failed_trial=False,
+        )
+    except ValueError as e:  # a --resume that does not fit, a grid without values, ...
+        raise common.UsageError(str(e)) from None
+    for trial in analysis.trials:
+        progress.summarise(trial)
+    return analysis
+
+
+class TuneProgress(Callback):
+    """The hook ``corral train`` puts into ``tune.run``: checks, display and, per trial,
+    the figures of its summary."""
+
+    def __init__(self, spec: TrainSpec, display: ProgressDisplay) -> None:
+        self.spec = spec
+        self.display = display
+        self.outcomes: dict[str, TrainOutcome] = {}
+
+    def _outcome(self, trial: Trial) -> TrainOutcome:
+        if trial.trial_id not in self.outcomes:
+            self.outcomes[trial.trial_id] = TrainOutcome(
+                logdir=trial.logdir or "", env=self.spec.env, stop=dict(self.spec.stop)
+            )
+        return self.outcomes[trial.trial_id]
+
+    def on_trial_start(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        """Refuses criteria the trainer can never meet; says which trial trains where."""
+        trainer = info["trainable"]
+        check_stop_reachable(self.spec.stop, trainer.config)
+        self._outcome(trial).config = trainer.config
+        verb = f"Resuming at iteration {iteration}" if iteration else "Training"
+        self.display.message(f"{verb} trial {trial} ({trial.experiment_tag}) in {trainer.logdir}")
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any
+    ) -> None:
+        """Shows the iteration, named by its trial, and keeps its figures."""
+        self._outcome(trial).record(result)
+        self.display.update(result, label=f"{trial.experiment_tag}: ")
+
+    def on_checkpoint(
+        self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: str, **info: Any
+    ) -> None:
+        """Notes the trial's latest checkpoint."""
+        self._outcome(trial).last_checkpoint = checkpoint
+
+    def summarise(self, trial: Trial) -> None:
+        """Prints the trial's summary (a trial this run did not train: from its state)."""
+        outcome = self._outcome(trial)
+        outcome.logdir = trial.logdir or outcome.logdir
+        if not outcome.last_result and trial.last_result:
+            outcome.record(trial.last_result)
+        outcome.last_checkpoint = trial.checkpoint or outcome.last_checkpoint
+        outcome.met = met_criterion(self.spec.stop, outcome.last_result)
+        self.display.end_line()
+        sys.stdout.write(f"Trial {trial} ({trial.experiment_tag}): {trial.status}\n")
+        if trial.status == "ERROR":
+            error = (trial.error_msg or "").strip().splitlines()
+            sys.stdout.write(f"  failed: {error[-1] if error else 'unknown error'}\n")
+        print_summary(outcome, sys.stdout)

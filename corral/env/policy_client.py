@@ -1,10 +1,15 @@
-"""`PolicyClient`: an env anywhere asks a trainer's `PolicyServerInput` for actions
-over HTTP (RLlib 1.13's policy serving, remote inference).
+"""`PolicyClient`: an env anywhere learns with a trainer's `PolicyServerInput` over HTTP
+(RLlib 1.13's policy serving).
 
 The client calls what an `ExternalEnv`'s `run()` calls (`start_episode`, `get_action`,
-`log_action`, `log_returns`, `end_episode`); the server runs them on an external env
-inside the trainer, whose policy answers and whose steps the trainer learns from.
-Messages are JSON (`corral.env.serving_wire`), never pickles.
+`log_action`, `log_returns`, `end_episode`). With ``inference_mode="remote"`` the server
+runs them on an external env inside the trainer, whose policy answers. With
+``inference_mode="local"`` (RLlib's default) the client runs them on a rollout worker of
+its own, built from the server's description of its worker, acting with a local copy of
+the trainer's policy; a thread reports the sampled batches to the server and the client
+pulls new weights every `update_interval` seconds (`corral.env.local_inference`).
+Messages are JSON (`corral.env.serving_wire`), never pickles: nothing the server sends is
+run as code.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from __future__ import annotations
 import http.client
 import urllib.error
 import urllib.request
-import warnings
+from collections.abc import Mapping
 from typing import Any
 
+from corral.env.local_inference import LocalInference
 from corral.env.serving_wire import Commands, dumps, loads
 from corral.utils.error import EnvError
 
@@ -27,39 +33,87 @@ class PolicyClient:
 
     Args:
         address: the server's URL.
-        inference_mode: ``"remote"``: the server computes every action. RLlib's default,
-            ``"local"`` (a policy copy in the client, its weights pulled every
-            `update_interval` s), runs as ``"remote"`` with a warning: the copy would be
-            built from the trainer's worker configuration, which RLlib sends as a pickle
-            (code the client would run). The actions come from the same policy either way,
-            the server's being the newest.
-        update_interval: RLlib's weight-pull period of local inference (unused).
+        inference_mode: ``"local"`` (RLlib's default): the client builds a rollout worker
+            from the server's description of its worker (JSON data: the policies as
+            registered algorithm names, the config's data, the spaces) and computes the
+            actions itself; a background thread sends the sampled batches and episode
+            metrics to the server. ``"remote"``: the server computes every action.
+        update_interval: local inference: seconds between pulls of the trainer's weights
+            (also pulled once when the client is built); None or 0: only on
+            `update_policy_weights()`.
+        config_overrides: local inference: config entries for the client's worker that
+            the server cannot send because they are code (a multi-agent
+            `policy_mapping_fn`, `callbacks`, an exploration class, ...); nested dicts
+            merge. A custom model must be registered by name on the client
+            (`ModelCatalog.register_custom_model`) instead.
 
     Raises:
-        ValueError: an `inference_mode` other than "remote" and "local".
+        ValueError: an `inference_mode` other than "remote" and "local", a negative
+            `update_interval`, or `config_overrides` with remote inference.
+        EnvError: local inference: the server is unreachable, or its worker description is
+            refused (an algorithm or custom model not registered on the client, code the
+            client script did not give, a malformed reply).
     """
 
     Commands = Commands
 
     def __init__(
-        self, address: str, inference_mode: str = "local", update_interval: float | None = 10.0
+        self,
+        address: str,
+        inference_mode: str = "local",
+        update_interval: float | None = 10.0,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         if inference_mode not in ("remote", "local"):
             raise ValueError(f"inference_mode must be 'remote' or 'local', got {inference_mode!r}")
-        if inference_mode == "local":
-            warnings.warn(
-                "PolicyClient(inference_mode='local') runs as 'remote' in corral: the server "
-                "computes the actions (a local policy copy would be built from a pickled "
-                "worker configuration, which corral never loads).",
-                stacklevel=2,
+        if update_interval is not None and not (
+            isinstance(update_interval, int | float) and update_interval >= 0
+        ):
+            raise ValueError(
+                f"update_interval must be a number of seconds >= 0 or None, got {update_interval!r}"
             )
-            inference_mode = "remote"
+        if config_overrides is not None and (
+            inference_mode != "local" or not isinstance(config_overrides, Mapping)
+        ):
+            raise ValueError(
+                "config_overrides (a dict of config entries) applies to "
+                f"inference_mode='local' only; got {type(config_overrides).__name__} with "
+                f"inference_mode={inference_mode!r}."
+            )
         self.address = address.rstrip("/")
         self.inference_mode = inference_mode
         self.update_interval = update_interval
+        self.local = inference_mode == "local"
+        self._local: LocalInference | None = None
+        if self.local:
+            self._local = LocalInference(self._send, update_interval, config_overrides)
+
+    # RLlib's attributes of a local-inference client (None in remote mode).
+    @property
+    def env(self) -> Any:
+        """Local inference: the client's external env."""
+        return self._local.env if self._local else None
+
+    @property
+    def rollout_worker(self) -> Any:
+        """Local inference: the client's rollout worker."""
+        return self._local.worker if self._local else None
+
+    @property
+    def inference_thread(self) -> Any:
+        """Local inference: the thread that samples and reports batches."""
+        return self._local.thread if self._local else None
+
+    @property
+    def last_updated(self) -> float:
+        """Local inference: when the weights were last pulled (`time.monotonic()`)."""
+        return self._local.last_updated if self._local else 0.0
 
     def start_episode(self, episode_id: str | None = None, training_enabled: bool = True) -> str:
-        """Starts an episode on the server; returns its id."""
+        """Starts an episode; returns its id."""
+        if self._local:
+            return str(self._local.call("start_episode", episode_id, training_enabled))
         reply = self._send(
             {
                 "command": Commands.START_EPISODE,
@@ -69,8 +123,15 @@ class PolicyClient:
         )
         return str(reply["episode_id"])
 
-    def get_action(self, episode_id: str, observation: Any) -> Any:
-        """The server policy's action for `observation`."""
+    def get_action(self, episode_id: str | list | tuple, observation: Any) -> Any:
+        """The policy's action for `observation` (local inference: several episodes at
+        once as a list of ids and a dict of observations by id, answered by id)."""
+        if self._local:
+            if isinstance(episode_id, list | tuple):
+                return {
+                    eid: self._local.call("get_action", eid, observation[eid]) for eid in episode_id
+                }
+            return self._local.call("get_action", episode_id, observation)
         reply = self._send(
             {"command": Commands.GET_ACTION, "episode_id": episode_id, "observation": observation}
         )
@@ -78,6 +139,9 @@ class PolicyClient:
 
     def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
         """Records an action taken by something else (off-policy data)."""
+        if self._local:
+            self._local.call("log_action", episode_id, observation, action)
+            return
         self._send(
             {
                 "command": Commands.LOG_ACTION,
@@ -100,6 +164,12 @@ class PolicyClient:
             reward = {agent: float(r) for agent, r in reward.items()}
         else:
             reward = float(reward)
+        if self._local:
+            if self._local.env.multi_agent:
+                self._local.call("log_returns", episode_id, reward, info, multiagent_done_dict)
+            else:
+                self._local.call("log_returns", episode_id, reward, info)
+            return
         self._send(
             {
                 "command": Commands.LOG_RETURNS,
@@ -112,12 +182,23 @@ class PolicyClient:
 
     def end_episode(self, episode_id: str, observation: Any) -> None:
         """Ends the episode at its last `observation`."""
+        if self._local:
+            self._local.call("end_episode", episode_id, observation)
+            return
         self._send(
             {"command": Commands.END_EPISODE, "episode_id": episode_id, "observation": observation}
         )
 
     def update_policy_weights(self) -> None:
-        """Local inference's weight pull: nothing to do (the server computes the actions)."""
+        """Local inference: pulls the trainer's weights now (remote: nothing to do)."""
+        if self._local:
+            self._local.update_weights(force=True)
+
+    def close(self) -> None:
+        """Local inference: stops the background thread and the client's worker (the
+        batch being sampled is not reported; later calls raise `EnvError`). Remote: no-op."""
+        if self._local:
+            self._local.close()
 
     def _send(self, message: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(
@@ -128,7 +209,7 @@ class PolicyClient:
         )
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-                return loads(response.read())
+                body = response.read()
         except urllib.error.HTTPError as error:
             detail = error.read().decode("utf-8", "replace")
             raise EnvError(
@@ -138,4 +219,11 @@ class PolicyClient:
             reason = getattr(error, "reason", error)
             raise EnvError(
                 f"Policy server {self.address} unreachable ({message['command']}): {reason}"
+            ) from None
+        try:
+            return loads(body)
+        except (ValueError, TypeError, EOFError) as error:  # (JSONDecodeError included)
+            raise EnvError(
+                f"Policy server {self.address} answered {message['command']} with something "
+                f"that is not a JSON message ({error}); corral reads nothing else."
             ) from None

@@ -1,14 +1,22 @@
 """`PolicyServerInput`: a trainer's input served over HTTP to `PolicyClient`s (RLlib
-1.13's policy serving, remote inference).
+1.13's policy serving).
 
 Give it as the trainer's input (``"input": lambda ioctx: PolicyServerInput(ioctx,
 "localhost", 9900)``, with ``"env": None`` and the ``observation_space`` /
-``action_space`` in the config). It listens on `address:port`; each client request runs
-on an `ExternalEnv` inside an embedded rollout worker (the trainer's policies, its
-config), whose sampler answers `get_action` with one batched forward pass for all waiting
-episodes. The batches it samples are what `next()` returns to the trainer, and the
-episodes' metrics reach the trainer's results; after each batch the embedded worker
-takes the trainer's newest weights. Messages are JSON (`corral.env.serving_wire`).
+``action_space`` in the config). It listens on `address:port` and serves both of RLlib's
+inference modes:
+
+* remote inference: each client request runs on an `ExternalEnv` inside an embedded
+  rollout worker (the trainer's policies, its config), whose sampler answers `get_action`
+  with one batched forward pass for all waiting episodes. The batches it samples are what
+  `next()` returns to the trainer, and the episodes' metrics reach the trainer's results;
+  after each batch the embedded worker takes the trainer's newest weights.
+* local inference: a client asks for the worker's description (``GET_WORKER_ARGS``, JSON
+  data, see `corral.env.local_inference`) and for the weights (``GET_WEIGHTS``, numpy
+  arrays), acts with a policy of its own and reports its batches and episode metrics
+  (``REPORT_SAMPLES``), which `next()` and `get_metrics()` hand to the trainer.
+
+Messages are JSON (`corral.env.serving_wire`); nothing a client sends is run as code.
 """
 
 from __future__ import annotations
@@ -21,11 +29,26 @@ from typing import Any
 
 from corral.env.external_env import ExternalEnv, ExternalEnvStopped
 from corral.env.external_multi_agent_env import ExternalMultiAgentEnv
-from corral.env.serving_wire import Commands, dumps, loads
+from corral.env.local_inference import worker_args
+from corral.env.serving_wire import (
+    Commands,
+    batch_from_wire,
+    dumps,
+    loads,
+    metrics_from_wire,
+)
 from corral.offline.input_reader import InputReader
-from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 
 logger = logging.getLogger(__name__)
+
+# The columns a local-inference client's batch must have (it is trained on as it is).
+_REPORTED_COLUMNS = (
+    SampleBatch.OBS,
+    SampleBatch.ACTIONS,
+    SampleBatch.REWARDS,
+    SampleBatch.DONES,
+)
 
 
 class _Served:
@@ -48,10 +71,16 @@ class _ServedMultiAgentEnv(_Served, ExternalMultiAgentEnv):
     """A multi-agent trainer's clients: dicts by agent id."""
 
 
-def _served_env(worker: Any, action_space: Any, observation_space: Any) -> ExternalEnv:
+def served_env(multi_agent: bool, action_space: Any, observation_space: Any) -> Any:
+    """An external env whose episodes are driven by calls from outside (the server's
+    requests, or a local-inference client's own calls); its `run()` waits until
+    `closing` is set. Multi-agent: dicts by agent id (`ExternalMultiAgentEnv`)."""
+    return (_ServedMultiAgentEnv if multi_agent else _ServedEnv)(action_space, observation_space)
+
+
+def serves_multi_agent(worker: Any) -> bool:
     """Multi-agent unless the worker's only policy is `default_policy` (RLlib's rule)."""
-    multi = list(worker.policy_map) != [DEFAULT_POLICY_ID]
-    return (_ServedMultiAgentEnv if multi else _ServedEnv)(action_space, observation_space)
+    return list(worker.policy_map) != [DEFAULT_POLICY_ID]
 
 
 class PolicyServerInput(ThreadingHTTPServer, InputReader):
@@ -69,10 +98,12 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
     def __init__(self, ioctx: Any, address: str, port: int, idle_timeout: float = 3.0) -> None:
         self.rollout_worker = ioctx.worker
         self.idle_timeout = float(idle_timeout)
-        self.samples_queue: queue.Queue[SampleBatch] = queue.Queue()
+        self.samples_queue: queue.Queue[SampleBatch | MultiAgentBatch] = queue.Queue()
         self.metrics_queue: queue.Queue[Any] = queue.Queue()
-        self._env: Any = _served_env(
-            self.rollout_worker, self._space("action_space"), self._space("observation_space")
+        self._env: Any = served_env(
+            serves_multi_agent(self.rollout_worker),
+            self._space("action_space"),
+            self._space("observation_space"),
         )
         self._embedded: Any = None
         self._embedded_lock = threading.Lock()
@@ -82,7 +113,7 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
         self.daemon_threads = True
         threading.Thread(target=self.serve_forever, name="policy-server", daemon=True).start()
 
-    def next(self) -> SampleBatch:
+    def next(self) -> SampleBatch | MultiAgentBatch:
         """The next batch the clients' episodes produced (empty after `idle_timeout`)."""
         try:
             return self.samples_queue.get(timeout=self.idle_timeout)
@@ -113,7 +144,8 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
                 return metrics
 
     def execute(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Runs one client request on the served external env; returns the reply."""
+        """Runs one client request (remote inference: on the served external env); returns
+        the reply."""
         command = message.get("command")
         env = self._env
         if self._closed:
@@ -142,14 +174,62 @@ class PolicyServerInput(ThreadingHTTPServer, InputReader):
                 )
         elif command == Commands.END_EPISODE:
             env.end_episode(message["episode_id"], message["observation"])
-        elif command in (Commands.GET_WORKER_ARGS, Commands.GET_WEIGHTS, Commands.REPORT_SAMPLES):
-            raise ValueError(
-                f"{command} is local inference's, which corral does not serve: the client's "
-                "PolicyClient runs with inference_mode='remote'."
-            )
+        elif command == Commands.GET_WORKER_ARGS:
+            return {
+                "worker_args": worker_args(
+                    self.rollout_worker, env.observation_space, env.action_space, env.multi_agent
+                )
+            }
+        elif command == Commands.GET_WEIGHTS:
+            return {
+                "weights": self.rollout_worker.get_weights(),
+                "global_vars": self.rollout_worker.get_global_vars(),
+            }
+        elif command == Commands.REPORT_SAMPLES:
+            self._report(message)
         else:
             raise ValueError(f"Unknown command {command!r}")
         return {}
+
+    def _report(self, message: dict[str, Any]) -> None:
+        """A local-inference client's batch and finished episodes: checked, then queued
+        for `next()` and `get_metrics()`."""
+        batch = batch_from_wire(message.get("samples"))
+        metrics = metrics_from_wire(message.get("metrics", []))
+        worker = self.rollout_worker
+        multi = self._env.multi_agent
+        if multi != isinstance(batch, MultiAgentBatch):
+            want = "MultiAgentBatch" if multi else "SampleBatch"
+            raise ValueError(
+                f"This server's policies are {sorted(worker.policy_map)}: it takes a {want}, "
+                f"got a {type(batch).__name__}."
+            )
+        batches = (
+            batch.policy_batches
+            if isinstance(batch, MultiAgentBatch)
+            else {DEFAULT_POLICY_ID: batch}
+        )
+        for pid, policy_batch in batches.items():
+            if pid not in worker.policy_map:
+                raise ValueError(
+                    f"The reported batch holds policy {pid!r}, which this server does not have "
+                    f"({sorted(worker.policy_map)})."
+                )
+            if not policy_batch.count:
+                continue
+            missing = sorted(set(_REPORTED_COLUMNS) - set(policy_batch))
+            if missing:
+                raise ValueError(f"The reported batch of policy {pid!r} lacks columns {missing}.")
+            shape = getattr(getattr(worker.policy_map[pid], "preprocessor", None), "shape", None)
+            obs_shape = tuple(policy_batch[SampleBatch.OBS].shape[1:])
+            if shape is not None and obs_shape != tuple(shape):
+                raise ValueError(
+                    f"The reported observations of policy {pid!r} have shape {obs_shape}; the "
+                    f"policy's are {tuple(shape)}."
+                )
+        self.samples_queue.put(batch)
+        for metric in metrics:
+            self.metrics_queue.put(metric)
 
     def _space(self, name: str) -> Any:
         worker = self.rollout_worker

@@ -9,6 +9,7 @@ from corral.tune.callback import Callback
 from corral.tune.error import TuneError
 from corral.tune.experiment import Experiment, run_experiments
 from corral.tune.registry import register_env, register_input, register_trainable
+from corral.tune.schedulers import create_scheduler
 from corral.tune.search import choice, loguniform, randint, sample_from, uniform
 from corral.tune.session import (
     checkpoint_dir,
@@ -18,6 +19,7 @@ from corral.tune.session import (
     is_session_enabled,
     report,
 )
+from corral.tune.suggest import create_searcher
 from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
 from corral.tune.tune import ExperimentAnalysis, Trial, grid_search, run
 
@@ -32,6 +34,8 @@ __all__ = [
     "TuneError",
     "checkpoint_dir",
     "choice",
+    "create_scheduler",
+    "create_searcher",
     "get_trial_dir",
     "get_trial_id",
     "get_trial_name",

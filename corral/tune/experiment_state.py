@@ -3,9 +3,12 @@
 
 The file is JSON only: trial ids, tags, statuses, folders, checkpoints (relative to the
 experiment folder), last results and the values each trial drew from the config's
-``grid_search`` and search spaces. Nothing in it is imported or executed: the config
-(classes, functions, envs) comes from the resuming call, and a trial's drawn values are
-put back only where they are plain JSON values that the call's own config could draw.
+``grid_search`` and search spaces, or that a ``Searcher`` suggested for it. Nothing in it
+is imported or executed: the config (classes, functions, envs) comes from the resuming
+call, and a trial's drawn values are put back only where they are plain JSON values that
+the call's own config could draw (a suggestion: see ``resumed_suggestion``). The search
+algorithm makes the saved trials again (``SearchAlgorithm.resume_trials``) and ``apply``
+puts their state back.
 """
 
 from __future__ import annotations
@@ -157,6 +160,74 @@ def _restore_params(row: dict, trial: Trial, varied: dict, experiment_dir: str) 
             )
         _set(trial.config, path, value)
         trial.evaluated_params[key] = value
+
+
+def resumed_suggestion(row: Mapping, spec: Mapping) -> dict[str, Any]:
+    """The suggestion a ``Searcher`` made for a saved trial (its ``evaluated_params``,
+    keyed by path joined by "/"), checked before it goes into a config again.
+
+    Each value must be plain JSON data; where the resuming call's config has a search
+    space it must be a value that space could give, where it has a constant it must be
+    that constant, and elsewhere a string must not look like a module or class path
+    (no "." or ":"): nothing named in the state is imported.
+
+    Raises:
+        ValueError: a value breaks these rules (naming the trial and the key).
+    """
+    saved = row.get("evaluated_params")
+    if not isinstance(saved, Mapping):
+        raise ValueError(f"trial {row.get('trial_id')} has no saved suggestion")
+    varied = dict(_varied_paths(spec))
+    for key, value in saved.items():
+        path = tuple(str(key).split("/"))
+        where = f"trial {row.get('trial_id')} was suggested {key}={value!r}"
+        if not _plain_data(value):
+            raise ValueError(f"{where}, which is not plain JSON data")
+        domain = varied.get(path)
+        if domain is not None:
+            if isinstance(domain, list):  # one of the grid's values
+                gives = any(to_jsonable(v) == value and _plain_data(v) for v in domain)
+            else:
+                gives = _can_draw(domain, value)
+            if not gives:
+                raise ValueError(
+                    f"{where}, which this call's config ({key}={domain!r}) does not give"
+                )
+            continue
+        try:
+            fixed = _get(spec, path)
+        except (KeyError, TypeError):
+            fixed = _ABSENT
+        if fixed is not _ABSENT and to_jsonable(fixed) != value:
+            raise ValueError(f"{where}, where this call's config sets {fixed!r}")
+        if fixed is _ABSENT and _may_name_code(value):
+            raise ValueError(
+                f"{where}: a string that could name a module or class, which corral does not "
+                "take from an experiment state (nothing named in it is imported); set it in "
+                "the config instead"
+            )
+    return dict(saved)
+
+
+_ABSENT = object()
+
+
+def _plain_data(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_plain_data(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_data(v) for k, v in value.items())
+    return _plain(value)
+
+
+def _may_name_code(value: Any) -> bool:
+    if isinstance(value, str):
+        return "." in value or ":" in value
+    if isinstance(value, list):
+        return any(_may_name_code(v) for v in value)
+    if isinstance(value, dict):
+        return any(_may_name_code(v) for v in value.values())
+    return False
 
 
 def _can_draw(domain: Any, value: Any) -> bool:

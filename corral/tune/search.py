@@ -147,8 +147,14 @@ def has_domains(config: Any) -> bool:
 def resolve(config: dict, rng: random.Random) -> dict:
     """`config` with every domain drawn: plain domains first, `sample_from` after them
     (so that those functions see the other draws)."""
-    drawn = _draw(config, rng, None, functions=False)
+    drawn = resolve_plain(config, rng)
     return _draw(drawn, rng, _Spec(drawn), functions=True)
+
+
+def resolve_plain(config: dict, rng: random.Random) -> dict:
+    """`config` with its plain domains drawn; `sample_from` functions are left for
+    `resolve` (they may depend on values set later, such as grid values)."""
+    return _draw(config, rng, None, functions=False)
 
 
 def _draw(node: Any, rng: random.Random, spec: Any, functions: bool) -> Any:

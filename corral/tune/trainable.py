@@ -298,16 +298,10 @@ class Trainable:
         """A checkpoint in memory (Ray Tune's, e.g. for population-based training): the
         folder ``save`` writes, as the bytes of an uncompressed tar archive. It holds
         files only, no pickle; ``restore_from_object`` reads it as ``restore`` does."""
-        import io
-        import tarfile
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="corral-save-to-object-") as parent:
-            path = self.save(parent)
-            buffer = io.BytesIO()
-            with tarfile.open(fileobj=buffer, mode="w") as tar:
-                tar.add(path, arcname=os.path.basename(path))
-            return buffer.getvalue()
+            return checkpoint_to_object(self.save(parent))
 
     def restore_from_object(self, obj: bytes) -> None:
         """Restores a checkpoint made by ``save_to_object``.
@@ -430,6 +424,18 @@ class Trainable:
     def trial_id(self) -> str:
         """Id of the trial this runs as, ``"default"`` outside ``tune.run``."""
         return self._trial_info.trial_id if self._trial_info else "default"
+
+
+def checkpoint_to_object(checkpoint_dir: str) -> bytes:
+    """The checkpoint folder ``checkpoint_dir`` (one ``save`` wrote) in memory, as
+    ``save_to_object`` makes it: the bytes of an uncompressed tar archive of the folder."""
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(checkpoint_dir, arcname=os.path.basename(os.path.normpath(checkpoint_dir)))
+    return buffer.getvalue()
 
 
 def _next_total(result: dict, total_key: str, this_iter_key: str, current: Any) -> Any:

@@ -1,9 +1,11 @@
-"""The loop of one trial: restore, train until the stop rule, checkpoint, stop.
+"""The loop of one trial: restore, train until the stop rule, checkpoint, stop; and the
+``TrialRunner`` that runs the trials of one ``tune.run``.
 
 ``tune.run`` builds each trial's trainable and hands it to ``TrialLoop.run``; ``corral
 train`` builds its trainer (turning config mistakes into one-line errors) and hands it
 to the same method, with a ``Callback`` for its live display. Stop criteria are
-``corral.tune.stopping``'s, checkpoint pruning is ``CheckpointKeeper``'s: one loop.
+``corral.tune.stopping``'s, checkpoint pruning is ``CheckpointKeeper``'s: one loop. The
+``TrialRunner`` asks its search algorithm (``corral.tune.suggest``) for each new trial.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from corral.tune import experiment_state
 from corral.tune.callback import Callback
+from corral.tune.logger import flatten_dict
 from corral.tune.result import (
     DONE,
     EPISODE_REWARD_MEAN,
@@ -30,7 +33,9 @@ from corral.tune.result import (
     TRAINING_ITERATION,
 )
 from corral.tune.stopping import StopFn, metric_value
-from corral.tune.trainable import Trainable
+from corral.tune.suggest.basic_variant import BasicVariantGenerator
+from corral.tune.suggest.search import SearchAlgorithm
+from corral.tune.trainable import Trainable, checkpoint_to_object
 from corral.tune.trial import Trial
 
 logger = logging.getLogger(__name__)
@@ -62,6 +67,8 @@ class TrialLoop:
         scheduler: decides after each result whether the trial goes on, pauses or stops
             (``corral.tune.schedulers``); None: every trial goes on until its stop rule.
         runner: what the scheduler's hooks get as ``trial_runner`` (its ``get_trials()``).
+        search_alg: hears each result of a trial that goes on (``on_trial_result``, the
+            result flattened); None: no one does.
     """
 
     should_stop: StopFn
@@ -74,6 +81,7 @@ class TrialLoop:
     max_failures: int = 0
     scheduler: Any = None
     runner: Any = None
+    search_alg: Any = None
 
     def run(
         self,
@@ -203,16 +211,28 @@ class TrialRun:
 
     def restart_from(self, checkpoint: bytes) -> None:
         """Rebuilds the trainable (with the trial's config as it is then) from
-        ``checkpoint`` (``save_to_object`` bytes) once the current step is over:
-        population-based training's exploit, which gives the trial another trial's
-        state."""
-        self._restart = checkpoint
+        ``checkpoint`` (``save_to_object`` bytes) once the current step is over, or, when
+        it is paused, when it resumes: population-based training's exploit, which gives
+        the trial another trial's state."""
+        if self.trainable is None:
+            self._restore = checkpoint
+        else:
+            self._restart = checkpoint
 
     def save_to_object(self) -> bytes:
-        """The trial's state now, in memory (``Trainable.save_to_object``)."""
-        if self.trainable is None:
-            raise RuntimeError(f"Trial {self.trial} is not running: nothing to save")
-        return self._trainable_call(self.trainable.save_to_object)
+        """The trial's state now, in memory (``Trainable.save_to_object``); of a paused
+        trial, the state it resumes from.
+
+        Raises:
+            RuntimeError: the trial has no state (never started, or paused without one).
+        """
+        if self.trainable is not None:
+            return self._trainable_call(self.trainable.save_to_object)
+        if isinstance(self._restore, bytes):
+            return self._restore
+        if self._restore and self.trial.status == Trial.PAUSED:
+            return checkpoint_to_object(self._restore)
+        raise RuntimeError(f"Trial {self.trial} is not running: nothing to save")
 
     # -- inside a step -------------------------------------------------------
 
@@ -249,6 +269,9 @@ class TrialRun:
             decision = loop.scheduler.on_trial_result(loop.runner, trial, result)
         else:
             decision = "CONTINUE"
+        if decision != "STOP" and loop.search_alg is not None:
+            # (Ray Tune's rule: a stopped trial's last result goes to on_trial_complete.)
+            loop.search_alg.on_trial_result(trial.trial_id, flatten_dict(result))
         if result.get(SHOULD_CHECKPOINT) or (
             loop.checkpoint_freq and trainable.iteration % loop.checkpoint_freq == 0
         ):
@@ -300,48 +323,64 @@ class TrialRun:
 
 
 class TrialRunner:
-    """The trials of one ``tune.run``, started, paused and stopped as a scheduler says.
+    """The trials of one ``tune.run``, made by its search algorithm and started, paused
+    and stopped as its scheduler says.
 
-    Up to ``max_concurrent`` trials are live at once and take turns, an iteration
-    each; a free slot goes to the trial the scheduler's ``choose_trial_to_run`` picks.
-    One slot with ``FIFOScheduler`` runs the trials one after another. The scheduler's
-    hooks get this object as ``trial_runner``.
+    Whenever a slot is free, the runner first asks the search algorithm for new trials
+    while fewer of its trials wait to start than it may have waiting (Ray Tune 1.13's
+    rule): any number for ``BasicVariantGenerator``, which so makes all its trials at
+    once; one for any other, so that a searcher suggests a trial only when it can start,
+    having heard of the trials before it. The slot then goes to the trial the scheduler's
+    ``choose_trial_to_run`` picks. Up to ``max_concurrent`` trials are live
+    at once and take turns, an iteration each; one slot with ``FIFOScheduler`` runs the
+    trials one after another. The search algorithm hears every result of a trial that
+    goes on and every trial's end; the run is over when no trial is live and none can
+    start. The scheduler's hooks get this object as ``trial_runner``.
 
     Args:
-        trials: every trial of the run, in order.
-        loop: how each trial trains (its ``scheduler`` and ``runner`` are set here).
+        search_alg: makes the trials (``corral.tune.suggest``; ``add_configurations``
+            already called).
+        loop: how each trial trains (its ``scheduler``, ``runner`` and ``search_alg`` are
+            set here).
         build: ``build(trial)`` -> a function that builds the trial's trainable from
             ``trial.config`` as it is when called.
         scheduler: a ``corral.tune.schedulers.TrialScheduler``.
-        max_concurrent: how many trials are live at once.
+        trials: trials made before (a resumed run's), in order; new ones follow them.
+        max_concurrent: how many trials are live at once (None: no limit).
         deadline: the ``time.monotonic()`` after which no trial starts (None: never).
         fail_fast: Tune's: False (a failed trial ends, the others go on), True (the
             others are stopped, no further trial starts) or "raise" (its error is raised).
-        experiment_dir: the experiment's folder (schedulers' logs, and the trials' state
-            for ``tune.run(resume=...)``, ``experiment_state.json``, written whenever a
-            trial starts, saves, pauses or ends); None: no state is written.
+        experiment_dir: the experiment's folder (schedulers' logs, and the run's state
+            for ``tune.run(resume=...)``: the trials' ``experiment_state.json``, written
+            whenever a trial starts, saves, pauses or ends, and the search algorithm's
+            ``save_to_dir``); None: no state is written.
     """
 
     def __init__(
         self,
-        trials: list[Trial],
+        search_alg: SearchAlgorithm,
         loop: TrialLoop,
         build: Callable[[Trial], Callable[[], Trainable]],
         scheduler: Any,
-        max_concurrent: int = 1,
+        trials: Sequence[Trial] = (),
+        max_concurrent: int | None = 1,
         deadline: float | None = None,
         fail_fast: bool | str = False,
         experiment_dir: str | None = None,
     ) -> None:
-        self.trials = trials
+        self.search_alg = search_alg
+        self.trials = list(trials)
         self.loop = loop
-        loop.scheduler, loop.runner = scheduler, self
+        loop.scheduler, loop.runner, loop.search_alg = scheduler, self, search_alg
         self.scheduler = scheduler
-        self.max_concurrent = max_concurrent
+        self.max_concurrent = math.inf if max_concurrent is None else max_concurrent
         self.experiment_dir = experiment_dir
         self._build = build
         self._deadline = deadline
         self._fail_fast = fail_fast
+        # Ray Tune 1.13's rule: only BasicVariantGenerator makes trials ahead of need (a
+        # searcher's suggestions should see the results of the trials before them).
+        self._max_pending = math.inf if isinstance(search_alg, BasicVariantGenerator) else 1
         self._runs: dict[str, TrialRun] = {}  # every trial started, by id
         self._live: dict[str, TrialRun] = {}  # those running now, in turn order
         self._halted = False
@@ -350,7 +389,7 @@ class TrialRunner:
     # -- what schedulers call -------------------------------------------------
 
     def get_trials(self) -> list[Trial]:
-        """Every trial of the run."""
+        """Every trial of the run made so far."""
         return self.trials
 
     def get_live_trials(self) -> list[Trial]:
@@ -358,13 +397,15 @@ class TrialRunner:
         return [run.trial for run in self._live.values()]
 
     def save_to_object(self, trial: Trial) -> bytes:
-        """A running trial's state, in memory (``Trainable.save_to_object``)."""
+        """A running trial's state, in memory (``Trainable.save_to_object``); a paused
+        trial's, the state it resumes from."""
         return self._runs[trial.trial_id].save_to_object()
 
     def restart_trial(self, trial: Trial, config: dict, checkpoint: bytes, tag: str) -> None:
-        """Gives a running trial a new config and another state: after its current
-        iteration its trainable is rebuilt with ``config`` and restored from
-        ``checkpoint`` (``save_to_object`` bytes); ``tag`` becomes its experiment tag."""
+        """Gives a started trial a new config and another state: its trainable is rebuilt
+        with ``config`` and restored from ``checkpoint`` (``save_to_object`` bytes) after
+        its current iteration (a paused trial: when it resumes); ``tag`` becomes its
+        experiment tag."""
         trial.config = config
         trial.experiment_tag = tag
         self._runs[trial.trial_id].restart_from(checkpoint)
@@ -372,12 +413,12 @@ class TrialRunner:
     # -- the run ----------------------------------------------------------------
 
     def run(self) -> None:
-        """Runs the trials until none is left to start or resume.
+        """Runs the trials until none is left to make, start or resume.
 
         Raises:
             Exception: an error of the run itself (a stop rule, a hook, the scheduler,
-                Ctrl-C), or a trial's with ``fail_fast="raise"``; the live trials'
-                trainables are stopped first.
+                the search algorithm, Ctrl-C), or a trial's with ``fail_fast="raise"``;
+                the live trials' trainables are stopped first.
         """
         for trial in self.trials:
             self.scheduler.on_trial_add(self, trial)
@@ -391,6 +432,13 @@ class TrialRunner:
                 if self._halted:
                     for run in list(self._live.values()):
                         self._end(run, stopped=True)
+            if not (self._halted or self._out_of_time() or self.search_alg.is_finished()):
+                logger.warning(
+                    "%s made no further trial although it is not finished, and no trial is "
+                    "left to run: the run ends (a Searcher ends its search with "
+                    "Searcher.FINISHED)",
+                    type(self.search_alg).__name__,
+                )
         finally:
             for run in self._live.values():  # (only after an exception)
                 try:
@@ -399,15 +447,15 @@ class TrialRunner:
                     logger.exception("Trial %s: the checkpoint at end failed", run.trial)
                 run._stop_trainable()
             self._live.clear()
-            self._save_state()
+            self._save_state(force=True)
 
     def _fill(self) -> bool:
-        """Starts (or resumes) trials while slots are free; False when none is live."""
+        """Starts (or resumes) trials while slots are free, making new ones as needed;
+        False when none is live."""
         while (
-            len(self._live) < self.max_concurrent
-            and not self._halted
-            and (self._deadline is None or time.monotonic() < self._deadline)
+            len(self._live) < self.max_concurrent and not self._halted and not self._out_of_time()
         ):
+            self._add_trials()
             trial = self.scheduler.choose_trial_to_run(self)
             if trial is None:
                 break
@@ -427,15 +475,32 @@ class TrialRunner:
             self._save_state()
         return bool(self._live)
 
-    def _save_state(self) -> None:
-        """Writes the trials' state for ``tune.run(resume=...)`` if it changed."""
+    def _add_trials(self) -> None:
+        """Asks the search algorithm for new trials while fewer than it may have wait to
+        start (and it makes any)."""
+        pending = sum(t.status == Trial.PENDING for t in self.trials)
+        while pending < self._max_pending and not self.search_alg.is_finished():
+            trial = self.search_alg.next_trial()
+            if trial is None:
+                return
+            self.trials.append(trial)
+            self.scheduler.on_trial_add(self, trial)
+            pending += 1
+
+    def _out_of_time(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _save_state(self, force: bool = False) -> None:
+        """Writes the run's state for ``tune.run(resume=...)`` if the trials' changed (or
+        ``force``): the trials', then the search algorithm's."""
         if self.experiment_dir is None:
             return
         signature = [
             (t.status, t.checkpoint, t.num_failures, t.experiment_tag) for t in self.trials
         ]
-        if signature != self._saved_signature:
+        if force or signature != self._saved_signature:
             experiment_state.save(self.experiment_dir, self.trials)
+            self.search_alg.save_to_dir(self.experiment_dir)
             self._saved_signature = signature
 
     def _step(self, run: TrialRun) -> None:
@@ -448,6 +513,7 @@ class TrialRunner:
                 raise  # an error of the run itself, or Tune's "raise"
             logger.error("Trial %s errored:\n%s", trial, trial.error_msg)
             self.scheduler.on_trial_error(self, trial)
+            self.search_alg.on_trial_complete(trial.trial_id, error=True)
             if self._fail_fast:
                 self._halted = True  # the others stop, the pending ones stay PENDING
             return
@@ -462,6 +528,9 @@ class TrialRunner:
             run.stop()
         if trial.status == Trial.TERMINATED:
             self.scheduler.on_trial_complete(self, trial, trial.last_result)
+            self.search_alg.on_trial_complete(
+                trial.trial_id, result=flatten_dict(trial.last_result)
+            )
 
 
 def record_failure(trial: Trial, error: BaseException) -> None:

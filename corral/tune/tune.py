@@ -2,40 +2,53 @@
 
 For scripts ported from RLlib 1.x (``tune.run("PPO", config=..., stop=...)``, or a
 function trainable ``tune.run(train_fn, ...)`` that calls ``tune.report``) and for the
-``corral train`` command, not a port of Ray Tune: ``grid_search`` values are expanded
-into one trial per combination (times ``num_samples``, with fresh draws of search
-spaces); no search algorithms. Trials run one after another, or take turns an
-iteration each (``max_concurrent_trials``, population-based training); Ray Tune
-1.13's schedulers (``corral.tune.schedulers``) stop, pause and perturb them.
+``corral train`` command, not a port of Ray Tune: the trials come from a search
+algorithm (``corral.tune.suggest``): by default ``BasicVariantGenerator``, which expands
+``grid_search`` values into one trial per combination (times ``num_samples``, with fresh
+draws of search spaces), or a ``Searcher`` of yours that suggests each trial's config.
+Trials run one after another, or take turns an iteration each (``max_concurrent_trials``,
+population-based training); Ray Tune 1.13's schedulers (``corral.tune.schedulers``)
+stop, pause and perturb them.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime
 import functools
-import itertools
 import logging
 import math
 import os
-import random
 import re
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from corral.tune import experiment_state
 from corral.tune.callback import Callback
 from corral.tune.error import TuneError
+from corral.tune.experiment import Experiment
 from corral.tune.function_trainable import FunctionTrainable, wrap_function
 from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
 from corral.tune.resources import resources_from_tune_argument
 from corral.tune.result import TRAINING_ITERATION, default_results_dir, new_logdir
 from corral.tune.schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
-from corral.tune.search import has_domains, resolve
 from corral.tune.stopping import StopFn, metric_value, stop_condition
+from corral.tune.suggest import (
+    BasicVariantGenerator,
+    SearchAlgorithm,
+    Searcher,
+    SearchGenerator,
+    create_searcher,
+)
+
+# (`grid_search` and `config_variants` importable from here as before they moved.)
+from corral.tune.suggest.variant_generator import (
+    GRID_SEARCH,
+    config_variants,
+    grid_search,
+    has_unresolved_values,
+)
 from corral.tune.trainable import Trainable, TrialInfo
 from corral.tune.trial import Trial
 
@@ -46,25 +59,16 @@ from corral.tune.trial_runner import CheckpointKeeper, TrialLoop, TrialRunner
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "GRID_SEARCH",
     "CheckpointKeeper",
     "ExperimentAnalysis",
     "StopFn",
     "Trial",
     "TrialLoop",
+    "config_variants",
     "grid_search",
     "run",
 ]
-
-GRID_SEARCH = "grid_search"
-
-
-def grid_search(values: Iterable[Any]) -> dict[str, list[Any]]:
-    """Mark a config value to be tried with each of ``values``, one trial per value.
-
-    The marker is Ray's ``{"grid_search": [...]}``, so YAML experiment files
-    that spell it out by hand are expanded too.
-    """
-    return {GRID_SEARCH: list(values)}
 
 
 class ExperimentAnalysis:
@@ -296,6 +300,7 @@ def run(
     fail_fast: bool | str = False,
     raise_on_failed_trial: bool = True,
     scheduler: Any = None,
+    search_alg: SearchAlgorithm | Searcher | str | None = None,
     max_concurrent_trials: int | None = None,
     resume: bool | str = False,
     **ray_tune_options: Any,
@@ -307,7 +312,8 @@ def run(
             ``register_trainable``, an algorithm name such as ``"PPO"``, or a function
             trainable ``train_fn(config)`` that reports with ``tune.report(...)`` (Ray Tune
             1.x's function API, see ``corral.tune.function_trainable``; local path only).
-        config: the config; ``grid_search([...])`` values are expanded. With
+        config: the config; ``grid_search([...])`` values are expanded (by the default
+            search algorithm; a ``Searcher``'s suggestions are put over it). With
             ``"backend": "ray"`` the trials run in parallel under Ray Tune (on the cluster
             ``ray.init()`` connects to), each in its ``default_resource_request`` placement
             group; the returned analysis is the same.
@@ -315,7 +321,8 @@ def run(
             threshold`` (nested keys joined by "/"), or ``stop(trial_id, result) ->
             bool``. A trial also stops when a result has ``done=True``. With no
             criterion a trial runs until it reports ``done``.
-        num_samples: how many times to run each grid combination.
+        num_samples: how many times to run each grid combination (with a ``Searcher``:
+            how many trials in all).
         checkpoint_freq: save every this many iterations (0: never).
         checkpoint_at_end: save after the last iteration.
         local_dir: results root, by default ``default_results_dir()``;
@@ -329,7 +336,9 @@ def run(
             best by ``checkpoint_score_attr``; the newest is never deleted.
         checkpoint_score_attr: result key that ranks checkpoints (default
             ``training_iteration``); a ``"min-"`` prefix ranks the lowest best, as in Tune.
-        seed: seed of the draws of search spaces (``choice``, ``uniform``, ...).
+        seed: seed of the draws of search spaces (``choice``, ``uniform``, ...) of the
+            default search algorithm (a ``BasicVariantGenerator`` of yours takes
+            ``random_state``).
         callbacks: ``tune.Callback`` hooks called as each trial starts, reports a
             result, saves a checkpoint and ends (the local path; not with ``"backend": "ray"``).
         resources_per_trial: what one trial needs, as Ray Tune takes it: a dict (``{"cpu":
@@ -353,6 +362,16 @@ def run(
             ``FIFOScheduler``), which stops, pauses or (PBT) perturbs trials as their
             results come in; it takes ``metric`` and ``mode`` from here when it has none.
             Default: ``FIFOScheduler`` (each trial runs until its stop rule).
+        search_alg: where the trials come from (``corral.tune.suggest``, Ray Tune 1.13's):
+            a ``SearchAlgorithm`` (default: ``BasicVariantGenerator``, the grid and draws
+            of ``config``), a ``Searcher`` (its ``suggest(trial_id)`` gives each trial's
+            config, put over ``config``; it hears every result and every trial's end;
+            ``num_samples`` trials in all, fewer if it answers ``Searcher.FINISHED``),
+            possibly wrapped in ``ConcurrencyLimiter`` / ``Repeater``, or a name of
+            ``corral.tune.suggest.SEARCH_ALG_IMPORT`` (``"random"``). A searcher that does
+            not take ``config`` as its search space (``set_search_properties`` False)
+            needs a ``config`` without grids or search spaces. A new trial is asked for
+            when a slot is free (all at once from ``BasicVariantGenerator``).
         max_concurrent_trials: how many trials train at once, taking turns an iteration
             each in this process. Default: all of them under population-based training
             (its population trains together), else one (one after another).
@@ -362,13 +381,14 @@ def run(
             others continue from their latest checkpoints; errored ones stay errored),
             "AUTO" (the same, or a fresh run when there is no state), "ERRORED_ONLY" (only
             the errored trials run again, from their latest checkpoints). Call it with the
-            same config and ``num_samples``; values drawn from search spaces are taken
-            from the state.
+            same config, ``num_samples`` and search algorithm; values drawn from search
+            spaces or suggested by a searcher are taken from the state (a searcher's own
+            state comes back when it can save it as JSON: ``Searcher.get_state``), and
+            the search goes on from there.
         **ray_tune_options: the rest of Ray Tune 1.13's ``tune.run`` arguments
-            (``search_alg``, ``progress_reporter``, ...),
-            accepted at their defaults; any other value raises ``NotImplementedError``
-            naming it (corral.tune has no search algorithms beyond its grid and random
-            draws: with the ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
+            (``progress_reporter``, ``trial_name_creator``, ...), accepted at their
+            defaults; any other value raises ``NotImplementedError`` naming it (with the
+            ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
     """
     _check_ray_tune_options(ray_tune_options)
     _check_failure_options(max_failures, fail_fast)
@@ -391,9 +411,19 @@ def run(
         trainable_cls.check_restorable(restore)  # type: ignore[attr-defined]
     experiment_dir = os.path.join(local_dir or default_results_dir(), name or trainable_name)
     keeper = CheckpointKeeper(keep_checkpoints_num, checkpoint_score_attr)
-    trials = _make_trials(trainable_name, config or {}, num_samples, random.Random(seed))
-    if resume and (config or {}).get("backend") != "ray":
-        _resume(trials, config or {}, experiment_dir, resume)
+    on_ray = (config or {}).get("backend") == "ray"
+    if on_ray and search_alg is not None:
+        raise ValueError(
+            'tune.run(search_alg=...) runs on the local path only; with "backend": "ray" pass '
+            "a Ray Tune search algorithm to ray.tune.run"
+        )
+    search = _search_alg(search_alg, seed, metric, mode, config or {})
+    search.add_configurations(
+        Experiment(
+            name or trainable_name, trainable_name, config=config or {}, num_samples=num_samples
+        )
+    )
+    trials = _resume(search, config or {}, experiment_dir, resume) if resume and not on_ray else []
     loop = TrialLoop(
         _until(deadline, stop_condition(stop)),
         restore=restore,
@@ -405,7 +435,7 @@ def run(
         # Tune's fail_fast="raise" re-raises the first error: no recovery.
         max_failures=0 if fail_fast == "raise" else max_failures,
     )
-    if (config or {}).get("backend") == "ray":
+    if on_ray:
         if is_function:
             raise ValueError(
                 f"The function trainable {trainable_name} runs on the local path only, not with "
@@ -429,6 +459,7 @@ def run(
         # The trials run in parallel under Ray Tune, each in its own placement group.
         from corral.tune.ray_run import run_trials_on_ray
 
+        trials = _all_trials(search)
         run_trials_on_ray(
             trainable_cls,
             trials,
@@ -447,20 +478,21 @@ def run(
             "Trainable class (or an algorithm name such as 'PPO') with it"
         )
     _check_max_concurrent(max_concurrent_trials)
-    TrialRunner(
-        trials,
+    runner = TrialRunner(
+        search,
         loop,
         lambda trial: functools.partial(_build_trainable, trial, trainable_cls, experiment_dir),
         scheduler,
-        max_concurrent=max_concurrent_trials
-        or (len(trials) if scheduler.trains_trials_together else 1),
+        trials=trials,
+        max_concurrent=max_concurrent_trials or (None if scheduler.trains_trials_together else 1),
         deadline=deadline,  # out of time_budget_s: the rest stay PENDING
         fail_fast=fail_fast,
         experiment_dir=experiment_dir,
-    ).run()
+    )
+    runner.run()
     if raise_on_failed_trial:
-        raise_if_failed(trials)
-    return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
+        raise_if_failed(runner.trials)
+    return ExperimentAnalysis(runner.trials, default_metric=metric, default_mode=mode)
 
 
 def raise_if_failed(trials: Sequence[Trial]) -> None:
@@ -498,23 +530,81 @@ def _scheduler(scheduler: Any, metric: str | None, mode: str | None) -> TrialSch
     return scheduler
 
 
-def _resume(trials: list[Trial], config: dict, experiment_dir: str, resume: Any) -> None:
-    """Puts the saved state of ``experiment_dir`` back on ``trials``.
+def _search_alg(
+    search_alg: Any, seed: int | None, metric: str | None, mode: str | None, config: dict
+) -> SearchAlgorithm:
+    """``tune.run``'s search algorithm: ``search_alg`` (a ``Searcher`` wrapped in a
+    ``SearchGenerator``, a name built with ``create_searcher``), default a
+    ``BasicVariantGenerator`` seeded with ``seed``; given ``metric``, ``mode`` and
+    ``config`` (Ray Tune's ``set_search_properties``).
 
     Raises:
-        ValueError: there is no state to resume from (except with ``resume="AUTO"``).
+        ValueError: ``seed`` with a search algorithm of the caller's; a config with grids
+            or search spaces for a searcher that does not take them.
+        TypeError: ``search_alg`` is none of these.
+    """
+    if search_alg is None:
+        search_alg = BasicVariantGenerator(random_state=seed)
+    elif seed is not None:
+        raise ValueError(
+            "tune.run(seed=...) seeds the default search algorithm; seed yours itself (e.g. "
+            "BasicVariantGenerator(random_state=...))"
+        )
+    if isinstance(search_alg, str):
+        search_alg = create_searcher(search_alg, metric=metric, mode=mode)
+    if isinstance(search_alg, Searcher):
+        search_alg = SearchGenerator(search_alg)
+    if not isinstance(search_alg, SearchAlgorithm):
+        raise TypeError(
+            "tune.run(search_alg=...) takes a corral.tune.suggest SearchAlgorithm or Searcher "
+            f"(BasicVariantGenerator, ConcurrencyLimiter(...), a Searcher subclass) or a "
+            f"name of SEARCH_ALG_IMPORT, got {search_alg!r}"
+        )
+    if not search_alg.set_search_properties(metric, mode, config) and has_unresolved_values(config):
+        raise ValueError(
+            f"tune.run's config holds grid_search values or search spaces, but the search "
+            f"algorithm {type(getattr(search_alg, 'searcher', search_alg)).__name__} does not "
+            "take them (set_search_properties returned False): define the search space in "
+            "the searcher and keep only constants in config"
+        )
+    return search_alg
+
+
+def _all_trials(search_alg: SearchAlgorithm) -> list[Trial]:
+    """Every trial ``search_alg`` makes, made now (for Ray Tune, which runs them all)."""
+    trials = []
+    while not search_alg.is_finished() and (trial := search_alg.next_trial()) is not None:
+        trials.append(trial)
+    return trials
+
+
+def _resume(
+    search_alg: SearchAlgorithm, config: dict, experiment_dir: str, resume: Any
+) -> list[Trial]:
+    """The trials of ``experiment_dir``'s saved state, made again by ``search_alg`` with
+    their state put back (and the search algorithm's own state, where it saved one).
+
+    Raises:
+        ValueError: there is no state to resume from (except with ``resume="AUTO"``), or
+            it does not fit this call.
     """
     state = experiment_state.load(experiment_dir)
     if state is None:
         if resume == "AUTO":
-            return
+            return []
         raise ValueError(
             f"tune.run(resume={resume!r}): {experiment_dir} holds no "
             f"{experiment_state.STATE_FILE} to resume from (pass the local_dir and name of "
             "the run to resume, or resume='AUTO' to start afresh when there is none)"
         )
+    try:
+        trials = search_alg.resume_trials(state["trials"])
+    except ValueError as e:
+        raise ValueError(f"Cannot resume {experiment_dir}: {e}") from None
     experiment_state.apply(state, trials, config, experiment_dir, resume)
+    search_alg.restore_from_dir(experiment_dir)
     logger.info("Resuming %s: %d trials", experiment_dir, len(trials))
+    return trials
 
 
 def _check_max_concurrent(value: Any) -> None:
@@ -550,7 +640,6 @@ def _resolve_trainable(run_or_experiment: Any) -> type[Trainable]:
 # that ask for nothing it lacks (Ray's defaults, and those that match running trials one
 # after another in this process).
 _RAY_TUNE_OPTIONS: dict[str, tuple] = {
-    "search_alg": (None,),
     "progress_reporter": (None,),
     "log_to_file": (False,),
     "trial_name_creator": (None,),
@@ -573,7 +662,7 @@ def _check_ray_tune_options(options: Mapping[str, Any]) -> None:
         if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
             raise NotImplementedError(
                 f"tune.run({key}={value!r}) is Ray Tune's: corral.tune runs trials in this "
-                "process, without search algorithms (accepted here: "
+                "process, without it (accepted here: "
                 f"{key}={accepted[0]!r}). With the `ray` extra "
                 "installed, ray.tune.run takes corral's Trainers with all its options."
             )
@@ -620,78 +709,6 @@ def _algorithm_class(name: str) -> type[Trainable]:
         f"Unknown trainable {name!r}: not registered with register_trainable "
         f"(registered: {registered}) nor a built-in algorithm ({reason})"
     )
-
-
-def _make_trials(
-    trainable_name: str, config: dict, num_samples: int, rng: random.Random
-) -> list[Trial]:
-    run_id = uuid.uuid4().hex[:5]
-    return [
-        Trial(
-            trainable_name=trainable_name,
-            config=variant,
-            trial_id=f"{run_id}_{index:05d}",
-            experiment_tag=f"{index}_{tag}" if tag else str(index),
-            evaluated_params=experiment_state.varied_params(config, variant),
-        )
-        for index, (variant, tag) in enumerate(config_variants(config, num_samples, rng))
-    ]
-
-
-def config_variants(
-    config: dict, num_samples: int = 1, rng: random.Random | None = None
-) -> list[tuple[dict, str]]:
-    """The trials' configs of ``config``: one per combination of its ``grid_search``
-    values, times ``num_samples``, with fresh draws of its search spaces (``choice``,
-    ``uniform``, ...) for each; each with its tag (``"lr=0.01,gamma=0.9"``; "" without
-    a grid). ``corral train`` expands an experiment's config with it too.
-
-    Raises:
-        ValueError: ``num_samples`` is not an int >= 1, or a grid has no values.
-    """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
-    rng = rng or random.Random()
-    variants = []
-    for _ in range(num_samples):
-        for variant, tag in _expand_grid(config):
-            if has_domains(variant):
-                variant = resolve(variant, rng)
-            variants.append((variant, tag))
-    return variants
-
-
-def _expand_grid(config: dict) -> list[tuple[dict, str]]:
-    """Every combination of the config's grid values, with a tag such as ``"lr=0.01,gamma=0.9"``."""
-    grids = list(_grid_paths(config))
-    variants = []
-    for values in itertools.product(*(grid_values for _, grid_values in grids)):
-        variant = copy.deepcopy(config)
-        for (path, _), value in zip(grids, values):
-            _set_path(variant, path, copy.deepcopy(value))
-        tag = ",".join(f"{path[-1]}={value}" for (path, _), value in zip(grids, values))
-        variants.append((variant, tag))
-    return variants
-
-
-def _grid_paths(config: Mapping, prefix: tuple = ()) -> Iterator[tuple[tuple, list]]:
-    for key, value in config.items():
-        if not isinstance(value, Mapping):
-            continue
-        path = (*prefix, key)
-        if set(value) == {GRID_SEARCH}:
-            values = list(value[GRID_SEARCH])
-            if not values:
-                raise ValueError(f"grid_search for {'/'.join(map(str, path))} has no values")
-            yield path, values
-        else:
-            yield from _grid_paths(value, path)
-
-
-def _set_path(config: dict, path: tuple, value: Any) -> None:
-    for key in path[:-1]:
-        config = config[key]
-    config[path[-1]] = value
 
 
 def _build_trainable(

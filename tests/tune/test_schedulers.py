@@ -359,3 +359,125 @@ def test_an_error_of_the_run_stops_every_live_trial(tmp_path):
             verbose=0,
         )
     assert sorted(Tracked.stopped) == [1.0, 2.0]  # the third never started
+
+
+class FakeRunner:
+    """What PBT's hooks call on a trial runner, recorded."""
+
+    experiment_dir = None
+
+    def __init__(self, trials):
+        self.trials = trials
+        self.saved, self.restarted = [], []
+
+    def get_trials(self):
+        return self.trials
+
+    def save_to_object(self, trial):
+        self.saved.append(trial.trial_id)
+        return f"state of {trial.trial_id}".encode()
+
+    def restart_trial(self, trial, config, checkpoint, tag):
+        self.restarted.append((trial.trial_id, checkpoint.decode()))
+        trial.config = config
+
+
+def _population(synch):
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration",
+        metric="score",
+        mode="max",
+        perturbation_interval=2,
+        hyperparam_mutations={"lr": [0.1, 0.2, 0.9, 1.0]},
+        quantile_fraction=0.25,
+        synch=synch,
+        seed=0,
+    )
+    trials = [Trial("T", {"lr": lr}, f"t{i}") for i, lr in enumerate([0.1, 0.2, 0.9, 1.0])]
+    runner = FakeRunner(trials)
+    for trial in trials:
+        pbt.on_trial_add(runner, trial)
+        trial.status = "RUNNING"
+    return pbt, runner, trials
+
+
+def test_synchronous_pbt_perturbs_only_once_all_trials_reached_the_point():
+    pbt, runner, trials = _population(synch=True)
+    # Before the perturbation point: go on.
+    assert pbt.on_trial_result(runner, trials[0], {"training_iteration": 1, "score": 0.1}) == (
+        "CONTINUE"
+    )
+    # Each trial reaching it waits (PAUSE), nothing is saved or exploited ...
+    for trial in trials[:3]:
+        result = {"training_iteration": 2, "score": 2 * trial.config["lr"]}
+        assert pbt.on_trial_result(runner, trial, result) == "PAUSE"
+        trial.status = "PAUSED"
+        assert runner.saved == [] and runner.restarted == []
+        # ... and is not chosen to run again while others are behind.
+    assert pbt.choose_trial_to_run(runner) is None
+    # The last one perturbs all of them: the best saved, the worst given its state.
+    assert pbt.on_trial_result(runner, trials[3], {"training_iteration": 2, "score": 2.0}) == (
+        "PAUSE"
+    )
+    assert runner.saved == ["t3"]
+    assert runner.restarted == [("t0", "state of t3")]
+    assert trials[0].config["lr"] in (0.9, 1.0)
+    assert pbt._next_perturbation_sync == 4
+    trials[3].status = "PAUSED"
+    # All are behind the next point now: the least trained (all equal: the first) goes.
+    assert pbt.choose_trial_to_run(runner) is trials[0]
+
+    # The asynchronous one ranks the second trial against the first at once.
+    pbt, runner, trials = _population(synch=False)
+    pbt.on_trial_result(runner, trials[0], {"training_iteration": 2, "score": 0.2})
+    pbt.on_trial_result(runner, trials[1], {"training_iteration": 2, "score": 0.4})
+    assert runner.saved == ["t1"]
+
+
+def test_synchronous_pbt_does_not_wait_for_a_trial_that_ended():
+    pbt, runner, trials = _population(synch=True)
+    for trial in trials[:3]:
+        pbt.on_trial_result(runner, trial, {"training_iteration": 2, "score": trial.config["lr"]})
+        trial.status = "PAUSED"
+    trials[3].status = "TERMINATED"  # stopped by its stop rule before the point
+    pbt.on_trial_complete(runner, trials[3], {"training_iteration": 1, "score": 5.0})
+    assert runner.saved == ["t2"] and runner.restarted == [("t0", "state of t2")]
+
+
+def test_synchronous_pbt_runs_the_population_in_lockstep(tmp_path):
+    order = Order()
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        hyperparam_mutations={"lr": [0.1, 0.2, 0.5, 0.9, 1.0]},
+        quantile_fraction=0.25,
+        resample_probability=0.0,
+        synch=True,
+        seed=0,
+    )
+    analysis = _run(
+        tmp_path,
+        [0.1, 0.2, 0.9, 1.0],
+        scheduler=pbt,
+        metric="score",
+        mode="max",
+        stop={"training_iteration": 6},
+        max_concurrent_trials=2,  # (fewer slots than trials: they take turns)
+        callbacks=[order],
+    )
+    assert all(t.last_result["training_iteration"] == 6 for t in analysis.trials)
+    # No trial went past a perturbation point before every trial had reached it.
+    iterations = [iteration for _, iteration in order.seen]
+    for point in (2, 4):
+        last_at_point = max(i for i, it in enumerate(iterations) if it == point)
+        first_after = min(i for i, it in enumerate(iterations) if it == point + 1)
+        assert last_at_point < first_after
+    # Exploits happened at those points only, and the weakest trial took the best one's
+    # state there (its score is far above 6 * 0.1).
+    experiment_dir = os.path.dirname(analysis.trials[0].logdir)
+    with open(os.path.join(experiment_dir, "pbt_global.txt")) as f:
+        rows = [json.loads(line) for line in f]
+    assert rows and {row["iteration"] for row in rows} <= {2, 4}
+    assert rows[0]["trial"] == analysis.trials[0].trial_id
+    assert analysis.trials[0].last_result["score"] > 3.0
+    assert pbt._num_perturbations == len(rows)

@@ -3,8 +3,9 @@
 ``from corral.tune.schedulers import ASHAScheduler``.
 
 Built: ``FIFOScheduler`` (the default), ``AsyncHyperBandScheduler`` /
-``ASHAScheduler``, ``MedianStoppingRule`` and ``PopulationBasedTraining``. Ray Tune's
-others import and raise ``NotImplementedError`` naming them when built.
+``ASHAScheduler``, ``MedianStoppingRule`` and ``PopulationBasedTraining`` (also
+``synch=True``). Ray Tune's others import and raise ``NotImplementedError`` naming them
+when built.
 """
 
 from __future__ import annotations
@@ -53,15 +54,15 @@ SCHEDULER_IMPORT: dict[str, type] = {
 
 
 def create_scheduler(scheduler: str, **kwargs: Any) -> TrialScheduler:
-    """The scheduler Ray Tune calls ``scheduler`` (``"asha"``, ``"pbt"``, ...), built
-    with ``kwargs``.
+    """The scheduler Ray Tune calls ``scheduler`` (``"asha"``, ``"pbt"``, ...; any case,
+    so ``rllib train``'s ``--scheduler FIFO`` too), built with ``kwargs``.
 
     Raises:
         ValueError: no scheduler has that name.
     """
-    if scheduler not in SCHEDULER_IMPORT:
+    if scheduler.lower() not in SCHEDULER_IMPORT:
         raise ValueError(f"Unknown scheduler {scheduler!r}; known: {', '.join(SCHEDULER_IMPORT)}")
-    return SCHEDULER_IMPORT[scheduler](**kwargs)
+    return SCHEDULER_IMPORT[scheduler.lower()](**kwargs)
 
 
 __all__ = [

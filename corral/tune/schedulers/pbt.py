@@ -8,6 +8,10 @@ one in the bottom ``quantile_fraction`` *exploits* a random top trial (it is reb
 that trial's saved state) and *explores* (its config becomes the top trial's with the
 ``hyperparam_mutations`` keys perturbed). Only configs change hands: the state is
 corral's checkpoint (safetensors and JSON, ``Trainable.save_to_object``).
+
+With ``synch=True`` (Ray Tune's synchronous PBT) a trial that reaches a perturbation
+point waits (paused) until every unfinished trial has reached it; then all of them are
+ranked and perturbed together, and they go on to the next point.
 """
 
 from __future__ import annotations
@@ -61,7 +65,11 @@ class PopulationBasedTraining(FIFOScheduler):
             ``pbt_policy_<trial_id>.txt`` (JSON lines; Ray Tune's files).
         require_attrs: a result without ``time_attr`` or ``metric`` raises (False: the
             trial just goes on).
-        synch: Ray Tune's synchronous PBT (not built: only False).
+        synch: Ray Tune's synchronous PBT: exploit and explore only once every unfinished
+            trial has reached the perturbation point (each waits for the others, paused),
+            then for all of them at once, the top quantile saved first (False: each trial
+            is perturbed as it reaches its own perturbation point, against the others'
+            latest scores). A trial that ends, or fails, is waited for no longer.
         seed: seeds the exploit and explore draws (None: random).
     """
 
@@ -95,11 +103,6 @@ class PopulationBasedTraining(FIFOScheduler):
             raise ValueError(f"perturbation_interval must be > 0, got {perturbation_interval!r}")
         if mode not in (None, "max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-        if synch:
-            raise NotImplementedError(
-                "PopulationBasedTraining(synch=True) (Ray Tune's synchronous PBT) is not "
-                "built; corral's PBT is the asynchronous one (synch=False)"
-            )
         self._time_attr = time_attr
         self._metric, self._mode = metric, mode
         self._perturbation_interval = perturbation_interval
@@ -110,6 +113,9 @@ class PopulationBasedTraining(FIFOScheduler):
         self._custom_explore_fn = custom_explore_fn
         self._log_config = log_config
         self._require_attrs = require_attrs
+        self._synch = synch
+        # (synch) The `time_attr` every trial waits at for the others.
+        self._next_perturbation_sync = max(perturbation_interval, burn_in_period)
         self._rng = random.Random(seed)
         self._state: dict[str, _TrialState] = {}  # by trial_id
         self._num_checkpoints = 0
@@ -139,9 +145,56 @@ class PopulationBasedTraining(FIFOScheduler):
         state.last_score = self._metric_op() * result[self._metric]
         state.last_train_time = now
         state.last_result = result
+        if self._synch:
+            # It waits for the others; the last to arrive perturbs them all.
+            if not self._behind(trial_runner, trial):
+                self._perturb_all(trial_runner, now)
+            return TrialScheduler.PAUSE
         state.last_perturbation_time = now
         lower, upper = self._quantiles()
         waiting = any(t.status in (Trial.PENDING, Trial.PAUSED) for t in trial_runner.get_trials())
+        self._checkpoint_or_exploit(trial_runner, trial, lower, upper)
+        # Trials waiting for a slot take turns with this one.
+        return TrialScheduler.PAUSE if waiting else TrialScheduler.CONTINUE
+
+    def choose_trial_to_run(self, trial_runner: Any) -> Trial | None:
+        """The pending or paused trial that has trained least (``time_attr``); with
+        ``synch``, only one that has not reached the perturbation point yet."""
+        waiting = [
+            t
+            for t in trial_runner.get_trials()
+            if t.status in (Trial.PENDING, Trial.PAUSED)
+            and not (
+                self._synch
+                and self._state[t.trial_id].last_train_time >= self._next_perturbation_sync
+            )
+        ]
+        if not waiting:
+            return None
+        return min(waiting, key=lambda t: self._state[t.trial_id].last_train_time)
+
+    def on_trial_complete(self, trial_runner: Any, trial: Trial, result: dict) -> None:
+        self._state[trial.trial_id].last_checkpoint = None  # (a finished trial is no donor)
+        self._sync_without(trial_runner)
+
+    def on_trial_error(self, trial_runner: Any, trial: Trial) -> None:
+        self._state[trial.trial_id].last_checkpoint = None
+        self._sync_without(trial_runner)
+
+    def debug_string(self) -> str:
+        return (
+            f"PopulationBasedTraining: {self._num_checkpoints} checkpoints, "
+            f"{self._num_perturbations} perturbs"
+        )
+
+    # -- exploit and explore --------------------------------------------------
+
+    def _checkpoint_or_exploit(
+        self, trial_runner: Any, trial: Trial, lower: list[Trial], upper: list[Trial]
+    ) -> None:
+        """Saves ``trial``'s state if it is in the top quantile; if it is in the bottom
+        one, it exploits a random top trial (that has a saved state) and explores."""
+        state = self._state[trial.trial_id]
         if any(t is trial for t in upper):
             state.last_checkpoint = trial_runner.save_to_object(trial)
             self._num_checkpoints += 1
@@ -151,28 +204,46 @@ class PopulationBasedTraining(FIFOScheduler):
             donor = self._rng.choice(upper)
             if self._state[donor.trial_id].last_checkpoint is not None:
                 self._exploit(trial_runner, trial, donor)
-        # Trials waiting for a slot take turns with this one.
-        return TrialScheduler.PAUSE if waiting else TrialScheduler.CONTINUE
 
-    def choose_trial_to_run(self, trial_runner: Any) -> Trial | None:
-        """The pending or paused trial that has trained least (``time_attr``)."""
-        waiting = [
-            t for t in trial_runner.get_trials() if t.status in (Trial.PENDING, Trial.PAUSED)
+    def _behind(self, trial_runner: Any, trial: Trial | None) -> list[Trial]:
+        """(synch) The unfinished trials but ``trial`` that have not reached the
+        perturbation point yet."""
+        return [
+            t
+            for t in trial_runner.get_trials()
+            if t is not trial
+            and not t.is_finished()
+            and self._state[t.trial_id].last_train_time < self._next_perturbation_sync
         ]
-        if not waiting:
-            return None
-        return min(waiting, key=lambda t: self._state[t.trial_id].last_train_time)
 
-    def on_trial_complete(self, trial_runner: Any, trial: Trial, result: dict) -> None:
-        self._state[trial.trial_id].last_checkpoint = None  # (a finished trial is no donor)
-
-    def debug_string(self) -> str:
-        return (
-            f"PopulationBasedTraining: {self._num_checkpoints} checkpoints, "
-            f"{self._num_perturbations} perturbs"
+    def _perturb_all(self, trial_runner: Any, now: float) -> None:
+        """(synch) Every unfinished trial reached the perturbation point: the top quantile
+        is saved first, then the bottom one exploits it; the next point is set."""
+        lower, upper = self._quantiles()
+        unfinished = [t for t in trial_runner.get_trials() if not t.is_finished()]
+        ranked = {id(t) for t in lower + upper}
+        middle = [t for t in unfinished if id(t) not in ranked]
+        for trial in upper + middle + lower:
+            self._state[trial.trial_id].last_perturbation_time = now
+            self._checkpoint_or_exploit(trial_runner, trial, lower, upper)
+        latest = max((self._state[t.trial_id].last_train_time for t in unfinished), default=0.0)
+        self._next_perturbation_sync = max(
+            self._next_perturbation_sync + self._perturbation_interval, latest
         )
 
-    # -- exploit and explore --------------------------------------------------
+    def _sync_without(self, trial_runner: Any) -> None:
+        """(synch) A trial ended: if the others were all waiting for it, they go on."""
+        if not self._synch:
+            return
+        waiting = [
+            t
+            for t in trial_runner.get_trials()
+            if t.status == Trial.PAUSED
+            and self._state[t.trial_id].last_train_time >= self._next_perturbation_sync
+        ]
+        if waiting and not self._behind(trial_runner, None):
+            now = max(self._state[t.trial_id].last_train_time for t in waiting)
+            self._perturb_all(trial_runner, now)
 
     def _quantiles(self) -> tuple[list[Trial], list[Trial]]:
         """The bottom and top quantiles of the unfinished trials that have a score."""
