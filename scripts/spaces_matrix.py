@@ -103,6 +103,17 @@ _NEEDS: dict[str, dict[str, Any]] = {
         "policy_model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8},
         "model": {"max_seq_len": 4},
     },
+    # DD-PPO learns on its remote rollout workers (at least one) and sizes each
+    # worker's batch itself (`rollout_fragment_length * num_envs_per_worker`).
+    "DDPPO": {"num_workers": 1, "num_envs_per_worker": 1, "train_batch_size": -1},
+    # MAML: one task per remote rollout worker (RandomEnv has no tasks to set); its inner
+    # step is plain SGD (inner_lr 0.1), which raw 0-255 pixels blow up unless clipped.
+    "MAML": {
+        "num_workers": 1,
+        "use_meta_env": False,
+        "maml_optimizer_steps": 1,
+        "grad_clip": 1.0,
+    },
 }
 
 

@@ -141,15 +141,30 @@ def test_tf_stand_ins_subclass_and_factories():
     assert "TensorFlow" in repr(PPOTFPolicy)
 
 
-def test_unbuilt_algorithms_raise_naming_them():
-    from corral.agents.maml import DEFAULT_CONFIG, MAMLTrainer
+def _an_unbuilt_algorithm() -> tuple[str, str, str]:
+    """(feature name, package, trainer class name) of an algorithm the table says is not
+    built, whose package has RLlib's `DEFAULT_CONFIG` (the table shrinks as corral grows)."""
+    surface = _surface.surface()
+    for feature in _surface.NOT_BUILT:
+        for module in feature.modules if feature.algorithms else ():
+            names = surface.get(module, ())
+            trainer = next((n for n in names if n.endswith("Trainer")), None)
+            if trainer and "DEFAULT_CONFIG" in names:
+                return feature.name, module, trainer
+    pytest.skip("every algorithm of RLlib 1.13 is built")
 
-    with pytest.raises(NotImplementedError, match="MAML"):
-        MAMLTrainer(config={}, env="CartPole-v1")
-    with pytest.raises(NotImplementedError, match="MAML"):
-        DEFAULT_CONFIG.copy()
-    with pytest.raises(NotImplementedError, match="MAML"):
-        DEFAULT_CONFIG["lr"]  # noqa: B018
+
+def test_unbuilt_algorithms_raise_naming_them():
+    feature, module, trainer_name = _an_unbuilt_algorithm()
+    package = importlib.import_module(f"corral.{module}")
+    trainer, config = getattr(package, trainer_name), package.DEFAULT_CONFIG
+
+    with pytest.raises(NotImplementedError, match=feature):
+        trainer(config={}, env="CartPole-v1")
+    with pytest.raises(NotImplementedError, match=feature):
+        config.copy()
+    with pytest.raises(NotImplementedError, match=feature):
+        config["lr"]
 
 
 def test_package_reexports_are_the_defining_objects():
@@ -172,8 +187,8 @@ def test_registry_reads_the_table():
     from corral.agents.registry import ALGORITHMS, get_trainer_class
 
     planned = _surface.not_built_algorithms()
-    for name in ("DDPPO", "MAML"):
-        assert name in planned
+    assert planned, "every algorithm is built: this test needs a new example"
+    for name in sorted(planned)[:2]:
         with pytest.raises(NotImplementedError, match=f"'{name}'.*not built yet"):
             get_trainer_class(name)
     trainer, config = ALGORITHMS["PPO"]()

@@ -162,9 +162,6 @@ _ALIASES: dict[str, str] = {
     "offline.off_policy_estimator:OffPolicyEstimator": (
         "corral.offline.estimators.off_policy_estimator:OffPolicyEstimator"
     ),
-    "agents.maml.maml_torch_policy:KLCoeffMixin": (
-        "corral.policy.kl_coeff_mixins:MAMLKLCoeffMixin"
-    ),
     "execution.segment_tree:SegmentTree": "corral.utils.replay_buffers.segment_tree:SegmentTree",
     "execution.segment_tree:SumSegmentTree": (
         "corral.utils.replay_buffers.segment_tree:SumSegmentTree"

@@ -86,7 +86,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         (),
         ("DREAMER",),
     ),
-    Feature("MAML", "model-agnostic meta-learning", ("agents.maml",), (), ("MAML",)),
     Feature(
         "MB-MPO",
         "model-based meta-policy optimization",

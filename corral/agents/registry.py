@@ -35,6 +35,7 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "IMPALA": ("corral.agents.impala", "ImpalaTrainer"),
     "ES": ("corral.agents.es", "ESTrainer"),
     "ARS": ("corral.agents.ars", "ARSTrainer"),
+    "MAML": ("corral.agents.maml", "MAMLTrainer"),
     "BanditLinUCB": ("corral.agents.bandit", "BanditLinUCBTrainer"),
     "BanditLinTS": ("corral.agents.bandit", "BanditLinTSTrainer"),
     "SlateQ": ("corral.agents.slateq", "SlateQTrainer"),

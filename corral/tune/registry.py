@@ -11,6 +11,7 @@ after import; code that starts them ships the creator itself.
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -137,3 +138,22 @@ def register_input(name: str, input_creator: Callable[[Any], Any]) -> None:
     _check_name(name)
     _check_callable("input_creator", input_creator)
     global_registry.register(RLLIB_INPUT, name, input_creator)
+
+
+# corral's own named envs: name -> "module:Class" (imported when an env is made; a user's
+# `register_env` of the same name replaces it).
+BUILTIN_ENVS: dict[str, str] = {
+    "Navigation2D": "corral.env.navigation_2d:Navigation2DEnv",
+}
+
+
+def _builtin_env_creator(path: str) -> Callable[[Any], Any]:
+    def create(env_context: Any) -> Any:
+        module, _, name = path.partition(":")
+        return getattr(importlib.import_module(module), name)(env_context)
+
+    return create
+
+
+for _name, _path in BUILTIN_ENVS.items():
+    register_env(_name, _builtin_env_creator(_path))

@@ -174,7 +174,8 @@ def make_adam(params: Any, options: dict | None = None, **defaults: Any) -> torc
 
 def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
     """`optimizer.step()`; for a fused `torch.optim.Adam` in its ordinary state, the same
-    arithmetic straight through torch's fused kernel.
+    arithmetic straight through torch's fused kernel (and for a plain SGD, see
+    `_plain_sgd_step`).
 
     `Adam.step` spends more time in Python than in the kernel for a learner's small
     networks (a 256x256 Q-network on one CPU thread: about 83 us a step, against 55 us
@@ -191,6 +192,8 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
     imports `torch._dynamo` on every call (see `corral.utils.lazy_dynamo`). The torch
     profiler shows no `Optimizer.step#Adam.step` region for the fast steps.
     """
+    if _plain_sgd_step(optimizer):
+        return
     calls = _fused_adam_calls(optimizer)
     if calls is None:
         optimizer.step()
@@ -199,6 +202,33 @@ def step_optimizer(optimizer: torch.optim.Optimizer) -> None:
         for kernel, tensors, steps, hyper in calls:
             torch._foreach_add_(steps, 1)
             kernel(*tensors, steps, **hyper, grad_scale=None, found_inf=None)
+
+
+def _plain_sgd_step(optimizer: torch.optim.Optimizer) -> bool:
+    """For a plain `torch.optim.SGD` (no momentum, weight decay or `maximize`; not fused
+    nor differentiable; a number as learning rate; no hooks), its step done here:
+    ``p -= lr * grad`` in one foreach call per group, the arithmetic of `SGD.step`
+    without its first call's import of `torch._dynamo` (seconds: MAML's workers take one
+    such step each). Returns False, having done nothing, for any other optimiser."""
+    if type(optimizer) is not torch.optim.SGD or not steps_plainly(optimizer):
+        return False
+    for group in optimizer.param_groups:
+        if (
+            group["momentum"]
+            or group["weight_decay"]
+            or group["maximize"]
+            or group.get("fused")
+            or group.get("differentiable")
+            or isinstance(group["lr"], torch.Tensor)
+            or any(p.grad is not None and p.grad.is_sparse for p in group["params"])
+        ):
+            return False
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                torch._foreach_add_(params, [p.grad for p in params], alpha=-group["lr"])
+    return True
 
 
 _FUSED_ADAM = getattr(torch, "_fused_adam_", None)

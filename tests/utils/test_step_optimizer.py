@@ -161,3 +161,28 @@ def test_global_hook_falls_back() -> None:
     finally:
         handle.remove()
     assert seen == [1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "plain"),
+    [({}, True), ({"momentum": 0.9}, False), ({"weight_decay": 0.1}, False)],
+    ids=["plain", "momentum", "weight-decay"],
+)
+def test_plain_sgd_steps_here_bit_identical(kwargs: dict, plain: bool) -> None:
+    a, opt_a, b, opt_b = _pair(lambda ps: torch.optim.SGD(ps, lr=0.1, **kwargs))
+    taken = []
+    fast = torch_utils._plain_sgd_step
+
+    def counted(opt):
+        result = fast(opt)
+        taken.append(result)
+        return result
+
+    torch_utils._plain_sgd_step = counted
+    try:
+        _train(a, opt_a, lambda opt: opt.step(), 3)
+        _train(b, opt_b, step_optimizer, 3)
+    finally:
+        torch_utils._plain_sgd_step = fast
+    assert taken == [plain] * 3
+    _same(a, opt_a, b, opt_b)

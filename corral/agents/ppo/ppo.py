@@ -98,9 +98,7 @@ class PPOTrainer(ActorCriticTrainer):
     )
 
     def validate_config(self, config: dict) -> None:
-        if config["vf_share_layers"] != DEPRECATED_VALUE:
-            deprecation_warning("vf_share_layers", "model.vf_share_layers")
-            config["model"]["vf_share_layers"] = config["vf_share_layers"]
+        move_deprecated_vf_share_layers(config)
         super().validate_config(config)
 
     @learner_results_per_iteration
@@ -129,6 +127,14 @@ class PPOTrainer(ActorCriticTrainer):
         for pid, policy_batch in batch.policy_batches.items():
             if local.is_policy_to_train(pid, batch):
                 standardize(policy_batch, SampleBatch.ADVANTAGES)
+
+
+def move_deprecated_vf_share_layers(config: dict) -> None:
+    """RLlib 1.x's top-level `vf_share_layers` (deprecated), when set, becomes
+    `model.vf_share_layers`, with a deprecation warning."""
+    if config["vf_share_layers"] != DEPRECATED_VALUE:
+        deprecation_warning("vf_share_layers", "model.vf_share_layers")
+        config["model"]["vf_share_layers"] = config["vf_share_layers"]
 
 
 def standardize(batch: SampleBatch, column: str) -> None:
