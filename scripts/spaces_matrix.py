@@ -177,7 +177,10 @@ def markdown(algorithms: list[str]) -> str:
         "columns: action spaces. Tuple/Dict actions travel as flat rows and reach the env",
         "as tuples/dicts; Dict/Tuple observations are flattened (discrete parts one-hot), and with",
         "an image part the policy-gradient algorithms' default model (`ComplexInputNetwork`) gives",
-        "each image its own conv trunk.",
+        "each image its own conv trunk. With `_disable_action_flattening` Tuple/Dict actions stay",
+        "nested in the batches, and with `_disable_preprocessor_api` the policy-gradient",
+        "algorithms' models get the observations unflattened (see the Policy section of",
+        "[Concepts](concepts.md)).",
         "",
     ]
     for algorithm in algorithms:

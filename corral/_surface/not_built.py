@@ -181,15 +181,41 @@ class Setting:
 
 
 _OFF_POLICY = ("SimpleQ", "DQN", "APEX", "R2D2", "SAC", "DDPG", "TD3", "APEX_DDPG", "SlateQ")
+# The algorithms whose policies build their own models on the flattened observations.
+_OWN_MODELS = (
+    *_OFF_POLICY,
+    "RNNSAC",
+    "QMIX",
+    "CQL",
+    "CQL_DQN",
+    "ES",
+    "ARS",
+    "BanditLinUCB",
+    "BanditLinTS",
+)
 
 # Config settings corral accepts for compatibility but does not build. Remove an entry when
 # the feature lands.
 NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
-    Setting("fake_sampler", "the fake sampler"),
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),
-    Setting("model/custom_preprocessor", "custom preprocessors"),
-    Setting("_disable_preprocessor_api", "raw observations for models"),
-    Setting("_disable_action_flattening", "nested actions for models"),
+    Setting(
+        "_disable_preprocessor_api",
+        "unpreprocessed observations for the models these algorithms build themselves "
+        "(built where the catalog makes the model: PPO, APPO, IMPALA, PG, A2C/A3C, "
+        "MARWIL/BC)",
+        _OWN_MODELS,
+    ),
+    Setting(
+        "model/custom_preprocessor",
+        "a custom preprocessor for QMIX (it reads each agent's part of the default "
+        "flattened group observation)",
+        ("QMIX",),
+    ),
+    Setting(
+        "_disable_action_flattening",
+        "nested group actions for QMIX (its mixer reads the group's actions as flat rows)",
+        ("QMIX",),
+    ),
     # Algorithms' own keys.
     Setting(
         "worker_side_prioritization",
@@ -210,7 +236,11 @@ NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
         _OFF_POLICY,
         ("MultiAgentReplayBuffer", "MultiAgentPrioritizedReplayBuffer"),
     ),
-    Setting("_use_beta_distribution", "a Beta action distribution", ("SAC",)),
+    Setting(
+        "_use_beta_distribution",
+        "a Beta action distribution (built for SAC)",
+        ("RNNSAC", "CQL"),
+    ),
     Setting(
         "n_step",
         "n-step returns for SlateQ (its loss reads the response to each transition's slate)",

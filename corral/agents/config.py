@@ -188,7 +188,9 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Add system resource usage (CPU, RAM; needs psutil, and GPUtil for GPUs) to
     # the results.
     "log_sys_usage": True,
-    # Replace real sampling by an infinitely fast fake sampler (testing only).
+    # Sample once, then hand out that same batch from every later `sample()` call of
+    # a rollout worker (no env steps, callbacks or output after the first): measures
+    # how fast the learner trains alone. Evaluation workers sample their envs anyway.
     "fake_sampler": False,
     # (RLlib 1.13) Skip the checks of what the env gives against its spaces: the
     # bounds of Box observations (out of bounds is an error otherwise) and the
@@ -461,15 +463,33 @@ COMMON_CONFIG: TrainerConfigDict = {
     "eager_max_retraces": 20,
     # (RLlib 1.13) TensorFlow policies only; unused by torch.
     "_tf_policy_handles_more_than_one_loss": False,
-    # (RLlib 1.13) Feed raw (not preprocessed) observations to models (not built
-    # yet: only False).
+    # (RLlib 1.13) Models get the observations as the env gives them instead of the
+    # preprocessor's flat rows: Dict/Tuple structures of [B, ...] tensors, Discrete and
+    # MultiDiscrete parts as their integer values (not one-hot), images as images;
+    # `input_dict["obs_flat"]` is that same `obs`. The model is built for the env's
+    # observation space (the default: FullyConnectedNetwork for a 1-D Box, VisionNetwork
+    # for images, ComplexInputNetwork, which one-hots discrete parts itself, for any
+    # other space). The sample batches keep holding the flat rows (`obs`), turned back
+    # into the structure at each model call. Copied into `model` (as RLlib does). Built
+    # for the algorithms whose model the catalog makes (PPO, APPO, IMPALA, PG, A2C/A3C,
+    # MARWIL/BC); the others, which build their own models, refuse it; so does a
+    # `model.custom_preprocessor`.
     "_disable_preprocessor_api": False,
-    # (RLlib 1.13) Give models nested (not flattened) actions (not built yet:
-    # only False).
+    # (RLlib 1.13) Tuple/Dict action spaces: keep the actions nested instead of as
+    # flat rows in the sample and train batches (`actions`, `prev_actions`: dicts /
+    # tuples of [B, ...] arrays, discrete parts as int64), in what the losses hand the
+    # action distribution's `logp` and in the `prev_actions` models get; a model reading
+    # previous actions of such a space (`lstm_use_prev_action`,
+    # `attention_use_n_prev_actions`) needs it. The model's output (the distribution
+    # inputs) stays one flat vector, as in RLlib; a distribution may sample nested
+    # actions. Output files hold the flat rows either way (offline readers nest them
+    # again). Copied into `model` (as RLlib does); no effect on other action spaces.
+    # QMIX, whose mixer reads the group's actions as flat rows, refuses it.
     "_disable_action_flattening": False,
     # (RLlib 1.13) True: the trainer runs `training_iteration()` (1.13's new API)
-    # instead of an `execution_plan`. corral trainers always run
-    # `training_iteration()` / `training_step()`, so both values behave the same.
+    # even where its class has an `execution_plan` of its own (a subclass's, or
+    # `build_trainer(execution_plan=...)`'s). corral's built-in algorithms have none,
+    # so for them both values behave the same.
     "_disable_execution_plan_api": False,
     # === corral additions ===
     # Where remote workers run: "local" (worker processes on this machine, via

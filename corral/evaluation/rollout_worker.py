@@ -172,6 +172,10 @@ class RolloutWorker:
             self._make_sampler()
         )
         self._sample_marks: list[int] = []
+        # `fake_sampler`: the first batch `sample()` returned, handed out again by every
+        # later call (evaluation workers sample their envs whatever it says).
+        self._fake_sampler = bool(config.get("fake_sampler")) and not config.get("in_evaluation")
+        self._last_batch: SampleBatch | MultiAgentBatch | None = None
         # `input` / `output` (corral.offline): where sample() reads and writes batches.
         self.io_context, self.input_reader, self.output_writer = make_worker_io(self)
         if self._samples_async():
@@ -449,7 +453,9 @@ class RolloutWorker:
             # flattened Dict/Tuple observations), whether or not the policy has a model.
             from corral.models.preprocessors import preprocessor_for_space
 
-            preprocessor = preprocessor_for_space(policy.observation_space)
+            preprocessor = preprocessor_for_space(
+                policy.observation_space, (getattr(policy, "config", None) or {}).get("model")
+            )
         self.preprocessors[policy_id] = preprocessor
         shape = getattr(getattr(policy, "preprocessor", None), "shape", None)
         filter_config = self.config.get("observation_filter", "NoFilter")
@@ -520,7 +526,15 @@ class RolloutWorker:
     # -- sampling -----------------------------------------------------------
 
     def sample(self) -> SampleBatch | MultiAgentBatch:
-        """One fragment from `input`: the envs ("sampler") or offline data; written to `output`."""
+        """One fragment from `input`: the envs ("sampler") or offline data; written to `output`.
+
+        With `fake_sampler`, only the first call samples: every later one returns that
+        same batch again (a new batch object holding the same column arrays), without
+        stepping an env, running the callbacks or writing output, as RLlib 1.13's fake
+        sampler does (to measure how fast the learner trains alone).
+        """
+        if self._last_batch is not None:
+            return _same_batch(self._last_batch)
         if self.input_reader is None:
             raise ValueError(NO_ENV_MESSAGE)
         if isinstance(self.input_reader, SamplerInput):
@@ -536,6 +550,8 @@ class RolloutWorker:
             # After postprocessing and the callbacks (RLlib's order): they see plain
             # observations; replay buffers and learners unpack the rows they use.
             compress_batch(batch)
+        if self._fake_sampler:
+            self._last_batch = _same_batch(batch)
         return batch
 
     def sample_from_env(self) -> SampleBatch | MultiAgentBatch:
@@ -821,6 +837,17 @@ class RolloutWorker:
 
     def __repr__(self) -> str:
         return f"RolloutWorker(index={self.worker_index}, pid={os.getpid()})"
+
+
+def _same_batch(batch: SampleBatch | MultiAgentBatch) -> SampleBatch | MultiAgentBatch:
+    """A new batch object holding `batch`'s column arrays (the fake sampler's answer):
+    what a caller replaces or adds in its copy (PPO's standardised advantages, unpacked
+    observations) leaves the stored batch as it was."""
+    if isinstance(batch, MultiAgentBatch):
+        return MultiAgentBatch(
+            {pid: b.copy(shallow=True) for pid, b in batch.policy_batches.items()}, batch.count
+        )
+    return batch.copy(shallow=True)
 
 
 def _filter_lock(obs_filter: Filter) -> contextlib.AbstractContextManager:

@@ -17,6 +17,7 @@ import math
 import time
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from corral.env.gym_compat import step_output_error
@@ -47,6 +48,7 @@ from corral.policy.view_requirement import (
 )
 from corral.utils.error import EnvError
 from corral.utils.filter import NoFilter
+from corral.utils.spaces import flat_action_size, flatten_space
 
 # The first half of `all_finite`, inlined in the per-step check (a sum is finite only
 # if every term is; `all_finite` decides when it is not).
@@ -188,8 +190,14 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         self.initial_state = self.policy.get_initial_state()
         self.states = [np.repeat(s[None], n, axis=0) for s in self.initial_state]
         space = self.policy.action_space
-        dtype = np.int64 if np.issubdtype(space.dtype, np.integer) else np.float32
-        self.prev_actions = np.zeros((n, *space.shape), dtype)
+        dtype: type[np.number] = np.float32
+        if isinstance(space, gym.spaces.Tuple | gym.spaces.Dict):  # flat float32 rows
+            shape = (sum(map(flat_action_size, flatten_space(space))),)
+        else:
+            shape = space.shape
+            if np.issubdtype(space.dtype, np.integer):
+                dtype = np.int64
+        self.prev_actions = np.zeros((n, *shape), dtype)
         self.prev_rewards = np.zeros(n, np.float32)
 
     def _start_episode(

@@ -27,6 +27,7 @@ from corral.env.gym_compat import check_reset_output
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.obs_check import env_name
+from corral.policy.policy import with_nested_actions
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
 from corral.utils.exploration.exploration import overrides
@@ -250,6 +251,9 @@ def postprocess_trajectory(
     policy_map = worker.policy_map
     policy = policy_map[policy_id]
     others = other_agent_batches if other_agent_batches is not None else {}
+    # `_disable_action_flattening`: the policy sees (and the batch keeps) nested actions.
+    batch = with_nested_actions(policy, batch)
+    others = {a: (p, with_nested_actions(p, b)) for a, (p, b) in others.items()}
     # RLlib 1.13: the exploration sees the trajectory first (e.g. ParameterNoise adapts
     # its noise scale), when its class overrides the hook.
     exploration = getattr(policy, "exploration", None)

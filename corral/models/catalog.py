@@ -16,7 +16,12 @@ import gymnasium as gym
 import numpy as np
 
 from corral.models.model_defaults import MODEL_DEFAULTS
-from corral.models.preprocessors import Preprocessor, get_preprocessor
+from corral.models.preprocessors import (
+    Preprocessor,
+    get_preprocessor,
+    preprocessor_for_space,
+    register_custom_preprocessor_class,
+)
 from corral.models.torch.attention_net import AttentionWrapper
 from corral.models.torch.complex_input_net import ComplexInputNetwork, has_image_part
 from corral.models.torch.fcnet import FullyConnectedNetwork
@@ -31,6 +36,7 @@ from corral.models.torch.torch_action_dist import (
 )
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 from corral.models.torch.visionnet import VisionNetwork
+from corral.utils.deprecation import Deprecated
 from corral.utils.error import UnsupportedSpaceException
 from corral.utils.spaces import flat_action_size, flatten_space
 
@@ -204,7 +210,9 @@ class ModelCatalog:
         ``cls(obs_space, action_space, num_outputs, model_config, name, **model_kwargs,
         **custom_model_config)``. Otherwise ``default_model`` is used if given, else
         :class:`VisionNetwork` for images (``Box`` of shape ``[H, W, C]``),
-        :class:`ComplexInputNetwork` for ``Dict``/``Tuple`` spaces with an image part, and
+        :class:`ComplexInputNetwork` for ``Dict``/``Tuple`` spaces with an image part (and
+        for every space but a ``Box`` under ``_disable_preprocessor_api``, whose models get
+        the observations unpreprocessed), and
         :class:`FullyConnectedNetwork` for any other observation space that flattens to a
         vector (``Box`` of rank 1 or 2, ``Discrete``, and the ``MultiDiscrete``/
         ``MultiBinary``/``Dict``/``Tuple`` spaces the preprocessor one-hots and
@@ -259,6 +267,14 @@ class ModelCatalog:
             default_model = VisionNetwork
         if default_model is None and has_image_part(obs_space):
             default_model = ComplexInputNetwork
+        if (
+            default_model is None
+            and config.get("_disable_preprocessor_api")
+            and not isinstance(obs_space, gym.spaces.Box)
+        ):
+            # Observations reach the model as the env gives them (RLlib 1.13's choice:
+            # a net per part, discrete parts one-hot in the model).
+            default_model = ComplexInputNetwork
         if default_model is None:
             try:
                 gym.spaces.utils.flatdim(obs_space)
@@ -294,23 +310,37 @@ class ModelCatalog:
         observation_space: gym.Space, options: ModelConfigDict | None = None
     ) -> Preprocessor:
         """The preprocessor for ``observation_space`` (an instance; its ``shape`` is the
-        model's input), as the policies build it. ``options``: the model config.
+        model's input). ``options``: the model config; its ``custom_preprocessor`` (a name
+        registered with `register_custom_preprocessor`, or the class) is built as
+        ``cls(observation_space, options)``, as the policies build it (deprecated in
+        RLlib 1.13, so it logs a deprecation warning once).
 
         Raises:
-            NotImplementedError: ``options`` names a ``custom_preprocessor`` (not built).
+            ValueError: ``custom_preprocessor`` names no registered preprocessor.
         """
         options = dict(options or {})
         if options.get("custom_preprocessor"):
-            raise NotImplementedError(
-                "model.custom_preprocessor is not built in corral: preprocess in an env "
-                "wrapper, or in the custom model's forward."
-            )
+            return preprocessor_for_space(observation_space, options)
         return get_preprocessor(observation_space)(observation_space, options)
 
     @staticmethod
     def get_preprocessor(env: Any, options: ModelConfigDict | None = None) -> Preprocessor:
         """``get_preprocessor_for_space`` of ``env.observation_space``."""
         return ModelCatalog.get_preprocessor_for_space(env.observation_space, options)
+
+    @staticmethod
+    @Deprecated(error=False)
+    def register_custom_preprocessor(preprocessor_name: str, preprocessor_class: type) -> None:
+        """Make ``preprocessor_class`` (a `Preprocessor` subclass overriding `_init_shape`
+        and `transform`) available as ``{"custom_preprocessor": preprocessor_name}``: it
+        replaces the default preprocessor of the policies whose model config names it,
+        and its `observation_space` is what their models see. Deprecated, as in RLlib
+        1.13: wrap the env in a `gymnasium.ObservationWrapper` instead.
+
+        Raises:
+            TypeError: ``preprocessor_class`` is not a `Preprocessor` subclass.
+        """
+        register_custom_preprocessor_class(preprocessor_name, preprocessor_class)
 
     @staticmethod
     def register_custom_model(model_name: str, model_class: type) -> None:

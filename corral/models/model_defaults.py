@@ -14,10 +14,13 @@ MODEL_DEFAULTS: dict[str, Any] = {
     # --- Experimental switches ---
     # Build the framework-native default models instead of the generic wrappers.
     "_use_default_native_models": False,
-    # Skip the preprocessor stack: models receive the raw (possibly nested) obs.
+    # Models receive the observations as the env gives them (possibly nested, discrete
+    # parts as values) instead of the preprocessor's flat rows; set from the trainer
+    # config's key of the same name (see `COMMON_CONFIG`).
     "_disable_preprocessor_api": False,
-    # Keep complex (Tuple/Dict) action spaces nested instead of flattening them
-    # into one vector for the action distribution.
+    # Previous actions of a Tuple/Dict action space reach the model nested (and the
+    # batches keep the actions nested); set from the trainer config's key of the same
+    # name (see `COMMON_CONFIG`).
     "_disable_action_flattening": False,
     # --- Fully connected network (the default for flat observations) ---
     # Sizes of the hidden layers of the default MLP.
@@ -102,7 +105,11 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "custom_model_config": {},
     # Name or class of a user action distribution.
     "custom_action_dist": None,
-    # Name of a registered user preprocessor.
+    # A user preprocessor (RLlib 1.13's, deprecated: prefer a gymnasium
+    # ObservationWrapper): a name registered with
+    # `ModelCatalog.register_custom_preprocessor`, or a `Preprocessor` subclass
+    # overriding `_init_shape` and `transform`. It replaces the default preprocessor;
+    # the model is built for its `observation_space`. Not for QMIX.
     "custom_preprocessor": None,
     # --- Deprecated ---
     # Old switch setting both `lstm_use_prev_action` and `lstm_use_prev_reward`.

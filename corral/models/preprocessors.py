@@ -35,6 +35,7 @@ __all__ = [
     "get_preprocessor",
     "legacy_patch_shapes",
     "preprocessor_for_space",
+    "raw_observations",
     "restore_original_dimensions",
 ]
 
@@ -99,6 +100,11 @@ def legacy_patch_shapes(space: gym.Space) -> Any:
 class Preprocessor:
     """Maps one observation of `original_space` to a float32 array of `shape`.
 
+    A user preprocessor (`model: {"custom_preprocessor": name}`, RLlib 1.13's deprecated
+    API) subclasses this and overrides `_init_shape` (the output's shape) and `transform`
+    (one observation -> an array of that shape); its `observation_space` (a Box of that
+    shape) is what the model is built for.
+
     Args:
         original_space: the env's observation space.
         options: the model config (RLlib's signature; unused by the flattening ones).
@@ -109,10 +115,12 @@ class Preprocessor:
         self._obs_space = original_space
         self._options = options or {}
         self._has_repeated = _contains_repeated(original_space)
-        self.shape = (_flat_size(original_space),)
-        self._size = self.shape[0]
+        self.shape = tuple(self._init_shape(original_space, self._options))
+        self._size = int(np.prod(self.shape))
         self._i = 0
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.shape, np.float32)
+        if type(self)._init_shape is not Preprocessor._init_shape:
+            return  # a user's own output: no structure to restore
         # As in RLlib: models can restore the structure of flattened Dict/Tuple/Repeated
         # observations (`restore_original_dimensions`).
         # An env that declared an old `gym.spaces` space shows models that very space:
@@ -120,6 +128,11 @@ class Preprocessor:
         from corral.env.gym_compat import gym_space_of
 
         self.observation_space.original_space = gym_space_of(original_space)
+
+    def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
+        """The shape of a preprocessed observation (RLlib's hook; this class's: one flat
+        row of the space's leaves, discrete parts one-hot)."""
+        return (_flat_size(obs_space),)
 
     @property
     def size(self) -> int:
@@ -235,12 +248,75 @@ def get_preprocessor(space: gym.Space) -> type[Preprocessor]:
     return NoPreprocessor
 
 
-def preprocessor_for_space(space: gym.Space) -> Preprocessor:
+# Name -> class of the preprocessors registered with
+# `ModelCatalog.register_custom_preprocessor` (RLlib 1.13's, deprecated).
+_CUSTOM_PREPROCESSORS: dict[str, type[Preprocessor]] = {}
+
+
+def register_custom_preprocessor_class(name: str, cls: type) -> None:
+    """Makes `cls` available as `{"custom_preprocessor": name}` (see
+    `ModelCatalog.register_custom_preprocessor`).
+
+    Raises:
+        TypeError: `cls` is not a `Preprocessor` subclass.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Preprocessor)):
+        raise TypeError(
+            f"register_custom_preprocessor({name!r}, {cls!r}): the preprocessor must be a "
+            "subclass of corral.models.preprocessors.Preprocessor (overriding `_init_shape` "
+            "and `transform`)."
+        )
+    _CUSTOM_PREPROCESSORS[name] = cls
+
+
+def custom_preprocessor_class(custom: str | type) -> type[Preprocessor]:
+    """The class a `custom_preprocessor` setting names (a registered name, or the class).
+
+    Raises:
+        ValueError: no preprocessor is registered under that name.
+        TypeError: a class that is not a `Preprocessor` subclass.
+    """
+    if isinstance(custom, str):
+        if custom not in _CUSTOM_PREPROCESSORS:
+            import difflib
+
+            close = difflib.get_close_matches(custom, list(_CUSTOM_PREPROCESSORS), n=3)
+            hint = f" Did you mean {close}?" if close else ""
+            raise ValueError(
+                f"No custom preprocessor registered under {custom!r}; registered: "
+                f"{sorted(_CUSTOM_PREPROCESSORS)}.{hint} Register it first with "
+                f"ModelCatalog.register_custom_preprocessor({custom!r}, cls)."
+            )
+        return _CUSTOM_PREPROCESSORS[custom]
+    if isinstance(custom, type) and issubclass(custom, Preprocessor):
+        return custom
+    raise TypeError(
+        f"model.custom_preprocessor={custom!r}: expected a name registered with "
+        "ModelCatalog.register_custom_preprocessor or a Preprocessor subclass."
+    )
+
+
+def preprocessor_for_space(space: gym.Space, options: dict | None = None) -> Preprocessor:
     """The preprocessor corral's policies use for an observation space (an instance).
 
-    Box observations are only cast to float32 (images are handled by the env wrappers
-    and the vision net, not resized here); the rest as :func:`get_preprocessor` says.
+    A `custom_preprocessor` in `options` (the model config) replaces the default one
+    (RLlib 1.13 deprecates it, and so logs a warning once per process). Otherwise Box
+    observations are only cast to float32 (images are handled by the env wrappers and
+    the vision net, not resized here); the rest as :func:`get_preprocessor` says.
     """
+    custom = (options or {}).get("custom_preprocessor")
+    if custom:
+        from corral.utils.deprecation import deprecation_warning, log_once
+
+        cls = custom_preprocessor_class(custom)
+        if log_once("model.custom_preprocessor"):
+            deprecation_warning(
+                old="model.custom_preprocessor",
+                new="gym.ObservationWrapper around your env or handle complex inputs inside "
+                "your Model",
+                error=False,
+            )
+        return cls(space, options)
     if isinstance(space, gym.spaces.Box):
         return NoPreprocessor(space)
     if isinstance(space, gym.spaces.Discrete):
@@ -278,6 +354,76 @@ def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any =
         return obs  # already restored
     restored, _ = _unflatten(obs, original, 0)
     return restored
+
+
+def raw_observations(obs: Any, space: gym.Space) -> Any:
+    """Flat observation rows [B, n] (a torch tensor or numpy array, as the preprocessor
+    of `space` wrote them) -> the observations as the env gave them, batched: Dict/Tuple
+    structures of [B, ...] leaves, a Discrete part as its int64 value (not one-hot), a
+    MultiDiscrete part as its int64 values, a MultiBinary part as its values in the
+    space's dtype, a Box part in its shape (a ``Repeated`` part as ``RepeatedValues``).
+
+    What models get under `_disable_preprocessor_api` (RLlib 1.13: observations reach
+    the model unpreprocessed); the rows themselves are lossless, so this is exact.
+    """
+    from corral.env.gym_compat import convert_space
+
+    return _raw(obs, convert_space(space), 0)[0]
+
+
+def _as_ints(values: Any, dtype: Any = np.int64) -> Any:
+    """`values` (a tensor or an array) cast to an integer dtype."""
+    if isinstance(values, np.ndarray):
+        return values.astype(dtype)
+    import torch
+
+    return values.to(torch.from_numpy(np.zeros(0, dtype)).dtype)
+
+
+def _raw(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
+    lead = obs.shape[:-1]
+    if isinstance(space, gym.spaces.Dict):
+        out = {}
+        for key, sub in space.spaces.items():
+            out[key], start = _raw(obs, sub, start)
+        return out, start
+    if isinstance(space, gym.spaces.Tuple):
+        parts = []
+        for sub in space.spaces:
+            part, start = _raw(obs, sub, start)
+            parts.append(part)
+        return tuple(parts), start
+    if isinstance(space, Repeated):
+        return _unflatten(obs, space, start)
+    end = start + _flat_size(space)
+    rows = obs[..., start:end]
+    if isinstance(space, gym.spaces.Discrete):
+        return _as_ints(rows.argmax(-1)) + int(space.start), end
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec).ravel()
+        bounds = np.concatenate([[0], np.cumsum(nvec)])
+        parts = [_as_ints(rows[..., a:b].argmax(-1)) for a, b in zip(bounds[:-1], bounds[1:])]
+        stacked = np.stack(parts, -1) if isinstance(rows, np.ndarray) else _torch_stack(parts)
+        values = stacked.reshape(*lead, *space.shape)
+        return values + _as_ints(_like(values, np.asarray(space.start).astype(np.int64))), end
+    if isinstance(space, gym.spaces.MultiBinary):
+        return _as_ints(rows, space.dtype).reshape(*lead, *space.shape), end
+    return rows.reshape(*lead, *space.shape), end
+
+
+def _torch_stack(parts: list[Any]) -> Any:
+    import torch
+
+    return torch.stack(parts, -1)
+
+
+def _like(reference: Any, array: np.ndarray) -> Any:
+    """`array` as the kind (tensor on the same device, or array) of `reference`."""
+    if isinstance(reference, np.ndarray):
+        return array
+    import torch
+
+    return torch.as_tensor(array, device=reference.device)
 
 
 def _unflatten(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:

@@ -4,6 +4,7 @@
   writes single-agent data as a one-policy `MultiAgentBatch`); a single-agent record
   read by a worker with several policies is an error.
 - ``clip_actions``: actions are clipped into the action space's bounds.
+- ``_disable_action_flattening``: a Tuple/Dict space's flat action rows become nested.
 - ``actions_in_input_normalized=False`` with ``normalize_actions=True``: the recorded
   actions are in the env's bounds, the policy acts in [-1, 1], so they are normalised.
 - ``postprocess_inputs``: each episode fragment goes through the current policy's
@@ -19,6 +20,7 @@ import gymnasium as gym
 
 from corral.offline.input_reader import SampleBatchType
 from corral.offline.io_context import IOContext
+from corral.policy.policy import with_nested_actions
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
@@ -64,9 +66,11 @@ def adapt_batch(batch: SampleBatchType, ioctx: IOContext, where: str) -> SampleB
 
 def adapt_actions(batch: SampleBatch, policy: Any, config: Mapping[str, Any]) -> SampleBatch:
     """``clip_actions`` / ``normalize_actions`` on the recorded actions of one policy's
-    batch (Box action spaces only)."""
+    batch (Box action spaces only); the flat action rows of a Tuple/Dict space nested for
+    a policy under `_disable_action_flattening` (files hold them flat)."""
     if SampleBatch.ACTIONS not in batch:
         return batch
+    batch = with_nested_actions(policy, batch)
     space = getattr(policy, "action_space", None)
     if not isinstance(space, gym.spaces.Box):
         return batch

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from corral.offline.safe_pickle import RefusedPickleError, restricted_loads
-from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, with_flat_columns
 
 try:
     import lz4.frame as _lz4_frame
@@ -125,13 +125,19 @@ def batch_to_json(batch: SampleBatch | MultiAgentBatch, compress_columns: Any) -
             "type": "MultiAgentBatch",
             "count": int(batch.count),
             "policy_batches": {
-                str(pid): {k: encode_column(k, v, k in compress) for k, v in b.items()}
+                str(pid): {
+                    k: encode_column(k, v, k in compress) for k, v in with_flat_columns(b).items()
+                }
                 for pid, b in batch.policy_batches.items()
             },
         }
     else:
+        # Nested columns (`_disable_action_flattening`'s actions) as flat rows: the files
+        # are the same either way; readers nest them again for such a policy.
         out = {"type": "SampleBatch"}
-        out.update({k: encode_column(k, v, k in compress) for k, v in batch.items()})
+        out.update(
+            {k: encode_column(k, v, k in compress) for k, v in with_flat_columns(batch).items()}
+        )
     return json.dumps(out, default=_json_default)
 
 

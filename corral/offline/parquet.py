@@ -30,7 +30,12 @@ from corral.offline.io_context import IOContext
 from corral.offline.json_reader import rng_for
 from corral.offline.json_writer import local_output_dir
 from corral.offline.output_writer import OutputWriter
-from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.policy.sample_batch import (
+    DEFAULT_POLICY_ID,
+    MultiAgentBatch,
+    SampleBatch,
+    with_flat_columns,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +59,8 @@ def batch_to_table(batch: SampleBatch, policy_id: str = DEFAULT_POLICY_ID) -> An
     """One `SampleBatch` as a pyarrow Table (see the module docstring for the layout)."""
     pa, _ = _pyarrow()
     arrays, names, shapes, json_columns = [], [], {}, []
-    for name, value in batch.items():
+    # Nested columns (`_disable_action_flattening`'s actions) as flat rows, as in JSON.
+    for name, value in with_flat_columns(batch).items():
         arr = value if isinstance(value, np.ndarray) else None
         if arr is None or arr.dtype == object:
             json_columns.append(name)

@@ -47,6 +47,11 @@ class Policy:
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         self.observation_space = observation_space
         self.action_space = action_space
+        # RLlib 1.13's: the spaces as (nested) dicts/tuples of their leaf spaces.
+        from corral.utils.spaces.space_utils import get_base_struct_from_space
+
+        self.observation_space_struct = get_base_struct_from_space(observation_space)
+        self.action_space_struct = get_base_struct_from_space(action_space)
         self.config = config
         self.global_timestep = 0
         # How many times the weights changed (updates, `set_weights` from a
@@ -244,6 +249,45 @@ class Policy:
     def import_model_from_h5(self, import_file: str) -> None:
         """Loads weights from an HDF5 file (see `TorchPolicy.import_model_from_h5`)."""
         raise NotImplementedError(f"{type(self).__name__} does not support h5 import.")
+
+
+# The experimental switches RLlib 1.13's `Trainer.validate_config` copies from the top
+# level of the config into the model config, so that models know whether their inputs
+# are preprocessed and their actions flattened.
+MODEL_FLAGS = ("_disable_preprocessor_api", "_disable_action_flattening")
+
+
+def with_model_flags(config: dict) -> dict:
+    """`config` with each of `MODEL_FLAGS` set (True) at the top level or in its `model`
+    set in both (a new dict where that changes anything)."""
+    model = config.get("model") or {}
+    on = [k for k in MODEL_FLAGS if config.get(k) or model.get(k)]
+    if all(config.get(k) is True and model.get(k) is True for k in on):
+        return config
+    return {**config, **dict.fromkeys(on, True), "model": {**model, **dict.fromkeys(on, True)}}
+
+
+def nests_actions(policy: Any) -> bool:
+    """Whether `policy`'s batches hold its actions nested (`_disable_action_flattening`
+    with a Tuple/Dict action space; other spaces have nothing to flatten)."""
+    config = getattr(policy, "config", None) or {}
+    return bool(config.get("_disable_action_flattening")) and isinstance(
+        getattr(policy, "action_space", None), gym.spaces.Tuple | gym.spaces.Dict
+    )
+
+
+def with_nested_actions(policy: Any, batch: SampleBatch) -> SampleBatch:
+    """`batch`, its flat `actions` / `prev_actions` rows replaced (in place) by the nested
+    structure of `policy`'s action space where the policy keeps them so
+    (`nests_actions`)."""
+    if not nests_actions(policy):
+        return batch
+    from corral.utils.spaces import is_nested_action, nest_action_rows
+
+    for key in (SampleBatch.ACTIONS, SampleBatch.PREV_ACTIONS):
+        if key in batch and not is_nested_action(batch[key]):
+            batch[key] = nest_action_rows(policy.action_space, batch[key])
+    return batch
 
 
 def declared_for(policy: object, attr: str, method: str) -> bool:

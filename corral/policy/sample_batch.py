@@ -3,11 +3,17 @@
 `SampleBatch` is what a rollout worker produces and what a learner trains
 on. Columns use RLlib's names (see the class constants). A `MultiAgentBatch`
 maps policy ids to `SampleBatch`es and remembers how many env steps made it.
+
+A column may also be nested, as RLlib's: a dict or tuple of equally long arrays (the
+`actions` of a Tuple/Dict action space under `_disable_action_flattening`). Every
+row-wise operation (slicing, taking, concatenating, padding, copying, moving to a
+device) applies to each of its leaves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -63,7 +69,7 @@ class SampleBatch(dict):
         super().__init__(*args, **kwargs)
         for key, value in self.items():
             if not isinstance(value, np.ndarray) and key != self.INFOS:
-                super().__setitem__(key, np.asarray(value))
+                super().__setitem__(key, _as_column(value))
         self._check_lengths()
 
     def _per_row(self, key: str) -> bool:
@@ -75,9 +81,9 @@ class SampleBatch(dict):
 
     def _check_lengths(self) -> None:
         if self.SEQ_LENS in self:
-            lengths = {k: len(v) for k, v in self.items() if self._per_row(k)}
+            lengths = {k: _rows(v) for k, v in self.items() if self._per_row(k)}
         else:  # (the common case, built on every sampled step: no per-column call)
-            lengths = {k: len(v) for k, v in self.items()}
+            lengths = {k: len(v) if type(v) is np.ndarray else _rows(v) for k, v in self.items()}
         if len(set(lengths.values())) > 1:
             raise ValueError(f"SampleBatch columns differ in length: {lengths}")
 
@@ -86,11 +92,11 @@ class SampleBatch(dict):
         """Number of rows (steps) in this batch."""
         if self.SEQ_LENS not in self:  # (the common case, read on every sampled step)
             for value in self.values():
-                return len(value)
+                return len(value) if type(value) is np.ndarray else _rows(value)
             return 0
         for key, value in self.items():
             if self._per_row(key):
-                return len(value)
+                return _rows(value)
         return 0
 
     def __len__(self) -> int:  # type: ignore[override]
@@ -104,13 +110,18 @@ class SampleBatch(dict):
 
     def __setitem__(self, key: str, value: Any) -> None:
         if not isinstance(value, np.ndarray) and key != self.INFOS:
-            value = np.asarray(value)
+            value = _as_column(value)
         super().__setitem__(key, value)
 
     def copy(self, shallow: bool = False) -> SampleBatch:  # type: ignore[override]
         if shallow:
             return SampleBatch(dict(self))
-        return SampleBatch({k: (list(v) if k == self.INFOS else v.copy()) for k, v in self.items()})
+        return SampleBatch(
+            {
+                k: (list(v) if k == self.INFOS else map_column(lambda a: a.copy(), v))
+                for k, v in self.items()
+            }
+        )
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, slice):
@@ -136,9 +147,14 @@ class SampleBatch(dict):
             )
         import torch
 
-        for key, value in list(self.items()):
+        def to_tensor(value: Any) -> Any:
             if isinstance(value, np.ndarray) and value.dtype != object:
-                dict.__setitem__(self, key, torch.as_tensor(value, device=device))
+                return torch.as_tensor(value, device=device)
+            return value
+
+        for key, value in list(self.items()):
+            if key != self.INFOS:
+                dict.__setitem__(self, key, map_column(to_tensor, value))
         return self
 
     def get_single_step_input_dict(
@@ -160,8 +176,8 @@ class SampleBatch(dict):
                 continue
             if index != "last":
                 if view_col in self:
-                    i = int(index)
-                    out[view_col] = self[view_col][i : (i + 1) or None]
+                    row = itemgetter(slice(int(index), (int(index) + 1) or None))
+                    out[view_col] = map_column(row, self[view_col])
                 continue
             data_col = req.data_col or view_col
             if data_col == self.PREV_ACTIONS:
@@ -177,7 +193,7 @@ class SampleBatch(dict):
             if data_col == self.OBS:
                 data_col = self.NEXT_OBS
             if data_col in self:
-                out[view_col] = self[data_col][-1:]
+                out[view_col] = map_column(lambda a: a[-1:], self[data_col])
         out[self.SEQ_LENS] = np.ones(1, np.int32)
         return SampleBatch(out)
 
@@ -200,7 +216,13 @@ class SampleBatch(dict):
 
     def slice(self, start: int, end: int) -> SampleBatch:
         """Rows `start` to `end` (views, not copies)."""
-        return SampleBatch({k: v[start:end] for k, v in self.items() if k != self.SEQ_LENS})
+        return SampleBatch(
+            {
+                k: v[start:end] if type(v) is np.ndarray else map_column(lambda a: a[start:end], v)
+                for k, v in self.items()
+                if k != self.SEQ_LENS
+            }
+        )
 
     def take(self, indices: np.ndarray) -> SampleBatch:
         """Rows at `indices` (a copy)."""
@@ -208,7 +230,10 @@ class SampleBatch(dict):
         for k, v in self.items():
             if k == self.SEQ_LENS:
                 continue
-            out[k] = [v[i] for i in indices] if k == self.INFOS else v[indices]
+            if k == self.INFOS:
+                out[k] = [v[i] for i in indices]
+            else:
+                out[k] = map_column(lambda a: a[indices], v)
         return SampleBatch(out)
 
     def shuffle(self, rng: np.random.Generator | None = None) -> SampleBatch:
@@ -221,7 +246,11 @@ class SampleBatch(dict):
 
     def rows(self) -> Iterator[dict[str, Any]]:
         for i in range(self.count):
-            yield {k: v[i] for k, v in self.items() if k != self.SEQ_LENS}
+            yield {
+                k: v[i] if k == self.INFOS else map_column(itemgetter(i), v)
+                for k, v in self.items()
+                if k != self.SEQ_LENS
+            }
 
     def split_by_episode(self) -> list[SampleBatch]:
         """Splits into one batch per contiguous trajectory (by `eps_id`)."""
@@ -236,10 +265,21 @@ class SampleBatch(dict):
         return MultiAgentBatch({DEFAULT_POLICY_ID: self}, self.count)
 
     def size_bytes(self) -> int:
-        return sum(v.nbytes for k, v in self.items() if isinstance(v, np.ndarray))
+        return sum(
+            leaf.nbytes
+            for k, v in self.items()
+            if k != self.INFOS
+            for leaf in column_leaves(v)
+            if isinstance(leaf, np.ndarray)
+        )
 
     def __repr__(self) -> str:
-        cols = ", ".join(f"{k}: {getattr(v, 'shape', len(v))}" for k, v in self.items())
+        def shape(value: Any) -> Any:
+            return getattr(value, "shape", None) or len(value)
+
+        cols = ", ".join(
+            f"{k}: {shape(v) if k == self.INFOS else map_column(shape, v)}" for k, v in self.items()
+        )
         return f"SampleBatch({self.count}: {cols})"
 
     @staticmethod
@@ -307,9 +347,13 @@ class SampleBatch(dict):
                     infos[r] = value[src]
                 super().__setitem__(key, infos)
                 continue
-            out = np.zeros((padded_len, *value.shape[1:]), dtype=value.dtype)
-            out[rows] = value[source]
-            super().__setitem__(key, out)
+
+            def pad(column: np.ndarray) -> np.ndarray:
+                out = np.zeros((padded_len, *column.shape[1:]), dtype=column.dtype)
+                out[rows] = column[source]
+                return out
+
+            super().__setitem__(key, map_column(pad, value))
         return self
 
     def compress(
@@ -464,5 +508,132 @@ def _concat_single(samples: Sequence[SampleBatch]) -> SampleBatch:
         if k == SampleBatch.INFOS:
             out[k] = [i for s in samples for i in s[k]]
         else:
-            out[k] = np.concatenate([s[k] for s in samples])
+            columns = [s[k] for s in samples]
+            if type(columns[0]) is np.ndarray:
+                out[k] = np.concatenate(columns)
+            else:
+                out[k] = map_columns(lambda *parts: np.concatenate(parts), columns)
     return SampleBatch(out)
+
+
+def _is_struct(value: Any) -> bool:
+    """Whether a column value is nested: a dict, or a tuple of arrays / tensors (with a
+    row axis) / nested values (RLlib's nested columns; a tuple of scalars is one flat
+    column)."""
+    if isinstance(value, dict):
+        return True
+    return (
+        isinstance(value, tuple)
+        and len(value) > 0
+        and all(isinstance(v, dict | tuple) or getattr(v, "ndim", 0) >= 1 for v in value)
+    )
+
+
+def map_column(fn: Callable[[Any], Any], value: Any) -> Any:
+    """`fn` applied to a column: to each leaf of a nested one (same structure out)."""
+    if isinstance(value, dict):
+        return {k: map_column(fn, v) for k, v in value.items()}
+    if _is_struct(value):
+        return tuple(map_column(fn, v) for v in value)
+    return fn(value)
+
+
+def map_columns(fn: Callable[..., Any], values: Sequence[Any]) -> Any:
+    """`fn` applied leaf by leaf to several columns of the same structure."""
+    first = values[0]
+    if isinstance(first, dict):
+        return {k: map_columns(fn, [v[k] for v in values]) for k in first}
+    if _is_struct(first):
+        return tuple(map_columns(fn, [v[i] for v in values]) for i in range(len(first)))
+    return fn(*values)
+
+
+def column_leaves(value: Any) -> list[Any]:
+    """The arrays of a column: itself, or the leaves of a nested one (in order)."""
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in column_leaves(v)]
+    if _is_struct(value):
+        return [leaf for v in value for leaf in column_leaves(v)]
+    return [value]
+
+
+# How `leaf_columns` names the leaves of a nested column: "actions::pick",
+# "actions::move::#0" (a tuple position).
+LEAF_SEP = "::"
+
+
+def leaf_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """`columns` with each nested column replaced by one column per leaf, named by its
+    path (see `LEAF_SEP`): what a column store (a replay buffer) keeps; `nested_columns`
+    rebuilds them."""
+    out: dict[str, Any] = {}
+    for key, value in columns.items():
+        if key == SampleBatch.INFOS or not _is_struct(value):
+            out[key] = value
+        else:
+            _put_leaves(out, key, value)
+    return out
+
+
+def _put_leaves(out: dict[str, Any], path: str, value: Any) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _put_leaves(out, f"{path}{LEAF_SEP}{k}", v)
+    elif _is_struct(value):
+        for i, v in enumerate(value):
+            _put_leaves(out, f"{path}{LEAF_SEP}#{i}", v)
+    else:
+        out[path] = value
+
+
+def nested_columns(columns: Mapping[str, Any]) -> dict[str, Any]:
+    """The inverse of `leaf_columns`: leaf columns gathered back into nested ones."""
+    out: dict[str, Any] = {}
+    for key, value in columns.items():
+        if LEAF_SEP not in key:
+            out[key] = value
+            continue
+        head, *path = key.split(LEAF_SEP)
+        node = out.setdefault(head, {})
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return {k: _tuples_of(v) for k, v in out.items()}
+
+
+def _tuples_of(value: Any) -> Any:
+    """Nodes whose keys are "#0", "#1", ... back into tuples (see `leaf_columns`)."""
+    if not isinstance(value, dict):
+        return value
+    items = {k: _tuples_of(v) for k, v in value.items()}
+    if items and all(k.startswith("#") and k[1:].isdigit() for k in items):
+        return tuple(items[f"#{i}"] for i in range(len(items)))
+    return items
+
+
+def with_flat_columns(batch: SampleBatch) -> SampleBatch:
+    """`batch` with each nested column as flat float32 rows (its leaves' values side by
+    side, in order: `corral.utils.spaces.flatten_action_rows`'s layout), as output files
+    store `_disable_action_flattening`'s actions; `batch` itself when none is nested."""
+    nested = [k for k, v in batch.items() if k != SampleBatch.INFOS and _is_struct(v)]
+    if not nested:
+        return batch
+    out = batch.copy(shallow=True)
+    for key in nested:
+        leaves = column_leaves(batch[key])
+        n = len(leaves[0])
+        out[key] = np.concatenate([np.asarray(x, np.float32).reshape(n, -1) for x in leaves], -1)
+    return out
+
+
+def _rows(value: Any) -> int:
+    """The number of rows of a column (of a nested one: of its first leaf)."""
+    if isinstance(value, dict | tuple) and _is_struct(value):
+        leaves = column_leaves(value)
+        return len(leaves[0]) if leaves else 0
+    return len(value)
+
+
+def _as_column(value: Any) -> Any:
+    """A column as numpy: an array, or a nested column of arrays."""
+    return map_column(lambda v: v if isinstance(v, np.ndarray) else np.asarray(v), value)

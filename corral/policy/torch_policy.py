@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -22,8 +23,8 @@ from corral.models import ModelCatalog
 from corral.models.preprocessors import preprocessor_for_space
 from corral.models.torch.torch_action_dist import TorchCategorical
 from corral.models.torch.torch_modelv2 import TorchModelV2
-from corral.policy.policy import Policy
-from corral.policy.sample_batch import SampleBatch
+from corral.policy.policy import Policy, nests_actions, with_model_flags
+from corral.policy.sample_batch import SampleBatch, map_column
 from corral.policy.view_requirement import declared_views, next_step_inputs
 from corral.utils.exploration import (
     EpsilonGreedy,
@@ -33,7 +34,7 @@ from corral.utils.exploration import (
 )
 from corral.utils.exploration.exploration import overrides
 from corral.utils.schedules import make_schedule
-from corral.utils.spaces import unflatten_actions
+from corral.utils.spaces import flatten_action_rows, is_nested_action, unflatten_actions
 from corral.utils.torch_utils import make_adam
 
 if TYPE_CHECKING:
@@ -49,16 +50,37 @@ class TorchPolicy(Policy):
     """A policy with a torch model built by `ModelCatalog` from `config["model"]`."""
 
     postprocess_batched = True
+    # Whether this class's model takes the env's observations unpreprocessed
+    # (`_disable_preprocessor_api`). None: where the model comes from `make_model` as
+    # TorchPolicy builds it (the catalog's, for the env's observation space), which
+    # receives them so; a class building its own model on the flattened observations
+    # refuses the setting, unless it sets this True.
+    raw_observations_built: bool | None = None
+    # Whether this class's loss takes the nested actions of a Tuple/Dict action space
+    # (`_disable_action_flattening`; `dist.logp` takes them either way).
+    nested_actions_built: bool = True
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+        config = with_model_flags(config)
         super().__init__(observation_space, action_space, config)
+        # `_disable_preprocessor_api`: the model is built for the env's observation space
+        # and is called with the observations as the env gave them (`TorchModelV2` turns
+        # the flat rows the sampler keeps back into them).
+        self.raw_obs_model = bool(config.get("_disable_preprocessor_api"))
+        if self.raw_obs_model:
+            self._check_raw_observations_built()
+        if nests_actions(self) and not type(self).nested_actions_built:
+            raise NotImplementedError(
+                f"_disable_action_flattening=True: {type(self).__name__} reads its "
+                f"{action_space} actions as flat rows; set it to False."
+            )
         # RLlib's `self._lock` (what `corral.utils.threading.with_lock` takes). A model
         # call and the `value_function()` read of what it cached are one step under it, so
         # that acting beside an asynchronous algorithm's learner thread (IMPALA, APPO with
         # the local worker sampling) never mixes one call's rows into the other's values.
         # The built-in models' fast paths cache nothing and take no lock.
         self._lock = threading.RLock()
-        self.preprocessor = preprocessor_for_space(observation_space)
+        self.preprocessor = preprocessor_for_space(observation_space, config.get("model"))
         # RLlib's `policy.device`: the CPU, unless `to_device` moved the policy (a rollout
         # worker with `num_gpus_per_worker`); learners train copies on their own device.
         self.device = torch.device("cpu")
@@ -116,14 +138,38 @@ class TorchPolicy(Policy):
     # -- construction -------------------------------------------------------
 
     def make_model(self, num_outputs: int) -> TorchModelV2:
-        """Builds this policy's model (override for algorithm-specific nets)."""
+        """Builds this policy's model (override for algorithm-specific nets): for the
+        preprocessed observations, or the env's own under `_disable_preprocessor_api`."""
         return ModelCatalog.get_model_v2(
-            self.preprocessor.observation_space,
+            self.observation_space if self.raw_obs_model else self.preprocessor.observation_space,
             self.action_space,
             num_outputs,
             self.config["model"],
             framework="torch",
         )
+
+    def _check_raw_observations_built(self) -> None:
+        """Refuses `_disable_preprocessor_api` where this class's model would not take
+        the raw observations, and beside a `custom_preprocessor` (RLlib 1.13 uses no
+        preprocessor at all then)."""
+        cls = type(self)
+        built = cls.raw_observations_built
+        if built is None:
+            built = cls.make_model is TorchPolicy.make_model
+        if not built:
+            raise NotImplementedError(
+                f"_disable_preprocessor_api=True: {cls.__name__} builds its own model for "
+                "the flattened observations; it is built for the policies whose model the "
+                "catalog makes (PPO, APPO, IMPALA, PG, A2C/A3C, MARWIL/BC). Set it to False "
+                "(or set `raw_observations_built = True` on a policy class whose model takes "
+                "unpreprocessed observations)."
+            )
+        if self.config["model"].get("custom_preprocessor"):
+            raise ValueError(
+                "_disable_preprocessor_api=True and model.custom_preprocessor="
+                f"{self.config['model']['custom_preprocessor']!r} exclude each other: the "
+                "model gets the env's observations unpreprocessed."
+            )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """The optimiser a `Learner` uses for this policy.
@@ -266,6 +312,10 @@ class TorchPolicy(Policy):
             else:
                 actions = dist.deterministic_sample()
                 logp = torch.zeros(len(obs_t), device=obs_t.device)
+            if is_nested_action(actions):
+                # A distribution sampling nested actions (RLlib's form for Tuple/Dict
+                # spaces): the sampler keeps them as flat rows (see corral.utils.spaces).
+                actions = flatten_action_rows(self.action_space, actions)
         if self._device_inference:  # results back from the device, once each
             logp, dist_inputs, values, actions = (
                 t.cpu() for t in (logp, dist_inputs, values, actions)
@@ -399,12 +449,17 @@ class TorchPolicy(Policy):
             with torch.inference_mode(), self._device_scope():
                 return _numpy(self._forward_inference(self._tensor(new_obs), views)[1])
         state = [batch[f"state_out_{i}"][rows] for i in range(len(self._initial_state))]
+        actions = batch[SampleBatch.ACTIONS]
+        if is_nested_action(actions):  # `_disable_action_flattening`: back to flat rows
+            actions = flatten_action_rows(self.action_space, map_column(itemgetter(rows), actions))
+        else:
+            actions = actions[rows]
         with torch.inference_mode(), self._device_scope():
             step = self._fast_rnn_step or self._rnn_step_through_forward
             _, values, _ = step(
                 self._tensor(new_obs),
                 [self._tensor(s) for s in state],
-                batch[SampleBatch.ACTIONS][rows],
+                actions,
                 batch[SampleBatch.REWARDS][rows],
             )
         return _numpy(values)

@@ -723,11 +723,7 @@ def test_evaluation_config_checked():
 
 # One non-default value per unbuilt key.
 NON_DEFAULT_SAMPLES = {
-    "fake_sampler": True,
     "eager_tracing": True,
-    "model/custom_preprocessor": "prep",
-    "_disable_preprocessor_api": True,
-    "_disable_action_flattening": True,
 }
 
 
@@ -761,11 +757,11 @@ def test_non_default_value_raises(path):
 
 
 def test_several_problems_reported_together():
-    config = full_config(fake_sampler=True, model={"custom_preprocessor": "prep"})
+    config = full_config(eager_tracing=True, evaluation_config={"eager_tracing": True})
     with pytest.raises(NotImplementedError) as err:
         check_not_implemented(config)
-    assert "'fake_sampler' = True" in str(err.value)
-    assert "'model/custom_preprocessor' = 'prep'" in str(err.value)
+    assert "'eager_tracing' = True" in str(err.value)
+    assert "'evaluation_config/eager_tracing' = True" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -790,13 +786,22 @@ def test_values_equal_to_default_in_other_form_pass():
 
 
 def test_algorithm_defaults_are_the_baseline():
-    defaults = with_common_config({"model": {"custom_preprocessor": "prep"}})
+    defaults = with_common_config({"eager_tracing": True})
     check_not_implemented(merge_trainer_configs(defaults, {}), defaults)
-    with pytest.raises(NotImplementedError, match="'model/custom_preprocessor' = None"):
-        check_not_implemented(
-            merge_trainer_configs(defaults, {"model": {"custom_preprocessor": None}}),
-            defaults,
-        )
+    with pytest.raises(NotImplementedError, match="'eager_tracing' = False"):
+        check_not_implemented(merge_trainer_configs(defaults, {"eager_tracing": False}), defaults)
+
+
+def test_settings_of_some_algorithms_are_checked_for_those_only():
+    # `_disable_preprocessor_api` is built for PPO, not for DQN (its own model).
+    config = full_config(_disable_preprocessor_api=True)
+    check_not_implemented(config, COMMON_CONFIG, "PPO")
+    with pytest.raises(NotImplementedError, match="'_disable_preprocessor_api' = True"):
+        check_not_implemented(config, COMMON_CONFIG, "DQN")
+    config = full_config(model={"custom_preprocessor": "prep"})
+    check_not_implemented(config, COMMON_CONFIG, "PPO")
+    with pytest.raises(NotImplementedError, match="'model/custom_preprocessor' = 'prep'"):
+        check_not_implemented(config, COMMON_CONFIG, "QMIX")
 
 
 def test_fixed_off_values_ignore_algorithm_defaults(monkeypatch):
@@ -815,7 +820,9 @@ def test_evaluation_config_is_checked_too():
     config = full_config(evaluation_config={"eager_tracing": True, "explore": False})
     with pytest.raises(NotImplementedError, match="'evaluation_config/eager_tracing' = True"):
         check_not_implemented(config)
-    config = full_config(evaluation_config={"model": {"custom_preprocessor": "prep"}})
-    with pytest.raises(NotImplementedError, match="'evaluation_config/model/custom_preprocessor'"):
-        check_not_implemented(config)
+    config = full_config(evaluation_config={"_disable_preprocessor_api": True})
+    with pytest.raises(
+        NotImplementedError, match="'evaluation_config/_disable_preprocessor_api' = True"
+    ):
+        check_not_implemented(config, COMMON_CONFIG, "SAC")
     check_not_implemented(full_config(evaluation_config={"explore": False, "eager_tracing": False}))

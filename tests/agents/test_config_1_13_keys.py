@@ -92,9 +92,12 @@ def test_every_renamed_key_points_at_a_real_key():
         assert new in COMMON_CONFIG and old in COMMON_CONFIG
 
 
-def test_unbuilt_1_13_setting_raises_not_implemented():
-    with pytest.raises(NotImplementedError, match="_disable_action_flattening"):
-        _trainer(_disable_action_flattening=True)
+def test_1_13_setting_not_built_for_an_algorithm_raises_not_implemented():
+    # (`_disable_action_flattening` and the others are built: tests/models/.)
+    from corral.agents.dqn import DQNTrainer
+
+    with pytest.raises(NotImplementedError, match="_disable_preprocessor_api"):
+        DQNTrainer(config={"num_workers": 0, "_disable_preprocessor_api": True}, env="CartPole-v1")
 
 
 def test_min_train_timesteps_per_reporting_repeats_the_training_step():

@@ -40,8 +40,8 @@ def test_unknown_env_id_is_named():
 
 
 def test_not_implemented_key_is_named():
-    with pytest.raises(NotImplementedError, match="fake_sampler"):
-        PPOTrainer(config={**SMALL, "fake_sampler": True}, env="CartPole-v1")
+    with pytest.raises(NotImplementedError, match="eager_tracing"):
+        PPOTrainer(config={**SMALL, "eager_tracing": True}, env="CartPole-v1")
 
 
 def test_other_frameworks_are_refused():

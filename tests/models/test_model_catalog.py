@@ -233,5 +233,6 @@ def test_get_preprocessor_for_space_and_for_an_env():
     prep = ModelCatalog.get_preprocessor_for_space(space)
     assert prep.shape == (7,)  # the Box flat, the Discrete one-hot
     assert ModelCatalog.get_preprocessor(gymnasium.make("CartPole-v1")).shape == (4,)
-    with pytest.raises(NotImplementedError, match="custom_preprocessor"):
+    # (Registered custom preprocessors: tests/models/test_custom_preprocessor.py.)
+    with pytest.raises(ValueError, match="No custom preprocessor registered under 'mine'"):
         ModelCatalog.get_preprocessor_for_space(space, {"custom_preprocessor": "mine"})

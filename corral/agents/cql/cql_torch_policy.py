@@ -170,6 +170,8 @@ def cql_stats(policy: CQLTorchPolicy, train_batch: TensorDict) -> dict[str, floa
 class CQLTorchPolicy(SACTorchPolicy):
     """SAC with CQL's conservative critics and behaviour-cloning warm-up (Box actions)."""
 
+    beta_distribution_built = False
+
     @staticmethod
     def get_default_config() -> dict:
         """CQL's `DEFAULT_CONFIG` (the keys this policy reads under another trainer)."""

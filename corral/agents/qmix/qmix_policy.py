@@ -209,6 +209,9 @@ class QMixTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
     acting.
     """
 
+    # The group's Tuple of actions stays one flat row per step (the mixer's layout).
+    nested_actions_built = False
+
     train_columns: tuple[str, ...] = (
         SampleBatch.OBS,
         SampleBatch.NEXT_OBS,

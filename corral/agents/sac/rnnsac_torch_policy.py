@@ -51,6 +51,7 @@ class RNNSACTorchPolicy(SACTorchPolicy):
     """
 
     compiled_loss_methods = ("_sequence_losses",)
+    beta_distribution_built = False
     train_columns: tuple[str, ...] = (
         SampleBatch.OBS,
         SampleBatch.ACTIONS,

@@ -89,7 +89,13 @@ DEFAULT_CONFIG = with_off_policy_config(
         "timesteps_per_iteration": 100,
         # Use the policy's mode instead of samples in the losses (for tests).
         "_deterministic_loss": False,
-        # A Beta distribution instead of the squashed Gaussian (not built yet).
+        # Box actions from a Beta distribution on [-1, 1] (mapped onto the env's bounds
+        # as the squashed Gaussian's are) instead of the tanh-squashed Gaussian: the
+        # policy net outputs the two concentrations (softplus + 1 of its outputs), the
+        # actor's loss reparameterises its samples, deterministic actions are its mean,
+        # and "auto" `target_entropy` stays -dim(A). Discrete actions ignore it. (RLlib
+        # 1.13's SAC put its Beta on [0, 1], only the upper half of the normalised range.)
+        # Built for SAC; RNNSAC and CQL refuse it.
         "_use_beta_distribution": False,
         "normalize_actions": True,
         "no_done_at_end": False,

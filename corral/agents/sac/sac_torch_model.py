@@ -128,6 +128,9 @@ class SACTorchModel(FlatObsActorCritic):
         twin_q: two Q-nets (clipped double-Q, Fujimoto et al. 2018) instead of one.
         initial_alpha: initial entropy temperature.
         target_entropy: a number, or "auto" (-dim(A) for Box, 0.98 log|A| for Discrete).
+        use_beta_distribution: Box actions: the policy outputs the inputs of a Beta
+            distribution (`TorchBeta`: `concat(alpha, beta)` before softplus + 1) instead
+            of a squashed Gaussian's `concat(mean, log_std)`.
     """
 
     algorithm = "SAC"
@@ -141,6 +144,7 @@ class SACTorchModel(FlatObsActorCritic):
         twin_q: bool = True,
         initial_alpha: float = 1.0,
         target_entropy: float | str | None = "auto",
+        use_beta_distribution: bool = False,
     ) -> None:
         action_space = self.action_space
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
@@ -155,6 +159,9 @@ class SACTorchModel(FlatObsActorCritic):
                 f"SAC needs a Discrete or 1-D Box action space, got {action_space}."
             )
         self.action_dim = action_dim
+        # Box actions from a Beta distribution (`_use_beta_distribution`): the policy's
+        # outputs are its two concentrations (before softplus + 1), not clamped.
+        self.use_beta_distribution = bool(use_beta_distribution) and not self.discrete
         self.twin_q = bool(twin_q)
         num_q = 2 if self.twin_q else 1
         self.policy_outputs = policy_out
@@ -205,13 +212,15 @@ class SACTorchModel(FlatObsActorCritic):
     # -- RLlib 1.x's SACTorchModel interface -------------------------------
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:
-        """Action-distribution inputs: `concat(mean, log_std)` (Box) or logits (Discrete)."""
+        """Action-distribution inputs: `concat(mean, log_std)` (Box; with
+        `use_beta_distribution` the Beta's `concat(alpha, beta)` before softplus + 1) or
+        logits (Discrete)."""
         obs = flatten_obs(model_out)
         if isinstance(self.action_model, TorchModelV2):
             out = model_output(self.action_model, obs, self.policy_outputs)
         else:
             out = self.action_model(obs)
-        if self.discrete:
+        if self.discrete or self.use_beta_distribution:
             return out
         mean, log_std = out.chunk(2, dim=-1)
         return torch.cat([mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)], dim=-1)

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from corral.agents.sac.sac_torch_model import SACTorchModel
 from corral.models.torch.mlp import FIRST, flatten_obs, preprocessed_transition
+from corral.models.torch.torch_action_dist import TorchBeta
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -69,15 +70,46 @@ def squashed_gaussian_sample(
     return torch.tanh(u), (gaussian_logp - log_jacobian).sum(-1)
 
 
+def beta_sample(
+    dist_inputs: torch.Tensor, deterministic: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draws a ~ Beta(alpha, beta) scaled onto [-1, 1] by reparameterisation (torch's
+    implicit gradients); returns (a, log pi(a|s)) (`_use_beta_distribution`).
+
+    `dist_inputs` is `concat(alpha, beta)` before `softplus(x) + 1` (`TorchBeta`: both
+    concentrations > 1, so one mode and no infinite density at the bounds). log pi is the
+    Beta's log-density of the action's position in [0, 1] (RLlib 1.13's `TorchBeta.logp`).
+    With `deterministic`, a is the Beta's mean.
+    """
+    dist = TorchBeta(dist_inputs, low=-1.0, high=1.0)
+    actions = dist.deterministic_sample() if deterministic else dist.sample()
+    return actions, dist.logp(actions)
+
+
 class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
     """SAC for 1-D Box actions (acting in [-1, 1]) and for Discrete actions."""
 
     # What `torch_compile_learner` compiles: the losses, not `learn_step`'s steps.
     compiled_loss_methods = ("_losses_continuous", "_losses_discrete")
+    # Whether this class's losses take `_use_beta_distribution` (SAC's; not RNNSAC's nor
+    # CQL's, which refuse it).
+    beta_distribution_built = True
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+        if config.get("_use_beta_distribution") and not type(self).beta_distribution_built:
+            raise NotImplementedError(
+                f"_use_beta_distribution=True is built for SAC only; {type(self).__name__} "
+                "draws its actions from the squashed Gaussian (set it to False)."
+            )
         super().__init__(observation_space, action_space, config)
         self.discrete = self.model.discrete
+        # How the actor's Box actions are drawn: a tanh-squashed Gaussian, or a Beta
+        # distribution on [-1, 1] (`_use_beta_distribution`); (a, log pi(a|s)) either way.
+        self.actor_sample = (
+            beta_sample
+            if getattr(self.model, "use_beta_distribution", False)
+            else squashed_gaussian_sample
+        )
         self.gamma = float(config["gamma"])
         self.tau = float(config["tau"])
         # The heads read a state preprocessor's output (`use_state_preprocessor`).
@@ -111,6 +143,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
             twin_q=cfg["twin_q"],
             initial_alpha=cfg["initial_alpha"],
             target_entropy=cfg["target_entropy"],
+            use_beta_distribution=bool(cfg.get("_use_beta_distribution")),
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
@@ -130,8 +163,8 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
     # -- acting -------------------------------------------------------------
 
     def act(self, obs: torch.Tensor, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Samples of the squashed Gaussian (its mode without `explore`), or of the
-        categorical distribution (its argmax)."""
+        """Samples of the squashed Gaussian (its mode without `explore`) or of the Beta
+        distribution (its mean), or of the categorical distribution (its argmax)."""
         if self.state_preprocessor:
             obs = self.model.state_features(obs)
         return self.sample_actions(self.model.get_policy_output(obs), explore)
@@ -148,7 +181,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
                 actions = log_probs.argmax(-1)
             logp = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         else:
-            actions, logp = squashed_gaussian_sample(dist_inputs, deterministic=not explore)
+            actions, logp = self.actor_sample(dist_inputs, not explore)
         extra = {
             SampleBatch.ACTION_LOGP: logp.numpy(),
             SampleBatch.ACTION_DIST_INPUTS: dist_inputs.numpy(),
@@ -187,15 +220,15 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         if self.state_preprocessor:
             obs, actor_obs, next_obs, target_next_obs = self._state_features(obs, next_obs)
 
-        # a ~ pi(.|s) by reparameterisation (a = tanh(mean + std * eps)).
-        actions_pi, logp_pi = squashed_gaussian_sample(
+        # a ~ pi(.|s) by reparameterisation (a = tanh(mean + std * eps), or a Beta's sample).
+        actions_pi, logp_pi = self.actor_sample(
             m.get_policy_output(actor_obs), self.deterministic_loss
         )
 
         # Critics: y = r + gamma^n (1 - terminated) (min_j Q'_j(s', a') - alpha log pi(a'|s')),
         # a' ~ pi(.|s'); J(Q_i) = E[1/2 (Q_i(s, a) - y)^2] (eqs. 5-6 of 1801.01290).
         with torch.no_grad():
-            next_actions, next_logp = squashed_gaussian_sample(
+            next_actions, next_logp = self.actor_sample(
                 m.get_policy_output(next_obs), self.deterministic_loss
             )
             next_q_in = torch.cat([target_next_obs, next_actions], -1)
@@ -306,7 +339,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
                 q = m.q_ensemble(obs, members=FIRST)[0]
                 q = q.gather(-1, t[SampleBatch.ACTIONS].long().unsqueeze(-1)).squeeze(-1)
             else:
-                next_actions, next_logp = squashed_gaussian_sample(next_inputs)
+                next_actions, next_logp = self.actor_sample(next_inputs)
                 q_in = torch.cat([target_next_obs, next_actions], -1)
                 next_v = self.target_q(q_in).squeeze(-1).amin(0) - alpha * next_logp
                 q = m.q_ensemble(obs, t[SampleBatch.ACTIONS], members=FIRST)[0]

@@ -51,7 +51,7 @@ from corral.core.learner.training_data import (
 )
 from corral.policy.policy import Policy, declared_for
 from corral.policy.policy_map import PolicyMap
-from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, map_column
 from corral.utils.metrics import MetricsLogger, Stats
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
 from corral.utils.torch_utils import clear_grads, step_optimizer
@@ -537,17 +537,15 @@ class Learner:
             )
         columns = getattr(policy, "train_columns", None) if declared else None
         is_recurrent = getattr(policy, "is_recurrent", None)
-        if not (is_recurrent and is_recurrent()):
+        # A policy whose train batches hold one whole sequence per row (Dreamer's chunks,
+        # `[B, T, ...]`) trains on those rows as they are, though it is stateful in acting.
+        sequence_rows = getattr(policy, "trains_on_sequence_rows", False)
+        if sequence_rows or not (is_recurrent and is_recurrent()):
             tensors = self._to_device(to_tensors(batch, columns))
             for idx in self._minibatch_indices(
                 batch.count, num_epochs, minibatch_size, shuffle, num_total_minibatches
             ):
-                # (`index_select`: the same rows as `v[idx]`, at about half its cost.)
-                yield (
-                    tensors
-                    if idx is None
-                    else {k: v.index_select(0, idx) for k, v in tensors.items()}
-                )
+                yield tensors if idx is None else _rows_of(tensors, idx)
             return
         max_len = int(policy.config["model"]["max_seq_len"])
         num_states = len(cast(RecurrentPolicy, policy).get_initial_state())
@@ -566,17 +564,18 @@ class Learner:
                 yield {**rows, **per_seq}
                 continue
             row_idx = (idx[:, None] * max_len + offsets).reshape(-1)
-            yield {
-                **{k: v.index_select(0, row_idx) for k, v in rows.items()},
-                **{k: v.index_select(0, idx) for k, v in per_seq.items()},
-            }
+            yield {**_rows_of(rows, row_idx), **_rows_of(per_seq, idx)}
 
-    def _to_device(self, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _to_device(self, tensors: dict[str, Any]) -> dict[str, Any]:
         """The update's tensors on the learner's device: one copy per update, from
         pinned memory without blocking (minibatches then index on the device)."""
         if self.device.type == "cpu":
             return tensors
-        return {k: v.pin_memory().to(self.device, non_blocking=True) for k, v in tensors.items()}
+        device = self.device
+        return {
+            k: map_column(lambda t: t.pin_memory().to(device, non_blocking=True), v)
+            for k, v in tensors.items()
+        }
 
     def _minibatch_indices(
         self,
@@ -625,6 +624,19 @@ class Learner:
                 _load_optimizer_state(optimizer, opt_state)
         if "generator" in state:
             self._generator.set_state(state["generator"])
+
+
+def _rows_of(tensors: dict[str, Any], idx: torch.Tensor) -> dict[str, Any]:
+    """The rows `idx` of each tensor (of each leaf of a nested column).
+
+    (`index_select`: the same rows as `v[idx]`, at about half its cost.)
+    """
+    return {
+        k: v.index_select(0, idx)
+        if isinstance(v, torch.Tensor)
+        else map_column(lambda t: t.index_select(0, idx), v)
+        for k, v in tensors.items()
+    }
 
 
 def _means(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

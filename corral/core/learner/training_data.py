@@ -24,6 +24,7 @@ from corral.policy.sample_batch import (
     MultiAgentBatch,
     SampleBatch,
     concat_samples,
+    map_column,
 )
 from corral.utils.compression import is_compressed, unpack_column
 
@@ -262,7 +263,11 @@ def pad_sequences(
     seq, offset = slot // max_len, slot % max_len
     valid = offset < seq_lens[seq]
     source = np.where(valid, starts[seq] + offset, 0)
-    rows = {k: v[source] for k, v in to_tensors(batch, columns).items()}
+    source_t = torch.from_numpy(source)
+    rows = {
+        k: map_column(lambda t: t.index_select(0, source_t), v)
+        for k, v in to_tensors(batch, columns).items()
+    }
     rows[SEQ_MASK] = torch.from_numpy(valid)
     per_seq = {
         f"state_in_{i}": torch.from_numpy(batch[f"state_in_{i}"][starts]) for i in range(num_states)
@@ -271,17 +276,25 @@ def pad_sequences(
     return rows, per_seq
 
 
-def to_tensors(batch: SampleBatch, columns: Sequence[str] | None) -> dict[str, torch.Tensor]:
+def to_tensors(batch: SampleBatch, columns: Sequence[str] | None) -> dict[str, Any]:
     """The batch's numeric `columns` (all when None) as torch tensors, zero-copy where
-    the arrays allow (compressed observation columns unpacked first)."""
+    the arrays allow (compressed observation columns unpacked first); a nested column
+    (`_disable_action_flattening`'s actions) as the same structure of tensors."""
     keys = batch.keys() if columns is None else [c for c in columns if c in batch]
     out = {}
     for k in keys:
         v = batch[k]
         if is_compressed(v):  # a batch sampled with `compress_observations`
             v = unpack_column(v)
-        if isinstance(v, np.ndarray) and v.dtype != object:
-            if not v.flags.writeable:  # e.g. zero-copy from Ray's object store
-                v = v.copy()
-            out[k] = torch.from_numpy(np.ascontiguousarray(v))
+        if isinstance(v, np.ndarray):
+            if v.dtype != object:
+                out[k] = _tensor(v)
+        elif k != SampleBatch.INFOS and isinstance(v, dict | tuple):
+            out[k] = map_column(_tensor, v)
     return out
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    if not array.flags.writeable:  # e.g. zero-copy from Ray's object store
+        array = array.copy()
+    return torch.from_numpy(np.ascontiguousarray(array))

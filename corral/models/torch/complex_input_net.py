@@ -5,7 +5,10 @@ of `VisionNetwork` (`conv_filters`, `conv_activation`), any other part (a vector
 one-hot discrete value) an MLP of `fcnet_hiddens`. Their features are concatenated, go
 through `post_fcnet_hiddens`, and end in the logits and the value head (which share all
 layers). The catalog picks this model for a Dict or Tuple observation space with an image
-part; others are flattened into `FullyConnectedNetwork`.
+part; others are flattened into `FullyConnectedNetwork`. Under `_disable_preprocessor_api`
+it is the default for every observation space but a Box (as RLlib 1.13's catalog picks
+it): the parts then arrive as the env gave them, discrete ones as their values, which it
+one-hots itself.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from corral.models.preprocessors import restore_original_dimensions
 from corral.models.torch.fcnet import POLICY_GAIN, VALUE_GAIN, _linear, _mlp, get_activation
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.models.torch.visionnet import VisionNetwork
+from corral.utils.error import UnsupportedSpaceException
+from corral.utils.spaces.repeated import Repeated
 
 
 def has_image_part(space: gym.Space) -> bool:
@@ -87,10 +93,17 @@ class ComplexInputNetwork(TorchModelV2):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         cfg = self.model_config
         self.original_space = convert_space(getattr(obs_space, "original_space", None) or obs_space)
-        if not has_image_part(self.original_space):
+        if not (has_image_part(self.original_space) or cfg.get("_disable_preprocessor_api")):
             raise ValueError(
                 f"ComplexInputNetwork is for Dict/Tuple observations with an image part, got "
-                f"{self.original_space}."
+                f"{self.original_space} (any space with `_disable_preprocessor_api`)."
+            )
+        self._leaves = list(_leaf_spaces(self.original_space))
+        unsupported = [leaf for leaf in self._leaves if isinstance(leaf, Repeated)]
+        if unsupported:
+            raise UnsupportedSpaceException(
+                f"ComplexInputNetwork has no net for the Repeated part {unsupported[0]} of "
+                f"{self.original_space}; use a custom_model."
             )
         fc_hiddens = [int(h) for h in cfg.get("fcnet_hiddens") or []]
         fc_act = get_activation(cfg.get("fcnet_activation", "tanh"))
@@ -138,14 +151,14 @@ class ComplexInputNetwork(TorchModelV2):
     ) -> tuple[TensorType, list[TensorType]]:
         obs = restore_original_dimensions(input_dict["obs"], self._flat_space)
         outs = []
-        for net, is_image, part in zip(
-            self.parts, self._is_image, _leaf_values(self.original_space, obs)
+        for net, is_image, leaf, part in zip(
+            self.parts, self._is_image, self._leaves, _leaf_values(self.original_space, obs)
         ):
             part = torch.as_tensor(part)
             if is_image:
                 outs.append(net.forward({"obs": part}, [], None)[0])
             else:
-                outs.append(net(part.reshape(part.shape[0], -1).float()))
+                outs.append(net(_features_of(leaf, part)))
         features = self.post_fc_stack(torch.cat(outs, dim=1))
         self._features = features
         return self.logits_layer(features), state
@@ -154,6 +167,23 @@ class ComplexInputNetwork(TorchModelV2):
         if self._features is None:
             raise RuntimeError("value_function() called before forward().")
         return self.value_layer(self._features).squeeze(-1)
+
+
+def _features_of(space: gym.Space, part: TensorType) -> TensorType:
+    """A non-image part as float rows `[B, flatdim]`: a Discrete / MultiDiscrete part given
+    as its integer values (unpreprocessed) one-hot; one-hot rows and the other parts as
+    they are."""
+    if part.is_floating_point() or not isinstance(
+        space, gym.spaces.Discrete | gym.spaces.MultiDiscrete
+    ):
+        return part.reshape(part.shape[0], -1).float()
+    if isinstance(space, gym.spaces.Discrete):
+        return F.one_hot(part.long().reshape(-1) - int(space.start), int(space.n)).float()
+    values = part.long().reshape(part.shape[0], -1)
+    starts = torch.as_tensor(np.asarray(space.start).ravel(), device=part.device)
+    nvec = np.asarray(space.nvec).ravel()
+    columns = [F.one_hot(values[:, i] - starts[i], int(n)) for i, n in enumerate(nvec)]
+    return torch.cat(columns, dim=-1).float()
 
 
 class _Flattened:

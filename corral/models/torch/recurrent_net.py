@@ -21,26 +21,58 @@ from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, Torch
 from corral.policy.rnn_sequencing import add_time_dimension
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.spaces import action_leaves, flatten_space, is_nested_action, nest_action_rows
 
 
 def prev_action_size(action_space: gym.Space) -> int:
-    """The features of one previous action as a recurrent model's input gets it."""
+    """The features of one previous action as a recurrent model's input gets it (of a
+    Tuple/Dict space: its leaves' features, concatenated)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return int(action_space.n)
     if isinstance(action_space, gym.spaces.MultiDiscrete):
         return int(np.sum(action_space.nvec))
     if isinstance(action_space, gym.spaces.Box):
         return int(np.prod(action_space.shape))
+    if isinstance(action_space, gym.spaces.Tuple | gym.spaces.Dict):
+        return sum(prev_action_size(leaf) for leaf in flatten_space(action_space))
     raise UnsupportedSpaceException(
         f"Feeding previous actions to a recurrent model (lstm_use_prev_action, "
         f"attention_use_n_prev_actions) supports Discrete, MultiDiscrete and Box action "
-        f"spaces, got {action_space}."
+        f"spaces and Tuple/Dict spaces of those, got {action_space}."
     )
+
+
+def check_prev_action_inputs(action_space: gym.Space, model_config: ModelConfigDict) -> None:
+    """RLlib 1.13's rule: previous actions of a Tuple/Dict action space reach a recurrent
+    model only with `_disable_action_flattening` (they then arrive nested).
+
+    Raises:
+        ValueError: the model reads previous actions of such a space without it.
+    """
+    reads_prev_actions = model_config.get("lstm_use_prev_action") or (
+        int(model_config.get("attention_use_n_prev_actions", 0) or 0) > 0
+    )
+    if (
+        reads_prev_actions
+        and isinstance(action_space, gym.spaces.Tuple | gym.spaces.Dict)
+        and not model_config.get("_disable_action_flattening")
+    ):
+        raise ValueError(
+            "For your complex action space (Tuple|Dict) and your model's `prev-actions` "
+            "setup of your model, you must set `_disable_action_flattening=True` in your "
+            "main config dict!"
+        )
 
 
 def prev_action_features(action_space: gym.Space, prev_actions: Any) -> TensorType:
     """Previous actions ``[N, ...]`` as ``[N, prev_action_size]`` features: one-hot for
-    discrete parts, flattened for boxes."""
+    discrete parts, flattened for boxes; a Tuple/Dict space's (nested, or flat rows)
+    leaf by leaf, concatenated."""
+    if isinstance(action_space, gym.spaces.Tuple | gym.spaces.Dict):
+        if not is_nested_action(prev_actions):
+            prev_actions = nest_action_rows(action_space, torch.as_tensor(prev_actions))
+        leaves = zip(flatten_space(action_space), action_leaves(action_space, prev_actions))
+        return torch.cat([prev_action_features(s, a) for s, a in leaves], dim=-1)
     a = torch.as_tensor(prev_actions)
     if isinstance(action_space, gym.spaces.Discrete):
         return nn.functional.one_hot(a.long().reshape(-1), int(action_space.n)).float()
@@ -117,6 +149,8 @@ class WrapperInputs(RecurrentNetwork):
 
     def init_inputs(self, base: TorchModelV2, use_prev_action: bool, use_prev_reward: bool) -> int:
         """Keeps ``base`` and the switches; returns the size of one step's input."""
+        if use_prev_action:
+            check_prev_action_inputs(self.action_space, self.model_config)
         self.base = base
         self.use_prev_action = use_prev_action
         self.use_prev_reward = use_prev_reward
@@ -245,6 +279,7 @@ __all__ = [
     "RecurrentNetwork",
     "WrapperInputs",
     "add_time_dimension",
+    "check_prev_action_inputs",
     "prev_action_features",
     "prev_action_size",
 ]

@@ -18,7 +18,7 @@ import torch
 from corral.models.action_dist import ActionDistribution
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.numpy import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT, SMALL_NUMBER
-from corral.utils.spaces import flat_action_size, flatten_space
+from corral.utils.spaces import action_leaves, flat_action_size, flatten_space, is_nested_action
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -606,6 +606,8 @@ class TorchMultiActionDistribution(TorchDistributionWrapper):
     choice is stored as its index), so the sampler's numpy buffers and the learner's
     tensors need no nested structures; ``TorchPolicy.to_env_actions`` rebuilds the tuples
     and dicts for the env. Log-likelihoods, entropies and KLs are summed over the leaves.
+    `logp` also takes a nested batch (a dict/tuple of the leaves' actions), as the train
+    batches hold them under `_disable_action_flattening`.
 
     Args:
         child_distributions: one distribution class (or partial) per leaf.
@@ -637,6 +639,12 @@ class TorchMultiActionDistribution(TorchDistributionWrapper):
         return torch.cat(rows, dim=-1)
 
     def _split(self, actions: TensorType) -> list[TensorType]:
+        """The leaves' actions, of flat rows or of a nested batch (a dict/tuple of leaves,
+        as `_disable_action_flattening`'s batches hold them)."""
+        if is_nested_action(actions):
+            leaves = [torch.as_tensor(a) for a in action_leaves(self.action_space, actions)]
+            n = leaves[0].shape[0]
+            return [a.long() if d else a.reshape(n, -1) for a, d in zip(leaves, self._discrete)]
         parts = torch.split(actions.reshape(actions.shape[0], -1), self.action_lens, dim=-1)
         return [p[:, 0].long() if d else p for p, d in zip(parts, self._discrete)]
 

@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 from corral.models.modelv2 import ModelV2
-from corral.models.preprocessors import restore_original_dimensions
+from corral.models.preprocessors import raw_observations, restore_original_dimensions
 from corral.policy.view_requirement import model_view_requirements
+from corral.utils.spaces import is_nested_action, nest_action_rows
 
 TensorType = torch.Tensor
 ModelConfigDict = dict[str, Any]
@@ -74,9 +75,23 @@ class TorchModelV2(nn.Module, ModelV2):
         As in RLlib 1.x, ``input_dict["obs"]`` holds the observation's original
         structure (dicts/tuples of tensors) and ``input_dict["obs_flat"]`` the
         flat rows the sampler stored.
+
+        A model built for the env's own observation space under
+        `_disable_preprocessor_api` (in its model config) gets the observations as the
+        env gave them instead (see `raw_observations`: discrete parts as their values,
+        not one-hot), whether the caller passes those or the flat float rows the policy
+        stores; ``"obs_flat"`` is then that same ``"obs"`` (RLlib 1.13's rule). Under
+        `_disable_action_flattening`, the ``"prev_actions"`` of a Tuple/Dict action space
+        arrive nested (see `nest_action_rows`).
         """
         obs = input_dict.get("obs")
-        if "obs_flat" not in input_dict and torch.is_tensor(obs):
+        if self.model_config.get("_disable_preprocessor_api"):
+            if _flat_rows_of_structured(obs, self.obs_space):
+                obs = raw_observations(obs, self.obs_space)
+                input_dict = {**input_dict, "obs": obs}
+            if "obs_flat" not in input_dict:
+                input_dict = {**input_dict, "obs_flat": obs}
+        elif "obs_flat" not in input_dict and torch.is_tensor(obs):
             restored = restore_original_dimensions(obs, self.obs_space)
             if restored is not obs:
                 input_dict = {**input_dict, "obs": restored, "obs_flat": obs}
@@ -84,6 +99,16 @@ class TorchModelV2(nn.Module, ModelV2):
                 # RLlib always provides "obs_flat" (images flattened to [B, n]).
                 flat = obs.reshape(obs.shape[0], -1) if obs.dim() > 2 else obs
                 input_dict = {**input_dict, "obs_flat": flat}
+        prev_actions = input_dict.get("prev_actions")
+        if (
+            prev_actions is not None
+            and self.model_config.get("_disable_action_flattening")
+            and isinstance(self.action_space, gym.spaces.Tuple | gym.spaces.Dict)
+            and not is_nested_action(prev_actions)
+        ):
+            # RLlib 1.13: the previous actions arrive as the policy computed them, nested.
+            nested = nest_action_rows(self.action_space, torch.as_tensor(prev_actions))
+            input_dict = {**input_dict, "prev_actions": nested}
         if state is None:
             # RLlib 1.x: `model(train_batch)` takes the state and seq_lens from the batch.
             state = []
@@ -166,3 +191,16 @@ class TorchModelV2(nn.Module, ModelV2):
             f"import_from_h5({h5_file!r}): importing Keras h5 weights is not supported by "
             "corral's torch models; convert the weights and use load_state_dict() instead."
         )
+
+
+def _flat_rows_of_structured(obs: Any, space: gym.Space) -> bool:
+    """Whether `obs` are the policy's flat float rows of observations of a space that is
+    not a Box (Discrete, MultiDiscrete, MultiBinary, Dict, Tuple, ...): the raw form of
+    those is a structure or integers, never a float tensor."""
+    return (
+        torch.is_tensor(obs)
+        and obs.is_floating_point()
+        and space is not None
+        and not isinstance(space, gym.spaces.Box)
+        and not hasattr(space, "original_space")
+    )

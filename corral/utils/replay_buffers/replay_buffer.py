@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 import psutil
 
-from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from corral.policy.sample_batch import (
+    MultiAgentBatch,
+    SampleBatch,
+    concat_samples,
+    leaf_columns,
+    nested_columns,
+)
 from corral.utils.compression import is_compressed, pack_column, unpack_column
 from corral.utils.deprecation import Deprecated, log_once
 
@@ -134,7 +140,9 @@ class ReplayBuffer:
         """
         if self._items is not None:
             return self._add_items(batch)
-        columns = {k: np.asarray(v) for k, v in batch.items() if k not in _SKIPPED_COLUMNS}
+        # A nested column (`_disable_action_flattening`'s actions) is kept leaf by leaf.
+        kept = leaf_columns({k: v for k, v in batch.items() if k not in _SKIPPED_COLUMNS})
+        columns = {k: np.asarray(v) for k, v in kept.items()}
         n = batch.count
         if n == 0:
             return np.zeros(0, np.int64)
@@ -190,7 +198,9 @@ class ReplayBuffer:
             items = [self._items[i] for i in idx]
             return items[0].copy() if len(items) == 1 else concat_samples(items)
         # Columns stored LZ4-packed (`compress_observations`) are unpacked for the learner.
-        return SampleBatch({k: unpack_column(v[idx]) for k, v in self._storage.items()})
+        return SampleBatch(
+            nested_columns({k: unpack_column(v[idx]) for k, v in self._storage.items()})
+        )
 
     # -- items (storage units other than timesteps) ----------------------------
 

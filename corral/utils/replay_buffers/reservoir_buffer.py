@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.policy.sample_batch import SampleBatch
+from corral.policy.sample_batch import SampleBatch, leaf_columns
 from corral.utils.replay_buffers.replay_buffer import ReplayBuffer, StorageUnit
 
 __all__ = ["ReservoirBuffer"]
@@ -68,7 +68,7 @@ class ReservoirBuffer(ReplayBuffer):
         rows = rows[last]
         if len(rows) == 0:
             return kept
-        rest = batch[head:]
+        rest = leaf_columns(batch[head:])  # (a nested column is stored leaf by leaf)
         missing = set(self._storage) - set(rest)
         if missing:
             raise ValueError(f"ReservoirBuffer.add got a batch without columns {sorted(missing)}.")

@@ -4,6 +4,8 @@ The sampler keeps actions in one preallocated numpy buffer and the learner in on
 so a nested action travels as a flat float32 row: the leaves in :func:`flatten_space`
 order, each taking :func:`flat_action_size` columns (a discrete choice as its index).
 :func:`unflatten_actions` rebuilds the nested actions just before they reach the env.
+Under `_disable_action_flattening` sample batches hold them nested instead
+(:func:`nest_action_rows`, :func:`flatten_action_rows`).
 """
 
 from __future__ import annotations
@@ -87,3 +89,79 @@ def flatten_actions(space: gym.Space, actions: Any) -> np.ndarray:
     else:
         return np.asarray(actions, np.float32).reshape(-1)
     return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+def nest_action_rows(space: gym.Space, flat: Any) -> Any:
+    """Flat action rows ``[B, K]`` (a numpy array or a torch tensor) -> the batch as the
+    nested structure of ``space``: a dict/tuple of ``[B, ...]`` leaves, a discrete choice
+    as its int64 index, a MultiDiscrete / MultiBinary part as its integer values, a Box
+    part as float32 in its shape (`_disable_action_flattening`'s `actions` column).
+
+    The inverse of :func:`flatten_action_rows`; unlike :func:`unflatten_actions` it keeps
+    the batch axis on every leaf and maps no bounds.
+    """
+    rows = flat.reshape(flat.shape[0], -1)
+    return _nest_rows(space, rows, 0)[0]
+
+
+def _nest_rows(space: gym.Space, rows: Any, start: int) -> tuple[Any, int]:
+    if isinstance(space, gym.spaces.Tuple):
+        parts = []
+        for sub in space.spaces:
+            part, start = _nest_rows(sub, rows, start)
+            parts.append(part)
+        return tuple(parts), start
+    if isinstance(space, gym.spaces.Dict):
+        out = {}
+        for key, sub in space.spaces.items():
+            out[key], start = _nest_rows(sub, rows, start)
+        return out, start
+    end = start + flat_action_size(space)
+    leaf = rows[:, start:end]
+    if isinstance(space, gym.spaces.Discrete):
+        return _cast(leaf[:, 0], np.int64), end
+    dtype = (
+        space.dtype
+        if isinstance(space, gym.spaces.MultiDiscrete | gym.spaces.MultiBinary)
+        else np.float32
+    )
+    return _cast(leaf, dtype).reshape(rows.shape[0], *space.shape), end
+
+
+def _cast(values: Any, dtype: Any) -> Any:
+    """`values` (an array or a tensor) as `dtype` (a numpy dtype)."""
+    if isinstance(values, np.ndarray):
+        return values.astype(dtype)
+    import torch
+
+    return values.to(torch.from_numpy(np.zeros(0, dtype)).dtype)
+
+
+def flatten_action_rows(space: gym.Space, nested: Any) -> Any:
+    """A batch of nested actions of ``space`` (leaves ``[B, ...]``, numpy arrays or torch
+    tensors) -> flat float32 rows ``[B, K]`` (the inverse of :func:`nest_action_rows`)."""
+    leaves = list(action_leaves(space, nested))
+    if isinstance(leaves[0], np.ndarray):
+        n = len(leaves[0])
+        return np.concatenate([np.asarray(x, np.float32).reshape(n, -1) for x in leaves], -1)
+    import torch
+
+    n = len(leaves[0])
+    return torch.cat([x.float().reshape(n, -1) for x in leaves], -1)
+
+
+def action_leaves(space: gym.Space, nested: Any) -> Any:
+    """The leaves of a nested action batch, in :func:`flatten_space` order."""
+    if isinstance(space, gym.spaces.Tuple):
+        for sub, part in zip(space.spaces, nested):
+            yield from action_leaves(sub, part)
+    elif isinstance(space, gym.spaces.Dict):
+        for key, sub in space.spaces.items():
+            yield from action_leaves(sub, nested[key])
+    else:
+        yield nested if hasattr(nested, "shape") else np.asarray(nested)
+
+
+def is_nested_action(actions: Any) -> bool:
+    """Whether an action batch is nested (a dict or tuple), not flat rows."""
+    return isinstance(actions, dict | tuple)

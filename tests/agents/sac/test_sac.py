@@ -179,5 +179,6 @@ def test_checkpoint_restore_gives_same_deterministic_actions(tmp_path):
 
 
 def test_unbuilt_options_raise():
-    with pytest.raises(NotImplementedError, match="_use_beta_distribution"):
-        SACTrainer(config={**FAST, "_use_beta_distribution": True}, env="Pendulum-v1")
+    # (`_use_beta_distribution` is built: tests/agents/sac/test_sac_beta.py.)
+    with pytest.raises(NotImplementedError, match="_disable_preprocessor_api"):
+        SACTrainer(config={**FAST, "_disable_preprocessor_api": True}, env="Pendulum-v1")
