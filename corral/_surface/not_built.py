@@ -78,7 +78,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         (),
         ("AlphaStar",),
     ),
-    Feature("DD-PPO", "decentralized distributed PPO", ("agents.ppo.ddppo",), (), ("DDPPO",)),
     Feature(
         "Dreamer",
         "model-based RL with a learned world model",

@@ -27,6 +27,7 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "PG": ("corral.agents.pg", "PGTrainer"),
     "A2C": ("corral.agents.a3c", "A2CTrainer"),
     "APPO": ("corral.agents.ppo.appo", "APPOTrainer"),
+    "DDPPO": ("corral.agents.ppo.ddppo", "DDPPOTrainer"),
     "BC": ("corral.agents.marwil", "BCTrainer"),
     "MARWIL": ("corral.agents.marwil", "MARWILTrainer"),
     "CQL": ("corral.agents.cql", "CQLTrainer"),

@@ -173,6 +173,33 @@ def wait_all(futures: Iterable[WorkerFuture], timeout: float | None = None) -> l
     return results
 
 
+def wait_all_fail_fast(
+    futures: Iterable[WorkerFuture], timeout: float | None = None, poll_s: float = 0.002
+) -> list[Any]:
+    """Results of all `futures` in order; the first failure of any of them is raised as
+    soon as it happens, not when the wait reaches its future.
+
+    For calls that wait for each other (members of one torch.distributed group): a
+    member blocked in a collective with a dead peer would otherwise hold the wait up
+    until its timeout. The deadline is shared, as in `wait_all`: `timeout` seconds
+    from now, or the first future's `call_timeout_s` from now.
+    """
+    futures = list(futures)
+    if not futures:
+        return []
+    limit = futures[0].default_timeout() if timeout is None else timeout
+    deadline = None if limit is None else time.monotonic() + limit
+    while not all(f.done() for f in futures):
+        for f in futures:
+            if f.done():
+                f.result(0)  # raises that call's failure now
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        time.sleep(poll_s)
+    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+    return wait_all(futures, remaining)
+
+
 # `ray.get`-like spelling for ported code.
 get = wait_all
 

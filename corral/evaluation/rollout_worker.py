@@ -11,8 +11,9 @@ import contextlib
 import logging
 import os
 import random
+import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -53,6 +54,9 @@ from corral.policy.sample_batch import (
 )
 from corral.utils.compression import compress_batch
 from corral.utils.filter import Filter, NoFilter, get_filter
+
+if TYPE_CHECKING:
+    from corral.core.learner.distributed import LearnerWorker
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +176,9 @@ class RolloutWorker:
             self._make_sampler()
         )
         self._sample_marks: list[int] = []
+        # The learner that trains this worker's policies in place, in a torch.distributed
+        # group with other rollout workers (DD-PPO; `setup_torch_data_parallel`).
+        self.data_parallel_learner: LearnerWorker | None = None
         # `fake_sampler`: the first batch `sample()` returned, handed out again by every
         # later call (evaluation workers sample their envs whatever it says).
         self._fake_sampler = bool(config.get("fake_sampler")) and not config.get("in_evaluation")
@@ -785,6 +792,64 @@ class RolloutWorker:
         else:
             self.policy_map[DEFAULT_POLICY_ID].apply_gradients(grads)
 
+    # -- data-parallel learning (DD-PPO; RLlib 1.13's calls) ---------------------
+
+    def get_node_ip(self) -> str:
+        """This worker's address for a torch.distributed rendezvous (loopback with the
+        local backend, the node's IP with backend="ray")."""
+        from corral.core.learner.distributed import node_address
+
+        return node_address(self.config.get("backend", "local") == "ray")
+
+    def find_free_port(self) -> int:
+        """A free TCP port on this worker's machine."""
+        from corral.core.learner.distributed import free_port
+
+        return free_port()
+
+    def setup_torch_data_parallel(
+        self, url: str, world_rank: int, world_size: int, backend: str
+    ) -> None:
+        """Joins a torch.distributed group of rollout workers, as RLlib 1.13's DD-PPO has
+        its workers do; every member must call this at once.
+
+        The worker gets a `data_parallel_learner` (`LearnerWorker`) that trains its own
+        policies to train in place, averaging each gradient across the group, so that
+        all members take identical steps. Called again (after a member failed), the
+        worker leaves its old group and joins the new one with the learner it has.
+
+        Args:
+            url: the rendezvous, "tcp://<address>:<port>" (rank 0's `get_node_ip` and
+                `find_free_port`).
+            world_rank: this worker's rank in the group (0..world_size-1).
+            world_size: the number of members.
+            backend: torch.distributed's backend ("gloo", "nccl", "mpi").
+        """
+        from corral.core.learner.distributed import LearnerWorker
+        from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S
+
+        where = urllib.parse.urlsplit(url)
+        if where.scheme != "tcp" or where.hostname is None or where.port is None:
+            raise ValueError(
+                f"setup_torch_data_parallel: url must be tcp://<host>:<port>, got {url!r}."
+            )
+        if self.data_parallel_learner is None:
+            device = rollout_device(self.config, self.worker_index) or "cpu"
+            self.data_parallel_learner = LearnerWorker(
+                {},
+                self.config,
+                [pid for pid in self.policy_map if self.is_policy_to_train(pid)],
+                world_rank,
+                world_size,
+                device,
+                callbacks=self.callbacks,
+                policies=self.policy_map,
+            )
+        timeout_s = float(self.config.get("sample_timeout_s") or DEFAULT_CALL_TIMEOUT_S)
+        self.data_parallel_learner.init_group(
+            where.hostname, where.port, timeout_s, backend, rank=world_rank, world_size=world_size
+        )
+
     # -- iteration helpers --------------------------------------------------
 
     def for_policy(self, func: Callable, policy_id: str = DEFAULT_POLICY_ID, **kwargs: Any):
@@ -826,6 +891,8 @@ class RolloutWorker:
         return os.getpid()
 
     def stop(self) -> None:
+        if self.data_parallel_learner is not None:
+            self.data_parallel_learner.stop()  # leaves its torch.distributed group
         if isinstance(self.sampler, AsyncSampler):  # before its envs close
             self.sampler.stop()
         close_input = getattr(self.input_reader, "close", None)  # e.g. a Ray Data pass

@@ -16,6 +16,13 @@ what checkpoints hold).
 The processes are the rollout workers' machinery (`corral.evaluation.backend`'s
 `ProcessWorker` with backend="local", `ray_backend.RayWorker` in a placement group with
 backend="ray"): a learner is a worker whose factory builds a `LearnerWorker`.
+
+DD-PPO turns this around: its learners are the remote rollout workers themselves
+(`RolloutWorker.setup_torch_data_parallel`). Each one's `LearnerWorker` trains the
+worker's own policies in place (`policies=`), on the batch that worker sampled
+(`update_own_batch`), with the same gradient averaging; there is no driver state to
+load and none to send back. `AttachedLearner` is the handle through which the driver's
+`LearnerGroup` reaches such a learner.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from __future__ import annotations
 import io
 import os
 import socket
-from collections.abc import Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +39,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from corral.core.learner.finite import Optimizers
+from corral.core.learner.finite import optimizers_of
 from corral.core.learner.learner import Learner
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, Future
+from corral.evaluation.worker_handle import WorkerFuture, WorkerHandle
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 
@@ -110,6 +119,26 @@ def from_bytes(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
+# -- rendezvous ---------------------------------------------------------------
+
+
+def node_address(use_ray: bool) -> str:
+    """This process's address for a process group's TCP rendezvous: loopback on one
+    machine (backend="local"), the node's IP on a Ray cluster."""
+    if not use_ray:
+        return "127.0.0.1"
+    import ray
+
+    return str(ray.util.get_node_ip_address())
+
+
+def free_port() -> int:
+    """A TCP port that is free on this machine now (for a rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
 # -- sharding -----------------------------------------------------------------
 
 
@@ -172,6 +201,9 @@ class LearnerWorker:
         device: "cpu", or "cuda" for a learner given a GPU.
         callbacks: the `DefaultCallbacks` to use (default: built from
             `config["callbacks"]`, as a learner process must).
+        policies: train these policies in place instead of building copies from
+            `specs` (which must then be empty): a rollout worker's `PolicyMap`, whose
+            policies the worker also samples with (DD-PPO).
     """
 
     def __init__(
@@ -183,14 +215,25 @@ class LearnerWorker:
         world_size: int,
         device: str = "cpu",
         callbacks: DefaultCallbacks | None = None,
+        *,
+        policies: MutableMapping[str, Policy] | None = None,
     ) -> None:
+        if policies is not None and specs:
+            raise ValueError("LearnerWorker: pass `specs` or `policies`, not both.")
         self.rank = rank
         self.world_size = world_size
         self.device = torch.device(device)
         self.config = config
-        self.policies: dict[str, Policy] = {}
+        # Whether the policies are someone else's (a rollout worker's), trained in place.
+        self.in_place = policies is not None
+        self.policies: MutableMapping[str, Policy] = {} if policies is None else policies
         for pid, spec in specs.items():
             self._build_policy(pid, spec)
+        # Gradient averaging: on once the group has more than one member
+        # (`init_group`); the policies and optimisers whose hooks are in place.
+        self._averaging = False
+        self._hooked_policies: dict[str, tuple[Policy, Callable[[], None]]] = {}
+        self._hooked_optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         if callbacks is None and callable(config.get("callbacks")):
             callbacks = config["callbacks"]()
         self.learner = Learner(
@@ -212,26 +255,47 @@ class LearnerWorker:
 
     def rendezvous_address(self, use_node_ip: bool) -> tuple[str, int]:
         """(address, free port) for the group's TCP rendezvous, on this learner's node."""
-        address = "127.0.0.1"
-        if use_node_ip:
-            import ray
+        return node_address(use_node_ip), free_port()
 
-            address = ray.util.get_node_ip_address()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return address, port
-
-    def init_group(self, address: str, port: int, timeout_s: float) -> int:
+    def init_group(
+        self,
+        address: str,
+        port: int,
+        timeout_s: float,
+        backend: str | None = None,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ) -> int:
         """Joins the process group (every learner must call this at once) and hooks the
-        policies' parameters to average their gradients; returns this process's pid."""
+        trained policies' parameters to average their gradients; returns this
+        process's pid.
+
+        Args:
+            address: the rendezvous host (rank 0's node).
+            port: the rendezvous port.
+            timeout_s: how long the group's operations may wait for each other.
+            backend: torch.distributed's backend (default: "nccl" on a GPU, else "gloo").
+            rank: a new rank for this learner (default: its own).
+            world_size: a new size of the group (default: its own).
+
+        A learner that is in a group already leaves it first: the group is formed anew
+        (after a member failed). Hooks are put in place once per policy and stay.
+        """
         import torch.distributed as dist
 
+        if rank is not None:
+            self.rank = rank
+        if world_size is not None:
+            self.world_size = world_size
+        if dist.is_initialized():
+            dist.destroy_process_group()
         if address == "127.0.0.1":
             # Gloo listens on the interface its host name resolves to, which in
             # containers is often not reachable: stay on loopback on one machine.
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        if backend is None:
+            backend = "nccl" if self.device.type == "cuda" else "gloo"
         dist.init_process_group(
             backend,
             init_method=f"tcp://{address}:{port}",
@@ -239,11 +303,31 @@ class LearnerWorker:
             world_size=self.world_size,
             timeout=timedelta(seconds=timeout_s),
         )
-        for pid, policy in self.policies.items():
-            self._hook(policy, self.learner.optimizers.get(pid))
+        # A learner alone (the driver's GPU learner) has nothing to average.
+        self._averaging = self._averaging or self.world_size > 1
+        self._hook_trained()
         return os.getpid()
 
-    def _hook(self, policy: Policy, optimizer: Optimizers | None = None) -> None:
+    def _hook_trained(self, policy_ids: Iterable[str] | None = None) -> None:
+        """Puts the averaging hooks on each trained policy (and its optimiser) that does
+        not have them yet: all of them, or those of `policy_ids`."""
+        if not self._averaging:
+            return
+        trained = self.learner.policy_ids
+        for pid in sorted(trained if policy_ids is None else set(policy_ids) & trained):
+            policy = self.policies[pid]
+            hooked = self._hooked_policies.get(pid)
+            if hooked is None or hooked[0] is not policy:
+                self._hooked_policies[pid] = (policy, self._hook(policy))
+            flush = self._hooked_policies[pid][1]
+            optimizer = self.learner.optimizers.get(pid)
+            for opt in optimizers_of(optimizer) if optimizer is not None else []:
+                if opt not in self._hooked_optimizers:
+                    # Averages what a backward that reached only some parameters queued.
+                    opt.register_step_pre_hook(lambda *_, flush=flush: flush())
+                    self._hooked_optimizers.add(opt)
+
+    def _hook(self, policy: Policy) -> Callable[[], None]:
         """Gradient averaging on every trainable parameter, and averaged stats for
         `after_update`, so that the learners' policies never drift apart.
 
@@ -253,17 +337,18 @@ class LearnerWorker:
         reaches only some parameters is flushed by the optimiser's step pre-hook. The
         queue order is the backward order, the same on every learner, so the flattened
         buffers line up. Averaging is linear: gradients accumulated over several
-        backward passes still end up as the average of the learners' sums.
+        backward passes still end up as the average of the learners' sums. The group's
+        size is read at each average (a group formed anew may be smaller).
+
+        Returns:
+            The function that averages what is queued (for the optimisers' pre-hooks).
         """
-        if self.world_size == 1:  # the driver's learner alone: nothing to average
-            return
         import torch.distributed as dist
         from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-        world = float(self.world_size)
         pending: list[torch.nn.Parameter] = []
 
-        def flush(*_: object) -> None:
+        def flush() -> None:
             if not pending:
                 return
             # Every queued parameter has its gradient: the hook runs after accumulation.
@@ -271,7 +356,7 @@ class LearnerWorker:
             pending.clear()
             flat = _flatten_dense_tensors(grads)
             dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-            flat.div_(world)
+            flat.div_(float(self.world_size))
             for grad, averaged in zip(grads, _unflatten_dense_tensors(flat, grads)):
                 grad.copy_(averaged)
 
@@ -292,16 +377,13 @@ class LearnerWorker:
 
         for param in params:
             param.register_post_accumulate_grad_hook(queue)
-        optimizers = optimizer.values() if isinstance(optimizer, Mapping) else [optimizer]
-        for opt in optimizers:
-            if opt is not None:
-                opt.register_step_pre_hook(flush)
         original = policy.after_update
 
         def after_update(stats: dict[str, Any]) -> dict[str, Any]:
             return original(self._mean_across_learners(stats))
 
         vars(policy)["after_update"] = after_update  # this policy's, for its lifetime
+        return flush
 
     def _mean_across_learners(self, stats: dict[str, Any]) -> dict[str, Any]:
         import torch.distributed as dist
@@ -326,12 +408,78 @@ class LearnerWorker:
             (the learner's reduced metrics, learner 0's new policy training states;
             None from the other learners).
         """
-        self._load_states(states)
+        self.load_states(states)
         return self._update_loaded(states, shard, **kwargs)
 
-    def _load_states(self, states: Mapping[str, Any]) -> None:
+    def load_states(self, states: Mapping[str, Any]) -> None:
+        """Loads policy training states (`policy_train_state` output, by policy id) into
+        this learner's policies, with their schedules."""
         for pid, state in states.items():
             load_policy_train_state(self.policies[pid], state, schedules=True)
+
+    def update_own_batch(self, batch: MultiAgentBatch | None, **kwargs: Any) -> dict | None:
+        """`Learner.update` (same keyword arguments) on this learner's own batch, with
+        nothing loaded before and nothing sent back (DD-PPO: what its rollout worker
+        sampled, its policies trained in place).
+
+        Every learner of the group must run as many minibatches as the others (each
+        one is a collective gradient average), so each policy's rows are first cut to
+        the fewest any learner holds (one all-reduce; nothing is cut where all hold as
+        many, as with `batch_mode="truncate_episodes"` and one agent per env); a policy
+        some learner has no rows of is left out of this update everywhere.
+
+        Args:
+            batch: the rows to train on; None when this learner has none this round
+                (its rollout worker failed to sample): it still joins that all-reduce,
+                so that the others learn of it instead of waiting for it, and the whole
+                group skips the round.
+            **kwargs: `Learner.update`'s keyword arguments.
+
+        Returns:
+            The learner's reduced metrics (None with `_no_metrics_reduce`, and when the
+            group skipped the round).
+        """
+        equalized = self._equalized(batch)
+        if equalized is None:
+            return None
+        # A policy its `PolicyMap` spilled and reloaded is a new object: hook it again.
+        self._hook_trained(equalized.policy_batches)
+        return self.learner.update(batch=equalized, **kwargs)
+
+    def _equalized(self, batch: MultiAgentBatch | None) -> MultiAgentBatch | None:
+        """`batch` with each trained policy's rows cut to the group's fewest; None when
+        some learner of the group has no batch."""
+        if not self._averaging:
+            return batch
+        fewest = self._fewest_rows(batch)
+        if fewest is None or batch is None:
+            return None
+        own = batch.policy_batches
+        kept = {}
+        for pid, n in fewest.items():
+            if n > 0:
+                kept[pid] = own[pid] if own[pid].count == n else own[pid].slice(0, n)
+        return MultiAgentBatch(kept, batch.env_steps())
+
+    def _fewest_rows(self, batch: MultiAgentBatch | None) -> dict[str, int] | None:
+        """Per trained policy, the fewest rows any learner of the group holds (one
+        all-reduce; every learner must call it); None if some learner has no batch."""
+        import torch.distributed as dist
+
+        pids = sorted(self.learner.policy_ids)
+        own = {} if batch is None else batch.policy_batches
+        # First entry: whether this learner has a batch at all.
+        counts = torch.tensor(
+            [int(batch is not None), *(own[pid].count if pid in own else 0 for pid in pids)],
+            dtype=torch.int64,
+        )
+        if self.device.type == "cuda":
+            counts = counts.to(self.device)
+        dist.all_reduce(counts, op=dist.ReduceOp.MIN)
+        values = [int(v) for v in counts.tolist()]
+        if values[0] == 0:
+            return None
+        return dict(zip(pids, values[1:]))
 
     def _update_loaded(
         self, states: Mapping[str, Any], shard: MultiAgentBatch, **kwargs: Any
@@ -361,7 +509,7 @@ class LearnerWorker:
         with this learner's policy, once the driver's states are loaded into it."""
         from corral.core.learner.training_data import rows_of_iterator, with_reading_policy
 
-        self._load_states(states)
+        self.load_states(states)
         prepare = with_reading_policy(prepare_rows, self.policies)
         rows = rows_of_iterator(
             self._data_iterators[key], num_iters, kwargs.get("minibatch_size"), prepare
@@ -378,15 +526,21 @@ class LearnerWorker:
         self.learner.set_state(from_bytes(data))
 
     def policy_weights(self, pid: str) -> dict[str, Any]:
-        """The policy's training state (for checks that the learners agree)."""
+        """The policy's training state (`policy_train_state`): for checks that the
+        learners agree, and for a group formed anew to hand to its new members."""
         return policy_train_state(self.policies[pid])
 
     def add_policy(self, pid: str, spec: PolicyBuildSpec, state: Mapping[str, Any]) -> None:
-        """Builds a copy of a new policy from its spec and state, and trains it."""
-        policy = self._build_policy(pid, spec)
+        """Builds a copy of a new policy from its spec and state, and trains it.
+
+        In place (`policies=`), the policy is the one its owner added under `pid`
+        (`RolloutWorker.add_policy`); it is given `state`, so that every learner of the
+        group starts it from the same weights.
+        """
+        policy = self.policies[pid] if self.in_place else self._build_policy(pid, spec)
         load_policy_train_state(policy, state, schedules=True)
         self.learner.add_policy(pid, policy)
-        self._hook(policy, self.learner.optimizers.get(pid))
+        self._hook_trained()
 
     def remove_policy(self, pid: str) -> None:
         """Stops training the policy and drops this learner's copy."""
@@ -395,6 +549,7 @@ class LearnerWorker:
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
         """Trains exactly `policy_ids` from now on."""
         self.learner.set_policies_to_train(policy_ids)
+        self._hook_trained()
 
     def ping(self) -> str:
         """Answers a health probe."""
@@ -406,6 +561,86 @@ class LearnerWorker:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class AttachedLearner:
+    """The `LearnerWorker` of a remote rollout worker (DD-PPO: made by its
+    `setup_torch_data_parallel`), behind the `WorkerHandle` interface: `call` and `apply`
+    run on that learner, through the rollout worker's handle.
+
+    The process is the rollout worker's, which its `WorkerSet` starts, recovers and
+    stops: `stop` and `kill` leave it be.
+
+    Args:
+        worker: the rollout worker's handle.
+    """
+
+    def __init__(self, worker: WorkerHandle) -> None:
+        self.worker = worker
+
+    @property
+    def worker_index(self) -> int:
+        """The rollout worker's index."""
+        return self.worker.worker_index
+
+    @property
+    def call_timeout_s(self) -> float:
+        """The rollout worker's call timeout."""
+        return self.worker.call_timeout_s
+
+    @property
+    def pid(self) -> int | None:
+        """The rollout worker's pid."""
+        return self.worker.pid
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Nothing to wait for: the rollout worker was built already."""
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> WorkerFuture:
+        """Runs `learner.<method>(*args, **kwargs)` in the rollout worker."""
+        return self.worker.apply(_call_attached_learner, method, *args, **kwargs)
+
+    def apply(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> WorkerFuture:
+        """Runs `func(learner, *args, **kwargs)` in the rollout worker."""
+        return self.worker.apply(_apply_to_attached_learner, func, *args, **kwargs)
+
+    def is_alive(self) -> bool:
+        """Whether the rollout worker is (not known to be dead)."""
+        return self.worker.is_alive()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Nothing: the rollout worker's set stops it (and it leaves the group then)."""
+
+    def kill(self) -> None:
+        """Nothing: the rollout worker's set ends it."""
+
+    def __repr__(self) -> str:
+        return f"AttachedLearner({self.worker!r})"
+
+
+def attached_learner(worker: Any) -> LearnerWorker:
+    """(In a rollout worker's process.) The worker's data-parallel learner.
+
+    Raises:
+        RuntimeError: it has none (`setup_torch_data_parallel` was not called).
+    """
+    learner = getattr(worker, "data_parallel_learner", None)
+    if learner is None:
+        raise RuntimeError(
+            f"{worker!r} has no data-parallel learner: call its "
+            "`setup_torch_data_parallel` first (DD-PPO does, when it starts)."
+        )
+    return learner
+
+
+def _call_attached_learner(worker: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+    return getattr(attached_learner(worker), method)(*args, **kwargs)
+
+
+def _apply_to_attached_learner(
+    worker: Any, func: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
+    return func(attached_learner(worker), *args, **kwargs)
 
 
 class InProcessLearner:

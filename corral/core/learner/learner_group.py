@@ -5,19 +5,26 @@ local worker's policies in place. With `num_learners=n > 0` there are n data-par
 learners in their own processes (`corral.core.learner.distributed`): on this machine
 with backend="local", as Ray actors in one placement group (one bundle of
 `num_cpus_per_learner` CPUs and `num_gpus_per_learner` GPUs each) with backend="ray".
+Given `rollout_workers` (DD-PPO), the learners are those rollout workers themselves
+(`attach`): each trains its own policies in place on what it sampled, in one
+torch.distributed group with the others.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral.core.learner.learner import Learner, training_data_of
 from corral.core.learner.training_data import rows_of_iterator, with_reading_policy
-from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
+from corral.evaluation.backend import (
+    DEFAULT_CALL_TIMEOUT_S,
+    WorkerFailure,
+    wait_all,
+    wait_all_fail_fast,
+)
 from corral.evaluation.worker_handle import WorkerFuture, WorkerHandle, WorkerSpec, start_worker
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.utils.metrics import MetricsLogger
@@ -124,6 +131,8 @@ class LearnerGroup:
         callbacks: `DefaultCallbacks` for the local learner (remote learners build
             their own from `config["callbacks"]`).
         policy_ids: the policies to train (default: all).
+        rollout_workers: remote rollout workers to make the learners (see `attach`);
+            `num_learners` is then not read.
     """
 
     def __init__(
@@ -133,8 +142,9 @@ class LearnerGroup:
         callbacks: DefaultCallbacks | None = None,
         *,
         policy_ids: Iterable[str] | None = None,
+        rollout_workers: Sequence[WorkerHandle] | None = None,
     ) -> None:
-        num_learners = config.get("num_learners", 0) or 0
+        num_learners = 0 if rollout_workers is not None else config.get("num_learners", 0) or 0
         if isinstance(num_learners, bool) or not isinstance(num_learners, int) or num_learners < 0:
             raise ValueError(f"num_learners must be an int >= 0, got {num_learners!r}.")
         self.config = config
@@ -152,8 +162,14 @@ class LearnerGroup:
         # Updates run with `_no_metrics_reduce` whose metrics `reduce_metrics` has not
         # reduced yet.
         self.unreduced_updates = 0
-        device = _driver_device(config) if num_learners == 0 else None
-        if num_learners == 0 and device is None:
+        # True when the learners are rollout workers (`attach`), and those workers.
+        self._attached = rollout_workers is not None
+        self._rollout_workers: list[WorkerHandle] = []
+        device = _driver_device(config) if num_learners == 0 and not self._attached else None
+        if rollout_workers is not None:
+            self._policy_ids = set(policies if policy_ids is None else policy_ids)
+            self.attach(rollout_workers)
+        elif num_learners == 0 and device is None:
             self.local_learner = Learner(policies, config, callbacks, policy_ids=policy_ids)
             self._policy_ids = self.local_learner.policy_ids
         elif num_learners == 0:
@@ -187,6 +203,11 @@ class LearnerGroup:
     def is_local(self) -> bool:
         """True when the driver's own learner trains (`num_learners=0`)."""
         return self.local_learner is not None
+
+    @property
+    def is_attached(self) -> bool:
+        """True when the learners are rollout workers (`attach`)."""
+        return self._attached
 
     @property
     def device(self) -> torch.device | None:
@@ -258,6 +279,56 @@ class LearnerGroup:
             self._stop_remote()
             raise
 
+    def attach(self, rollout_workers: Sequence[WorkerHandle]) -> None:
+        """Makes the learners of `rollout_workers` this group's learners (DD-PPO).
+
+        The workers join one torch.distributed group
+        (`RolloutWorker.setup_torch_data_parallel`, with `torch_distributed_backend`);
+        from then on each one's `LearnerWorker` trains the worker's own policies in
+        place, averaging every gradient across the group. Called again with the
+        workers left after a failure (some recreated, some dropped), it forms the group
+        anew; the first worker that was in the old group then hands its policies'
+        training state and its optimiser state to all the others, so that every
+        learner takes the same steps again.
+
+        Raises:
+            ValueError: `rollout_workers` is empty.
+        """
+        from corral.core.learner.distributed import AttachedLearner
+
+        if not rollout_workers:
+            raise ValueError(
+                "LearnerGroup.attach needs at least one remote rollout worker (num_workers "
+                ">= 1): the learners are the rollout workers."
+            )
+        before = {id(w) for w in self._rollout_workers}
+        cfg = self.config
+        first = rollout_workers[0]
+        address = first.call("get_node_ip").result(self._timeout_s)
+        port = first.call("find_free_port").result(self._timeout_s)
+        url = f"tcp://{address}:{port}"
+        backend = cfg.get("torch_distributed_backend") or "gloo"
+        n = len(rollout_workers)
+        self._rollout_workers = list(rollout_workers)
+        self._handles = [AttachedLearner(w) for w in rollout_workers]
+        self.num_learners = n
+        wait_all_fail_fast(
+            [
+                w.call("setup_torch_data_parallel", url, rank, n, backend)
+                for rank, w in enumerate(rollout_workers)
+            ],
+            LEARNER_START_TIMEOUT_S,
+        )
+        kept = [h for h, w in zip(self._handles, rollout_workers) if id(w) in before]
+        if kept and len(kept) < n:
+            source = kept[0]
+            pids = sorted(self._policy_ids)
+            states = dict(zip(pids, self._wait([source.call("policy_weights", p) for p in pids])))
+            learner_state = self._wait([source.call("get_learner_state")])[0]
+            others = [h for h in self._handles if h is not source]
+            self._wait([h.call("load_states", states) for h in others])
+            self._wait([h.call("set_learner_state", learner_state) for h in others])
+
     def _reserve_ray_placement(self, n: int, num_cpus: float, num_gpus: float) -> None:
         """With backend="ray": a placement group bundle for each of the n learners."""
         from corral.evaluation.ray_backend import RayPlacement
@@ -285,17 +356,12 @@ class LearnerGroup:
         (`wait_all` waits in order: a learner blocked in a collective with a dead
         peer would hold it up until the timeout.)
         """
-        deadline = time.monotonic() + self._timeout_s
         try:
-            while not all(f.done() for f in futures):
-                for f in futures:
-                    if f.done():
-                        f.result(0)  # raises the learner's failure now
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.002)
-            return wait_all(futures, max(0.0, deadline - time.monotonic()))
+            return wait_all_fail_fast(futures, self._timeout_s)
         except WorkerFailure as e:
+            if self._attached:
+                # The learners are rollout workers: the trainer recovers them as such.
+                raise
             raise LearnerFailure(
                 f"Learner {e.worker_index - 1} (of {len(self._handles)} data-parallel "
                 f"learners) failed: {e}",
@@ -304,6 +370,7 @@ class LearnerGroup:
             ) from e
 
     def _stop_remote(self) -> None:
+        # (An attached learner's process is its rollout worker's: `kill` leaves it be.)
         for handle in self._handles:
             try:
                 handle.kill()
@@ -328,6 +395,11 @@ class LearnerGroup:
                 False (`ignore_worker_failures`): one fewer (at least one).
         """
         if self.is_local:
+            return
+        if self._attached:
+            # The rollout workers themselves are recovered by the trainer; here the
+            # group is only formed anew among them.
+            self.attach(self._rollout_workers)
             return
         n = len(self._handles) if keep_failed else max(1, len(self._handles) - 1)
         logger.warning(
@@ -456,8 +528,14 @@ class LearnerGroup:
             load_policy_train_state(policy, state, schedules=False)
             # The rollout workers' weight sync sends only weights that changed.
             policy.bump_weights_seq()
-        self.metrics.aggregate([metrics for metrics, _ in results if metrics is not None])
-        return None if no_metrics_reduce else self.metrics.reduce()
+        return self.merge_metrics([metrics for metrics, _ in results], reduce=not no_metrics_reduce)
+
+    def merge_metrics(self, results: Iterable[dict | None], *, reduce: bool = True) -> dict | None:
+        """Merges the learners' `Learner.update` results into this group's metrics (means
+        averaged, sums added: `MetricsLogger.aggregate`) and, with `reduce`, returns them
+        reduced, as `update` does (None without)."""
+        self.metrics.aggregate([metrics for metrics in results if metrics is not None])
+        return self.metrics.reduce() if reduce else None
 
     def _update_from_own_iterators(
         self,
