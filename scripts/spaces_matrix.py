@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from corral.env.multi_agent_env import make_multi_agent
 from corral.env.random_env import RandomEnv
 from corral.utils.error import UnsupportedSpaceException
 
@@ -114,7 +115,26 @@ _NEEDS: dict[str, dict[str, Any]] = {
         "maml_optimizer_steps": 1,
         "grad_clip": 1.0,
     },
+    # Dreamer: chunks that fit RandomEnv's 8-step episodes, tiny networks, a short prefill.
+    "DREAMER": {
+        "prefill_timesteps": 16,
+        "dreamer_train_iters": 1,
+        "batch_size": 2,
+        "batch_length": 4,
+        "imagine_horizon": 2,
+        "dreamer_model": {"deter_size": 8, "stoch_size": 4, "depth_size": 2, "hidden_size": 8},
+    },
+    # AlphaStar: a small league (main, a random policy and one exploiter of each kind).
+    "AlphaStar": {
+        "league_builder_config": {
+            "num_learning_league_exploiters": 1,
+            "num_learning_main_exploiters": 1,
+        },
+    },
 }
+
+# Algorithms that need a multi-agent env: two RandomEnv players (agents 0 and 1).
+_MULTI_AGENT = {"AlphaStar"}
 
 
 def tiny_config(trainer_cls: type, obs_space: gym.Space, action_space: gym.Space) -> dict:
@@ -126,6 +146,8 @@ def tiny_config(trainer_cls: type, obs_space: gym.Space, action_space: gym.Space
         "action_space": action_space,
         "max_episode_len": 8,
     }
+    if getattr(trainer_cls, "_name", "") in _MULTI_AGENT:
+        config["env_config"]["num_agents"] = 2
     return config
 
 
@@ -142,7 +164,7 @@ def run_cell(algorithm: str, obs_space: gym.Space, action_space: gym.Space) -> s
 
             trainer = trainer_cls(
                 config=tiny_config(trainer_cls, obs_space, action_space),
-                env=RandomEnv,
+                env=make_multi_agent(RandomEnv) if algorithm in _MULTI_AGENT else RandomEnv,
                 logger_creator=lambda cfg: UnifiedLogger(cfg, logdir, loggers=[]),
             )
             trainer.train()

@@ -13,8 +13,8 @@ _FUNCTION_POLICY = (
     "policies are classes: subclass the policy and override the method (e.g. `loss`)"
 )
 _EXEC_PLAN = (
-    "it is an execution-plan operator of RLlib's trainer; corral's trainer does this inside "
-    "`training_step`"
+    "it is an operator of one of RLlib's own execution plans whose work corral's algorithm "
+    "does inside its policy or `training_step` instead"
 )
 _REPLAY_ACTOR = (
     "it is RLlib's Ray actor of a buffer shard for distributed replay (Ape-X's replay "
@@ -71,17 +71,18 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         _FUNCTION_POLICY,
         "cql_optimizer_fn cql_setup_late_mixins compute_gradients_fn apply_gradients_fn",
     ),
-    "agents.ppo.ppo": (_EXEC_PLAN, "UpdateKL warn_about_bad_reward_scales"),
-    "agents.maml.maml": (_EXEC_PLAN, "MetaUpdate"),
-    "agents.ppo.appo": (_EXEC_PLAN, "UpdateTargetAndKL"),
+    "agents.maml.maml": (
+        _EXEC_PLAN + " (MAML's inner adaptation and meta update run in `training_step`)",
+        "MetaUpdate",
+    ),
+    "agents.ppo.appo": (
+        _EXEC_PLAN + " (`APPOTorchPolicy.after_update` updates the target network and the "
+        "KL coefficient every `num_sgd_iter * minibatch_buffer_size` updates)",
+        "UpdateTargetAndKL",
+    ),
     "agents.ppo.appo_torch_policy": (
         _FUNCTION_POLICY,
         "appo_surrogate_loss stats add_values setup_early_mixins setup_late_mixins",
-    ),
-    "agents.dqn.apex": (_EXEC_PLAN, "UpdateWorkerWeights"),
-    "agents.impala.impala": (
-        _EXEC_PLAN,
-        "gather_experiences_directly BroadcastUpdateLearnerWeights",
     ),
     "agents.impala.vtrace_torch_policy": (
         _FUNCTION_POLICY,
@@ -149,6 +150,18 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any
 # importable "module:attr"; no attr: the module itself).
 _ALIASES: dict[str, str] = {
+    # The algorithm-specific operators of RLlib 1.13's execution plans.
+    "agents.ppo.ppo:UpdateKL": "corral.execution.algorithm_ops:UpdateKL",
+    "agents.ppo.ppo:warn_about_bad_reward_scales": (
+        "corral.execution.algorithm_ops:warn_about_bad_reward_scales"
+    ),
+    "agents.dqn.apex:UpdateWorkerWeights": "corral.execution.algorithm_ops:UpdateWorkerWeights",
+    "agents.impala.impala:BroadcastUpdateLearnerWeights": (
+        "corral.execution.algorithm_ops:BroadcastUpdateLearnerWeights"
+    ),
+    "agents.impala.impala:gather_experiences_directly": (
+        "corral.execution.algorithm_ops:gather_experiences_directly"
+    ),
     # RLlib 1.13's estimator modules; corral's estimators live in corral.offline.estimators.
     "offline.is_estimator:ImportanceSamplingEstimator": (
         "corral.offline.estimators.importance_sampling:ImportanceSampling"

@@ -38,52 +38,20 @@ class Feature:
 # read this.
 NOT_BUILT: tuple[Feature, ...] = (
     Feature(
-        "Execution plans",
-        "RLlib's iterator-based execution-plan operators (corral trainers run "
-        "`training_iteration()`; `synchronous_parallel_sample`, `train_one_step`, the "
-        "asynchronous requests, `LearnerThread`, `MinibatchBuffer` and the 1.13 "
-        "`MultiAgentReplayBuffer` are built), the multi-GPU learner thread, tree "
-        "aggregation and Ape-X's learner thread",
+        "Multi-GPU and distributed execution-plan pieces",
+        "RLlib's multi-GPU learner thread (`MultiGPULearnerThread`, `multi_gpu_impl`: "
+        "corral's learners train on one device each, several with `num_learners`), "
+        "IMPALA's tree aggregation (aggregation actors between workers and learner), "
+        "Ape-X's own learner thread and its Ray replay actors (`ReplayActor`: corral "
+        "replays from one local buffer); execution plans and their operators are built "
+        "(`corral.execution`)",
         (
-            "execution.concurrency_ops",
-            "execution.metric_ops",
             "execution.multi_gpu_impl",
             "execution.multi_gpu_learner_thread",
-            "execution.replay_ops",
             "execution.tree_agg",
-            "execution.buffers.mixin_replay_buffer",
             "agents.dqn.learner_thread",
         ),
-        (
-            "execution.rollout_ops:ParallelRollouts",
-            "execution.rollout_ops:AsyncGradients",
-            "execution.rollout_ops:ConcatBatches",
-            "execution.rollout_ops:SelectExperiences",
-            "execution.rollout_ops:StandardizeFields",
-            "execution.train_ops:TrainOneStep",
-            "execution.train_ops:MultiGPUTrainOneStep",
-            "execution.train_ops:ComputeGradients",
-            "execution.train_ops:ApplyGradients",
-            "execution.train_ops:AverageGradients",
-            "execution.train_ops:UpdateTargetNetwork",
-            "execution.buffers.multi_agent_replay_buffer:ReplayActor",
-            "execution.buffers.replay_buffer:warn_replay_capacity",
-            "execution.buffers.replay_buffer:warn_replay_buffer_size",
-        ),
-    ),
-    Feature(
-        "AlphaStar",
-        "league-based multi-agent self-play",
-        ("agents.alpha_star",),
-        (),
-        ("AlphaStar",),
-    ),
-    Feature(
-        "Dreamer",
-        "model-based RL with a learned world model",
-        ("agents.dreamer", "models.torch.modules.convtranspose2d_stack"),
-        (),
-        ("DREAMER",),
+        ("execution.buffers.multi_agent_replay_buffer:ReplayActor",),
     ),
     Feature(
         "MB-MPO",

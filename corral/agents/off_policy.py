@@ -415,9 +415,10 @@ def _warn_missing_priorities(batch: SampleBatch | MultiAgentBatch) -> None:
             )
 
 
-def make_replay_buffer(config: dict) -> Any:
+def make_replay_buffer(config: dict, **overrides: Any) -> Any:
     """The `MultiAgentReplayBuffer` described by `replay_buffer_config` (and the
-    top-level `prioritized_replay*` keys) and `multiagent.replay_mode`.
+    top-level `prioritized_replay*` keys) and `multiagent.replay_mode`; `overrides`
+    are further constructor arguments (e.g. `learning_starts`, `replay_batch_size`).
 
     Raises:
         ValueError: lockstep replay with prioritized replay (as in RLlib).
@@ -437,6 +438,7 @@ def make_replay_buffer(config: dict) -> Any:
         eps=config["prioritized_replay_eps"],
         seed=config.get("seed"),
         replay_mode=(config.get("multiagent") or {}).get("replay_mode") or "independent",
+        **overrides,
     )
 
 

@@ -40,6 +40,8 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "BanditLinUCB": ("corral.agents.bandit", "BanditLinUCBTrainer"),
     "BanditLinTS": ("corral.agents.bandit", "BanditLinTSTrainer"),
     "SlateQ": ("corral.agents.slateq", "SlateQTrainer"),
+    "AlphaStar": ("corral.agents.alpha_star", "AlphaStarTrainer"),
+    "DREAMER": ("corral.agents.dreamer", "DREAMERTrainer"),
 }
 
 

@@ -18,7 +18,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from corral.agents import acting, recovery, trainer_checkpoints, trainer_evaluation, trainer_results
+from corral.agents import (
+    acting,
+    recovery,
+    trainer_checkpoints,
+    trainer_evaluation,
+    trainer_plan,
+    trainer_results,
+)
 from corral.agents.callbacks import DefaultCallbacks, make_callbacks
 from corral.agents.config import (
     ALLOW_UNKNOWN_SUBKEYS,
@@ -107,7 +114,15 @@ class Trainer(Trainable):
             config["env"] = env
         if logger_creator is None:
             logger_creator = self._default_logger_creator
+        self.train_exec_impl: Any
         super().__init__(config, logger_creator)
+        # An execution plan is built once the whole setup (a subclass's too) is done.
+        if trainer_plan.uses_execution_plan(self):
+            try:
+                self.train_exec_impl = trainer_plan.build(self)
+            except BaseException:
+                self.stop()
+                raise
 
     def _default_logger_creator(self, config: dict) -> Any:
         return default_logger(self._name, self._env_id, config)
@@ -183,6 +198,8 @@ class Trainer(Trainable):
             )
         self.callbacks: DefaultCallbacks = make_callbacks(self.config["callbacks"])
         self._counters: dict[str, int] = defaultdict(int)
+        # The execution plan's iterator (RLlib 1.x's name), when the class has a plan.
+        self.train_exec_impl = None
         self._episode_history: list[RolloutMetrics] = []
         self._episodes_total = 0
 
@@ -294,6 +311,8 @@ class Trainer(Trainable):
         return results
 
     def _train_iteration(self) -> dict:
+        if self.train_exec_impl is not None:
+            return trainer_plan.next_result(self)
         start = time.perf_counter()
         # Timesteps count agent steps when `multiagent/count_steps_by` says so.
         count_steps_by = self.config["multiagent"]["count_steps_by"]
@@ -369,6 +388,21 @@ class Trainer(Trainable):
         """RLlib 1.13's name for `training_step()`; override either (an override of
         this one is what `train()` runs)."""
         return self.training_step()
+
+    @staticmethod
+    def execution_plan(workers: WorkerSet, config: dict, **kwargs: Any) -> Any:
+        """RLlib 1.x's classic form of an algorithm: an iterator (built from the
+        operators of `corral.execution`) whose every item is one iteration's result
+        dict. A subclass that overrides it (or `build_trainer(execution_plan=fn)`) runs
+        it instead of `training_step()`, unless `_disable_execution_plan_api` is set;
+        `kwargs` holds `local_replay_buffer` when the config has a replay buffer.
+        This default is RLlib 1.13's: sample, concatenate to `train_batch_size`, train,
+        report (see `corral.agents.trainer_plan`)."""
+        return trainer_plan.default_execution_plan(workers, config)
+
+    def _kwargs_for_execution_plan(self) -> dict:
+        """The keyword arguments `execution_plan` gets (RLlib 1.13's hook)."""
+        return trainer_plan.plan_kwargs(self)
 
     def _compile_results(self, learner_info: dict, steps_this_iter: int) -> dict:
         return trainer_results.compile_results(self, learner_info, steps_this_iter)
@@ -474,6 +508,7 @@ class Trainer(Trainable):
         observation_space: Any = None,
         action_space: Any = None,
         config: dict | None = None,
+        policy_state: dict | None = None,
         policy_mapping_fn: Callable | None = None,
         policies_to_train: list[str] | Callable | None = None,
         evaluation_workers: bool = True,
@@ -481,9 +516,10 @@ class Trainer(Trainable):
         """Adds a policy to every rollout worker (and evaluation worker) and the learners.
 
         Spaces left None are taken from the env (the agents `policy_mapping_fn`
-        maps to the policy). A new `policy_mapping_fn` applies to episodes
-        started afterwards; `policies_to_train` None keeps the current list
-        (plus the new policy). Returns the local worker's copy.
+        maps to the policy). `policy_state` (a `Policy.get_state()`) is set on
+        every copy right after it is built. A new `policy_mapping_fn` applies to
+        episodes started afterwards; `policies_to_train` None keeps the current
+        list (plus the new policy). Returns the local worker's copy.
 
         The trainer remembers the policy: workers recreated after a failure
         (`recreate_failed_workers`) get it too, and checkpoints record its id,
@@ -499,6 +535,7 @@ class Trainer(Trainable):
             observation_space=observation_space,
             action_space=action_space,
             config=config,
+            policy_state=policy_state,
             policy_mapping_fn=policy_mapping_fn,
             policies_to_train=policies_to_train,
         )
@@ -609,6 +646,10 @@ class Trainer(Trainable):
         with `ignore_worker_failures`.
         """
         recovery.recover(self, error)
+        if self.train_exec_impl is not None:
+            # The old plan holds the old worker list: rebuild it over the new one.
+            logger.warning("Recreating execution plan after failure.")
+            self.train_exec_impl = trainer_plan.build(self)
 
     # -- checkpoints --------------------------------------------------------
 
@@ -636,6 +677,12 @@ class Trainer(Trainable):
 
     def _checkpoint_algorithm(self) -> str:
         return self._name
+
+    def _checkpoint_config(self) -> dict:
+        """The config a checkpoint saves, from which `from_checkpoint` builds the trainer
+        again (default: `self.config`; a trainer whose setup derives parts of its config
+        saves what it derives them from)."""
+        return self.config
 
     @classmethod
     def from_checkpoint(
@@ -673,18 +720,22 @@ class Trainer(Trainable):
         """Algorithm state beyond weights and optimisers (e.g. a replay buffer).
 
         A nested dict of numpy arrays and JSON-able values, written as
-        `extra_state.safetensors` + `extra_state.json`; empty: nothing written.
+        `extra_state.safetensors` + `extra_state.json`; empty: nothing written. (The
+        base class saves the replay buffer it made for an execution plan, with
+        `store_buffer_in_checkpoints`.)
         """
-        return {}
+        return trainer_plan.replay_buffer_state(self)
 
     def _set_extra_checkpoint_state(self, state: dict) -> None:
         """Restores what `_extra_checkpoint_state` returned."""
+        trainer_plan.set_replay_buffer_state(self, state)
 
     def __getstate__(self) -> dict:
         return trainer_checkpoints.get_state(self)
 
     def __setstate__(self, state: dict) -> None:
         trainer_checkpoints.set_state(self, state)
+        trainer_plan.relink(self)
 
     # -- resources ----------------------------------------------------------
 

@@ -43,7 +43,7 @@ def save(trainer: Trainer, checkpoint_dir: str) -> None:
             "format_version": CHECKPOINT_FORMAT_VERSION,
             "trainer": trainer._name,
             "env": trainer._env_id,
-            "config": checkpoint_config.config_to_json(trainer.config),
+            "config": checkpoint_config.config_to_json(trainer._checkpoint_config()),
             "counters": dict(trainer._counters),
             "episodes_total": trainer._episodes_total,
             "episode_history": [m.to_json() for m in trainer._episode_history],

@@ -3,7 +3,9 @@
 An algorithm given this way is a default config, a policy class and one of
 
 - `execution_plan(workers, config, **kwargs)`: the classic form, returning an
-  iterator whose every item is the result dict of one training iteration;
+  iterator whose every item is the result dict of one training iteration, built from
+  the operators of `corral.execution` (`ParallelRollouts`, `ConcatBatches`,
+  `TrainOneStep`, `StandardMetricsReporting`, ...; see `Trainer.execution_plan`);
 - `training_step(trainer)`: the newer form, one round of sampling and
   learning returning the learner info dict (see `Trainer.training_step`).
 
@@ -89,9 +91,6 @@ def build_trainer(
             if before_init is not None:
                 before_init(self)
             super().setup(config)
-            self.train_exec_impl = None
-            if execution_plan is not None:
-                self.train_exec_impl = self._build_execution_plan()
             if after_init is not None:
                 after_init(self)
 
@@ -114,28 +113,17 @@ def build_trainer(
                 return super().training_step()
             return training_step(self)
 
-        def _train_iteration(self) -> dict:
-            if self.train_exec_impl is None:
-                return super()._train_iteration()
-            return dict(next(self.train_exec_impl))
-
-        def _build_execution_plan(self) -> Iterator[dict]:
-            return iter(execution_plan(self.workers, self.config))
-
         def _before_evaluate(self) -> None:
             if before_evaluate_fn is not None:
                 before_evaluate_fn(self)
-
-        def try_recover_from_step_attempt(self) -> None:
-            super().try_recover_from_step_attempt()
-            # The old plan holds the old worker list: rebuild it over the new one.
-            if self.train_exec_impl is not None:
-                self.train_exec_impl = self._build_execution_plan()
 
         @staticmethod
         def with_updates(**overrides: Any) -> type[Trainer]:
             """A copy of this trainer class with some `build_trainer` arguments replaced."""
             return build_trainer(**{**arguments, **overrides})
 
+    if execution_plan is not None:
+        # `Trainer` runs a plan of the class's own (see `corral.agents.trainer_plan`).
+        BuiltTrainer.execution_plan = staticmethod(execution_plan)  # type: ignore[method-assign]
     BuiltTrainer.__name__ = BuiltTrainer.__qualname__ = name
     return BuiltTrainer

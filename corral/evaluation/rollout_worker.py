@@ -483,11 +483,15 @@ class RolloutWorker:
         policy_config: dict | None = None,
         policy_mapping_fn: Callable | None = None,
         policies_to_train: list[str] | Callable | None = None,
+        *,
+        policy_state: dict | None = None,
     ) -> Policy:
         """Builds a new policy and adds it to this worker's policy map.
 
         A new `policy_mapping_fn` applies to episodes started from now on;
-        running episodes keep the mapping they started with.
+        running episodes keep the mapping they started with. `policy_state`
+        (`Policy.get_state()` of another policy, e.g. a league snapshot) is set
+        on the new policy right after it is built.
         """
         if policy_id in self.policy_map:
             raise ValueError(f"Policy ID '{policy_id}' already in policy map!")
@@ -496,6 +500,8 @@ class RolloutWorker:
         spec = PolicySpec(policy_cls, observation_space, action_space, config or {})
         base = self.config if policy_config is None else policy_config
         policy = self._build_policies({policy_id: spec}, None, base)[policy_id]
+        if policy_state is not None:
+            policy.set_state(policy_state)
         self._register_policy(policy_id, policy)
         if policies_to_train is not None:
             self.set_policies_to_train(policies_to_train)
@@ -750,6 +756,10 @@ class RolloutWorker:
         ptt = self.policies_to_train
         return ptt(policy_id, batch) if callable(ptt) else policy_id in ptt
 
+    def get_policies_to_train(self, batch: Any = None) -> set[str]:
+        """The ids of this worker's policies to train (RLlib 1.13's set)."""
+        return {pid for pid in self.policy_map if self.is_policy_to_train(pid, batch)}
+
     # -- learning on the worker's own policies (RLlib 1.13's worker-level calls) ----
 
     def _policy_batches(self, samples: SampleBatch | MultiAgentBatch) -> dict[str, SampleBatch]:
@@ -864,6 +874,9 @@ class RolloutWorker:
             for pid in self.policy_map
             if self.is_policy_to_train(pid)
         ]
+
+    # RLlib 1.13's name (its execution-plan operators call it).
+    foreach_policy_to_train = foreach_trainable_policy
 
     def foreach_env(self, func: Callable) -> list:
         if self.async_env is None:

@@ -1,8 +1,9 @@
-"""RLlib 1.13's `execution` package: the building blocks of `training_iteration()`.
-
-`rollout_ops.synchronous_parallel_sample`, `train_ops.train_one_step` /
-`multi_gpu_train_one_step` and `buffers.multi_agent_replay_buffer.MultiAgentReplayBuffer`
-are built; RLlib's iterator-based execution-plan operators are served (as not built) by
+"""RLlib 1.13's `execution` package: the building blocks of `training_iteration()`
+(`synchronous_parallel_sample`, `train_one_step`, the asynchronous requests, the learner
+thread, the 1.13 replay buffers) and of classic execution plans: the iterators
+(`local_iterator`, Ray's `ray.util.iter`) and their operators in `rollout_ops`,
+`train_ops`, `metric_ops`, `concurrency_ops` and `replay_ops`. RLlib's other names of
+this package (`corral.execution.ParallelRollouts`, ...) are served lazily by
 `corral._surface`.
 """
 

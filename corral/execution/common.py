@@ -18,8 +18,10 @@ through these helpers instead of typing the counter names out::
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import MutableMapping
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 # The key of `LearnerGroup.update(timesteps=...)` that schedules (lr, entropy) read.
 from corral.core.learner.learner import NUM_ENV_STEPS_SAMPLED_LIFETIME  # noqa: F401
@@ -94,6 +96,20 @@ def count_trained(counters: Counters, batch: CountableBatch) -> int:
     return counters[NUM_ENV_STEPS_TRAINED]
 
 
+@dataclass(frozen=True)
+class StepCount:
+    """Steps of a batch that is not at hand (e.g. one a worker computed gradients on)."""
+
+    env: int
+    agent: int
+
+    def env_steps(self) -> int:
+        return self.env
+
+    def agent_steps(self) -> int:
+        return self.agent
+
+
 def steps_sampled(counters: Counters, count_steps_by: str = "env_steps") -> int:
     """Steps sampled over the trainer's lifetime, as `multiagent/count_steps_by` counts
     them (`"env_steps"` or `"agent_steps"`): the result's `timesteps_total`."""
@@ -110,6 +126,77 @@ def steps_trained(counters: Counters, count_steps_by: str = "env_steps") -> int:
     return counters.get(NUM_ENV_STEPS_TRAINED, 0)
 
 
+# --------------------------------------------------------------------------------------
+# Execution plans (RLlib 1.13's private helpers of its operators, same names)
+# --------------------------------------------------------------------------------------
+
+
+def _get_shared_metrics() -> Any:
+    """The `MetricsContext` of the execution-plan operator running now (its `counters`,
+    `timers`, `info`, `current_actor`)."""
+    from corral.execution.local_iterator import LocalIterator
+
+    return LocalIterator.get_metrics()
+
+
+def _get_global_vars() -> dict:
+    """What the workers' `set_global_vars` get inside a plan: the env steps sampled."""
+    return {"timestep": _get_shared_metrics().counters[NUM_ENV_STEPS_SAMPLED]}
+
+
+def _check_sample_batch_type(batch: Any) -> None:
+    from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    if not isinstance(batch, SampleBatch | MultiAgentBatch):
+        raise ValueError(
+            f"Expected either SampleBatch or MultiAgentBatch, got {type(batch).__name__}: "
+            f"{batch!r:.200}"
+        )
+
+
+def learner_info_by_policy(info: dict) -> dict:
+    """A learner info keyed by policy id: one policy's info (`{"learner_stats": ...}`,
+    what `compute_gradients` gives for a `SampleBatch`) goes under the default policy."""
+    from corral.policy.sample_batch import DEFAULT_POLICY_ID
+    from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
+
+    return {DEFAULT_POLICY_ID: info} if LEARNER_STATS_KEY in info else info
+
+
+def count_sampled_in_plan(counters: Counters, batch: CountableBatch) -> None:
+    """`count_sampled`, plus RLlib 1.x's older env-step counter (`num_steps_sampled`)
+    that execution-plan operators read. (The agent-step counters have one name.)"""
+    count_sampled(counters, batch)
+    counters[STEPS_SAMPLED_COUNTER] += batch.env_steps()
+
+
+def count_trained_in_plan(counters: Counters, batch: CountableBatch, *, new_names: bool) -> None:
+    """RLlib 1.x's trained-step counters of execution plans (`num_steps_trained`,
+    `num_steps_trained_this_iter`), and with `new_names` `count_trained`'s too (False
+    where the trainer's learners counted them already)."""
+    if new_names:
+        count_trained(counters, batch)
+    counters[STEPS_TRAINED_COUNTER] += batch.env_steps()
+    counters[STEPS_TRAINED_THIS_ITER_COUNTER] = batch.env_steps()
+
+
+# WorkerSet -> the trainer running an execution plan over it: the plan's training
+# operators update that trainer's learners (whose optimisers its checkpoints save).
+_PLAN_TRAINERS: weakref.WeakKeyDictionary[Any, weakref.ref] = weakref.WeakKeyDictionary()
+
+
+def attach_plan_trainer(workers: Any, trainer: Any) -> None:
+    """Makes `trainer` the one whose learners train `workers`' policies in plans."""
+    _PLAN_TRAINERS[workers] = weakref.ref(trainer)
+
+
+def plan_trainer(workers: Any) -> Any:
+    """The trainer attached to `workers` (None: the operators train through the local
+    worker's own `learn_on_batch` / `apply_gradients`, as RLlib's do)."""
+    ref = _PLAN_TRAINERS.get(workers)
+    return None if ref is None else ref()
+
+
 __all__ = [
     "AGENT_STEPS_SAMPLED_COUNTER",
     "AGENT_STEPS_TRAINED_COUNTER",
@@ -118,8 +205,14 @@ __all__ = [
     "STEPS_TRAINED_THIS_ITER_COUNTER",
     "CountableBatch",
     "Counters",
+    "StepCount",
+    "attach_plan_trainer",
     "count_sampled",
+    "count_sampled_in_plan",
     "count_trained",
+    "count_trained_in_plan",
+    "learner_info_by_policy",
+    "plan_trainer",
     "steps_sampled",
     "steps_trained",
 ]

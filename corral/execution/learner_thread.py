@@ -233,5 +233,6 @@ class LearnerThread(threading.Thread):
                 },
             }
         )
-        info.setdefault("learner", copy.deepcopy(self.learner_info))
+        if not info.get("learner"):  # (an execution plan's result has an empty one)
+            info["learner"] = copy.deepcopy(self.learner_info)
         return result

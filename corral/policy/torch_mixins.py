@@ -235,20 +235,27 @@ class ReplayPolicyMixin(_PostprocessMixin):
     def clip_and_step(
         self, loss: torch.Tensor, optimizer: Optimizers, terms: dict[str, Any]
     ) -> None:
-        """backward, the finite check (before any weight changes), per-group gradient
-        clipping to `grad_clip`, and the optimiser step (of each one of a dict of
-        optimisers, whose parameters `loss` trains disjointly)."""
-        optimizers = optimizers_of(optimizer)
-        groups = [group for opt in optimizers for group in opt.param_groups]
-        clear_grads(p for group in groups for p in group["params"])
-        loss.backward()
-        check_finite_update(loss, optimizer, terms)
-        grad_clip = self.config.get("grad_clip")  # type: ignore[attr-defined]
-        if grad_clip:
-            for group in groups:
-                torch.nn.utils.clip_grad_norm_(group["params"], grad_clip)
-        for opt in optimizers:
-            step_optimizer(opt)
+        """`clip_and_step` (below) with the config's `grad_clip`."""
+        clip_and_step(loss, optimizer, terms, self.config.get("grad_clip"))  # type: ignore[attr-defined]
+
+
+def clip_and_step(
+    loss: torch.Tensor, optimizer: Optimizers, terms: dict[str, Any], grad_clip: float | None
+) -> None:
+    """backward, the finite check (before any weight changes), per-group gradient clipping
+    to `grad_clip` (None or 0: none), and the optimiser step (of each one of a dict of
+    optimisers, whose parameters `loss` trains disjointly): one update of several networks
+    whose losses are summed into `loss`."""
+    optimizers = optimizers_of(optimizer)
+    groups = [group for opt in optimizers for group in opt.param_groups]
+    clear_grads(p for group in groups for p in group["params"])
+    loss.backward()
+    check_finite_update(loss, optimizer, terms)
+    if grad_clip:
+        for group in groups:
+            torch.nn.utils.clip_grad_norm_(group["params"], grad_clip)
+    for opt in optimizers:
+        step_optimizer(opt)
 
 
 class FeedForwardActingMixin:
@@ -319,6 +326,7 @@ __all__ = [
     "TargetNetworkMixin",
     "TargetNetworkStateMixin",
     "bootstrap_discount",
+    "clip_and_step",
     "polyak_update",
     "update_target_network",
 ]

@@ -262,6 +262,10 @@ def _expected_base(key: str) -> type | None:
         from corral.policy.policy import Policy
 
         return Policy
+    if last == "custom_model":  # `model.custom_model`, Dreamer's `dreamer_model.custom_model`
+        from corral.models.modelv2 import ModelV2
+
+        return ModelV2
     return None
 
 

@@ -57,7 +57,8 @@ DEFAULT_CONFIG = with_common_config(
         # computes gradients (RLlib 1.13's A3C default; `corral.evaluation.async_sampler`),
         # so a worker's batches may come from weights one update old.
         "sample_async": True,
-        # RLlib 1.13 runs A3C through `training_iteration()`, as corral runs everything.
+        # RLlib 1.13 runs A3C through `training_iteration()` (a trainer built from this
+        # config with an `execution_plan` runs its `training_step()` unless this is False).
         "_disable_execution_plan_api": True,
         # Gradients applied per training step (the step waits for that many; each
         # comes from one worker's fragment). 1: RLlib 1.13's step (whatever is ready,

@@ -23,10 +23,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
-import random
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ from corral.agents.trainer import (
 )
 from corral.execution.learner_thread import LearnerThread
 from corral.execution.parallel_requests import AsyncRequestsManager
+from corral.execution.replay_ops import MixInReplay
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
@@ -183,32 +183,6 @@ def make_learner_thread(local_worker: Any, config: dict) -> LearnerThread:
     )
 
 
-class MixInReplay:
-    """RLlib's `MixInReplay`: each new fragment comes out with `replay_proportion`
-    replayed ones on average, drawn uniformly from the last `num_slots` fragments."""
-
-    def __init__(self, num_slots: int, replay_proportion: float, seed: int | None = None) -> None:
-        self.num_slots = num_slots
-        self.replay_proportion = replay_proportion
-        self.buffer: list[Any] = []
-        self._next = 0
-        self._rng = random.Random(seed)
-
-    def __call__(self, batch: Any) -> list[Any]:
-        out = [batch]
-        if self.replay_proportion > 0 and self.buffer:
-            whole = int(self.replay_proportion)
-            extra = self._rng.random() < self.replay_proportion - whole
-            out += [self._rng.choice(self.buffer) for _ in range(whole + extra)]
-        if self.num_slots > 0:
-            if len(self.buffer) < self.num_slots:
-                self.buffer.append(batch)
-            else:
-                self.buffer[self._next] = batch
-                self._next = (self._next + 1) % self.num_slots
-        return out
-
-
 def _with_unroll_id(batch: Any, unroll_id: int) -> Any:
     """A shallow copy of `batch` whose rows carry `unroll_id` (per policy batch)."""
 
@@ -289,7 +263,8 @@ class ImpalaTrainer(Trainer):
         self._pending_steps = 0
         self._pending_seqs: dict[str, list] = defaultdict(list)
         self._unroll_counter = 0
-        self._replay = MixInReplay(
+        # fragment -> the pieces it adds to train batches (itself, plus replayed ones).
+        self._replay: Callable[[Any], list[Any]] = MixInReplay(
             self.config["replay_buffer_num_slots"],
             self.config["replay_proportion"],
             self.config.get("seed"),
@@ -403,8 +378,12 @@ class ImpalaTrainer(Trainer):
             # A worker new since the last step (recreated) started from the driver's weights.
             self._worker_seqs.setdefault(w, dict(seqs_now))
         self._requests.call_on_all_available("sample", tag_fn=lambda w: dict(self._worker_seqs[w]))
-        ready = self._requests.get_ready(_SAMPLE_WAIT_S, with_tags=True)
+        ready = self._requests.get_ready(self._sample_wait_s(), with_tags=True)
         return [(w, batch, seqs) for w, items in ready.items() for batch, seqs in items]
+
+    def _sample_wait_s(self) -> float:
+        """How long one training step waits for a first ready fragment (seconds)."""
+        return _SAMPLE_WAIT_S
 
     def _add_to_train_batch(self, batch: Any, seqs: dict, thread: LearnerThread) -> None:
         self._unroll_counter += 1

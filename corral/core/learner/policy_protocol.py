@@ -14,6 +14,9 @@ Both share `TrainablePolicy`. A policy may also define, and the learner then use
   declared by the class that defines `loss` (see `corral.policy.policy.declared_for`);
 - `is_recurrent()` and `get_initial_state()`: recurrent policies get padded sequences
   (`max_seq_len` from `config["model"]`), with `seq_lens`, `state_in_<i>`, `seq_mask`;
+- `trains_on_sequence_rows` (bool): each train-batch row is already a whole sequence
+  (`[B, T, ...]` columns, Dreamer's): the rows are trained on as they are, even for a
+  recurrent policy;
 - `cur_lr` (`LearningRateSchedule`): the optimiser's rate before each update;
 - `extra_grad_info(batch)`: stats of a loss that returns a bare tensor (RLlib's
   `stats_fn`).

@@ -1,0 +1,175 @@
+"""Replay in execution plans (RLlib 1.13's `execution.replay_ops`).
+
+`StoreToReplayBuffer` (a `for_each` function) adds batches to a buffer; `Replay` is an
+iterator of batches sampled from it, not ready while the buffer has none to give (run
+the two together with `Concurrently`). `MixInReplay` mixes replayed batches into a
+stream of new ones; `SimpleReplayBuffer` is the ring of whole batches it draws from.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from corral.execution.common import STEPS_SAMPLED_COUNTER, _get_shared_metrics
+from corral.execution.local_iterator import LocalIterator, NextValueNotReady
+from corral.utils.replay_buffers.simple_replay_buffer import SimpleReplayBuffer as _BatchRing
+
+_NO_REPLAY_ACTORS = (
+    "replay actors (RLlib's Ray actors of buffer shards, Ape-X's `ReplayActor`) are not "
+    "built: pass `local_buffer=`"
+)
+
+
+def _check_one_source(local_buffer: Any, actors: Any) -> None:
+    if (local_buffer is None) == (actors is None):
+        raise ValueError("Exactly one of `local_buffer` and `actors` must be given.")
+    if actors is not None:
+        raise NotImplementedError(_NO_REPLAY_ACTORS)
+
+
+class StoreToReplayBuffer:
+    """A `for_each` function that adds each batch to `local_buffer` and returns it.
+
+    The buffer's `add` is used where it has one, else its `add_batch` (RLlib 1.13's
+    execution buffers).
+    """
+
+    def __init__(self, *, local_buffer: Any = None, actors: Any = None) -> None:
+        _check_one_source(local_buffer, actors)
+        self.local_actor = local_buffer
+        self._add = getattr(local_buffer, "add", None) or local_buffer.add_batch
+
+    def __call__(self, batch: Any) -> Any:
+        self._add(batch)
+        return batch
+
+
+def Replay(  # noqa: N802 (RLlib's name)
+    *,
+    local_buffer: Any = None,
+    num_items_to_replay: int | None = None,
+    actors: Any = None,
+    num_async: int = 4,
+) -> LocalIterator[Any]:
+    """Batches sampled from `local_buffer`, one per `next()`; not ready (see
+    `NextValueNotReady`) while the buffer is empty or returns nothing (before its
+    `learning_starts`).
+
+    Args:
+        local_buffer: the buffer.
+        num_items_to_replay: items per batch, sampled with `sample(n)`; None calls the
+            buffer's `replay()` (`replay_batch_size` items of RLlib's multi-agent
+            buffers; pass a number for a buffer whose `replay` needs one).
+        actors: replay actors (not built).
+        num_async: requests in flight per replay actor (with `actors`).
+    """
+    _check_one_source(local_buffer, actors)
+
+    def draw() -> Any:
+        if num_items_to_replay is None:
+            return local_buffer.replay()
+        return local_buffer.sample(num_items_to_replay)
+
+    def gen_replay(_timeout: float | None) -> Iterator[Any]:
+        while True:
+            if _is_empty(local_buffer):
+                yield NextValueNotReady()
+                continue
+            item = draw()
+            if item is None or getattr(item, "count", 1) == 0:
+                yield NextValueNotReady()
+            else:
+                yield item
+
+    return LocalIterator(gen_replay, name="Replay")
+
+
+def _is_empty(buffer: Any) -> bool:
+    try:
+        return len(buffer) == 0
+    except TypeError:  # a buffer without a length answers None while it is empty
+        return False
+
+
+class WaitUntilTimestepsElapsed:
+    """A `filter` function: true once more than `target_num_timesteps` steps were
+    sampled."""
+
+    def __init__(self, target_num_timesteps: int) -> None:
+        self.target_num_timesteps = target_num_timesteps
+
+    def __call__(self, item: Any) -> bool:
+        return _get_shared_metrics().counters[STEPS_SAMPLED_COUNTER] > self.target_num_timesteps
+
+
+class SimpleReplayBuffer(_BatchRing):
+    """RLlib 1.x's ring of the last `num_slots` batches; `replay()` returns one of them
+    drawn uniformly (`corral.utils.replay_buffers.SimpleReplayBuffer` with RLlib 1.x's
+    `add_batch` / `replay` calls). With `num_slots` 0 nothing is kept.
+
+    Args:
+        num_slots: batches kept.
+        replay_proportion: kept for RLlib's signature.
+        seed: seed of the draws.
+    """
+
+    def __init__(
+        self, num_slots: int, replay_proportion: float | None = None, seed: int | None = None
+    ) -> None:
+        super().__init__(capacity=max(1, num_slots), seed=seed)
+        self.num_slots = num_slots
+
+    def add(self, batch: Any, **kwargs: Any) -> Any:
+        if self.num_slots > 0:
+            super().add(batch, **kwargs)
+
+    def add_batch(self, batch: Any, **kwargs: Any) -> None:
+        self.add(batch, **kwargs)
+
+    def replay(self, num_items: int = 1, **kwargs: Any) -> Any:  # type: ignore[override]
+        """One of the kept batches."""
+        return self.sample()
+
+
+class MixInReplay:
+    """A `for_each` function that returns each new batch with `replay_proportion`
+    replayed ones on average (a list: use `.flatten()`), drawn uniformly from the last
+    `num_slots` batches (the new one joins them after the draw).
+
+    Raises:
+        ValueError: `replay_proportion > 0` with `num_slots` 0.
+    """
+
+    def __init__(self, num_slots: int, replay_proportion: float, seed: int | None = None) -> None:
+        if replay_proportion > 0 and num_slots == 0:
+            raise ValueError("You must set num_slots > 0 if replay_proportion > 0.")
+        self.num_slots = num_slots
+        self.replay_proportion = replay_proportion
+        self.buffer: list[Any] = []
+        self._next = 0
+        self._rng = random.Random(seed)
+
+    def __call__(self, batch: Any) -> list[Any]:
+        out = [batch]
+        if self.replay_proportion > 0 and self.buffer:
+            whole = int(self.replay_proportion)
+            extra = self._rng.random() < self.replay_proportion - whole
+            out += [self._rng.choice(self.buffer) for _ in range(whole + extra)]
+        if self.num_slots > 0:
+            if len(self.buffer) < self.num_slots:
+                self.buffer.append(batch)
+            else:
+                self.buffer[self._next] = batch
+                self._next = (self._next + 1) % self.num_slots
+        return out
+
+
+__all__ = [
+    "MixInReplay",
+    "Replay",
+    "SimpleReplayBuffer",
+    "StoreToReplayBuffer",
+    "WaitUntilTimestepsElapsed",
+]
