@@ -16,142 +16,46 @@ no display.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from corral.env.wrappers.dm_control_wrapper import DMCEnv
 
 
-def _make(
-    domain_name: str,
-    task_name: str,
-    from_pixels: bool,
-    height: int,
-    width: int,
-    frame_skip: int,
-    channels_first: bool,
-    kwargs: dict[str, Any],
-) -> DMCEnv:
-    return DMCEnv(
-        domain_name,
-        task_name,
-        from_pixels=from_pixels,
-        height=height,
-        width=width,
-        frame_skip=frame_skip,
-        channels_first=channels_first,
-        **kwargs,
-    )
+def _suite_task(domain_name: str, task_name: str, what: str) -> Callable[..., DMCEnv]:
+    """The creator of one suite task: `DMCEnv(domain_name, task_name, ...)` with RLlib's
+    example defaults (pixels 64 x 64, channels first, each action repeated twice)."""
+
+    def create(
+        from_pixels: bool = True,
+        height: int = 64,
+        width: int = 64,
+        frame_skip: int = 2,
+        channels_first: bool = True,
+        **kwargs: Any,
+    ) -> DMCEnv:
+        return DMCEnv(
+            domain_name,
+            task_name,
+            from_pixels=from_pixels,
+            height=height,
+            width=width,
+            frame_skip=frame_skip,
+            channels_first=channels_first,
+            **kwargs,
+        )
+
+    create.__name__ = create.__qualname__ = f"{domain_name}_{task_name}"
+    create.__doc__ = f"{what} (further `DMCEnv` arguments in `kwargs`)."
+    return create
 
 
-def acrobot_swingup(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The acrobot swing-up task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make(
-        "acrobot", "swingup", from_pixels, height, width, frame_skip, channels_first, kwargs
-    )
-
-
-def walker_walk(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The planar walker's walking task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make("walker", "walk", from_pixels, height, width, frame_skip, channels_first, kwargs)
-
-
-def hopper_hop(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The hopper's hopping task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make("hopper", "hop", from_pixels, height, width, frame_skip, channels_first, kwargs)
-
-
-def hopper_stand(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The hopper's standing task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make("hopper", "stand", from_pixels, height, width, frame_skip, channels_first, kwargs)
-
-
-def cheetah_run(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The half-cheetah's running task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make("cheetah", "run", from_pixels, height, width, frame_skip, channels_first, kwargs)
-
-
-def walker_run(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The planar walker's running task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make("walker", "run", from_pixels, height, width, frame_skip, channels_first, kwargs)
-
-
-def pendulum_swingup(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The pendulum swing-up task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make(
-        "pendulum", "swingup", from_pixels, height, width, frame_skip, channels_first, kwargs
-    )
-
-
-def cartpole_swingup(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The cart-pole swing-up task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make(
-        "cartpole", "swingup", from_pixels, height, width, frame_skip, channels_first, kwargs
-    )
-
-
-def humanoid_walk(
-    from_pixels: bool = True,
-    height: int = 64,
-    width: int = 64,
-    frame_skip: int = 2,
-    channels_first: bool = True,
-    **kwargs: Any,
-) -> DMCEnv:
-    """The humanoid's walking task (further `DMCEnv` arguments in `kwargs`)."""
-    return _make("humanoid", "walk", from_pixels, height, width, frame_skip, channels_first, kwargs)
+acrobot_swingup = _suite_task("acrobot", "swingup", "The acrobot swing-up task")
+walker_walk = _suite_task("walker", "walk", "The planar walker's walking task")
+hopper_hop = _suite_task("hopper", "hop", "The hopper's hopping task")
+hopper_stand = _suite_task("hopper", "stand", "The hopper's standing task")
+cheetah_run = _suite_task("cheetah", "run", "The half-cheetah's running task")
+walker_run = _suite_task("walker", "run", "The planar walker's running task")
+pendulum_swingup = _suite_task("pendulum", "swingup", "The pendulum swing-up task")
+cartpole_swingup = _suite_task("cartpole", "swingup", "The cart-pole swing-up task")
+humanoid_walk = _suite_task("humanoid", "walk", "The humanoid's walking task")
