@@ -124,6 +124,20 @@ _NEEDS: dict[str, dict[str, Any]] = {
         "imagine_horizon": 2,
         "dreamer_model": {"deter_size": 8, "stoch_size": 4, "depth_size": 2, "hidden_size": 8},
     },
+    # MB-MPO: one remote worker imagines with the one model of a tiny ensemble.
+    "MBMPO": {
+        "num_workers": 1,
+        "horizon": 8,
+        "num_maml_steps": 1,
+        "maml_optimizer_steps": 1,
+        "dynamics_model": {
+            "ensemble_size": 1,
+            "fcnet_hiddens": [8],
+            "train_epochs": 1,
+            "batch_size": 16,
+        },
+        "exploration_config": {"random_timesteps": 16},
+    },
     # AlphaStar: a small league (main, a random policy and one exploiter of each kind).
     "AlphaStar": {
         "league_builder_config": {
@@ -135,6 +149,17 @@ _NEEDS: dict[str, dict[str, Any]] = {
 
 # Algorithms that need a multi-agent env: two RandomEnv players (agents 0 and 1).
 _MULTI_AGENT = {"AlphaStar"}
+
+
+class RandomEnvWithReward(RandomEnv):
+    """RandomEnv with the batched reward function model-based algorithms ask of an env."""
+
+    def reward(self, obs: Any, action: Any, obs_next: Any) -> np.ndarray:
+        return np.zeros(len(obs), np.float32)
+
+
+# Algorithms that need more of the env than RandomEnv has.
+_ENVS: dict[str, type] = {"MBMPO": RandomEnvWithReward}
 
 
 def tiny_config(trainer_cls: type, obs_space: gym.Space, action_space: gym.Space) -> dict:
@@ -164,7 +189,11 @@ def run_cell(algorithm: str, obs_space: gym.Space, action_space: gym.Space) -> s
 
             trainer = trainer_cls(
                 config=tiny_config(trainer_cls, obs_space, action_space),
-                env=make_multi_agent(RandomEnv) if algorithm in _MULTI_AGENT else RandomEnv,
+                env=(
+                    make_multi_agent(RandomEnv)
+                    if algorithm in _MULTI_AGENT
+                    else _ENVS.get(algorithm, RandomEnv)
+                ),
                 logger_creator=lambda cfg: UnifiedLogger(cfg, logdir, loggers=[]),
             )
             trainer.train()

@@ -183,11 +183,15 @@ def test_package_reexports_are_the_defining_objects():
     assert PPOTFPolicy is defining
 
 
-def test_registry_reads_the_table():
+def test_registry_reads_the_table(monkeypatch):
+    from corral._surface import not_built
     from corral.agents.registry import ALGORITHMS, get_trainer_class
 
+    # Every RLlib 1.13 algorithm is built: the table gets a planned one for this test.
+    planned_feature = not_built.Feature("Planned", "an algorithm to come", algorithms=("PLANNED",))
+    monkeypatch.setattr(not_built, "NOT_BUILT", (*not_built.NOT_BUILT, planned_feature))
     planned = _surface.not_built_algorithms()
-    assert planned, "every algorithm is built: this test needs a new example"
+    assert "PLANNED" in planned
     for name in sorted(planned)[:2]:
         with pytest.raises(NotImplementedError, match=f"'{name}'.*not built yet"):
             get_trainer_class(name)

@@ -75,6 +75,11 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         _EXEC_PLAN + " (MAML's inner adaptation and meta update run in `training_step`)",
         "MetaUpdate",
     ),
+    "agents.mbmpo.mbmpo": (
+        _EXEC_PLAN + " (MB-MPO's MAML rounds, meta updates and ensemble fits run in "
+        "`training_step`)",
+        "MetaUpdate",
+    ),
     "agents.ppo.appo": (
         _EXEC_PLAN + " (`APPOTorchPolicy.after_update` updates the target network and the "
         "KL coefficient every `num_sgd_iter * minibatch_buffer_size` updates)",

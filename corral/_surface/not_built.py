@@ -54,13 +54,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("execution.buffers.multi_agent_replay_buffer:ReplayActor",),
     ),
     Feature(
-        "MB-MPO",
-        "model-based meta-policy optimization",
-        ("agents.mbmpo", "env.wrappers.model_vector_env"),
-        (),
-        ("MBMPO",),
-    ),
-    Feature(
         "Remote envs",
         "BaseEnv-level remote env actors (`remote_worker_envs`)",
         ("env.remote_base_env",),

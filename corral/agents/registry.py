@@ -37,6 +37,7 @@ _ALGORITHMS: dict[str, tuple[str, str]] = {
     "ES": ("corral.agents.es", "ESTrainer"),
     "ARS": ("corral.agents.ars", "ARSTrainer"),
     "MAML": ("corral.agents.maml", "MAMLTrainer"),
+    "MBMPO": ("corral.agents.mbmpo", "MBMPOTrainer"),
     "BanditLinUCB": ("corral.agents.bandit", "BanditLinUCBTrainer"),
     "BanditLinTS": ("corral.agents.bandit", "BanditLinTSTrainer"),
     "SlateQ": ("corral.agents.slateq", "SlateQTrainer"),

@@ -30,7 +30,8 @@ class Navigation2DEnv(TaskSettableEnv):
     and terminates within ``goal_radius`` of the goal, or is truncated after ``horizon``
     steps. Tasks (`sample_tasks`) are goals drawn uniformly from the square
     ``[-goal_range, goal_range]^2`` with the env's ``np_random`` (seeded by
-    ``reset(seed=...)``).
+    ``reset(seed=...)``). `reward` and `done` give the rewards and ends of a batch of
+    transitions, for model-based algorithms (MB-MPO).
 
     Args:
         config: the env config (an `EnvContext` or dict), keys (defaults in brackets):
@@ -94,6 +95,19 @@ class Navigation2DEnv(TaskSettableEnv):
         terminated = distance < self.goal_radius
         truncated = not terminated and self.steps >= self.horizon
         return self.position.astype(np.float32), -distance, terminated, truncated, {}
+
+    # -- the batched reward function of model-based algorithms (MB-MPO) ---------------
+
+    def reward(self, obs: np.ndarray, action: np.ndarray, obs_next: np.ndarray) -> np.ndarray:
+        """Minus the distance of each next position (a row of `obs_next`) to the goal."""
+        return -self._distances(obs_next)
+
+    def done(self, obs_next: np.ndarray) -> np.ndarray:
+        """Whether each next position is within ``goal_radius`` of the goal."""
+        return self._distances(obs_next) < self.goal_radius
+
+    def _distances(self, positions: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(np.asarray(positions, np.float64) - self.goal, axis=-1)
 
 
 def _positive(config: dict, key: str, default: float, integer: bool = False) -> Any:

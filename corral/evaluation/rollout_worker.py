@@ -150,10 +150,19 @@ class RolloutWorker:
         self.record_env = config.get("record_env") if shows_env else False
         self.env = None
         self.async_env: BaseEnv | None = None
+        # RLlib 1.13's names, read by `custom_vector_env` functions.
+        self.num_envs = int(config.get("num_envs_per_worker", 1))
+        self.make_sub_env_fn = self._make_env
+        # RLlib 1.13's `custom_vector_env` (MB-MPO's `model_vector_env`): fn(first sub-env)
+        # -> this worker's env, called once the policies are built (it may read them).
+        custom_vector_env = config.get("custom_vector_env")
         if self._needs_env():
-            self.async_env = self._make_vector_env()
-            if self.async_env is not None:  # None with env=None: offline training
-                self.env = self.async_env.worker_env()
+            if custom_vector_env is not None:
+                self.env = self._make_env(0)
+            else:
+                self.async_env = self._make_vector_env()
+                if self.async_env is not None:  # None with env=None: offline training
+                    self.env = self.async_env.worker_env()
         multiagent = config["multiagent"]
         self.policy_mapping_fn: Callable = multiagent.get("policy_mapping_fn") or (
             default_policy_mapping_fn
@@ -169,6 +178,9 @@ class RolloutWorker:
         for pid, policy in self._build_policies(policy_specs, spaces).items():
             self._register_policy(pid, policy)
         self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
+        if custom_vector_env is not None and self.env is not None:
+            self.async_env = self._custom_vector_env(custom_vector_env)
+            self.env = self.async_env.worker_env()
         # A single-agent env acting with a policy other than `default_policy`: the id
         # its batches go under (`sample` hands them out as a `MultiAgentBatch`).
         self._single_agent_batches_of: str | None = None
@@ -355,6 +367,22 @@ class RolloutWorker:
                 worker=self, sub_environment=env, env_context=ctx
             )
         return vector
+
+    def _custom_vector_env(self, custom_vector_env: Callable[[Any], Any]) -> BaseEnv:
+        """`custom_vector_env(self.env)` as this worker's `BaseEnv`: a `BaseEnv` as it is,
+        a `VectorEnv` wrapped (`num_envs` must be `num_envs_per_worker` or 1), any other
+        env vectorised to `num_envs_per_worker` sub-envs. The function finds this worker
+        with `get_global_worker()`, as RLlib's did (its policies are built by then)."""
+        global _global_worker
+        _global_worker = self
+        env = custom_vector_env(self.env)
+        if isinstance(env, BaseEnv):
+            return env
+        if isinstance(env, VectorEnv):
+            return user_vector_worker_env(self.config, env, self.num_envs)
+        from corral.env.base_env import convert_to_base_env
+
+        return convert_to_base_env(env, make_env=self._make_env, num_envs=self.num_envs)
 
     def _build_policies(
         self,

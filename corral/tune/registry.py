@@ -144,6 +144,8 @@ def register_input(name: str, input_creator: Callable[[Any], Any]) -> None:
 # `register_env` of the same name replaces it).
 BUILTIN_ENVS: dict[str, str] = {
     "Navigation2D": "corral.env.navigation_2d:Navigation2DEnv",
+    "CartPoleWithReward": "corral.env.mbmpo_env:CartPoleWrapper",
+    "PendulumWithReward": "corral.env.mbmpo_env:PendulumWrapper",
 }
 
 

@@ -67,3 +67,17 @@ def test_bad_config_names_the_value(config, match):
 def test_registered_by_name():
     env = make_env_creator("Navigation2D")(EnvContext({"horizon": 7}, worker_index=0))
     assert isinstance(env, Navigation2DEnv) and env.horizon == 7
+
+
+def test_batched_reward_and_done_match_the_steps():
+    env = Navigation2DEnv({"goal": (0.15, -0.05), "goal_radius": 0.02})
+    obs, _ = env.reset(seed=0)
+    rows = []
+    for action in ([1.0, -0.5], [0.5, 0.0], [-1.0, 1.0]):
+        next_obs, reward, terminated, _, _ = env.step(np.array(action, np.float32))
+        rows.append((obs, action, next_obs, reward, terminated))
+        obs = next_obs
+    before, actions, after, rewards, ends = (np.array(column) for column in zip(*rows))
+    np.testing.assert_allclose(env.reward(before, actions, after), rewards, atol=1e-6)
+    np.testing.assert_array_equal(env.done(after), ends)
+    assert ends.tolist() == [False, True, False]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -183,6 +184,54 @@ def _add_reward_metrics(adapt_iter: int, episodes: list[RolloutMetrics], metrics
     return metrics
 
 
+def meta_learning_rules(algorithm: str) -> tuple[Rule, ...]:
+    """The config rules of the algorithms that meta-train one feed-forward policy in the
+    driver through the inner adaptation steps of the remote workers (MAML, MB-MPO); each
+    message names `algorithm`."""
+    return (
+        Rule(
+            lambda c: c["num_workers"] >= 1,
+            f"{algorithm} needs `num_workers` >= 1 (each rollout worker samples one task), "
+            "got {num_workers}.",
+        ),
+        Rule(
+            lambda c: c["batch_mode"] == "complete_episodes",
+            f"{algorithm} samples whole episodes: `batch_mode` must be 'complete_episodes', "
+            "got {batch_mode!r}.",
+        ),
+        Rule(
+            lambda c: (c["num_gpus"] or 0) <= 1,
+            f"`num_gpus` > 1 is not supported for {algorithm}, got {{num_gpus}}.",
+        ),
+        Rule(
+            lambda c: not c.get("num_learners"),
+            f"{algorithm}'s meta-update runs in the driver: `num_learners` must be 0, got "
+            "{num_learners}.",
+        ),
+        Rule(
+            lambda c: not c["torch_compile_learner"],
+            f"{algorithm}'s meta-loss differentiates through the inner steps (a double "
+            "backward), which torch.compile does not support: `torch_compile_learner` must "
+            "be False, got {torch_compile_learner!r}.",
+        ),
+        Rule(
+            lambda c: not c["sample_async"],
+            f"{algorithm} samples each adaptation step right after the workers adapted: "
+            "`sample_async` must be False, got {sample_async!r}.",
+        ),
+        Rule(
+            lambda c: not (c["model"].get("use_lstm") or c["model"].get("use_attention")),
+            f"{algorithm}'s policy is feed-forward: `model.use_lstm` and "
+            "`model.use_attention` must be False, got {model}.",
+        ),
+        Rule(
+            lambda c: not set(c["multiagent"]["policies"]) - {DEFAULT_POLICY_ID},
+            f"{algorithm} trains one policy ('default_policy'): `multiagent.policies` must "
+            "be empty, got {multiagent}.",
+        ),
+    )
+
+
 class MAMLTrainer(OnPolicyTrainer):
     """Model-agnostic meta-learning (arXiv:1703.03400): one task per rollout worker."""
 
@@ -191,49 +240,11 @@ class MAMLTrainer(OnPolicyTrainer):
     _config_specs = CONFIG_SPECS
     _policy_class = MAMLTorchPolicy
     _config_rules = (
-        Rule(
-            lambda c: c["num_workers"] >= 1,
-            "MAML needs `num_workers` >= 1 (each rollout worker samples one task), got "
-            "{num_workers}.",
-        ),
-        Rule(
-            lambda c: c["batch_mode"] == "complete_episodes",
-            "MAML samples whole episodes: `batch_mode` must be 'complete_episodes', got "
-            "{batch_mode!r}.",
-        ),
+        *meta_learning_rules("MAML"),
         Rule(
             lambda c: bool(c["create_env_on_driver"]),
             "MAML draws the tasks from an env of the driver's worker: `create_env_on_driver` "
             "must be True, got {create_env_on_driver!r}.",
-        ),
-        Rule(
-            lambda c: (c["num_gpus"] or 0) <= 1,
-            "`num_gpus` > 1 is not supported for MAML, got {num_gpus}.",
-        ),
-        Rule(
-            lambda c: not c.get("num_learners"),
-            "MAML's meta-update runs in the driver: `num_learners` must be 0, got {num_learners}.",
-        ),
-        Rule(
-            lambda c: not c["torch_compile_learner"],
-            "MAML's meta-loss differentiates through the inner steps (a double backward), "
-            "which torch.compile does not support: `torch_compile_learner` must be False, "
-            "got {torch_compile_learner!r}.",
-        ),
-        Rule(
-            lambda c: not c["sample_async"],
-            "MAML samples each adaptation step right after the workers adapted: "
-            "`sample_async` must be False, got {sample_async!r}.",
-        ),
-        Rule(
-            lambda c: not (c["model"].get("use_lstm") or c["model"].get("use_attention")),
-            "MAML's policy is feed-forward: `model.use_lstm` and `model.use_attention` must "
-            "be False, got {model}.",
-        ),
-        Rule(
-            lambda c: not set(c["multiagent"]["policies"]) - {DEFAULT_POLICY_ID},
-            "MAML trains one policy ('default_policy'): `multiagent.policies` must be empty, "
-            "got {multiagent}.",
         ),
     )
 
@@ -267,33 +278,12 @@ class MAMLTrainer(OnPolicyTrainer):
     def training_step(self) -> dict:
         """Samples before and after each inner adaptation step, then meta-updates."""
         workers = self.workers
-        remote = workers.remote_workers()
-        self._adaptation_episodes = []
-        # Every worker starts from the meta-policy (`sync_weights` would skip workers it
-        # believes current: their inner steps changed their weights behind its back).
-        local = workers.local_worker()
-        global_vars = {"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]}
-        local.set_global_vars(global_vars)
-        weights = local.get_weights([DEFAULT_POLICY_ID])
-        wait_all([w.call("set_weights", weights, global_vars) for w in remote])
+        broadcast_meta_policy(workers, {"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]})
         set_worker_tasks(workers, self.config["use_meta_env"])
-        steps = self.config["inner_adaptation_steps"]
-        train_batches = []
-        env_steps = 0
-        for step in range(steps + 1):
-            samples = _sample_each(remote)
-            env_steps += sum(b.env_steps() for b in samples)
-            batches = [b.as_multi_agent().policy_batches[DEFAULT_POLICY_ID] for b in samples]
-            for batch in batches:
-                standardize_fields(batch, [SampleBatch.ADVANTAGES])
-            self._adaptation_episodes.append(get_metrics_from(remote))
-            if step < steps:
-                inner_adaptation(workers, batches)
-            for task, batch in enumerate(batches):
-                batch[TASK_INDEX] = np.full(batch.count, task, np.int64)
-                batch[ADAPT_STEP] = np.full(batch.count, step, np.int64)
-            train_batches.extend(batches)
-        train_batch = MultiAgentBatch({DEFAULT_POLICY_ID: concat_samples(train_batches)}, env_steps)
+        batch, env_steps, self._adaptation_episodes = adaptation_rounds(
+            workers, self.config["inner_adaptation_steps"], _standardize_advantages
+        )
+        train_batch = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, env_steps)
         count_sampled(self._counters, train_batch)
         results = update_learners(self, train_batch, num_epochs=self.config["maml_optimizer_steps"])
         return self.learner_info_from(results)
@@ -319,6 +309,62 @@ class MAMLTrainer(OnPolicyTrainer):
         return result
 
 
+def broadcast_meta_policy(workers: WorkerSet, global_vars: dict) -> None:
+    """Gives every remote worker the meta-policy's weights and `global_vars` (the local
+    worker gets the global vars too). `sync_weights` would skip workers it believes
+    current: their inner steps changed their weights behind its back."""
+    local = workers.local_worker()
+    local.set_global_vars(global_vars)
+    weights = local.get_weights([DEFAULT_POLICY_ID])
+    wait_all([w.call("set_weights", weights, global_vars) for w in workers.remote_workers()])
+
+
+def adaptation_rounds(
+    workers: WorkerSet,
+    inner_adaptation_steps: int,
+    process_batches: Callable[[list[SampleBatch]], Any],
+) -> tuple[SampleBatch, int, list[list[RolloutMetrics]]]:
+    """The data of one meta-update: every remote worker samples, adapts on its batch
+    (`inner_adaptation`), samples again, ... `inner_adaptation_steps` times.
+
+    Args:
+        workers: the worker set; its remote workers hold the meta-policy (see
+            `broadcast_meta_policy`), one task each.
+        inner_adaptation_steps: inner steps per worker.
+        process_batches: fn(batches) run on each round's batches (one per remote worker,
+            in order) before the workers adapt on them, e.g. standardising advantages in
+            place.
+
+    Returns:
+        (train batch, env steps sampled, episodes): every worker's batch of every round,
+        with the `TASK_INDEX` (the worker's position) and `ADAPT_STEP` (the round; 0:
+        before adaptation) columns the meta-loss reads; and per round, the episodes the
+        workers finished in it.
+    """
+    remote = workers.remote_workers()
+    train_batches: list[SampleBatch] = []
+    episodes: list[list[RolloutMetrics]] = []
+    env_steps = 0
+    for step in range(inner_adaptation_steps + 1):
+        samples = _sample_each(remote)
+        env_steps += sum(b.env_steps() for b in samples)
+        batches = [b.as_multi_agent().policy_batches[DEFAULT_POLICY_ID] for b in samples]
+        process_batches(batches)
+        episodes.append(get_metrics_from(remote))
+        if step < inner_adaptation_steps:
+            inner_adaptation(workers, batches)
+        for task, batch in enumerate(batches):
+            batch[TASK_INDEX] = np.full(batch.count, task, np.int64)
+            batch[ADAPT_STEP] = np.full(batch.count, step, np.int64)
+        train_batches.extend(batches)
+    return concat_samples(train_batches), env_steps, episodes
+
+
+def _standardize_advantages(batches: list[SampleBatch]) -> None:
+    for batch in batches:
+        standardize_fields(batch, [SampleBatch.ADVANTAGES])
+
+
 def _sample_each(remote: list) -> list[SampleBatch | MultiAgentBatch]:
     """One batch from each remote worker, of episodes begun after this call: each worker's
     sampler drops its unfinished episodes first (they began under the previous policy or
@@ -332,7 +378,10 @@ def _sample_each(remote: list) -> list[SampleBatch | MultiAgentBatch]:
 __all__ = [
     "DEFAULT_CONFIG",
     "MAMLTrainer",
+    "adaptation_rounds",
+    "broadcast_meta_policy",
     "inner_adaptation",
+    "meta_learning_rules",
     "post_process_metrics",
     "set_worker_tasks",
 ]
