@@ -211,8 +211,10 @@ def _cell_text(result: str, obs_space: gym.Space, action_space: gym.Space) -> st
     if result == "yes":
         return "yes"
     if result.startswith("unsupported"):
-        # Say which of the two spaces was refused (the exception names it).
-        if str(action_space) in result or "action space" in result.lower():
+        # Say which of the two spaces was refused (the exception names it; the observation
+        # space's text is taken out first, as it may contain the action space's).
+        rest = result.replace(str(obs_space), "")
+        if str(action_space) in rest or "action space" in rest.lower():
             return "no (action space)"
         return "no (observation space)"
     return "ERROR"
