@@ -31,6 +31,23 @@ def _episodes(out: str) -> list[str]:
         ("SAC", "Pendulum-v1", {"learning_starts": 10, "timesteps_per_iteration": 50}),
         ("TD3", "Pendulum-v1", {"learning_starts": 10, "timesteps_per_iteration": 50}),
         ("PG", "CartPole-v1", {"train_batch_size": 50, "rollout_fragment_length": 50}),
+        # Algorithms that cannot be built without remote workers (`min_num_workers`).
+        (
+            "DDPPO",
+            "CartPole-v1",
+            {
+                "num_workers": 1,
+                "num_envs_per_worker": 1,
+                "rollout_fragment_length": 50,
+                "sgd_minibatch_size": 50,
+                "num_sgd_iter": 1,
+            },
+        ),
+        (
+            "MAML",
+            "Navigation2D",
+            {"num_workers": 1, "rollout_fragment_length": 20, "inner_adaptation_steps": 1},
+        ),
     ],
 )
 def test_evaluate_checkpoints_of_each_algorithm(algorithm, env, config, tmp_path, capsys):

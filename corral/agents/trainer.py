@@ -95,6 +95,9 @@ class Trainer(Trainable):
     # `corral.utils.config_spec`); `get_config_specs` merges them along the MRO.
     _config_specs: dict = COMMON_CONFIG_SPECS
     _policy_class: type[Policy] | None = None
+    # The fewest remote rollout workers the algorithm runs with (DD-PPO's learners and
+    # MAML's tasks are its workers); `corral evaluate` starts that many.
+    min_num_workers = 0
     _allow_unknown_configs = False
     _allow_unknown_subkeys = ALLOW_UNKNOWN_SUBKEYS
     _override_all_subkeys_if_type_changes = OVERRIDE_ALL_SUBKEYS_IF_TYPE_CHANGES

@@ -76,14 +76,20 @@ _CODE_VALUED_PATHS = (
 )
 
 
-# `corral evaluate` steps the env itself: no remote workers, no evaluation of the
-# trainer's own, and an env on the driver.
+# `corral evaluate` steps the env itself: no remote workers (but the few an algorithm
+# needs to be built, `Trainer.min_num_workers`), no evaluation of the trainer's own, and
+# an env on the driver.
 LOCAL_ROLLOUT = {
     "num_workers": 0,
     "evaluation_interval": None,
     "evaluation_num_workers": 0,
     "create_env_on_driver": True,
 }
+
+
+def local_rollout(trainer_class: Any) -> dict[str, Any]:
+    """`LOCAL_ROLLOUT`, with the remote workers `trainer_class` cannot be built without."""
+    return {**LOCAL_ROLLOUT, "num_workers": int(getattr(trainer_class, "min_num_workers", 0))}
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -217,7 +223,7 @@ def evaluation_overrides(
         out.setdefault("multiagent", {})["policies"] = policies
         if set(policies) != {"default_policy"}:
             out["multiagent"]["policy_mapping_fn"] = evaluation_mapping(list(policies), policy)
-    out.update(LOCAL_ROLLOUT)
+    out.update(local_rollout(trainer_class))
     if seed is not None:
         out["seed"] = seed
     return merge_dicts(out, overrides)
@@ -318,7 +324,7 @@ def evaluation_config(
     """
     config = usable_params(params, trainer_class.get_default_config())
     config = merge_dicts(config, overrides)
-    config.update(LOCAL_ROLLOUT)
+    config.update(local_rollout(trainer_class))
     if seed is not None:
         config["seed"] = seed
     return config

@@ -235,6 +235,7 @@ def meta_learning_rules(algorithm: str) -> tuple[Rule, ...]:
 class MAMLTrainer(OnPolicyTrainer):
     """Model-agnostic meta-learning (arXiv:1703.03400): one task per rollout worker."""
 
+    min_num_workers = 1
     _name = "MAML"
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS

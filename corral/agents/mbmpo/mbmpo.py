@@ -305,6 +305,7 @@ class MBMPOTrainer(OnPolicyTrainer):
     """Model-based meta-policy optimisation (arXiv:1809.05214): MAML over an ensemble of
     learned dynamics models, one model per rollout worker."""
 
+    min_num_workers = 1
     _name = "MBMPO"
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS

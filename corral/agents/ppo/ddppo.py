@@ -94,6 +94,7 @@ class DDPPOTrainer(PPOTrainer):
     """Decentralized distributed PPO: the rollout workers are the learners (see the
     module docstring)."""
 
+    min_num_workers = 1
     _name = "DDPPO"
     _default_config = DEFAULT_CONFIG
     _config_specs = CONFIG_SPECS
