@@ -60,15 +60,15 @@ NOT_BUILT: tuple[Feature, ...] = (
     ),
     Feature(
         "Third-party env wrappers",
-        "the Unity3D, Kaggle football and RecSim wrappers (the DeepMind, dm_control and "
-        "OpenSpiel ones are built): Unity3D drives a Unity game build over ML-Agents' "
+        "the Unity3D and Kaggle football wrappers (the DeepMind, dm_control, OpenSpiel and "
+        "RecSim ones are built): Unity3D drives a Unity game build over ML-Agents' "
         "socket, which no package ships; Google Research Football (`gfootball`, last "
-        "released 2022) compiles its C++ game engine at install; RecSim (`recsim`, last "
-        "released 2020) needs TensorFlow",
+        "released 2022) compiles its C++ game engine at install. RecSim's own simulator "
+        "(`recsim`, last released 2020) needs TensorFlow: `make_recsim_env`, which builds "
+        "envs from its models, makes envs that raise naming it (corral's RecSim-layout env "
+        "is `RecSysInterestEvolution-v0`)",
         (
             "env.wrappers.kaggle_wrapper",
-            "env.wrappers.recsim",
-            "env.wrappers.recsim_wrapper",
             "env.wrappers.unity3d_env",
         ),
     ),
