@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -72,39 +73,57 @@ class Session:
         self.new_checkpoint = True
 
 
-_session: Session | None = None
+# The open sessions: each function trainable's thread has its own (several trials run at
+# once with `max_concurrent_trials`), and a thread a function starts itself falls back to
+# the process's only open session, if there is one.
+_local = threading.local()
+_open: list[Session] = []
+_open_lock = threading.Lock()
 _warned_outside = False
 
 
 def open_session(session: Session) -> None:
-    """Makes ``session`` the one these calls talk to."""
-    global _session
-    _session = session
+    """Makes ``session`` the one these calls talk to in the calling thread."""
+    _local.session = session
+    with _open_lock:
+        _open.append(session)
 
 
 def close_session(session: Session) -> None:
-    """Closes ``session`` if it is still the open one (a function left running past its
-    trial's end must not close the next trial's)."""
-    global _session
-    if _session is session:
-        _session = None
+    """Closes ``session`` (a function left running past its trial's end must not close
+    the next trial's)."""
+    if getattr(_local, "session", None) is session:
+        _local.session = None
+    with _open_lock:
+        if session in _open:
+            _open.remove(session)
+
+
+def _current() -> Session | None:
+    session = getattr(_local, "session", None)
+    if session is not None:
+        return session
+    with _open_lock:
+        return _open[0] if len(_open) == 1 else None
 
 
 def get_session() -> Session | None:
-    """The open session, or None (warns once: outside ``tune.run`` these calls do nothing)."""
+    """The calling thread's session, or None (warns once: outside ``tune.run`` these calls
+    do nothing)."""
     global _warned_outside
-    if _session is None and not _warned_outside:
+    session = _current()
+    if session is None and not _warned_outside:
         _warned_outside = True
         logger.warning(
             "No Tune session: tune.report, checkpoint_dir and get_trial_* only act inside a "
             "function run by tune.run(train_fn, ...)."
         )
-    return _session
+    return session
 
 
 def is_session_enabled() -> bool:
     """Whether a function trainable's session is open (the code runs under ``tune.run``)."""
-    return _session is not None
+    return _current() is not None
 
 
 def report(_metric: Any = None, **kwargs: Any) -> None:

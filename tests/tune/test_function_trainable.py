@@ -51,6 +51,25 @@ def test_each_report_is_one_iteration_and_the_function_returning_ends_the_trial(
     assert str(first).startswith("train_fn_")
 
 
+def test_function_trials_running_at_once_each_report_to_their_own_trial():
+    # With `max_concurrent_trials`, several functions run in their own threads at once;
+    # each one's reports (and trial dir) are its own trial's.
+    def train_fn(config):
+        for i in range(4):
+            tune.report(score=config["base"] + i, trial_dir=tune.get_trial_dir())
+
+    analysis = tune.run(
+        train_fn,
+        config={"base": tune.grid_search([0, 100, 200])},
+        max_concurrent_trials=3,
+        verbose=0,
+    )
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 3
+    for trial, base in zip(analysis.trials, [0, 100, 200]):
+        assert [r["score"] for r in _results(trial)] == [base, base + 1, base + 2, base + 3]
+        assert trial.last_result["trial_dir"] == trial.logdir
+
+
 def test_a_stop_criterion_unwinds_the_function_at_its_report():
     unwound = threading.Event()
 
@@ -185,9 +204,9 @@ def test_resources_per_trial_is_checked_and_ray_tune_options_at_defaults_are_acc
         tune.run(train_fn, resources_per_trial={"cpus": 2}, verbose=0)
     with pytest.raises(ValueError, match="gpu must be a number >= 0, got -1"):
         tune.run(train_fn, resources_per_trial={"gpu": -1}, verbose=0)
-    # Ray Tune's third-party searchers are not built: named, they raise naming the class.
-    with pytest.raises(NotImplementedError, match="HyperOptSearch"):
-        tune.run(train_fn, search_alg="hyperopt", verbose=0)
+    # Ray Tune's third-party searchers that are not built raise naming the class.
+    with pytest.raises(NotImplementedError, match="AxSearch"):
+        tune.run(train_fn, search_alg="ax", verbose=0)
     with pytest.raises(NotImplementedError, match=r"tune.run\(trial_name_creator="):
         tune.run(train_fn, trial_name_creator=str, verbose=0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'stop_iters'"):
@@ -271,5 +290,5 @@ def test_run_experiments_and_experiment():
     assert os.path.basename(os.path.dirname(trials[0].logdir)) == "second"
     with pytest.raises(ValueError, match="needs a dict with a 'run' key"):
         tune.run_experiments({"bad": {"env": "CartPole-v1"}})
-    with pytest.raises(NotImplementedError, match="HyperOptSearch"):
-        tune.run_experiments([experiment], search_alg="hyperopt")
+    with pytest.raises(NotImplementedError, match="AxSearch"):
+        tune.run_experiments([experiment], search_alg="ax")
