@@ -94,11 +94,12 @@ NOT_BUILT: tuple[Feature, ...] = (
     ),
     Feature(
         "Tune's third-party searchers",
-        "Ray Tune 1.13's wrappers of optimisation libraries (`HyperOptSearch`, `OptunaSearch`, "
-        "`AxSearch`, `BayesOptSearch`, `TuneBOHB`, `DragonflySearch`, `BlendSearch`/`CFO`, "
+        "Ray Tune 1.13's wrappers of optimisation libraries other than Optuna and HyperOpt "
+        "(`AxSearch`, `BayesOptSearch`, `TuneBOHB`, `DragonflySearch`, `BlendSearch`/`CFO`, "
         "`HEBOSearch`, `NevergradSearch`, `SigOptSearch`, `SkOptSearch`, `ZOOptSearch`); "
-        "`corral.tune.suggest` builds the `Searcher` API, `ConcurrencyLimiter`, `Repeater` "
-        "and `BasicVariantGenerator`: subclass `Searcher` to drive one of those libraries",
+        "`corral.tune.suggest` builds `OptunaSearch` and `HyperOptSearch` (the `optuna` and "
+        "`hyperopt` extras), the `Searcher` API, `ConcurrencyLimiter`, `Repeater` and "
+        "`BasicVariantGenerator`: subclass `Searcher` to drive one of the others",
         (
             "tune.suggest.ax",
             "tune.suggest.bayesopt",
@@ -106,9 +107,7 @@ NOT_BUILT: tuple[Feature, ...] = (
             "tune.suggest.dragonfly",
             "tune.suggest.flaml",
             "tune.suggest.hebo",
-            "tune.suggest.hyperopt",
             "tune.suggest.nevergrad",
-            "tune.suggest.optuna",
             "tune.suggest.sigopt",
             "tune.suggest.skopt",
             "tune.suggest.zoopt",

@@ -5,9 +5,11 @@
 ``tune.run(search_alg=...)`` takes a ``SearchAlgorithm`` (``BasicVariantGenerator``, the
 default: grid search and search-space draws), a ``Searcher`` (suggests each trial's config
 and learns from the results; wrapped in a ``SearchGenerator``), or a name of
-``SEARCH_ALG_IMPORT``. ``ConcurrencyLimiter`` and ``Repeater`` wrap a ``Searcher``. Ray
-Tune's wrappers of third-party optimisation libraries (``HyperOptSearch``,
-``OptunaSearch``, ...) are not built: their modules import and their classes raise
+``SEARCH_ALG_IMPORT``. ``ConcurrencyLimiter`` and ``Repeater`` wrap a ``Searcher``.
+``OptunaSearch`` (``corral.tune.suggest.optuna``, the ``optuna`` extra) and
+``HyperOptSearch`` (``corral.tune.suggest.hyperopt``, the ``hyperopt`` extra) drive those
+libraries; Ray Tune's other wrappers of third-party optimisation libraries (``AxSearch``,
+``BayesOptSearch``, ...) are not built: their modules import and their classes raise
 ``NotImplementedError`` (corral/_surface/not_built.py).
 """
 

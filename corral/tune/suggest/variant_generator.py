@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from corral.tune.search import has_domains, resolve, resolve_plain
+from corral.tune.search import Domain, has_domains, resolve, resolve_plain
 
 GRID_SEARCH = "grid_search"
 
@@ -130,6 +130,33 @@ def grid_paths(config: Mapping, prefix: tuple = ()) -> Iterator[tuple[tuple, lis
             yield path, values
         else:
             yield from grid_paths(value, path)
+
+
+def parse_spec_vars(
+    spec: Mapping,
+) -> tuple[list[tuple[tuple, Any]], list[tuple[tuple, Domain]], list[tuple[tuple, list]]]:
+    """``spec``'s values by kind, each with its path (a tuple of keys), in order (Ray
+    Tune's name): the constants, the search spaces (``Domain``: ``choice``, ``uniform``,
+    ...) and the ``grid_search`` values. Nested mappings are walked; a list is one
+    constant (search spaces inside it are not walked into)."""
+    resolved: list[tuple[tuple, Any]] = []
+    domains: list[tuple[tuple, Domain]] = []
+    grids: list[tuple[tuple, list]] = []
+
+    def walk(node: Mapping, prefix: tuple) -> None:
+        for key, value in node.items():
+            path = (*prefix, key)
+            if isinstance(value, Domain):
+                domains.append((path, value))
+            elif isinstance(value, Mapping) and set(value) == {GRID_SEARCH}:
+                grids.append((path, list(value[GRID_SEARCH])))
+            elif isinstance(value, Mapping) and value:
+                walk(value, path)
+            else:
+                resolved.append((path, value))
+
+    walk(spec, ())
+    return resolved, domains, grids
 
 
 def _set_path(config: dict, path: tuple, value: Any) -> None:
