@@ -54,11 +54,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ("execution.buffers.multi_agent_replay_buffer:ReplayActor",),
     ),
     Feature(
-        "Remote envs",
-        "BaseEnv-level remote env actors (`remote_worker_envs`)",
-        ("env.remote_base_env",),
-    ),
-    Feature(
         "Third-party env wrappers",
         "the Unity3D and Kaggle football wrappers (the DeepMind, dm_control, OpenSpiel and "
         "RecSim ones are built): Unity3D drives a Unity game build over ML-Agents' "
@@ -73,19 +68,12 @@ NOT_BUILT: tuple[Feature, ...] = (
         ),
     ),
     Feature(
-        "Ray Data output and D4RL",
-        "RLlib's Ray Data writer (`output='dataset'`: corral writes Parquet, which "
-        "`input='dataset'` reads) and its D4RL reader (corral reads Minari datasets)",
-        ("offline.d4rl_reader", "offline.dataset_writer", "offline.resource"),
-        (
-            "offline:D4RLReader",
-            "offline:DatasetWriter",
-            "offline:get_dataset_and_shards",
-            "offline:get_offline_io_resource_bundles",
-            "offline.dataset_reader:DEFAULT_NUM_CPUS_PER_TASK",
-            "offline.dataset_reader:get_resource_bundles",
-            "offline.dataset_reader:get_dataset_and_shards",
-        ),
+        "D4RL",
+        "RLlib's D4RL reader (`input='d4rl.<env>'`): the `d4rl` package is unmaintained "
+        "(its datasets moved to Minari); corral reads Minari datasets "
+        "(`input='minari://<dataset id>'`)",
+        ("offline.d4rl_reader",),
+        ("offline:D4RLReader",),
     ),
     Feature(
         "Ray actor utilities",

@@ -34,10 +34,10 @@ from corral.offline.adapt import (
     postprocess_episodes,
     postprocess_if_needed,
 )
-from corral.offline.columns import decode_column
+from corral.offline.columns import batch_from_json_data, decode_column
 from corral.offline.input_reader import InputReader, SampleBatchType
 from corral.offline.io_context import IOContext
-from corral.policy.sample_batch import SampleBatch
+from corral.policy.sample_batch import SampleBatch, concat_samples
 
 
 def _ray_data() -> Any:
@@ -136,6 +136,8 @@ def dataset_rows(columns: Mapping[str, Any], shapes: Mapping[str, list[int]]) ->
     """A `SampleBatch` of one batch of a dataset's rows (Ray Data numpy columns): list
     columns stacked, Parquet columns given their row shapes (`corral.shapes`), encoded
     columns (JSON) decoded, float64 as float32."""
+    if "type" in columns:
+        return _record_rows(columns)
     out: dict[str, Any] = {}
     for name, values in columns.items():
         arr = np.asarray(values)
@@ -148,6 +150,34 @@ def dataset_rows(columns: Mapping[str, Any], shapes: Mapping[str, list[int]]) ->
             continue
         out[name] = arr.astype(np.float32) if arr.dtype == np.float64 else arr
     return SampleBatch(out)
+
+
+def _plain_value(value: Any) -> Any:
+    """A Ray Data numpy value (nested object arrays) as plain Python data."""
+    if isinstance(value, np.ndarray):
+        return [_plain_value(v) for v in value] if value.dtype == object else value.tolist()
+    if isinstance(value, list | tuple):
+        return [_plain_value(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _record_rows(columns: Mapping[str, Any]) -> SampleBatch:
+    """Rows that are RLlib JSON records (a ``type`` column: `DatasetWriter`'s one-step
+    records, or RLlib 1.13's whole-batch ones), decoded and concatenated."""
+    n = len(columns["type"])
+    batches = []
+    for i in range(n):
+        record = {k: _plain_value(v[i]) for k, v in columns.items() if v[i] is not None}
+        batch = batch_from_json_data(record, f"Ray dataset row {i}")
+        if not isinstance(batch, SampleBatch):
+            raise ValueError(
+                "input='dataset' reads single-agent steps; the dataset holds a "
+                f"{type(batch).__name__} record."
+            )
+        batches.append(batch)
+    return concat_samples(batches) if len(batches) > 1 else batches[0]
 
 
 # The config keys `prepare_streamed_rows` reads (what the learners need of the config).
@@ -209,3 +239,56 @@ def stream_dataset(config: Mapping[str, Any]) -> Any:
     if is_ray_dataset(config.get("input")):
         return config["input"]
     return load_dataset(config.get("input_config") or {})
+
+
+# RLlib 1.13's `rllib.offline.dataset_reader` names.
+# CPUs each read task of `get_dataset_and_shards` asks for (``num_cpus_per_read_task``).
+DEFAULT_NUM_CPUS_PER_TASK = 0.5
+
+
+def _read_settings(config: Mapping[str, Any]) -> tuple[int, float]:
+    input_config = config.get("input_config") or {}
+    parallelism = int(input_config.get("parallelism", config.get("num_workers") or 1) or 1)
+    cpus = float(input_config.get("num_cpus_per_read_task", DEFAULT_NUM_CPUS_PER_TASK))
+    return max(1, parallelism), cpus
+
+
+def get_resource_bundles(config: Mapping[str, Any]) -> list[dict[str, float]]:
+    """The Ray resource bundles the dataset's read tasks take: one ``{"CPU":
+    num_cpus_per_read_task}`` per read task (``input_config["parallelism"]``, by default
+    ``num_workers`` or 1), RLlib 1.13's rule."""
+    parallelism, cpus = _read_settings(config)
+    return [{"CPU": cpus} for _ in range(parallelism)]
+
+
+def get_dataset_and_shards(
+    config: Mapping[str, Any], num_workers: int = 0, local_worker: bool = True
+) -> tuple[Any, list[Any]]:
+    """The dataset ``input="dataset"`` names, and its shard for each rollout worker.
+
+    Returns `(dataset, shards)`: with no remote workers ``[dataset]`` (the local worker
+    reads all of it), else ``[None] + num_workers`` equal shards, the ``i``-th for remote
+    worker ``i`` (the local worker reads none; RLlib 1.13's rule). The read runs with
+    ``input_config["parallelism"]`` tasks of ``num_cpus_per_read_task`` CPUs each.
+    """
+    if not (config.get("input") == "dataset" or is_ray_dataset(config.get("input"))):
+        raise ValueError(
+            "get_dataset_and_shards needs input='dataset' (with input_config) or a "
+            f"ray.data.Dataset as input, got {config.get('input')!r}."
+        )
+    input_config = dict(config.get("input_config") or {})
+    if is_ray_dataset(config.get("input")):
+        dataset = config["input"]
+    elif input_config.get("loader_fn") is not None:
+        dataset = load_dataset(input_config)
+    else:
+        fmt, path = input_config.get("format"), input_config.get("path")
+        if fmt not in ("json", "parquet") or not path:
+            load_dataset(input_config)  # raises its error naming the bad input_config
+        parallelism, cpus = _read_settings(config)
+        data = _ray_data()
+        read = data.read_parquet if fmt == "parquet" else data.read_json
+        dataset = read(path, override_num_blocks=parallelism, num_cpus=cpus)
+    if local_worker and num_workers == 0:
+        return dataset, [dataset]
+    return dataset, [None, *dataset.split(num_workers, equal=True)]

@@ -116,7 +116,8 @@ def make_input_reader(ioctx: IOContext) -> InputReader | None:
 def make_output_writer(ioctx: IOContext) -> OutputWriter:
     """The worker's writer for ``config["output"]``.
 
-    None writes nothing; "logdir" writes JSON into the trainer's log folder; a folder
+    None writes nothing; "logdir" writes JSON into the trainer's log folder; "dataset"
+    writes through Ray Data (`DatasetWriter`, ``output_config`` names the files); a folder
     writes JSON there (``output_config={"format": "parquet"}`` writes Parquet instead);
     a callable is called with the `IOContext` and returns the writer.
     """
@@ -138,11 +139,9 @@ def make_output_writer(ioctx: IOContext) -> OutputWriter:
             "IOContext and returning an OutputWriter."
         )
     if output == "dataset":
-        raise NotImplementedError(
-            "output='dataset' (RLlib's Ray Data writer) is not built in corral: write Parquet "
-            "(output=<folder>, output_config={'format': 'parquet'}) and read it back with "
-            "input='dataset', input_config={'format': 'parquet', 'path': <folder>}."
-        )
+        from corral.offline.dataset_writer import DatasetWriter
+
+        return DatasetWriter(ioctx, compress_columns=config.get("output_compress_columns"))
     path = ioctx.log_dir if output == "logdir" else output
     max_size = int(config.get("output_max_file_size") or 64 * 1024 * 1024)
     fmt = ioctx.output_config.get("format", "json")
