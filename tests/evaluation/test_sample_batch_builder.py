@@ -49,9 +49,8 @@ def test_multi_agent_builder_postprocesses_per_agent():
 
 
 def test_a3c_default_config_and_maml_kl_coeff_mixin():
-    from corral.agents.maml.maml_torch_policy import KLCoeffMixin
-
     from corral.agents import a3c
+    from corral.agents.maml.maml_torch_policy import KLCoeffMixin
 
     assert a3c.DEFAULT_CONFIG["rollout_fragment_length"] == 10
     assert a3c.DEFAULT_CONFIG["sample_async"] is True
