@@ -13,6 +13,7 @@ back from :func:`restore_original_dimensions` (a ``Repeated`` part as ``Repeated
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -380,21 +381,34 @@ def _as_ints(values: Any, dtype: Any = np.int64) -> Any:
     return values.to(torch.from_numpy(np.zeros(0, dtype)).dtype)
 
 
-def _raw(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
-    lead = obs.shape[:-1]
+def _walk(
+    obs: Any, space: gym.Space, start: int, leaf: Callable[[Any, gym.Space, int], tuple[Any, int]]
+) -> tuple[Any, int]:
+    """The value of `space` in flat rows `obs` from column `start`, and the column after
+    it: Dict/Tuple structure rebuilt here, each other space's part by `leaf`."""
     if isinstance(space, gym.spaces.Dict):
         out = {}
         for key, sub in space.spaces.items():
-            out[key], start = _raw(obs, sub, start)
+            out[key], start = _walk(obs, sub, start, leaf)
         return out, start
     if isinstance(space, gym.spaces.Tuple):
         parts = []
         for sub in space.spaces:
-            part, start = _raw(obs, sub, start)
+            part, start = _walk(obs, sub, start, leaf)
             parts.append(part)
         return tuple(parts), start
+    return leaf(obs, space, start)
+
+
+def _raw(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
+    """`_walk` with the env's values: discrete parts as integers, boxes in their shape."""
+    return _walk(obs, space, start, _raw_leaf)
+
+
+def _raw_leaf(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
+    lead = obs.shape[:-1]
     if isinstance(space, Repeated):
-        return _unflatten(obs, space, start)
+        return _unflattened_leaf(obs, space, start)
     end = start + _flat_size(space)
     rows = obs[..., start:end]
     if isinstance(space, gym.spaces.Discrete):
@@ -427,17 +441,12 @@ def _like(reference: Any, array: np.ndarray) -> Any:
 
 
 def _unflatten(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
-    if isinstance(space, gym.spaces.Dict):
-        out = {}
-        for key, sub in space.spaces.items():
-            out[key], start = _unflatten(obs, sub, start)
-        return out, start
-    if isinstance(space, gym.spaces.Tuple):
-        parts = []
-        for sub in space.spaces:
-            part, start = _unflatten(obs, sub, start)
-            parts.append(part)
-        return tuple(parts), start
+    """`_walk` with each part's flat columns (boxes reshaped, repeated values as
+    `RepeatedValues`)."""
+    return _walk(obs, space, start, _unflattened_leaf)
+
+
+def _unflattened_leaf(obs: Any, space: gym.Space, start: int) -> tuple[Any, int]:
     if isinstance(space, Repeated):
         from corral.models.repeated_values import RepeatedValues
 
