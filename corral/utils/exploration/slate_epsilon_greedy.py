@@ -35,6 +35,15 @@ def slates_of(action_distribution: Any, model: Any) -> torch.Tensor:
     return slates
 
 
+def check_slate_space(action_space: gym.Space, exploration: str) -> None:
+    """Raises `ValueError`, naming `exploration`, unless `action_space` is a slate space
+    (`slate_shape`)."""
+    try:
+        slate_shape(action_space)
+    except ValueError as e:
+        raise ValueError(f"{exploration}: {e}") from None
+
+
 class SlateEpsilonGreedy(EpsilonGreedy):
     """With probability epsilon a uniformly random slate, else the slate of highest Q-value.
 
@@ -47,10 +56,7 @@ class SlateEpsilonGreedy(EpsilonGreedy):
     @staticmethod
     def check_action_space(action_space: gym.Space) -> None:
         """Raises `ValueError` unless `action_space` is a slate space (`slate_shape`)."""
-        try:
-            slate_shape(action_space)
-        except ValueError as e:
-            raise ValueError(f"SlateEpsilonGreedy: {e}") from None
+        check_slate_space(action_space, "SlateEpsilonGreedy")
 
     def get_exploration_action(
         self, action_distribution: Any, timestep: int | None = None, explore: bool = True

@@ -7,9 +7,9 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from corral.models.torch.torch_action_dist import TorchSlateMultiCategorical, slate_shape
+from corral.models.torch.torch_action_dist import TorchSlateMultiCategorical
 from corral.utils.exploration.exploration import zero_logp
-from corral.utils.exploration.slate_epsilon_greedy import slates_of
+from corral.utils.exploration.slate_epsilon_greedy import check_slate_space, slates_of
 from corral.utils.exploration.soft_q import SoftQ
 
 
@@ -25,10 +25,7 @@ class SlateSoftQ(SoftQ):
     @staticmethod
     def check_action_space(action_space: gym.Space) -> None:
         """Raises `ValueError` unless `action_space` is a slate space (`slate_shape`)."""
-        try:
-            slate_shape(action_space)
-        except ValueError as e:
-            raise ValueError(f"SlateSoftQ: {e}") from None
+        check_slate_space(action_space, "SlateSoftQ")
 
     def get_exploration_action(
         self, action_distribution: Any, timestep: int | None = None, explore: bool = True
