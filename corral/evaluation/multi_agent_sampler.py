@@ -44,7 +44,7 @@ from corral.policy.view_requirement import (
     action_spec,
     fill_future_rows,
 )
-from corral.utils.spaces import flat_action_size, flatten_space
+from corral.utils.spaces import flat_action_width
 
 ALL = "__all__"
 
@@ -674,7 +674,7 @@ def _specs(policy: Any) -> dict[str, tuple[tuple, Any]]:
 def _zero_action(space: Any) -> np.ndarray:
     """The "previous action" of an agent's first step (RLlib: zeros)."""
     if isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):  # a flat action row
-        return np.zeros(sum(flat_action_size(s) for s in flatten_space(space)), np.float32)
+        return np.zeros(flat_action_width(space), np.float32)
     shape = getattr(space, "shape", None) or ()
     dtype = getattr(space, "dtype", None)
     integral = dtype is not None and np.issubdtype(dtype, np.integer)

@@ -48,7 +48,7 @@ from corral.policy.view_requirement import (
 )
 from corral.utils.error import EnvError
 from corral.utils.filter import NoFilter
-from corral.utils.spaces import flat_action_size, flatten_space
+from corral.utils.spaces import flat_action_width
 
 # The first half of `all_finite`, inlined in the per-step check (a sum is finite only
 # if every term is; `all_finite` decides when it is not).
@@ -192,7 +192,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         space = self.policy.action_space
         dtype: type[np.number] = np.float32
         if isinstance(space, gym.spaces.Tuple | gym.spaces.Dict):  # flat float32 rows
-            shape = (sum(map(flat_action_size, flatten_space(space))),)
+            shape = (flat_action_width(space),)
         else:
             shape = space.shape
             if np.issubdtype(space.dtype, np.integer):

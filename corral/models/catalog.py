@@ -38,7 +38,7 @@ from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 from corral.models.torch.visionnet import VisionNetwork
 from corral.utils.deprecation import Deprecated
 from corral.utils.error import UnsupportedSpaceException
-from corral.utils.spaces import flat_action_size, flatten_space
+from corral.utils.spaces import flat_action_width, flatten_space
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class ModelCatalog:
             return np.float32, (None, *action_space.shape)
         if isinstance(action_space, (gym.spaces.Tuple, gym.spaces.Dict)):
             # Flat rows (see TorchMultiActionDistribution).
-            return np.float32, (None, sum(map(flat_action_size, flatten_space(action_space))))
+            return np.float32, (None, flat_action_width(action_space))
         raise UnsupportedSpaceException(f"Unsupported action space {action_space}.")
 
     @staticmethod

@@ -495,9 +495,9 @@ def _next_value(column: ViewColumn, batch: Any, rows: np.ndarray, offset: int) -
 def action_spec(space: Any) -> tuple[tuple[int, ...], np.dtype]:
     """(row shape, dtype) of a policy's actions as the samplers store them."""
     if isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):  # flat rows
-        from corral.utils.spaces import flat_action_size, flatten_space
+        from corral.utils.spaces import flat_action_width
 
-        width = sum(flat_action_size(leaf) for leaf in flatten_space(space))
+        width = flat_action_width(space)
         return (width,), np.dtype(np.float32)
     dtype = getattr(space, "dtype", None)
     integral = dtype is not None and np.issubdtype(dtype, np.integer)

@@ -33,6 +33,11 @@ def flat_action_size(space: gym.Space) -> int:
     return int(np.prod(space.shape))
 
 
+def flat_action_width(space: gym.Space) -> int:
+    """Columns one action of `space` takes in a flat action row (the sum over its leaves)."""
+    return sum(flat_action_size(leaf) for leaf in flatten_space(space))
+
+
 def _leaf_action(
     space: gym.Space, columns: np.ndarray, unsquash: bool, clip: bool
 ) -> np.ndarray | int:
