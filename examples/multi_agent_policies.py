@@ -8,7 +8,7 @@ its own policy by `policy_mapping_fn`:
 - agent 1 -> "ppo_slow": PPO with lr 1e-5 (it barely moves);
 - agent 2 -> "heuristic": a hand-written `Policy` (push the cart the way the
   pole leans), never trained;
-- agent 3 -> "random": a hand-written random policy.
+- agent 3 -> "random": `corral.policy.random_policy.RandomPolicy` (uniform actions).
 
 Only the two PPO policies are in `policies_to_train`; the result's
 `policy_reward_mean` shows all four side by side.
@@ -26,6 +26,7 @@ import numpy as np
 from corral.agents.ppo import PPOTrainer
 from corral.env.multi_agent_env import make_multi_agent
 from corral.policy.policy import Policy, PolicySpec
+from corral.policy.random_policy import RandomPolicy
 
 POLICY_OF_AGENT = {0: "ppo_fast", 1: "ppo_slow", 2: "heuristic", 3: "random"}
 
@@ -37,17 +38,6 @@ class LeanHeuristic(Policy):
     def compute_actions(self, obs_batch, state_batches=None, *args, **kwargs):
         obs = np.asarray(obs_batch)
         return (obs[:, 2] > 0).astype(np.int64), [], {}
-
-    def get_weights(self):
-        return {}
-
-    def set_weights(self, weights):
-        pass
-
-
-class RandomPolicy(Policy):
-    def compute_actions(self, obs_batch, state_batches=None, *args, **kwargs):
-        return np.array([self.action_space.sample() for _ in obs_batch]), [], {}
 
     def get_weights(self):
         return {}
