@@ -393,12 +393,13 @@ class LocalIterator(Generic[T]):
         Args:
             others: the other iterators.
             deterministic: True: each round takes the given number of items from each
-                input in order, waiting for them; False: each round takes what is ready
-                from each input (inputs that have nothing ready are skipped).
+                input in order, waiting for them; False: the same without waiting
+                (inputs that have nothing ready are skipped for the round).
             round_robin_weights: items per round from each input (a float: its integer
                 part, plus one with the probability of its fraction); "*" takes items
-                from that input until it has none ready. Default: 1 each when
-                deterministic, "*" each otherwise.
+                from that input until it has none ready. Default: 1 each. Given
+                weights override `deterministic`: an input weighted "*" is read
+                without waiting, the others are waited for.
         """
         for it in others:
             if not isinstance(it, LocalIterator):
@@ -410,16 +411,18 @@ class LocalIterator(Generic[T]):
                     "Length of round robin weights must equal number of iterators total."
                 )
             weights = list(round_robin_weights)
+            # Ray's rule: "*" inputs never block, the others are waited for.
+            timeouts = [0.0 if w == "*" else None for w in weights]
         else:
-            weights = [1 if deterministic else "*"] * len(parents)
+            weights = [1] * len(parents)
+            timeouts = [None if deterministic else 0.0] * len(parents)
         for w in weights:
             if w != "*" and (isinstance(w, str) or w < 0):
                 raise ValueError(f"A round robin weight must be a number >= 0 or '*', got {w!r}.")
         shared = SharedMetrics(parents=[p.shared_metrics for p in parents])
-        child_timeout = None if deterministic else 0.0
         active: list[tuple[Any, LocalIterator[Any]]] = [
-            (w, LocalIterator(p.base_iterator, shared, p.local_transforms, timeout=child_timeout))
-            for w, p in zip(weights, parents)
+            (w, LocalIterator(p.base_iterator, shared, p.local_transforms, timeout=t))
+            for w, p, t in zip(weights, parents, timeouts)
         ]
 
         def build_union(timeout: float | None) -> Iterator[Any]:

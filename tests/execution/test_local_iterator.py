@@ -152,9 +152,31 @@ def test_union_skips_inputs_that_are_not_ready():
     union = slow.union(forever(), deterministic=True)
     out = union.take(6)
     assert out == [("slow", 0), 0, 1, ("slow", 2), 2, 3]
-    # Asynchronous ("*" weights): each input until it has nothing ready.
+    # Asynchronous: one ready item of each input per round, as Ray's (default weight 1).
     out = LocalIterator(sometimes, SharedMetrics()).union(items([10, 11])).take(4)
-    assert out[0] == ("slow", 0) and 10 in out and 11 in out
+    assert out == [("slow", 0), 10, 11, ("slow", 2)]
+    assert forever(0).union(forever(100)).take(4) == [0, 100, 1, 101]
+
+
+def test_union_reads_star_weighted_inputs_without_waiting():
+    """Given weights override `deterministic` (Ray's rule): a "*" input is read with
+    timeout 0 (it must not block to fill its share), the others with None (waited for)."""
+    seen = {}
+
+    def recording(name):
+        def base(timeout):
+            seen[name] = timeout
+            return itertools.count()
+
+        return LocalIterator(base, SharedMetrics())
+
+    union = recording("a").union(recording("b"), deterministic=True, round_robin_weights=[1, "*"])
+    union.take(3)
+    assert seen == {"a": None, "b": 0}
+    recording("a").union(recording("b"), round_robin_weights=[2, 1]).take(3)
+    assert seen == {"a": None, "b": None}
+    recording("a").union(recording("b")).take(3)
+    assert seen == {"a": 0, "b": 0}
 
 
 def test_zip_with_source_actor_needs_an_actor():
