@@ -38,22 +38,25 @@ def add_training_results(
     workers: Any,
     by_steps_trained: bool = False,
     extra_info: Mapping[str, Any] | None = None,
+    timesteps_total: int | None = None,
 ) -> dict:
     """Adds to `result` (episode metrics, as `collect_metrics` returns them) what a
     training iteration reports besides them; returns `result`.
 
     `info` holds the learner info under "learner", `extra_info` and the counters (which
     are at the top level too); `timesteps_total` counts the steps sampled (trained with
-    `by_steps_trained`) as `count_steps_by` says; each policy's `on_learn_on_batch`
-    metrics go to `custom_metrics/<policy_id>`; `off_policy_estimator` holds the
-    workers' estimates from offline input.
+    `by_steps_trained`) as `count_steps_by` says, unless `timesteps_total` is given;
+    each policy's `on_learn_on_batch` metrics go to `custom_metrics/<policy_id>`;
+    `off_policy_estimator` holds the workers' estimates from offline input.
     """
     for pid, info in (learner_info or {}).items():
         custom = info.get("custom_metrics") if isinstance(info, dict) else None
         if custom:
             result.setdefault("custom_metrics", {})[pid] = dict(custom)
     counters = dict(counters)
-    total = (steps_trained if by_steps_trained else steps_sampled)(counters, count_steps_by)
+    total = timesteps_total
+    if total is None:
+        total = (steps_trained if by_steps_trained else steps_sampled)(counters, count_steps_by)
     result.update(
         {
             "info": {LEARNER_INFO: learner_info, **(extra_info or {}), **counters},
@@ -145,7 +148,9 @@ class CollectMetrics:
             (a corral addition; `StandardMetricsReporting` passes the config's).
 
     `timesteps_this_iter` is RLlib's: the steps of the latest training step
-    (`num_steps_trained_this_iter`).
+    (`num_steps_trained_this_iter`). Counting env steps, `timesteps_total` is RLlib's
+    too: the plan's `num_steps_sampled` (`num_steps_trained` with `by_steps_trained`),
+    which every RLlib 1.x operator counts, a user's own included.
     """
 
     def __init__(
@@ -182,6 +187,11 @@ class CollectMetrics:
         custom_from_info = metrics.info.pop("custom_metrics", {})
         info = dict(metrics.info)
         learner_info = info.pop(LEARNER_INFO, {})
+        total = None
+        if self.count_steps_by == "env_steps":
+            # RLlib 1.x's plan counters: what its operators, and users' own, count.
+            counter = STEPS_TRAINED_COUNTER if self.by_steps_trained else STEPS_SAMPLED_COUNTER
+            total = metrics.counters.get(counter, 0)
         add_training_results(
             result,
             learner_info,
@@ -191,6 +201,7 @@ class CollectMetrics:
             workers=self.workers,
             by_steps_trained=self.by_steps_trained,
             extra_info=info,
+            timesteps_total=total,
         )
         timers = {}
         for name, timer in metrics.timers.items():
