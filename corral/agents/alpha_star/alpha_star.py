@@ -89,7 +89,7 @@ DEFAULT_CONFIG = Trainer.merge_trainer_configs(
         "vtrace_drop_last_ts": False,
         # Each `train()` call lasts at least this many seconds.
         "min_time_s_per_reporting": 2,
-        # Steps run `training_iteration` (RLlib's switch; corral has no execution plans).
+        # Steps run `training_step` (RLlib's switch; AlphaStar has no execution plan).
         "_disable_execution_plan_api": True,
     },
     _allow_unknown_configs=True,
