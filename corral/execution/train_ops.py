@@ -383,8 +383,9 @@ def _add_gradients(a: Any, b: Any) -> Any:
 
 
 class UpdateTargetNetwork:
-    """Calls `update_target()` on the policies to train every `target_update_freq` steps
-    (sampled, or trained with `by_steps_trained`); returns None.
+    """Calls `update_target()` on the policies to train once more than
+    `target_update_freq` steps (sampled, or trained with `by_steps_trained`) went by
+    since the last update (RLlib 1.13's strict `>`); returns None.
 
     Counts `num_target_updates` and `last_target_update_ts` in the plan's counters.
 
@@ -411,7 +412,7 @@ class UpdateTargetNetwork:
     def __call__(self, _: Any) -> None:
         metrics = _get_shared_metrics()
         now = metrics.counters[self.metric]
-        if now - metrics.counters[LAST_TARGET_UPDATE_TS] < self.target_update_freq:
+        if now - metrics.counters[LAST_TARGET_UPDATE_TS] <= self.target_update_freq:
             return
         to_update = set(_to_train(self.local_worker, self.policies))
         self.local_worker.foreach_trainable_policy(

@@ -261,12 +261,14 @@ def test_update_target_network_every_n_steps():
     op = UpdateTargetNetwork(Workers(), target_update_freq=100)
 
     def step(x):
-        _get_shared_metrics().counters["num_steps_sampled"] += 60
+        _get_shared_metrics().counters["num_steps_sampled"] += 50
         return op(x)
 
-    _, ctx = run(step, *range(5))  # at 60, 120, 180, 240, 300 steps sampled
-    assert len(updated) == 2 and ctx.counters["num_target_updates"] == 2
-    assert ctx.counters["last_target_update_ts"] == 240
+    # At 50, 100, 150, 200, 250 steps sampled: more than 100 steps since the last update
+    # (RLlib's strict `>`) first at 150, then not again by 250.
+    _, ctx = run(step, *range(5))
+    assert len(updated) == 1 and ctx.counters["num_target_updates"] == 1
+    assert ctx.counters["last_target_update_ts"] == 150
 
 
 # -- metric ops -------------------------------------------------------------------------
