@@ -281,9 +281,16 @@ class MAMLTrainer(OnPolicyTrainer):
         workers = self.workers
         broadcast_meta_policy(workers, {"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]})
         set_worker_tasks(workers, self.config["use_meta_env"])
-        batch, env_steps, self._adaptation_episodes = adaptation_rounds(
+        batch, env_steps, episodes = adaptation_rounds(
             workers, self.config["inner_adaptation_steps"], _standardize_advantages
         )
+        # An iteration may run several steps (`min_sample_timesteps_per_reporting`,
+        # `min_time_s_per_reporting`): its metrics cover the episodes of all of them.
+        if self._adaptation_episodes:
+            for reported, new in zip(self._adaptation_episodes, episodes, strict=True):
+                reported.extend(new)
+        else:
+            self._adaptation_episodes = episodes
         train_batch = MultiAgentBatch({DEFAULT_POLICY_ID: batch}, env_steps)
         count_sampled(self._counters, train_batch)
         results = update_learners(self, train_batch, num_epochs=self.config["maml_optimizer_steps"])

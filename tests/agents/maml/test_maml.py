@@ -161,6 +161,27 @@ def test_without_meta_env_any_env_trains():
         trainer.stop()
 
 
+def test_an_iteration_of_several_steps_reports_the_episodes_of_all():
+    # Each step: 1 worker x 2 rounds x 20 env steps (2 episodes of 10 each round); a
+    # minimum of 60 sampled steps per iteration runs two steps.
+    trainer = MAMLTrainer(
+        config={
+            **SMALL,
+            "num_workers": 1,
+            "maml_optimizer_steps": 1,
+            "min_sample_timesteps_per_reporting": 60,
+        },
+        env="Navigation2D",
+    )
+    try:
+        result = trainer.train()
+        assert result["timesteps_total"] == 80
+        assert result["episodes_this_iter"] == 8
+        assert len(result["hist_stats"]["episode_reward"]) == 4  # before adaptation
+    finally:
+        trainer.stop()
+
+
 @pytest.mark.parametrize(
     ("config", "env", "match"),
     [
