@@ -93,6 +93,18 @@ def _config(config: dict | None) -> dict[str, Any]:
             f"{sorted(DEFAULT_ENV_CONFIG)}."
         )
     cfg = {**DEFAULT_ENV_CONFIG, **given}
+    for key, value in cfg.items():
+        if key == "seed":
+            expected, ok = "an int or None", value is None or _is_int(value)
+        elif key == "resample_documents":
+            expected, ok = "a bool", isinstance(value, (bool, np.bool_))
+        elif isinstance(DEFAULT_ENV_CONFIG[key], int):
+            expected, ok = "an int", _is_int(value)
+        else:
+            expected = "a finite number"
+            ok = _is_number(value) and math.isfinite(value)
+        if not ok:
+            raise ValueError(f"{ENV_NAME}: env_config {key} must be {expected}, got {value!r}.")
     checks = {
         "num_candidates": cfg["num_candidates"] >= 1,
         "num_topics": cfg["num_topics"] >= 1,
@@ -111,6 +123,14 @@ def _config(config: dict | None) -> dict[str, Any]:
                 "corral.env.recommender_system.DEFAULT_ENV_CONFIG)."
             )
     return cfg
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or isinstance(value, (float, np.floating))
 
 
 class InterestEvolutionEnv(gym.Env):

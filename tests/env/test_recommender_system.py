@@ -152,6 +152,22 @@ def test_bad_config_is_refused_naming_the_key():
         InterestEvolutionEnv({"step_penalty": 0})
 
 
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"num_candidates": 2.5}, r"num_candidates must be an int, got 2\.5"),
+        ({"slate_size": True}, r"slate_size must be an int, got True"),
+        ({"resample_documents": "no"}, r"resample_documents must be a bool, got 'no'"),
+        ({"time_budget": "60"}, r"time_budget must be a finite number, got '60'"),
+        ({"choice_beta": float("nan")}, r"choice_beta must be a finite number, got nan"),
+        ({"seed": 1.5}, r"seed must be an int or None, got 1\.5"),
+    ],
+)
+def test_config_values_of_the_wrong_type_are_refused_naming_the_key(bad, match):
+    with pytest.raises(ValueError, match=match):
+        InterestEvolutionEnv(bad)
+
+
 def test_registered_name_builds_the_env_with_its_env_config():
     creator = make_env_creator(ENV_NAME)
     env = creator(EnvContext({"num_candidates": 4, "slate_size": 2}, worker_index=0))
