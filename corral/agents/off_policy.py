@@ -178,6 +178,8 @@ class OffPolicyTrainer(Trainer):
         self.local_replay_buffer = make_replay_buffer(cfg)
         self._train_credit = 0.0
         self._last_learner_info: dict = {}
+        # What the workers' target networks were last synced for (`_sync_worker_targets`).
+        self._synced_targets: tuple | None = None
         if cfg.get("worker_side_prioritization"):
             # The workers prioritize with the driver's networks from their first sample
             # on (as Ape-X's actors start from the learner's parameters).
@@ -201,6 +203,7 @@ class OffPolicyTrainer(Trainer):
 
     def _set_extra_checkpoint_state(self, state: dict) -> None:
         self._train_credit = float(state.get("train_credit", 0.0))
+        self._synced_targets = None  # restored targets: the workers get them next step
         if "replay_buffer" in state and self.config.get("store_buffer_in_checkpoints"):
             self.local_replay_buffer.set_state(state["replay_buffer"])
 
@@ -245,7 +248,7 @@ class OffPolicyTrainer(Trainer):
         self._maybe_update_targets()
         self.workers.sync_weights(global_vars={"timestep": sampled})
         if cfg.get("worker_side_prioritization"):
-            sync_target_networks(self.workers)
+            self._sync_worker_targets()
         if results is not None:  # (None: `train()` reduces the iteration's results)
             self._last_learner_info = self.learner_info_from(results)
         return self._last_learner_info
@@ -317,6 +320,24 @@ class OffPolicyTrainer(Trainer):
                 td_error = policy.compute_td_error(policy_batch)
             updates[pid] = (policy_batch[BATCH_INDEXES], td_error)
         self.local_replay_buffer.update_priorities(updates)
+
+    def _sync_worker_targets(self) -> None:
+        """The remote workers' target networks <- the driver's, when they may differ:
+        after every update with soft targets (`target_network_update_freq` 0: the policy
+        moves them by `tau` each gradient step); otherwise only after a target update,
+        or once the workers (one recreated) or the policies to train changed, or the
+        trainer was restored. (Sending them every step cost a weights copy per worker
+        per step, for networks that move every `target_network_update_freq` steps.)"""
+        if self.config.get("target_network_update_freq"):
+            key = (
+                self._counters[NUM_TARGET_UPDATES],
+                tuple(self.workers.remote_workers()),
+                tuple(sorted(self.workers.local_worker().get_policies_to_train())),
+            )
+            if key == self._synced_targets:  # (handles compare by identity)
+                return
+            self._synced_targets = key
+        sync_target_networks(self.workers)
 
     def _maybe_update_targets(self) -> None:
         """Hard/soft target updates every `target_network_update_freq` sampled steps

@@ -215,3 +215,35 @@ def test_sac_prioritizes_in_the_workers():
         np.testing.assert_allclose(_stored_priorities(trainer)[-16:], batch[WEIGHTS], rtol=1e-6)
     finally:
         trainer.stop()
+
+
+def test_hard_targets_reach_the_workers_only_when_they_moved(monkeypatch):
+    """With `target_network_update_freq` > 0 the driver sends its target networks after
+    a target update (and after a worker was recreated), not every step; the workers'
+    TD errors still match the driver's."""
+    import corral.agents.off_policy as off_policy
+
+    sent = []
+    original = off_policy.sync_target_networks
+    monkeypatch.setattr(
+        off_policy, "sync_target_networks", lambda *a, **k: (sent.append(1), original(*a, **k))
+    )
+    config = {**COMMON, **Q_NET, "target_network_update_freq": 1000, "learning_starts": 16}
+    trainer = SimpleQTrainer(config=config, env="CartPole-v1")
+    try:
+        sent.clear()  # (setup's own sync)
+        for _ in range(3):
+            trainer.train()  # 144 steps, 8 training steps, no target update after the first
+        assert len(sent) == 1, "targets sent more often than they moved"
+        trainer.workers.recreate_worker(1)
+        trainer.train()
+        assert len(sent) == 2, "a recreated worker did not get the targets"
+        trainer._counters["last_target_update_ts"] = -1000  # a target update is due
+        trainer.train()
+        assert len(sent) == 3
+        policy = trainer.get_policy()
+        batch = synchronous_parallel_sample(trainer.workers)
+        driver = np.abs(policy.compute_td_error(batch).astype(np.float64)) + EPS
+        np.testing.assert_allclose(batch[WEIGHTS], driver, rtol=1e-5, atol=1e-7)
+    finally:
+        trainer.stop()
