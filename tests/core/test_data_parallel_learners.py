@@ -172,3 +172,24 @@ def test_two_learners_report_every_update_of_the_iteration():
         assert np.isfinite(info["learner_stats"]["total_loss"])
     finally:
         trainer.stop()
+
+
+def test_a_removed_policy_is_not_kept_alive_by_its_averaging_hooks():
+    import gc
+    import weakref
+
+    from corral.core.learner.distributed import LearnerWorker, policy_build_spec
+
+    trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
+    try:
+        spec = policy_build_spec(trainer.get_policy())
+        config = trainer.get_policy().config
+        learner = LearnerWorker({"p": spec}, config, ["p"], rank=0, world_size=1)
+        learner._averaging = True  # as a member of a group of several (`init_group`)
+        learner._hook_trained()
+        alive = weakref.ref(learner.policies["p"])
+        learner.remove_policy("p")
+        gc.collect()
+        assert alive() is None, "the removed policy is still referenced"
+    finally:
+        trainer.stop()

@@ -545,6 +545,9 @@ class LearnerWorker:
     def remove_policy(self, pid: str) -> None:
         """Stops training the policy and drops this learner's copy."""
         self.learner.remove_policy(pid)
+        self._hooked_policies.pop(pid, None)  # (its hooks held the policy alive)
+        if not self.in_place:  # (in place, the policy map's owner removes it)
+            self.policies.pop(pid, None)
 
     def set_policies_to_train(self, policy_ids: Iterable[str]) -> None:
         """Trains exactly `policy_ids` from now on."""
