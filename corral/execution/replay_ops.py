@@ -3,7 +3,7 @@
 `StoreToReplayBuffer` (a `for_each` function) adds batches to a buffer; `Replay` is an
 iterator of batches sampled from it, not ready while the buffer has none to give (run
 the two together with `Concurrently`). `MixInReplay` mixes replayed batches into a
-stream of new ones; `SimpleReplayBuffer` is the ring of whole batches it draws from.
+stream of new ones, drawn from its `SimpleReplayBuffer` (a ring of whole batches).
 """
 
 from __future__ import annotations
@@ -134,9 +134,11 @@ class SimpleReplayBuffer(_BatchRing):
 
 
 class MixInReplay:
-    """A `for_each` function that returns each new batch with `replay_proportion`
-    replayed ones on average (a list: use `.flatten()`), drawn uniformly from the last
-    `num_slots` batches (the new one joins them after the draw).
+    """A `for_each` function that keeps each new batch among the last `num_slots` ones
+    (`replay_buffer`, a `SimpleReplayBuffer`) and returns it with `replay_proportion`
+    batches drawn uniformly from them on average, the new one included (a list: use
+    `.flatten()`), as RLlib 1.13's: the integer part of the proportion always, one more
+    with the probability of its fraction.
 
     Raises:
         ValueError: `replay_proportion > 0` with `num_slots` 0.
@@ -145,24 +147,17 @@ class MixInReplay:
     def __init__(self, num_slots: int, replay_proportion: float, seed: int | None = None) -> None:
         if replay_proportion > 0 and num_slots == 0:
             raise ValueError("You must set num_slots > 0 if replay_proportion > 0.")
-        self.num_slots = num_slots
+        self.replay_buffer = SimpleReplayBuffer(num_slots, seed=seed)
         self.replay_proportion = replay_proportion
-        self.buffer: list[Any] = []
-        self._next = 0
         self._rng = random.Random(seed)
 
     def __call__(self, batch: Any) -> list[Any]:
+        self.replay_buffer.add_batch(batch)
         out = [batch]
-        if self.replay_proportion > 0 and self.buffer:
+        if self.replay_proportion > 0:
             whole = int(self.replay_proportion)
             extra = self._rng.random() < self.replay_proportion - whole
-            out += [self._rng.choice(self.buffer) for _ in range(whole + extra)]
-        if self.num_slots > 0:
-            if len(self.buffer) < self.num_slots:
-                self.buffer.append(batch)
-            else:
-                self.buffer[self._next] = batch
-                self._next = (self._next + 1) % self.num_slots
+            out += [self.replay_buffer.replay() for _ in range(whole + extra)]
         return out
 
 

@@ -414,7 +414,7 @@ def test_replay_with_a_count_and_the_simple_buffers():
     assert isinstance(next(Replay(local_buffer=nothing, num_items_to_replay=1)), NextValueNotReady)
     assert next(Replay(local_buffer=ring, num_items_to_replay=1)).count == 2
     mix = MixInReplay(num_slots=2, replay_proportion=1.0, seed=0)
-    assert len(mix(batch(1))) == 1 and len(mix(batch(1))) == 2
+    assert len(mix(batch(1))) == 2 and len(mix(batch(1))) == 2
     with pytest.raises(ValueError, match="num_slots"):
         MixInReplay(num_slots=0, replay_proportion=0.5)
 
