@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 
 from corral.evaluation.metrics import RolloutMetrics
-from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.policy.sample_batch import (
+    MultiAgentBatch,
+    SampleBatch,
+    leaf_columns,
+    nested_columns,
+)
 
 
 class Commands:
@@ -97,7 +102,9 @@ def loads(data: bytes) -> dict[str, Any]:
 
 def _columns_to_wire(batch: SampleBatch) -> dict[str, Any]:
     columns: dict[str, Any] = {}
-    for key, value in batch.items():
+    # A nested column (e.g. Dict observations with `_disable_preprocessor_api`) travels
+    # as one array per leaf, named by its path (`leaf_columns`).
+    for key, value in leaf_columns(batch).items():
         array = np.asarray(value) if key != SampleBatch.INFOS else value
         if isinstance(array, np.ndarray) and array.dtype != object:
             columns[key] = array
@@ -135,7 +142,7 @@ def _columns_from_wire(columns: Any, where: str) -> SampleBatch:
                 f"{where}: column {key!r} must be a numeric or boolean array, got {kind}."
             )
         checked[key] = value
-    return SampleBatch(checked)
+    return SampleBatch(nested_columns(checked))
 
 
 def batch_from_wire(data: Any) -> SampleBatch | MultiAgentBatch:

@@ -442,6 +442,17 @@ def test_batches_and_metrics_cross_the_wire_as_data():
     )
     assert isinstance(multi, MultiAgentBatch) and multi.count == 7
     assert multi.policy_batches["p0"].count == 3
+    # A nested column (Dict observations with `_disable_preprocessor_api`) keeps its form.
+    nested = SampleBatch(
+        {
+            "obs": {"pos": np.zeros((3, 2), np.float32), "ids": (np.arange(3), np.ones(3))},
+            "dones": np.array([0, 0, 1], bool),
+        }
+    )
+    back = batch_from_wire(loads(dumps({"b": batch_to_wire(nested)}))["b"])
+    assert set(back["obs"]) == {"pos", "ids"} and isinstance(back["obs"]["ids"], tuple)
+    np.testing.assert_array_equal(back["obs"]["ids"][0], np.arange(3))
+    assert back["obs"]["pos"].dtype == np.float32 and back.count == 3
     metric = RolloutMetrics(
         5,
         2.5,
