@@ -68,14 +68,6 @@ NOT_BUILT: tuple[Feature, ...] = (
         ),
     ),
     Feature(
-        "D4RL",
-        "RLlib's D4RL reader (`input='d4rl.<env>'`): the `d4rl` package is unmaintained "
-        "(its datasets moved to Minari); corral reads Minari datasets "
-        "(`input='minari://<dataset id>'`)",
-        ("offline.d4rl_reader",),
-        ("offline:D4RLReader",),
-    ),
-    Feature(
         "Ray actor utilities",
         "co-located actor helpers (corral's workers are processes: `corral.evaluation.backend`)",
         ("utils.actors",),

@@ -341,7 +341,8 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Parquet), a list of files, a dict {source: probability} mixing sources
     # (e.g. {"sampler": 0.4, "/data/*.json": 0.6}), a callable taking an
     # IOContext and returning an InputReader, a name registered with
-    # `register_input`, "minari://<dataset id>" (a local Minari dataset) or
+    # `register_input`, "minari://<dataset id>" (a local Minari dataset),
+    # "d4rl.<env name>" (RLlib's D4RL reader; needs the `d4rl` package) or
     # "dataset" (a Ray Data dataset named by `input_config`).
     "input": "sampler",
     # Arguments for the input, read by readers as `ioctx.input_config`; for

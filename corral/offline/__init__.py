@@ -3,11 +3,13 @@
 RLlib 1.13's `ray.rllib.offline`: `InputReader`/`OutputWriter` and their JSON forms
 (`JsonReader`, `JsonWriter`, RLlib's own files included), `ShuffledInput`, `MixedInput`
 and `IOContext`; plus Parquet (`ParquetReader`, `ParquetWriter`), Minari datasets
-(`MinariReader`) and Ray Data datasets (`DatasetReader`, `DatasetWriter`). A rollout worker
+(`MinariReader`), RLlib's D4RL reader (`D4RLReader`, needs the `d4rl` package) and Ray Data
+datasets (`DatasetReader`, `DatasetWriter`). A rollout worker
 builds its reader and writer from the config keys ``input``, ``output`` and their companions (see
 `corral.offline.inputs`).
 """
 
+from corral.offline.d4rl_reader import D4RLReader
 from corral.offline.dataset_reader import DatasetReader, get_dataset_and_shards
 from corral.offline.dataset_writer import DatasetWriter
 from corral.offline.input_reader import InputReader, SamplerInput
@@ -22,6 +24,7 @@ from corral.offline.resource import get_offline_io_resource_bundles
 from corral.offline.shuffled_input import ShuffledInput
 
 __all__ = [
+    "D4RLReader",
     "DatasetReader",
     "DatasetWriter",
     "IOContext",

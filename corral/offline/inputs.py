@@ -2,7 +2,8 @@
 
 RLlib 1.13's rules (``input``, ``output`` and their companion keys are documented in
 `COMMON_CONFIG`), plus corral's sources: Parquet files (by their ``.parquet`` suffix)
-Minari datasets (``"minari://<dataset id>"``) and Ray Data datasets (``"dataset"``).
+Minari datasets (``"minari://<dataset id>"``), D4RL datasets (``"d4rl.<env name>"``, RLlib
+1.13's) and Ray Data datasets (``"dataset"``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from corral.offline.shuffled_input import ShuffledInput
 
 # "minari://<dataset id>" (the short "minari:<dataset id>" works too).
 MINARI_PREFIXES = ("minari://", "minari:")
+# "d4rl.<env name>": RLlib 1.13's D4RL input (`corral.offline.d4rl_reader`).
+D4RL_PREFIX = "d4rl."
 
 
 def _registered_input(name: str) -> Any:
@@ -76,11 +79,10 @@ def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
                 return MinariReader(source[len(prefix) :], ioctx)
         if source == "dataset":
             return DatasetReader(ioctx)
-        if source.startswith("d4rl"):
-            raise NotImplementedError(
-                f"input={source!r}: RLlib's D4RL input is not built in corral; use a Minari "
-                "dataset ('minari://<dataset id>'), JSON or Parquet files."
-            )
+        if source.startswith(D4RL_PREFIX):
+            from corral.offline.d4rl_reader import D4RLReader
+
+            return D4RLReader(source[len(D4RL_PREFIX) :], ioctx)
     if isinstance(source, str | os.PathLike | list | tuple):
         if _is_parquet(source):
             from corral.offline.parquet import ParquetReader
@@ -90,8 +92,8 @@ def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
     raise ValueError(
         f"input={source!r}: expected 'sampler', a folder/glob/file or list of files, a dict "
         "{source: probability}, a callable taking an IOContext, a name registered with "
-        "register_input, 'dataset' (Ray Data) or a ray.data.Dataset, or "
-        "'minari://<dataset id>'."
+        "register_input, 'dataset' (Ray Data) or a ray.data.Dataset, "
+        "'minari://<dataset id>' or 'd4rl.<env name>'."
     )
 
 
