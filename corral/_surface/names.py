@@ -16,12 +16,6 @@ _EXEC_PLAN = (
     "it is an operator of one of RLlib's own execution plans whose work corral's algorithm "
     "does inside its policy or `training_step` instead"
 )
-_REPLAY_ACTOR = (
-    "it is RLlib's Ray actor of a buffer shard for distributed replay (Ape-X's replay "
-    "actors); corral's Ape-X keeps one local buffer and the execution module's "
-    "ReplayActor is not built either: wrap a buffer yourself with "
-    "`ray.remote(num_cpus=0)(MultiAgentReplayBuffer)`"
-)
 _NOT_PROVIDED: dict[str, tuple[str, str]] = {
     "": ("it is Ray's usage-statistics library (corral collects none)", "usage_lib"),
     "agents.a3c.a3c_torch_policy": (
@@ -134,11 +128,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's TorchPolicy steps its optimizers itself",
         "DirectStepOptimizer",
     ),
-    "utils.replay_buffers.multi_agent_prioritized_replay_buffer": (
-        _REPLAY_ACTOR,
-        "ReplayActor",
-    ),
-    "utils.replay_buffers.multi_agent_replay_buffer": (_REPLAY_ACTOR, "ReplayActor"),
     "models.preprocessors": (
         "corral does not resize raw Atari frames in a preprocessor: `wrap_deepmind` (Gymnasium's "
         "AtariPreprocessing) and the vision net handle images",

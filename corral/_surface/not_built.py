@@ -40,18 +40,16 @@ NOT_BUILT: tuple[Feature, ...] = (
     Feature(
         "Multi-GPU and distributed execution-plan pieces",
         "RLlib's multi-GPU learner thread (`MultiGPULearnerThread`, `multi_gpu_impl`: "
-        "corral's learners train on one device each, several with `num_learners`), "
-        "IMPALA's tree aggregation (aggregation actors between workers and learner), "
-        "Ape-X's own learner thread and its Ray replay actors (`ReplayActor`: corral "
-        "replays from one local buffer); execution plans and their operators are built "
-        "(`corral.execution`)",
+        "corral's learners train on one device each, several with `num_learners`) and "
+        "IMPALA's tree aggregation (aggregation actors between workers and learner); "
+        "execution plans and their operators are built (`corral.execution`), and so are "
+        "Ape-X's learner thread (`agents.dqn.learner_thread`) and replay actors "
+        "(`ReplayActor`)",
         (
             "execution.multi_gpu_impl",
             "execution.multi_gpu_learner_thread",
             "execution.tree_agg",
-            "agents.dqn.learner_thread",
         ),
-        ("execution.buffers.multi_agent_replay_buffer:ReplayActor",),
     ),
     Feature(
         "Third-party env wrappers",
@@ -66,11 +64,6 @@ NOT_BUILT: tuple[Feature, ...] = (
             "env.wrappers.kaggle_wrapper",
             "env.wrappers.unity3d_env",
         ),
-    ),
-    Feature(
-        "Ray actor utilities",
-        "co-located actor helpers (corral's workers are processes: `corral.evaluation.backend`)",
-        ("utils.actors",),
     ),
     Feature(
         "Tune's third-party searchers",

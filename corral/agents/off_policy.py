@@ -47,6 +47,7 @@ from corral.policy.torch_mixins import (
 )
 from corral.utils import config_spec as cs
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning, log_once
+from corral.utils.numpy import convert_to_numpy
 from corral.utils.replay_buffers import BATCH_INDEXES, MultiAgentReplayBuffer
 
 logger = logging.getLogger(__name__)
@@ -309,16 +310,9 @@ class OffPolicyTrainer(Trainer):
                 continue  # not trained here (e.g. another trainer's policy): no TD errors
             policy: Any = local.get_policy(pid)
             pop = getattr(policy, "pop_td_errors", None)
-            td_error = pop() if pop is not None else None
-            if (
-                td_error is None
-                or len(td_error) != policy_batch.count
-                # A NaN/inf (from a minibatch that was skipped) makes the sum one too. (A
-                # sum that overflows from huge finite errors only costs the recompute.)
-                or not math.isfinite(np.add.reduce(td_error, axis=None))
-            ):
-                td_error = policy.compute_td_error(policy_batch)
-            updates[pid] = (policy_batch[BATCH_INDEXES], td_error)
+            td_error = td_errors_of_update(policy, policy_batch, pop() if pop else None)
+            if td_error is not None:
+                updates[pid] = (policy_batch[BATCH_INDEXES], td_error)
         self.local_replay_buffer.update_priorities(updates)
 
     def _sync_worker_targets(self) -> None:
@@ -416,6 +410,40 @@ def sync_target_networks(workers: Any, trainable_only: bool = True) -> None:
         wait_all([w.apply(_set_target_weights, targets) for w in remote])
 
 
+def td_errors_of_update(
+    policy: Any, policy_batch: SampleBatch, *candidates: Any
+) -> np.ndarray | None:
+    """The TD errors of an update for new replay priorities, one per trained row (RLlib
+    1.x's `td_error` learner fetch): the first of `candidates` (the update's own, e.g.
+    what its loss logged or its `learn_on_batch` result's `td_error`) that has one finite
+    value per row, else `policy.compute_td_error(policy_batch)` after the update; None
+    (with a warning, once) for a policy that has no TD errors to give.
+
+    (A NaN/inf comes from a minibatch that was skipped; a sum that overflows from huge
+    finite errors only costs the recompute.)
+    """
+    for td_error in candidates:
+        if td_error is None:
+            continue
+        if not isinstance(td_error, np.ndarray):
+            td_error = np.asarray(convert_to_numpy(td_error, reduce_type=False))
+        td_error = td_error.reshape(-1)
+        if len(td_error) == policy_batch.count and math.isfinite(
+            np.add.reduce(td_error, axis=None)
+        ):
+            return td_error
+    compute = getattr(policy, "compute_td_error", None)
+    if compute is not None:
+        return np.asarray(compute(policy_batch)).reshape(-1)
+    if log_once(f"no_td_error_{type(policy).__name__}"):
+        logger.warning(
+            "%s gives no TD errors (none from its update, no `compute_td_error`): the "
+            "priorities of the rows it trains on are not updated.",
+            type(policy).__name__,
+        )
+    return None
+
+
 def _set_target_weights(worker: Any, targets: dict[str, dict[str, np.ndarray]]) -> None:
     """In a worker: loads each policy's target-network weights."""
     for pid, weights in targets.items():
@@ -483,16 +511,17 @@ def _columns(batch: SampleBatch, extra_columns: tuple[str, ...]) -> SampleBatch:
 __all__ = [
     "OFF_POLICY_CONFIG",
     "OFF_POLICY_CONFIG_SPECS",
+    "OffPolicyTrainer",
     "PRIO_WEIGHTS",
     "REPLAY_CONFIG_SPECS",
     "TARGET_PREFIX",
-    "OffPolicyTrainer",
     "TargetNetworkStateMixin",
     "bootstrap_discount",
     "check_replay_config",
     "check_worker_side_prioritization",
     "make_replay_buffer",
     "polyak_update",
+    "td_errors_of_update",
     "uses_prioritized_replay",
     "with_off_policy_config",
 ]

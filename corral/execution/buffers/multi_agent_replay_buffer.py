@@ -111,3 +111,13 @@ class MultiAgentReplayBuffer:
     def set_state(self, state: dict) -> None:
         self._buffer.set_state(state["buffer"])
         self.num_added = state["num_added"]
+
+
+def __getattr__(name: str) -> Any:
+    # RLlib 1.13's `ReplayActor`: `MultiAgentReplayBuffer` as a Ray actor class, made on
+    # first use (Ray is the `ray` extra: without it, an ImportError saying so).
+    if name == "ReplayActor":
+        from corral.utils.actors import replay_actor_class
+
+        return replay_actor_class(MultiAgentReplayBuffer)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

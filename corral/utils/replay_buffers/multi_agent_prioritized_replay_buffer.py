@@ -117,3 +117,13 @@ class MultiAgentPrioritizedReplayBuffer(MultiAgentReplayBuffer):
     def prioritized_replay_eps(self) -> float:
         """Added to |td_error| to get a priority (RLlib's name)."""
         return self.eps
+
+
+def __getattr__(name: str) -> Any:
+    # RLlib 1.13's `ReplayActor`: `MultiAgentPrioritizedReplayBuffer` as a Ray actor class, made on
+    # first use (Ray is the `ray` extra: without it, an ImportError saying so).
+    if name == "ReplayActor":
+        from corral.utils.actors import replay_actor_class
+
+        return replay_actor_class(MultiAgentPrioritizedReplayBuffer)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

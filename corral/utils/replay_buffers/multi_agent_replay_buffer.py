@@ -707,3 +707,13 @@ def _trajectory_bounds(batch: SampleBatch) -> list[tuple[int, int]]:
     cuts = np.flatnonzero(eps[1:] != eps[:-1]) + 1
     bounds = [0, *cuts.tolist(), len(eps)]
     return list(zip(bounds[:-1], bounds[1:]))
+
+
+def __getattr__(name: str) -> Any:
+    # RLlib 1.13's `ReplayActor`: `MultiAgentReplayBuffer` as a Ray actor class, made on
+    # first use (Ray is the `ray` extra: without it, an ImportError saying so).
+    if name == "ReplayActor":
+        from corral.utils.actors import replay_actor_class
+
+        return replay_actor_class(MultiAgentReplayBuffer)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
