@@ -1,9 +1,10 @@
 """Replay in execution plans (RLlib 1.13's `execution.replay_ops`).
 
-`StoreToReplayBuffer` (a `for_each` function) adds batches to a buffer; `Replay` is an
-iterator of batches sampled from it, not ready while the buffer has none to give (run
-the two together with `Concurrently`). `MixInReplay` mixes replayed batches into a
-stream of new ones, drawn from its `SimpleReplayBuffer` (a ring of whole batches).
+`StoreToReplayBuffer` (a `for_each` function) adds batches to a buffer, or to Ray replay
+actors (`ReplayActor`); `Replay` is an iterator of batches sampled from it (them), not
+ready while there is none to give (run the two together with `Concurrently`).
+`MixInReplay` mixes replayed batches into a stream of new ones, drawn from its
+`SimpleReplayBuffer` (a ring of whole batches).
 """
 
 from __future__ import annotations
@@ -16,34 +17,45 @@ from corral.execution.common import STEPS_SAMPLED_COUNTER, _get_shared_metrics
 from corral.execution.local_iterator import LocalIterator, NextValueNotReady
 from corral.utils.replay_buffers.simple_replay_buffer import SimpleReplayBuffer as _BatchRing
 
-_NO_REPLAY_ACTORS = (
-    "replay actors (RLlib's Ray actors of buffer shards, Ape-X's `ReplayActor`) are not "
-    "built: pass `local_buffer=`"
-)
-
 
 def _check_one_source(local_buffer: Any, actors: Any) -> None:
     if (local_buffer is None) == (actors is None):
         raise ValueError("Exactly one of `local_buffer` and `actors` must be given.")
-    if actors is not None:
-        raise NotImplementedError(_NO_REPLAY_ACTORS)
+    if actors is not None and not actors:
+        raise ValueError("`actors` must hold at least one replay actor.")
 
 
 class StoreToReplayBuffer:
-    """A `for_each` function that adds each batch to `local_buffer` and returns it.
+    """A `for_each` function that adds each batch to `local_buffer`, or to one of the
+    replay `actors` drawn at random (Ray actors, e.g. of `ReplayActor`: the call is not
+    waited for), and returns it.
 
     The buffer's `add` is used where it has one, else its `add_batch` (RLlib 1.13's
-    execution buffers).
+    execution buffers); an actor's `add`.
     """
 
     def __init__(self, *, local_buffer: Any = None, actors: Any = None) -> None:
         _check_one_source(local_buffer, actors)
         self.local_actor = local_buffer
-        self._add = getattr(local_buffer, "add", None) or local_buffer.add_batch
+        self.replay_actors = None if actors is None else list(actors)
+        self._add = None if local_buffer is None else _add_method(local_buffer)
+        # (An actor's missing method would only fail inside the call, which is not waited
+        # for: each actor's is looked up here.)
+        self._actor_adds = [_add_method(a) for a in self.replay_actors or ()]
 
     def __call__(self, batch: Any) -> Any:
-        self._add(batch)
+        if self._add is not None:
+            self._add(batch)
+        else:
+            random.choice(self._actor_adds).remote(batch)
         return batch
+
+
+def _add_method(buffer: Any) -> Any:
+    """A buffer's (or a buffer actor's) `add`, else its `add_batch` (RLlib 1.13's
+    execution buffers)."""
+    add = getattr(buffer, "add", None)
+    return add if add is not None else buffer.add_batch
 
 
 def Replay(  # noqa: N802 (RLlib's name)
@@ -53,19 +65,23 @@ def Replay(  # noqa: N802 (RLlib's name)
     actors: Any = None,
     num_async: int = 4,
 ) -> LocalIterator[Any]:
-    """Batches sampled from `local_buffer`, one per `next()`; not ready (see
-    `NextValueNotReady`) while the buffer is empty or returns nothing (before its
-    `learning_starts`).
+    """Batches sampled from `local_buffer`, one per `next()`, or from the replay `actors`
+    as their samples arrive; not ready (see `NextValueNotReady`) while there is none to
+    give (an empty buffer, or one before its `learning_starts`).
 
     Args:
         local_buffer: the buffer.
         num_items_to_replay: items per batch, sampled with `sample(n)`; None calls the
             buffer's `replay()` (`replay_batch_size` items of RLlib's multi-agent
             buffers; pass a number for a buffer whose `replay` needs one).
-        actors: replay actors (not built).
+        actors: Ray actors of replay buffers (e.g. of `ReplayActor`), sampled
+            asynchronously (RLlib's `gather_async`): each keeps `num_async` requests in
+            flight, and batches come in the order they are ready.
         num_async: requests in flight per replay actor (with `actors`).
     """
     _check_one_source(local_buffer, actors)
+    if actors is not None:
+        return _replay_from_actors(list(actors), num_items_to_replay, num_async)
 
     def draw() -> Any:
         if num_items_to_replay is None:
@@ -78,12 +94,45 @@ def Replay(  # noqa: N802 (RLlib's name)
                 yield NextValueNotReady()
                 continue
             item = draw()
-            if item is None or getattr(item, "count", 1) == 0:
+            if _is_nothing(item):
                 yield NextValueNotReady()
             else:
                 yield item
 
     return LocalIterator(gen_replay, name="Replay")
+
+
+def _replay_from_actors(
+    actors: list[Any], num_items: int | None, num_async: int
+) -> LocalIterator[Any]:
+    if num_async < 1:
+        raise ValueError(f"num_async must be >= 1, got {num_async}.")
+    from corral.utils.actors import import_ray
+
+    ray = import_ray("Replay(actors=...)")
+
+    def request(actor: Any) -> Any:
+        return actor.replay.remote() if num_items is None else actor.sample.remote(num_items)
+
+    def gen_replay(timeout: float | None) -> Iterator[Any]:
+        in_flight = {request(a): a for a in actors for _ in range(num_async)}
+        while True:
+            # Without a timeout (a deterministic union), wait for the next one to arrive.
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=timeout)
+            if not ready:
+                yield NextValueNotReady()
+                continue
+            actor = in_flight.pop(ready[0])
+            in_flight[request(actor)] = actor
+            item = ray.get(ready[0])
+            yield NextValueNotReady() if _is_nothing(item) else item
+
+    return LocalIterator(gen_replay, name="Replay(actors)")
+
+
+def _is_nothing(item: Any) -> bool:
+    """A replay that gave nothing (None, or an empty batch)."""
+    return item is None or getattr(item, "count", 1) == 0
 
 
 def _is_empty(buffer: Any) -> bool:

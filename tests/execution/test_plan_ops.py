@@ -399,8 +399,9 @@ def test_store_and_replay_through_a_buffer():
     assert first.policy_batches["default_policy"].count == 4
     with pytest.raises(ValueError, match="Exactly one"):
         Replay()
-    with pytest.raises(NotImplementedError, match="replay actors"):
-        StoreToReplayBuffer(actors=["actor"])
+    with pytest.raises(ValueError, match="Exactly one"):
+        StoreToReplayBuffer(local_buffer=buffer, actors=["actor"])
+    # (Replay actors: tests/utils/test_actors.py, with Ray.)
 
 
 def test_replay_with_a_count_and_the_simple_buffers():

@@ -213,3 +213,42 @@ def test_replay_actors_add_sample_and_update_priorities(ray):
         assert state is not None
         ray.kill(shard)
     ray.kill(legacy)
+
+
+def test_plans_store_to_and_replay_from_replay_actors(ray):
+    from corral.execution.local_iterator import NextValueNotReady
+    from corral.execution.replay_ops import Replay, StoreToReplayBuffer
+
+    replay_actor = importlib.import_module(REPLAY_MODULES[1]).ReplayActor
+    shards = [replay_actor.remote(capacity=100, learning_starts=0) for _ in range(2)]
+    legacy = importlib.import_module(REPLAY_MODULES[0]).ReplayActor.remote(
+        num_shards=1, learning_starts=0, capacity=100, replay_batch_size=4
+    )
+    try:
+        replay = Replay(actors=shards, num_items_to_replay=4, num_async=2)
+        assert isinstance(next(replay), NextValueNotReady)  # nothing stored yet
+        store = StoreToReplayBuffer(actors=shards)
+        for i in range(20):
+            assert store(_rows(1, start=i)).count == 1
+        # Every batch went to one of the shards (the calls are not waited for).
+        deadline = time.monotonic() + 10
+        while sum(ray.get([s.__len__.remote() for s in shards])) < 20:
+            assert time.monotonic() < deadline, "stored batches did not reach the actors"
+            time.sleep(0.05)
+        got = [b for b in (next(replay) for _ in range(30)) if not isinstance(b, NextValueNotReady)]
+        assert got and all(b.count == 4 for b in got)
+        assert set(
+            np.concatenate([b.policy_batches["default_policy"]["obs"][:, 0] for b in got])
+        ) <= set(range(20))
+        # An actor of RLlib 1.13's execution buffer (`add_batch`, `replay()`).
+        StoreToReplayBuffer(actors=[legacy])(_rows(8))
+        from_legacy = Replay(actors=[legacy])
+        batch = next(b for b in from_legacy if not isinstance(b, NextValueNotReady))
+        assert batch.policy_batches["default_policy"].count == 4
+        with pytest.raises(ValueError, match="at least one replay actor"):
+            Replay(actors=[])
+        with pytest.raises(ValueError, match="num_async must be >= 1"):
+            Replay(actors=shards, num_async=0)
+    finally:
+        for actor in (*shards, legacy):
+            ray.kill(actor)
