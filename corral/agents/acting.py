@@ -23,6 +23,7 @@ from corral.evaluation.episode import Episode
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 from corral.utils.deprecation import deprecation_warning
+from corral.utils.spaces import as_flat_action_rows
 
 if TYPE_CHECKING:
     from corral.agents.trainer import Trainer
@@ -94,6 +95,7 @@ def compute_single_action(
         episodes=None if episode is None else [episode],
         **kwargs,
     )
+    actions = as_flat_action_rows(policy.action_space, actions)
     action = to_env_action(policy, _first(actions), unsquash_action, clip_action)
     state_out = [s[0] for s in state_out]
     if state or state_out or full_fetch:
@@ -171,6 +173,7 @@ def compute_actions(
     actions, states_out, extra = policy.compute_actions_from_input_dict(
         batch, explore=explore, timestep=timestep, episodes=episodes, **kwargs
     )
+    actions = as_flat_action_rows(policy.action_space, actions)
     by_agent = {
         a: to_env_action(policy, actions[i], unsquash_actions, clip_actions)
         for i, a in enumerate(agents)

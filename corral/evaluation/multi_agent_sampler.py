@@ -44,7 +44,7 @@ from corral.policy.view_requirement import (
     action_spec,
     fill_future_rows,
 )
-from corral.utils.spaces import flat_action_width
+from corral.utils.spaces import flat_action_width, unflatten_actions
 
 ALL = "__all__"
 
@@ -401,11 +401,15 @@ class MultiAgentSampler(SamplerBase):
                 )
             if step_rows:
                 extra = {**extra, **step_rows}
-            env_actions = (
-                policy.to_env_actions(batch_actions, self.unsquash, self.clip)
-                if hasattr(policy, "to_env_actions")
-                else batch_actions
-            )
+            if hasattr(policy, "to_env_actions"):
+                env_actions = policy.to_env_actions(batch_actions, self.unsquash, self.clip)
+            elif isinstance(policy.action_space, gym.spaces.Tuple | gym.spaces.Dict):
+                # A policy of one's own: its (flat-kept) nested actions rebuilt for the env.
+                env_actions = unflatten_actions(
+                    policy.action_space, batch_actions, self.unsquash, self.clip
+                )
+            else:
+                env_actions = batch_actions
             for k, (i, agent) in enumerate(members):
                 slot = self.slots[i]
                 trajectory = trajectories[k]
@@ -637,13 +641,14 @@ def _policy_actions(
             return fast(obs, explore)
         return fast(obs, explore, state, prev_actions, prev_rewards)
     return as_fetches(
+        policy.action_space,
         *policy.compute_actions(
             obs,
             state_batches=state,
             prev_action_batch=prev_actions,
             prev_reward_batch=prev_rewards,
             explore=explore,
-        )
+        ),
     )
 
 

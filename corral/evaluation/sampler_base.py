@@ -31,6 +31,7 @@ from corral.policy.policy import with_nested_actions
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
 from corral.utils.exploration.exploration import overrides
+from corral.utils.spaces import as_flat_action_rows
 
 # The columns both samplers write themselves (plus the previous action and reward for
 # stateful policies): a trajectory view of any other column, or with a shift, is built
@@ -191,13 +192,17 @@ def nonfinite_reward_error(
     )
 
 
-def as_fetches(actions: Any, state_out: Any, extra: Any) -> tuple[np.ndarray, dict]:
-    """`compute_actions`-style results as the samplers keep them: actions as an array,
-    the extra fetches as arrays with the RNN states out as `state_out_<i>`."""
+def as_fetches(
+    action_space: Any, actions: Any, state_out: Any, extra: Any
+) -> tuple[np.ndarray, dict]:
+    """`compute_actions`-style results as the samplers keep them: actions as an array
+    (flat rows for a Tuple/Dict `action_space`, whichever of RLlib's forms they came in:
+    `as_flat_action_rows`), the extra fetches as arrays with the RNN states out as
+    `state_out_<i>`."""
     fetches = {k: np.asarray(v) for k, v in (extra or {}).items()}
     for j, s in enumerate(state_out or []):
         fetches[f"state_out_{j}"] = np.asarray(s)
-    return np.asarray(actions), fetches
+    return as_flat_action_rows(action_space, actions), fetches
 
 
 def actions_with_views(
@@ -223,7 +228,9 @@ def actions_with_views(
             input_dict[f"state_in_{j}"] = s
         input_dict[SampleBatch.PREV_ACTIONS] = prev_actions
         input_dict[SampleBatch.PREV_REWARDS] = prev_rewards
-    return as_fetches(*policy.compute_actions_from_input_dict(input_dict, explore=explore))
+    return as_fetches(
+        policy.action_space, *policy.compute_actions_from_input_dict(input_dict, explore=explore)
+    )
 
 
 def postprocess_trajectory(

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.policy.policy import Policy
-from corral.utils.spaces import flatten_actions, unflatten_actions
+from corral.utils.spaces import unflatten_actions
 
 
 class RandomPolicy(Policy):
@@ -44,11 +44,11 @@ class RandomPolicy(Policy):
         explore: bool | None = None,
         timestep: int | None = None,
         **kwargs: Any,
-    ) -> tuple[np.ndarray, list, dict]:
+    ) -> tuple[Any, list, dict]:
         n = len(obs_batch)
         samples = [self._sampling_space.sample() for _ in range(n)]
-        if self._nested:
-            return np.stack([flatten_actions(self.action_space, a) for a in samples]), [], {}
+        if self._nested:  # RLlib's form: one nested action per row
+            return samples, [], {}
         return np.asarray(samples), [], {}
 
     def to_env_actions(self, actions: np.ndarray, unsquash: bool, clip: bool) -> Any:

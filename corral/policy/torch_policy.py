@@ -34,7 +34,13 @@ from corral.utils.exploration import (
 )
 from corral.utils.exploration.exploration import overrides
 from corral.utils.schedules import make_schedule
-from corral.utils.spaces import flatten_action_rows, is_nested_action, unflatten_actions
+from corral.utils.spaces import (
+    flatten_action_rows,
+    flatten_actions,
+    is_nested_action,
+    nest_action_rows,
+    unflatten_actions,
+)
 from corral.utils.torch_utils import make_adam
 
 if TYPE_CHECKING:
@@ -381,7 +387,14 @@ class TorchPolicy(Policy):
         actions, extra = self.compute_actions_from_obs(
             obs, explore, state, _as_array(prev_action_batch), _as_array(prev_reward_batch)
         )
-        return actions, self._pop_state_out(extra), extra
+        return self._as_rllib_actions(actions), self._pop_state_out(extra), extra
+
+    def _as_rllib_actions(self, actions: np.ndarray) -> Any:
+        """The actions of the RLlib-named batch methods (`compute_actions`,
+        `compute_actions_from_input_dict`) in RLlib's form: for a Tuple/Dict action space
+        nested, each leaf a batch (`nest_action_rows`; the samplers' own
+        `compute_actions_from_obs` keeps flat rows)."""
+        return nest_action_rows(self.action_space, actions) if self._nested_actions else actions
 
     def _state_batches(self, state_batches: list | None, n: int) -> list[np.ndarray] | None:
         """The given RNN states, or the initial state for every row."""
@@ -415,12 +428,14 @@ class TorchPolicy(Policy):
             _as_array(input_dict.get(SampleBatch.PREV_REWARDS)),
             view_inputs=views or None,
         )
-        return actions, self._pop_state_out(extra), extra
+        return self._as_rllib_actions(actions), self._pop_state_out(extra), extra
 
     def compute_single_action(self, obs: Any = None, state: list | None = None, **kwargs: Any):
         unsquash = kwargs.pop("unsquash_action", None)
         clip = kwargs.pop("clip_action", None)
         action, state_out, extra = super().compute_single_action(obs, state, **kwargs)
+        if self._nested_actions:  # (`to_env_actions` maps flat rows)
+            action = flatten_actions(self.action_space, action)
         if unsquash is None:
             unsquash = self.config.get("normalize_actions", False)
         if clip is None:

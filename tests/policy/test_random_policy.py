@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.policy.random_policy import RandomPolicy
+from corral.utils.spaces import as_flat_action_rows
 
 OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
@@ -32,8 +33,12 @@ def test_nested_actions_travel_flat_and_reach_the_env_nested():
     )
     np.random.seed(0)
     policy = RandomPolicy(OBS, space, {})
-    rows, state, extra = policy.compute_actions(np.zeros((4, 2), np.float32))
-    assert rows.shape == (4, 3) and state == [] and extra == {}
+    # RLlib's form: one nested action per row; the samplers keep them as flat rows.
+    actions, state, extra = policy.compute_actions(np.zeros((4, 2), np.float32))
+    assert len(actions) == 4 and all(space.contains(a) for a in actions)
+    assert state == [] and extra == {}
+    rows = as_flat_action_rows(space, actions)
+    assert rows.shape == (4, 3)
     env_actions = policy.to_env_actions(rows, unsquash=False, clip=False)
     assert len(env_actions) == 4 and all(space.contains(a) for a in env_actions)
 

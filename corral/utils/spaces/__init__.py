@@ -5,7 +5,8 @@ so a nested action travels as a flat float32 row: the leaves in :func:`flatten_s
 order, each taking :func:`flat_action_size` columns (a discrete choice as its index).
 :func:`unflatten_actions` rebuilds the nested actions just before they reach the env.
 Under `_disable_action_flattening` sample batches hold them nested instead
-(:func:`nest_action_rows`, :func:`flatten_action_rows`).
+(:func:`nest_action_rows`, :func:`flatten_action_rows`), and a policy's `compute_actions`
+returns them nested, as RLlib's (:func:`as_flat_action_rows` takes them back).
 """
 
 from __future__ import annotations
@@ -170,3 +171,18 @@ def action_leaves(space: gym.Space, nested: Any) -> Any:
 def is_nested_action(actions: Any) -> bool:
     """Whether an action batch is nested (a dict or tuple), not flat rows."""
     return isinstance(actions, dict | tuple)
+
+
+def as_flat_action_rows(space: gym.Space, actions: Any) -> Any:
+    """A batch of actions as corral's samplers keep them: for a ``Tuple``/``Dict`` action
+    space, flat rows ``[B, K]``, whichever of RLlib's forms a policy's `compute_actions`
+    gave: nested leaves ``[B, ...]`` (RLlib's torch policies), a list of ``B`` nested
+    actions (RLlib's `RandomPolicy`), or flat rows already. Other spaces' actions pass
+    through as an array."""
+    if not isinstance(space, gym.spaces.Tuple | gym.spaces.Dict):
+        return np.asarray(actions)
+    if is_nested_action(actions):
+        return flatten_action_rows(space, actions)
+    if isinstance(actions, list) and actions and is_nested_action(actions[0]):
+        return np.stack([flatten_actions(space, a) for a in actions])
+    return np.asarray(actions)
