@@ -38,18 +38,12 @@ class Feature:
 # read this.
 NOT_BUILT: tuple[Feature, ...] = (
     Feature(
-        "Multi-GPU and distributed execution-plan pieces",
-        "RLlib's multi-GPU learner thread (`MultiGPULearnerThread`, `multi_gpu_impl`: "
-        "corral's learners train on one device each, several with `num_learners`) and "
-        "IMPALA's tree aggregation (aggregation actors between workers and learner); "
-        "execution plans and their operators are built (`corral.execution`), and so are "
-        "Ape-X's learner thread (`agents.dqn.learner_thread`) and replay actors "
-        "(`ReplayActor`)",
-        (
-            "execution.multi_gpu_impl",
-            "execution.multi_gpu_learner_thread",
-            "execution.tree_agg",
-        ),
+        "RLlib's multi-GPU tower optimizer",
+        "`multi_gpu_impl.LocalSyncParallelOptimizer`, TensorFlow's per-GPU towers (corral's "
+        "learners train on one device each, several with `num_learners`); the multi-GPU "
+        "learner thread, tree aggregation, Ape-X's learner thread and replay actors, and "
+        "execution plans with their operators are built (`corral.execution`)",
+        ("execution.multi_gpu_impl",),
     ),
     Feature(
         "Third-party env wrappers",

@@ -181,11 +181,25 @@ class RayWorker:
             .options(**options)
             .remote(cloudpickle.dumps(spec.factory), spec.env_vars, spec.num_threads)
         )
-        self._ready = RayFuture(self, self._actor.ready.remote(), "start")
+        self._ready: RayFuture | None = RayFuture(self, self._actor.ready.remote(), "start")
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Blocks until the worker is built (raises what its constructor raised)."""
-        self.pid = self._ready.result(timeout)
+        if self._ready is not None:
+            self.pid = self._ready.result(timeout)
+
+    # A handle pickled into another Ray process (a tree-aggregation actor calls the
+    # rollout workers it was given) reaches the same actor; the Ray module and the
+    # start-up future stay behind (the sender waited for that).
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_ray"]
+        state["_ready"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._ray = _ray()
 
     # -- calls --------------------------------------------------------------
 

@@ -8,11 +8,13 @@ this package (`corral.execution.ParallelRollouts`, ...) are served lazily by
 """
 
 from corral.execution.buffers.multi_agent_replay_buffer import MultiAgentReplayBuffer
+from corral.execution.multi_gpu_learner_thread import MultiGPULearnerThread
 from corral.execution.rollout_ops import standardize_fields, synchronous_parallel_sample
 from corral.execution.train_ops import multi_gpu_train_one_step, train_one_step
 
 __all__ = [
     "MultiAgentReplayBuffer",
+    "MultiGPULearnerThread",
     "multi_gpu_train_one_step",
     "standardize_fields",
     "synchronous_parallel_sample",

@@ -100,21 +100,7 @@ class LearnerThread(threading.Thread):
         self._published: tuple[dict, dict] | None = None
 
     def _default_update_fn(self) -> Callable[[MultiAgentBatch], dict]:
-        from corral.core.learner import Learner
-        from corral.utils.metrics import stats_to_values
-
-        worker = self.local_worker
-        learner = Learner(
-            worker.policy_map,
-            worker.policy_config,
-            policy_ids=[p for p in worker.policy_map if worker.is_policy_to_train(p)],
-        )
-
-        def update(batch: MultiAgentBatch) -> dict:
-            values = stats_to_values(learner.update(batch=batch) or {})
-            return {pid: {"learner_stats": v} for pid, v in values.items() if pid[:2] != "__"}
-
-        return update
+        return LearnerUpdate(self.local_worker)
 
     # -- the thread ---------------------------------------------------------
 
@@ -132,7 +118,7 @@ class LearnerThread(threading.Thread):
         waited = 0.0
         while True:
             try:
-                item, _ = self.minibatch_buffer.get()
+                item, released = self.minibatch_buffer.get()
                 break
             except queue.Empty:
                 waited = time.perf_counter() - start
@@ -148,13 +134,14 @@ class LearnerThread(threading.Thread):
                     start = time.perf_counter()
                     self._add_time(wait=waited)
         got = time.perf_counter()
-        self.queue_timer.push(got - start)
+        self._take_timer().push(got - start)
         self._add_time(wait=got - start)
-        batch, sampled_seqs = item if isinstance(item, tuple) else (item, None)
+        batch, sampled_seqs = self._unpack(item)
         with self.update_lock:
             info = self.update_fn(batch)
             self._record_lag(sampled_seqs)
             self._publish()
+        self._release(item, released)
         done = time.perf_counter()
         self.grad_timer.push(done - got)
         self._add_time(busy=done - got)
@@ -165,6 +152,20 @@ class LearnerThread(threading.Thread):
         self.outqueue.put((batch.count, info))
         self.learner_queue_size.push(self.inqueue.qsize())
         return True
+
+    # Hooks of the multi-GPU learner thread (`multi_gpu_learner_thread`), whose ring
+    # hands out loaded slots instead of queued batches.
+
+    def _take_timer(self) -> TimerStat:
+        """The timer of the thread's waits for its next item (`minibatch_buffer.get`)."""
+        return self.queue_timer
+
+    def _unpack(self, item: Any) -> tuple[MultiAgentBatch, dict | None]:
+        """(train batch, weights versions it was sampled with) of a ring item."""
+        return item if isinstance(item, tuple) else (item, None)
+
+    def _release(self, item: Any, released: bool) -> None:
+        """Called after each update on `item`; `released`: that was its last pass."""
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ends the thread after its current update."""
@@ -236,3 +237,47 @@ class LearnerThread(threading.Thread):
         if not info.get("learner"):  # (an execution plan's result has an empty one)
             info["learner"] = copy.deepcopy(self.learner_info)
         return result
+
+
+class LearnerUpdate:
+    """`fn(batch) -> learner info`: one pass over `batch` by a `LearnerGroup` (corral's
+    learner) training `local_worker`'s policies to train; a learner thread's default
+    `update_fn`.
+
+    Args:
+        local_worker: the `RolloutWorker` whose policies are trained (and whose
+            `policy_config` the learner reads: `grad_clip`, `seed`, ...).
+        num_gpus: 0 trains the policies in place on the CPU; > 0 trains copies on
+            the GPU (weights loaded back after each update), as a trainer's learner
+            does for `num_gpus`.
+        fake_gpus: with `num_gpus > 0`, the same code path on the CPU (`_fake_gpus`).
+        minibatch_size: rows per gradient step (None: the whole batch in one step).
+    """
+
+    def __init__(
+        self,
+        local_worker: Any,
+        *,
+        num_gpus: float = 0,
+        fake_gpus: bool = False,
+        minibatch_size: int | None = None,
+    ) -> None:
+        from corral.core.learner.learner_group import LearnerGroup
+
+        worker = local_worker
+        config = dict(worker.policy_config, num_learners=0, num_gpus=num_gpus, _fake_gpus=fake_gpus)
+        self.minibatch_size = minibatch_size
+        self.learner_group = LearnerGroup(
+            config,
+            worker.policy_map,
+            policy_ids=[p for p in worker.policy_map if worker.is_policy_to_train(p)],
+        )
+
+    def __call__(self, batch: MultiAgentBatch) -> dict:
+        from corral.utils.metrics import stats_to_values
+
+        results = self.learner_group.update(
+            batch=batch, num_epochs=1, minibatch_size=self.minibatch_size
+        )
+        values = stats_to_values(results or {})
+        return {pid: {"learner_stats": v} for pid, v in values.items() if pid[:2] != "__"}

@@ -40,8 +40,10 @@ from corral.agents.trainer import (
     Trainer,
 )
 from corral.execution.learner_thread import LearnerThread
+from corral.execution.multi_gpu_learner_thread import MultiGPULearnerThread
 from corral.execution.parallel_requests import AsyncRequestsManager
 from corral.execution.replay_ops import MixInReplay
+from corral.execution.tree_agg import check_tree_aggregation, create_aggregators
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
@@ -79,8 +81,9 @@ DEFAULT_CONFIG = with_common_config(
         # GPUs of the learner (RLlib's default is 1; corral's learner runs on the CPU
         # unless asked: set 1 where torch sees a GPU).
         "num_gpus": 0,
-        # RLlib's multi-GPU tower stacks: corral's learner thread trains on one device;
-        # accepted and without effect.
+        # Slots the `MultiGPULearnerThread` of `make_learner_thread` (execution plans)
+        # loads train batches into ahead of training; the trainer's own learner thread
+        # takes batches straight from its queue (no effect there).
         "num_multi_gpu_tower_stacks": 1,
         # Train batches kept in the learner's ring buffer for the `num_sgd_iter`
         # replays (each batch is used `num_sgd_iter` times, round-robin over the ring).
@@ -105,7 +108,10 @@ DEFAULT_CONFIG = with_common_config(
         # Fragments received between two refreshes of the weights sent to the workers
         # (each worker gets the newest weights with its next request after a refresh).
         "broadcast_interval": 1,
-        # RLlib's tree aggregation actors (not built: only 0).
+        # > 0: this many aggregation actors (`corral.execution.tree_agg`) sample the
+        # remote workers (round-robin shares), mix in replay, concatenate the fragments
+        # into train batches and hand those to the driver, which sends them new weights
+        # (passed on to their workers). Needs backend="ray".
         "num_aggregation_workers": 0,
         # Clip gradients to this global norm (None: no clipping).
         "grad_clip": 40.0,
@@ -172,14 +178,44 @@ CONFIG_SPECS = {
 
 
 def make_learner_thread(local_worker: Any, config: dict) -> LearnerThread:
-    """RLlib 1.13's factory: the learner thread for `config` (one device: corral has no
-    multi-GPU learner thread), training `local_worker`'s policies with its own Learner."""
-    return LearnerThread(
+    """RLlib 1.13's factory (for execution plans): the learner thread for `config`,
+    training `local_worker`'s policies with its own learner.
+
+    As RLlib 1.13: a `MultiGPULearnerThread` (loader threads, `num_multi_gpu_tower_stacks`
+    slots, the learner on `num_gpus`) unless `simple_optimizer` is True, then a plain
+    `LearnerThread` (`minibatch_buffer_size`). A `minibatch_buffer_size` above the
+    number of stacks is lowered to it, with a warning. With one stack and
+    `num_sgd_iter=1` (the defaults) both train on the same batches in the same order.
+    """
+    if config.get("simple_optimizer") is True:
+        return LearnerThread(
+            local_worker,
+            minibatch_buffer_size=config["minibatch_buffer_size"],
+            num_sgd_iter=config["num_sgd_iter"],
+            learner_queue_size=config["learner_queue_size"],
+            learner_queue_timeout=config["learner_queue_timeout"],
+        )
+    num_stacks = config["num_multi_gpu_tower_stacks"]
+    if num_stacks < config["minibatch_buffer_size"]:
+        logger.warning(
+            "The multi-GPU learner thread's ring has one slot per tower stack: "
+            "num_multi_gpu_tower_stacks=%d < minibatch_buffer_size=%d; setting "
+            "minibatch_buffer_size=%d.",
+            num_stacks,
+            config["minibatch_buffer_size"],
+            num_stacks,
+        )
+        config["minibatch_buffer_size"] = num_stacks
+    return MultiGPULearnerThread(
         local_worker,
-        minibatch_buffer_size=config["minibatch_buffer_size"],
+        num_gpus=config["num_gpus"],
+        lr=config["lr"],
+        train_batch_size=config["train_batch_size"],
+        num_multi_gpu_tower_stacks=num_stacks,
         num_sgd_iter=config["num_sgd_iter"],
         learner_queue_size=config["learner_queue_size"],
         learner_queue_timeout=config["learner_queue_timeout"],
+        _fake_gpus=config.get("_fake_gpus", False),
     )
 
 
@@ -232,11 +268,7 @@ class ImpalaTrainer(Trainer):
                 "`num_aggregation_workers` must be <= `num_workers`, got "
                 f"{config['num_aggregation_workers']} > {config['num_workers']}."
             )
-        if config["num_aggregation_workers"]:
-            raise NotImplementedError(
-                f"num_aggregation_workers={config['num_aggregation_workers']}: tree "
-                "aggregation is not built in corral; leave it 0."
-            )
+        check_tree_aggregation(config)
         if config["_separate_vf_optimizer"]:
             raise ValueError(
                 "`_separate_vf_optimizer` is only supported with TensorFlow (as in RLlib)."
@@ -270,6 +302,10 @@ class ImpalaTrainer(Trainer):
             self.config.get("seed"),
         )
         self._last_info: dict = {}
+        # Tree aggregation (`num_aggregation_workers`): the aggregation actors and
+        # their requests (started with the first step, again after a recovery).
+        self._aggregators: list[Any] = []
+        self._agg_requests: AsyncRequestsManager | None = None
         self._agent_steps_trained_seen = 0
         self._learner_agent_steps = 0
         self._throughput_mark = (time.perf_counter(), 0)
@@ -342,6 +378,9 @@ class ImpalaTrainer(Trainer):
         seqs = local.get_weights_seqs()
         self._worker_seqs = {w: dict(seqs) for w in self.workers.remote_workers()}
         self._broadcast = (None, dict(seqs))
+        # The aggregators' records of their workers' weights are stale now: new ones
+        # start with the next step.
+        self._stop_aggregators()
         if self._learner_thread is not None:
             self._learner_thread._published = None
 
@@ -350,6 +389,8 @@ class ImpalaTrainer(Trainer):
     def training_step(self) -> dict:
         thread = self._ensure_started()
         self._raise_if_learner_failed()
+        if self.config["num_aggregation_workers"]:
+            self._step_with_aggregators(thread)
         for handle, batch, seqs in self._sample():
             self._counters[NUM_ENV_STEPS_SAMPLED] += batch.env_steps()
             self._counters[NUM_AGENT_STEPS_SAMPLED] += batch.agent_steps()
@@ -364,8 +405,42 @@ class ImpalaTrainer(Trainer):
         self._raise_if_learner_failed()
         return self._last_info
 
+    def _step_with_aggregators(self, thread: LearnerThread) -> None:
+        """Tree aggregation: the aggregators' ready train batches into the learner's
+        queue; each aggregator that delivered gets the newest broadcast weights."""
+        if not self._aggregators:
+            seqs = self.workers.local_worker().get_weights_seqs()
+            self._aggregators = create_aggregators(self.workers, self.config, seqs)
+            self._agg_requests = AsyncRequestsManager(
+                self._aggregators, 1, request_timeout_s=self.workers.sample_timeout_s
+            )
+            for agg in self._aggregators:
+                self._worker_seqs[agg] = dict(seqs)
+        assert self._agg_requests is not None
+        try:
+            self._agg_requests.call_on_all_available("next_train_batch")
+            ready = self._agg_requests.get_ready(self._sample_wait_s())
+        except BaseException:
+            self._stop_aggregators()  # new ones start over the recovered workers
+            raise
+        for agg, outs in ready.items():
+            for out in outs:
+                self._counters[NUM_ENV_STEPS_SAMPLED] += out["env_steps"]
+                self._counters[NUM_AGENT_STEPS_SAMPLED] += out["agent_steps"]
+                self._enqueue((out["batch"], out["sampled_seqs"]), thread)
+                self._send_weights(agg, thread, with_seqs=True)
+
+    def _stop_aggregators(self) -> None:
+        for agg in self._aggregators:
+            self._worker_seqs.pop(agg, None)
+            agg.kill()
+        self._aggregators = []
+        self._agg_requests = None
+
     def _sample(self) -> list[tuple[Any, Any, dict]]:
         """Ready fragments: (worker handle or None for the driver, batch, versions)."""
+        if self.config["num_aggregation_workers"]:
+            return []  # the aggregators sample the workers
         remote = self.workers.remote_workers()
         if not remote:
             local = self.workers.local_worker()
@@ -400,6 +475,10 @@ class ImpalaTrainer(Trainer):
         item = (train_batch, dict(self._pending_seqs))
         self._pending, self._pending_steps = [], 0
         self._pending_seqs = defaultdict(list)
+        self._enqueue(item, thread)
+
+    def _enqueue(self, item: tuple[MultiAgentBatch, dict], thread: LearnerThread) -> None:
+        """Puts `(train batch, sampled versions)` into the learner's queue."""
         deadline = time.monotonic() + self.config["learner_queue_timeout"]
         while True:
             try:
@@ -414,9 +493,10 @@ class ImpalaTrainer(Trainer):
                         f"{self.config['learner_queue_timeout']} s: the learner is stuck."
                     ) from None
 
-    def _send_weights(self, handle: Any, thread: LearnerThread) -> None:
+    def _send_weights(self, handle: Any, thread: LearnerThread, with_seqs: bool = False) -> None:
         """Gives `handle` the newest broadcast weights (refreshed from the learner every
-        `broadcast_interval` fragments) unless it has them already."""
+        `broadcast_interval` fragments, or train batches of aggregators) unless it has
+        them already; `with_seqs`: with their versions (an aggregator's `set_weights`)."""
         self._batches_since_broadcast += 1
         published = thread.published_weights()
         if (
@@ -434,7 +514,9 @@ class ImpalaTrainer(Trainer):
         changed = {pid: w for pid, w in weights.items() if have.get(pid) != seqs.get(pid)}
         # Not waited for: the worker runs it before the sample request sent next, and a
         # worker that died shows in that request's result.
-        handle.call("set_weights", changed, {"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]})
+        global_vars = {"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]}
+        extra = (dict(seqs),) if with_seqs else ()
+        handle.call("set_weights", changed, global_vars, *extra)
         self._worker_seqs[handle] = dict(seqs)
 
     def _drain_learner_results(self, thread: LearnerThread) -> None:
@@ -501,6 +583,7 @@ class ImpalaTrainer(Trainer):
             return super().remove_policy(*args, **kwargs)
 
     def try_recover_from_step_attempt(self, error: BaseException | None = None) -> None:
+        self._stop_aggregators()  # they hold the old workers; new ones start next step
         with self._learning_paused():
             super().try_recover_from_step_attempt(error)
         if self._requests is not None:
@@ -510,4 +593,6 @@ class ImpalaTrainer(Trainer):
         thread = getattr(self, "_learner_thread", None)
         if thread is not None:
             thread.stop()
+        if getattr(self, "_aggregators", None):
+            self._stop_aggregators()
         super().cleanup()
