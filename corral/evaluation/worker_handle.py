@@ -14,7 +14,7 @@ every backend's handle satisfies them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -161,6 +161,18 @@ def start_worker(
 
         return ProcessWorker(spec)
     raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}.")
+
+
+def wait_all_ready(handles: Sequence[WorkerHandle], timeout: float | None) -> None:
+    """Waits until each of the just-started `handles` is built; if one fails to start,
+    ends them all (none is left running half a set) and raises its error."""
+    try:
+        for handle in handles:
+            handle.wait_ready(timeout)
+    except BaseException:
+        for handle in handles:
+            handle.kill()
+        raise
 
 
 class RemoteMethod:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from corral.env.env_context import EnvContext
 from corral.evaluation.backend import DEFAULT_CALL_TIMEOUT_S, WorkerFailure, wait_all
 from corral.evaluation.rollout_worker import RolloutWorker
-from corral.evaluation.worker_handle import WorkerHandle, WorkerSpec, start_worker
+from corral.evaluation.worker_handle import (
+    WorkerHandle,
+    WorkerSpec,
+    start_worker,
+    wait_all_ready,
+)
 from corral.policy.policy import Policy, PolicySpec
 
 if TYPE_CHECKING:
@@ -161,13 +166,7 @@ class WorkerSet:
         indices = list(range(start, start + num_workers))
         self._reserve_placement(indices)
         new = [self._make_remote(i) for i in indices]
-        try:
-            for w in new:
-                w.wait_ready(WORKER_START_TIMEOUT_S)
-        except BaseException:
-            for w in new:
-                w.kill()
-            raise
+        wait_all_ready(new, WORKER_START_TIMEOUT_S)
         self._remote_workers.extend(new)
 
     def recreate_worker(

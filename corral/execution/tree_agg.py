@@ -23,7 +23,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from corral.evaluation.worker_handle import WorkerHandle, WorkerSpec, start_worker
+from corral.evaluation.worker_handle import (
+    WorkerHandle,
+    WorkerSpec,
+    start_worker,
+    wait_all_ready,
+)
 from corral.execution.common import _get_shared_metrics, count_sampled_in_plan
 from corral.execution.local_iterator import LocalIterator, from_actors
 from corral.execution.parallel_requests import AsyncRequestsManager
@@ -256,13 +261,7 @@ def create_aggregators(
                 resources={"num_cpus": 0},
             )
         )
-    try:
-        for handle in handles:
-            handle.wait_ready(AGGREGATOR_START_TIMEOUT_S)
-    except BaseException:
-        for handle in handles:
-            handle.kill()
-        raise
+    wait_all_ready(handles, AGGREGATOR_START_TIMEOUT_S)
     return handles
 
 

@@ -53,7 +53,7 @@ from corral.agents.trainer import NUM_AGENT_STEPS_SAMPLED, NUM_ENV_STEPS_SAMPLED
 from corral.core.learner import LearnerGroup
 from corral.env.env_context import EnvContext
 from corral.evaluation.backend import Future, wait_all
-from corral.evaluation.worker_handle import WorkerSpec, start_worker
+from corral.evaluation.worker_handle import WorkerSpec, start_worker, wait_all_ready
 from corral.evaluation.worker_set import WORKER_START_TIMEOUT_S, WorkerSet
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
@@ -442,13 +442,7 @@ class ESTrainer(Trainer):
             handles.append(
                 start_worker(spec, backend, resources={"num_cpus": config["num_cpus_per_worker"]})
             )
-        try:
-            for handle in handles:
-                handle.wait_ready(WORKER_START_TIMEOUT_S)
-        except BaseException:
-            for handle in handles:
-                handle.kill()
-            raise
+        wait_all_ready(handles, WORKER_START_TIMEOUT_S)
         return handles
 
     @property
