@@ -92,20 +92,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "`corral.agents.off_policy.OffPolicyTrainer`",
         "calculate_rr_weights GenericOffPolicyTrainer",
     ),
-    "evaluate": (
-        "RLlib's `rllib evaluate` script; use corral's command line (`corral evaluate`)",
-        "EXAMPLE_USAGE create_parser RolloutSaver run DefaultMapping "
-        "default_policy_agent_mapping keep_going rollout main",
-    ),
-    "rollout": ("RLlib's old `rllib rollout` script; use `corral evaluate`", "RolloutSaver"),
-    "train": (
-        "RLlib's `rllib train` script; use corral's command line (`corral train`)",
-        "EXAMPLE_USAGE create_parser run main",
-    ),
-    "scripts": (
-        "RLlib's `rllib` command; corral's is `corral` (corral/cli.py)",
-        "EXAMPLE_USAGE cli",
-    ),
     "evaluation.collectors.sample_collector": (
         "corral's samplers write preallocated buffers instead (corral.evaluation.sampler)",
         "SampleCollector",

@@ -5,10 +5,11 @@ its policy out locally (the episodes themselves are ``corral.cli.rollout``'s).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from corral.cli.common import (
@@ -95,41 +96,91 @@ def local_rollout(trainer_class: Any) -> dict[str, Any]:
 def run_evaluate(args: argparse.Namespace) -> int:
     """``corral evaluate``: restores a checkpoint and prints each episode's reward and the mean.
 
-    The trainer is rebuilt from the config the checkpoint stored
+    The trainer is :func:`rollout_trainer`'s: nothing the checkpoint's files name is
+    imported.
+    """
+    if args.video_dir:
+        check_video_support()
+    writer = _out_writer(args.out)
+    with rollout_trainer(
+        args.checkpoint, args.run, args.env, args.config or {}, args.seed, args.policy
+    ) as (trainer, env, config_env):
+        try:
+            rewards = evaluate_episodes(trainer, env, config_env, args, _recording(trainer, writer))
+        finally:
+            if writer is not None:
+                writer.close()
+    mean = sum(rewards) / len(rewards)
+    print(f"Mean reward over {len(rewards)} episodes: {mean:.2f}")
+    if args.out:
+        print(f"Episodes written to {os.path.abspath(args.out)}")
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def rollout_trainer(
+    checkpoint: str | None,
+    run: str | None,
+    env: Any,
+    overrides: Mapping,
+    seed: int | None = None,
+    policy: str | None = None,
+) -> Iterator[tuple[Any, Any, Mapping]]:
+    """A trainer set up for local rollouts (`LOCAL_ROLLOUT`), with its env and env_config.
+
+    With a checkpoint, the trainer is rebuilt from the config the checkpoint stored
     (``Trainer.from_checkpoint``), or, for checkpoints older than that, from the
-    trial's ``params.json``. Nothing either file names is imported: an env that
-    is not registered in this process or a plain Gymnasium id must be given with
-    ``--env``, and config values that were code fall back to their defaults.
+    trial's ``params.json``, and restored. Nothing either file names is imported: an
+    env that is not registered in this process or a plain Gymnasium id must be given
+    as ``env``, and config values that were code fall back to their defaults. Without
+    a checkpoint (``None``) it is a new, untrained ``run`` trainer on ``env``.
+    ``overrides`` (``--config``) go over the config; ``run`` (default: the algorithm
+    that wrote the checkpoint), ``env`` (default: the one it was trained on), ``seed``
+    and ``policy`` (``--policy``: see :func:`evaluation_mapping`) are the flags'.
+
+    The trainer logs into a temporary folder and is stopped when the block ends.
+
+    Raises:
+        UsageError: a path that is not a checkpoint, no algorithm or env to use, a
+            config or checkpoint the trainer cannot be built from.
     """
     from corral.tune.logger import UnifiedLogger
     from corral.utils import checkpoint_config
     from corral.utils.checkpoints import TRAINER_STATE, read_saved_config
     from corral.utils.error import CheckpointError
 
-    if args.video_dir:
-        check_video_support()
-    writer = _out_writer(args.out)
-    checkpoint_dir = find_checkpoint_dir(args.checkpoint)
-    try:
-        name, saved = read_saved_config(checkpoint_dir)
-        source = os.path.join(checkpoint_dir, TRAINER_STATE)
-    except CheckpointError:  # written before checkpoints stored their config
-        name, saved, source = _trainer_name(checkpoint_dir), None, ""
-    trainer_class = get_trainer_class(args.run or name)
-    if saved is None:
-        params = read_params(checkpoint_dir)
-        source = "the trial's params.json"
-        saved_env = params.get("env")
-        if saved_env is not None and not checkpoint_config.env_is_known(saved_env):
-            saved_env = checkpoint_config.Unresolved(
-                "env", checkpoint_config.env_refusal(saved_env, source)
-            )
+    params: dict = {}
+    saved: Mapping | None = None
+    saved_env: Any = None
+    checkpoint_dir = ""
+    if checkpoint is None:
+        if not run:
+            raise UsageError("--run (the algorithm) is needed without a checkpoint")
+        trainer_class = get_trainer_class(run)
     else:
-        saved_env = saved.get("env")
-    env = args.env or saved_env
+        checkpoint_dir = find_checkpoint_dir(checkpoint)
+        try:
+            name, saved = read_saved_config(checkpoint_dir)
+            source = os.path.join(checkpoint_dir, TRAINER_STATE)
+        except CheckpointError:  # written before checkpoints stored their config
+            name, saved, source = _trainer_name(checkpoint_dir), None, ""
+        trainer_class = get_trainer_class(run or name)
+        if saved is None:
+            params = read_params(checkpoint_dir)
+            source = "the trial's params.json"
+            saved_env = params.get("env")
+            if saved_env is not None and not checkpoint_config.env_is_known(saved_env):
+                saved_env = checkpoint_config.Unresolved(
+                    "env", checkpoint_config.env_refusal(saved_env, source)
+                )
+        else:
+            saved_env = saved.get("env")
+    env = env or saved_env
     if isinstance(env, checkpoint_config.Unresolved):
         raise UsageError(f"{env.reason} with --env")
     if not env:
+        if not checkpoint_dir:
+            raise UsageError("--env is needed without a checkpoint")
         raise UsageError(f"no env is recorded for {checkpoint_dir}: give --env")
     with tempfile.TemporaryDirectory(prefix="corral-evaluate-") as logdir:
         # The trainer is only a policy holder here: log nowhere that outlives this command.
@@ -137,32 +188,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
             return UnifiedLogger(cfg, logdir, loggers=[])
 
         if saved is None:
-            config = evaluation_config(params, trainer_class, args.config or {}, args.seed)
+            config = evaluation_config(params, trainer_class, overrides, seed)
             trainer = build_trainer(trainer_class, env, config, logger_creator)
             config_env = config.get("env_config") or {}
-            try:
-                _restore(trainer, checkpoint_dir)
-            except BaseException:
-                trainer.stop()
-                raise
+            if checkpoint_dir:
+                try:
+                    _restore(trainer, checkpoint_dir)
+                except BaseException:
+                    trainer.stop()
+                    raise
         else:
-            overrides = evaluation_overrides(
-                saved, trainer_class, args.config or {}, args.seed, args.policy
-            )
-            overrides["env"] = env
-            trainer = _from_checkpoint(trainer_class, checkpoint_dir, overrides, logger_creator)
+            evaluation = evaluation_overrides(saved, trainer_class, overrides, seed, policy)
+            evaluation["env"] = env
+            trainer = _from_checkpoint(trainer_class, checkpoint_dir, evaluation, logger_creator)
             config_env = trainer.config.get("env_config") or {}
         try:
-            rewards = evaluate_episodes(trainer, env, config_env, args, _recording(trainer, writer))
+            yield trainer, env, config_env
         finally:
-            if writer is not None:
-                writer.close()
             trainer.stop()
-    mean = sum(rewards) / len(rewards)
-    print(f"Mean reward over {len(rewards)} episodes: {mean:.2f}")
-    if args.out:
-        print(f"Episodes written to {os.path.abspath(args.out)}")
-    return EXIT_OK
 
 
 def _out_writer(out_dir: str | None) -> Any:

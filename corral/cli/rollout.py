@@ -48,12 +48,29 @@ def evaluate_episodes(
 
 
 def run_episode(
-    trainer: Any, env: Any, seed: int | None = None, max_steps: int | None = None
+    trainer: Any,
+    env: Any,
+    seed: int | None = None,
+    max_steps: int | None = None,
+    *,
+    explore: bool | None = False,
+    on_step: Callable[..., Any] | None = None,
 ) -> tuple[float, int, bool]:
-    """One episode with the trainer's greedy actions, at most ``max_steps`` long.
+    """One episode with the trainer's actions (greedy by default), at most ``max_steps`` long.
 
-    Multi-agent envs act through the trainer's ``policy_mapping_fn``; the
-    episode's reward is the sum over its agents, as in RLlib's results.
+    Multi-agent envs act through the trainer's ``policy_mapping_fn`` (each agent
+    mapped once per episode); the episode's reward is the sum over its agents, as
+    in RLlib's results. Recurrent policies get their state, previous action and
+    reward back each step, as while sampling.
+
+    Args:
+        trainer: the trainer whose policies act.
+        env: a Gymnasium env or a `MultiAgentEnv`.
+        seed: seed of the env's reset.
+        max_steps: cut the episode after this many steps.
+        explore: passed to ``compute_single_action`` (``None``: the config's).
+        on_step: called after each step with ``(obs, action, next_obs, reward, done,
+            info)``; multi-agent: dicts by agent, ``done`` the episode's (``__all__``).
 
     Returns:
         (total reward, steps, whether the episode ended by itself).
@@ -61,32 +78,102 @@ def run_episode(
     from corral.env import MultiAgentEnv
 
     multi_agent = isinstance(env, MultiAgentEnv)
-    mapping: Callable[..., Any] = trainer.config["multiagent"]["policy_mapping_fn"]
+    actor = _EpisodeActor(trainer, explore, multi_agent)
     obs, _ = env.reset(seed=seed)
     total, steps, done = 0.0, 0, False
     finished: set = set()  # agents whose own episode ended: they get no more actions
     while not done and (max_steps is None or steps < max_steps):
         if multi_agent:
-            actions = {
-                agent: trainer.compute_single_action(
-                    agent_obs, policy_id=mapping(agent, None, None), explore=False
-                )
+            action: Any = {
+                agent: actor.act(agent, agent_obs)
                 for agent, agent_obs in obs.items()
                 if agent not in finished
             }
-            obs, rewards, terminateds, truncateds, _ = env.step(actions)
+            next_obs, rewards, terminateds, truncateds, info = env.step(action)
+            actor.rewarded(rewards)
+            reward: Any = rewards
             total += float(sum(rewards.values()))
             done = bool(terminateds.get("__all__") or truncateds.get("__all__"))
             finished |= {
                 a for a in {*terminateds, *truncateds} if _ended(a, terminateds, truncateds)
             }
         else:
-            action = trainer.compute_single_action(obs, explore=False)
-            obs, reward, terminated, truncated, _ = env.step(action)
+            action = actor.act(_SINGLE_AGENT, obs)
+            next_obs, reward, terminated, truncated, info = env.step(action)
+            actor.rewarded({_SINGLE_AGENT: reward})
             total += float(reward)
             done = terminated or truncated
         steps += 1
+        if on_step is not None:
+            on_step(obs, action, next_obs, reward, done, info)
+        obs = next_obs
     return total, steps, done
+
+
+# The agent id of a single-agent env's one agent.
+_SINGLE_AGENT = "agent0"
+
+
+class _EpisodeActor:
+    """The trainer's actions within one episode: each agent's policy (mapped on its first
+    step) and, for recurrent policies, its state, previous action and previous reward."""
+
+    def __init__(self, trainer: Any, explore: bool | None, multi_agent: bool) -> None:
+        self.trainer = trainer
+        self.explore = explore
+        self.mapping = trainer.config["multiagent"]["policy_mapping_fn"] if multi_agent else None
+        self.policy_ids: dict[Any, str] = {}
+        self.states: dict[Any, list] = {}  # recurrent policies' agents only
+        self.prev_actions: dict[Any, Any] = {}
+        self.prev_rewards: dict[Any, float] = {}
+
+    def act(self, agent: Any, obs: Any) -> Any:
+        """The action of ``agent`` (its policy's) for ``obs``."""
+        from corral.policy.sample_batch import DEFAULT_POLICY_ID
+
+        if agent not in self.policy_ids:
+            policy_id = (
+                DEFAULT_POLICY_ID if self.mapping is None else self.mapping(agent, None, None)
+            )
+            self.policy_ids[agent] = policy_id
+            self._start(agent, policy_id)
+        policy_id = self.policy_ids[agent]
+        if agent not in self.states:
+            return self.trainer.compute_single_action(
+                obs, policy_id=policy_id, explore=self.explore
+            )
+        action, self.states[agent], _ = self.trainer.compute_single_action(
+            obs,
+            state=self.states[agent],
+            prev_action=self.prev_actions[agent],
+            prev_reward=self.prev_rewards[agent],
+            policy_id=policy_id,
+            explore=self.explore,
+        )
+        self.prev_actions[agent] = _flat(action)
+        return action
+
+    def rewarded(self, rewards: Mapping) -> None:
+        """Notes each recurrent agent's reward (its next step's previous reward)."""
+        for agent, reward in rewards.items():
+            if agent in self.states and reward is not None:
+                self.prev_rewards[agent] = float(reward)
+
+    def _start(self, agent: Any, policy_id: str) -> None:
+        policy = self.trainer.get_policy(policy_id)
+        state = policy.get_initial_state() if policy is not None else []
+        if len(state):
+            import numpy as np
+
+            self.states[agent] = list(state)
+            self.prev_actions[agent] = np.zeros_like(_flat(policy.action_space.sample()))
+            self.prev_rewards[agent] = 0.0
+
+
+def _flat(action: Any) -> Any:
+    from corral.utils.spaces.space_utils import flatten_to_single_ndarray
+
+    return flatten_to_single_ndarray(action)
 
 
 def _ended(agent: Any, terminateds: Mapping, truncateds: Mapping) -> bool:

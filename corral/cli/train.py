@@ -46,6 +46,13 @@ def add_train_parser(commands: Any) -> None:
         epilog="Example: corral train --run PPO --env CartPole-v1 "
         "--stop '{\"episode_reward_mean\": 475}' --checkpoint-at-end",
     )
+    add_train_arguments(train)
+    train.set_defaults(handler=run_train, subparser=train)
+
+
+def add_train_arguments(train: argparse.ArgumentParser) -> None:
+    """``corral train``'s flags, RLlib 1.13's ``rllib train`` flags among them, on ``train``
+    (``corral train``'s subparser, or ``corral.train.create_parser``'s parser)."""
     train.add_argument("--run", help="algorithm name, e.g. PPO")
     train.add_argument("--env", help="Gymnasium id, registered env name or dotted class path")
     train.add_argument(
@@ -124,7 +131,6 @@ def add_train_parser(commands: Any) -> None:
         "start it",
     )
     _add_rllib_1_13_flags(train)
-    train.set_defaults(handler=run_train, subparser=train)
 
 
 # `rllib train` flags that start or size a Ray cluster: corral trains without one.
