@@ -20,50 +20,15 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
     "": ("it is Ray's usage-statistics library (corral collects none)", "usage_lib"),
     "agents.a3c.a3c_torch_policy": (
         _FUNCTION_POLICY,
-        "add_advantages actor_critic_loss stats vf_preds_fetches torch_optimizer "
-        "ValueNetworkMixin setup_mixins",
+        "vf_preds_fetches",
     ),
     "agents.ddpg.ddpg_torch_policy": (
         _FUNCTION_POLICY,
-        "build_ddpg_models_and_action_dist ddpg_actor_critic_loss make_ddpg_optimizers "
-        "apply_gradients_fn build_ddpg_stats before_init_fn ComputeTDErrorMixin setup_late_mixins",
-    ),
-    "agents.dqn.dqn_torch_policy": (
-        _FUNCTION_POLICY,
-        "QLoss ComputeTDErrorMixin build_q_model_and_distribution "
-        "get_distribution_inputs_and_class build_q_losses adam_optimizer build_q_stats "
-        "setup_early_mixins before_loss_init compute_q_values grad_process_and_td_error_fn "
-        "extra_action_out_fn",
-    ),
-    "agents.dqn.r2d2_torch_policy": (
-        _FUNCTION_POLICY,
-        "build_r2d2_model_and_distribution ComputeTDErrorMixin build_q_stats "
-        "setup_early_mixins before_loss_init grad_process_and_td_error_fn extra_action_out_fn",
-    ),
-    "agents.dqn.simple_q_torch_policy": (
-        _FUNCTION_POLICY,
-        "TargetNetworkMixin build_q_model_and_distribution build_q_losses stats_fn "
-        "extra_action_out_fn setup_late_mixins",
-    ),
-    "agents.sac.sac_torch_policy": (
-        _FUNCTION_POLICY,
-        "build_sac_model_and_action_dist action_distribution_fn actor_critic_loss stats "
-        "optimizer_fn ComputeTDErrorMixin TargetNetworkMixin setup_late_mixins",
-    ),
-    "agents.sac.rnnsac_torch_policy": (
-        _FUNCTION_POLICY,
-        "build_rnnsac_model build_sac_model_and_action_dist action_distribution_fn "
-        "actor_critic_loss",
+        "apply_gradients_fn",
     ),
     "agents.slateq.slateq_torch_policy": (
         _FUNCTION_POLICY,
-        "build_slateq_model_and_distribution build_slateq_losses build_slateq_stats "
-        "action_distribution_fn setup_early optimizer_fn "
-        "postprocess_fn_add_next_actions_for_sarsa setup_late_mixins",
-    ),
-    "agents.cql.cql_torch_policy": (
-        _FUNCTION_POLICY,
-        "cql_optimizer_fn cql_setup_late_mixins compute_gradients_fn apply_gradients_fn",
+        "action_distribution_fn setup_early postprocess_fn_add_next_actions_for_sarsa",
     ),
     "agents.maml.maml": (
         _EXEC_PLAN + " (MAML's inner adaptation and meta update run in `training_step`)",
@@ -74,23 +39,9 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "`training_step`)",
         "MetaUpdate",
     ),
-    "agents.ppo.appo": (
-        _EXEC_PLAN + " (`APPOTorchPolicy.after_update` updates the target network and the "
-        "KL coefficient every `num_sgd_iter * minibatch_buffer_size` updates)",
-        "UpdateTargetAndKL",
-    ),
     "agents.ppo.appo_torch_policy": (
         _FUNCTION_POLICY,
-        "appo_surrogate_loss stats add_values setup_early_mixins setup_late_mixins",
-    ),
-    "agents.impala.vtrace_torch_policy": (
-        _FUNCTION_POLICY,
-        "VTraceLoss build_vtrace_loss make_time_major stats choose_optimizer setup_mixins",
-    ),
-    "agents.dqn.dqn": (
-        "RLlib 1.13 builds DQN on a generic off-policy trainer; corral's is "
-        "`corral.agents.off_policy.OffPolicyTrainer`",
-        "calculate_rr_weights GenericOffPolicyTrainer",
+        "add_values",
     ),
     "evaluation.collectors.sample_collector": (
         "corral's samplers write preallocated buffers instead (corral.evaluation.sampler)",
@@ -118,12 +69,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral does not resize raw Atari frames in a preprocessor: `wrap_deepmind` (Gymnasium's "
         "AtariPreprocessing) and the vision net handle images",
         "GenericPixelPreprocessor",
-    ),
-    "utils.debug.memory": ("corral has no memory-leak checker", "check_memory_leaks Suspect"),
-    "utils.test_utils": (
-        "it runs RLlib's tuned-example YAML files on a Ray cluster; run corral's with "
-        "`corral train -f`",
-        "run_learning_tests_from_yaml",
     ),
 }
 

@@ -59,13 +59,15 @@ class TrainSpec:
     num_samples: int | None = None
 
 
-def load_experiments(path: str) -> dict[str, dict]:
+def load_experiments(path: str, extra_keys: tuple[str, ...] = ()) -> dict[str, dict]:
     """Reads an RLlib tuned-example YAML: ``{experiment name: spec}``.
 
     Each spec keeps RLlib's keys (``run``, ``env``, ``stop``, ``config``,
     ``checkpoint_freq``, ``checkpoint_at_end``, ``local_dir``); missing ones
     are filled with their defaults (``stop`` stays ``None`` so the caller can
-    tell "not given" from "given as empty").
+    tell "not given" from "given as empty"). `extra_keys` (e.g. the
+    ``pass_criteria`` of RLlib's learning tests) are allowed too, and kept as given
+    when present.
 
     Raises:
         ExperimentFileError: the file is missing, not YAML, or not laid out as
@@ -84,18 +86,20 @@ def load_experiments(path: str) -> dict[str, dict]:
         raise ExperimentFileError(
             f"{path} must map experiment names to specs, e.g. 'cartpole-ppo: {{run: PPO, ...}}'"
         )
-    return {str(name): _experiment_spec(path, str(name), spec) for name, spec in data.items()}
+    return {
+        str(name): _experiment_spec(path, str(name), spec, extra_keys)
+        for name, spec in data.items()
+    }
 
 
-def _experiment_spec(path: str, name: str, spec: Any) -> dict:
+def _experiment_spec(path: str, name: str, spec: Any, extra_keys: tuple[str, ...] = ()) -> dict:
     where = f"{path}: experiment {name!r}"
     if not isinstance(spec, dict):
         raise ExperimentFileError(f"{where} must be a mapping, got {spec!r}")
-    unknown = sorted(set(spec) - set(EXPERIMENT_KEYS))
+    supported = [*EXPERIMENT_KEYS, *extra_keys]
+    unknown = sorted(set(spec) - set(supported))
     if unknown:
-        raise ExperimentFileError(
-            f"{where} has unsupported keys {unknown}; supported: {list(EXPERIMENT_KEYS)}"
-        )
+        raise ExperimentFileError(f"{where} has unsupported keys {unknown}; supported: {supported}")
     for key in ("config", "stop"):
         if spec.get(key) is not None and not isinstance(spec[key], dict):
             raise ExperimentFileError(f"{where}: '{key}' must be a mapping, got {spec[key]!r}")
@@ -114,6 +118,7 @@ def _experiment_spec(path: str, name: str, spec: Any) -> dict:
         "checkpoint_score_attr": spec.get("checkpoint_score_attr"),
         "restore": spec.get("restore"),
         "num_samples": spec.get("num_samples"),
+        **{key: spec[key] for key in extra_keys if key in spec},
     }
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from corral.policy.torch_policy import TorchPolicy
 
 _BUILT_HOOKS = (
@@ -194,4 +196,28 @@ def with_updates_of(cls: type, **overrides: Any) -> type:
     return build_policy_class(name, "torch", _base=cls, **overrides)
 
 
-__all__ = ["build_policy_class"]
+def class_loss(
+    cls: type[TorchPolicy], policy: Any, model: Any, dist_class: type, train_batch: Any
+) -> Any:
+    """`cls.loss` of `policy` in the form of RLlib 1.13's loss functions: the loss
+    tensor, with the stats the class reports stored (detached) in `model.tower_stats`
+    (where :func:`tower_stats` and the default `extra_grad_info` read them).
+
+    The function forms of corral's policies (`actor_critic_loss`, `build_vtrace_loss`,
+    ...) are this, called with their class: the class's own loss, not a copy, even on a
+    `with_updates` subclass whose `loss` is the function that calls it.
+    """
+    loss, stats = cls.loss(policy, model, dist_class, train_batch)
+    tower = getattr(model, "tower_stats", None)
+    if isinstance(tower, dict):
+        tower.update({k: v.detach() if torch.is_tensor(v) else v for k, v in stats.items()})
+    return loss
+
+
+def tower_stats(policy: Any, train_batch: Any = None) -> dict[str, Any]:
+    """The stats the last :func:`class_loss` call stored in `policy.model.tower_stats`
+    (RLlib 1.13's stats functions read the same place)."""
+    return dict(getattr(policy.model, "tower_stats", {}))
+
+
+__all__ = ["build_policy_class", "class_loss", "tower_stats"]

@@ -18,6 +18,7 @@ target network):
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -250,6 +251,36 @@ def clip_and_step(
     groups = [group for opt in optimizers for group in opt.param_groups]
     clear_grads(p for group in groups for p in group["params"])
     loss.backward()
+    _check_clip_step(loss, optimizer, terms, grad_clip, optimizers, groups)
+
+
+def clip_and_step_each(
+    losses: Sequence[tuple[torch.Tensor, Iterable[torch.Tensor]]],
+    optimizer: Optimizers,
+    terms: dict[str, Any],
+    grad_clip: float | None,
+) -> None:
+    """`clip_and_step` with RLlib's one optimiser per loss: each `(loss, parameters)`
+    backpropagated into its parameters only (what it would give other parameters is
+    dropped), then the finite check, per-group clipping and the step(s)."""
+    optimizers = optimizers_of(optimizer)
+    groups = [group for opt in optimizers for group in opt.param_groups]
+    clear_grads(p for group in groups for p in group["params"])
+    for i, (loss, params) in enumerate(losses):
+        loss.backward(inputs=list(params), retain_graph=i < len(losses) - 1)
+    total = sum(loss.detach() for loss, _ in losses)
+    _check_clip_step(total, optimizer, terms, grad_clip, optimizers, groups)
+
+
+def _check_clip_step(
+    loss: Any,
+    optimizer: Optimizers,
+    terms: dict[str, Any],
+    grad_clip: float | None,
+    optimizers: list[torch.optim.Optimizer],
+    groups: list[dict[str, Any]],
+) -> None:
+    """The finite check, per-group clipping and the steps after the backward pass(es)."""
     check_finite_update(loss, optimizer, terms)
     if grad_clip:
         for group in groups:
@@ -327,6 +358,7 @@ __all__ = [
     "TargetNetworkStateMixin",
     "bootstrap_discount",
     "clip_and_step",
+    "clip_and_step_each",
     "polyak_update",
     "update_target_network",
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "check_same_batch",
     "check_train_results",
     "framework_iterator",
+    "run_learning_tests_from_yaml",
 ]
 
 logger = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ def check_compute_single_action(
         if state_in or full_fetch or what is pol:
             action, state_out, _ = action
         if state_out:
-            for si, so in zip(state_in, state_out):
+            for si, so in zip(state_in or [], state_out):
                 check(list(np.shape(si)), list(np.shape(_to_numpy(so))))
         if unsquash is None:
             unsquash = what.config["normalize_actions"]
@@ -342,3 +343,187 @@ def check_same_batch(batch1: Any, batch2: Any) -> None:
         same(batch1, batch2)
     else:
         raise ValueError(f"Unsupported batch type {type(batch1)}")
+
+
+# The `pass_criteria` keys of RLlib 1.13's learning-test YAML files that
+# `run_learning_tests_from_yaml` checks.
+PASS_CRITERIA = ("episode_reward_mean", "evaluation/episode_reward_mean", "timesteps_total")
+
+
+def run_learning_tests_from_yaml(
+    yaml_files: Sequence[str],
+    *,
+    max_num_repeats: int = 2,
+    smoke_test: bool = False,
+) -> dict[str, Any]:
+    """Runs RLlib tuned-example YAML files as learning tests (RLlib 1.13's).
+
+    Each file maps experiment names to specs as ``corral train -f`` reads them (``run``,
+    ``env``, ``config``, ``stop``, ...; read with ``yaml.safe_load``, nothing in it is
+    run as code), plus two test keys:
+
+    - ``pass_criteria``: what its trials must reach. ``episode_reward_mean`` (or
+      ``evaluation/episode_reward_mean``): the mean over its trials of each trial's best
+      value; it is also added to ``stop``, so a trial ends once it gets there.
+      ``timesteps_total``: with a ``time_total_s`` stop, the trials must sample at least
+      ``timesteps_total / time_total_s`` steps a second (RLlib's throughput check: the
+      steps within the time); without one, their last ``timesteps_total`` must reach it.
+    - ``frameworks``: the frameworks to run it on; corral runs "torch" only (the
+      default), the others are skipped with a warning.
+
+    Each experiment runs with ``corral.tune.run_experiments`` as ``<name>-torch``; one
+    that errs or misses a criterion runs again, up to `max_num_repeats` times in all.
+
+    Args:
+        yaml_files: paths of the YAML files.
+        max_num_repeats: how many times an experiment may run until it passes.
+        smoke_test: run one iteration of each experiment (``stop: {time_total_s: 0}``
+            added) and pass every one that does not err, without checking criteria.
+
+    Returns:
+        RLlib's result dict: ``time_taken`` (seconds), ``trial_states`` (status ->
+        number of trials), ``last_update`` (a Unix time), ``stats`` (experiment ->
+        ``{"episode_reward_mean", "throughput"}`` of its last checked run), ``passed``
+        (the names of the experiments that passed) and ``failures`` (experiment -> how
+        many of its runs failed, for those with any).
+
+    Raises:
+        ValueError: `max_num_repeats` < 1, or a ``pass_criteria`` / ``frameworks`` entry
+            that is not as described.
+        corral.cli.ExperimentFileError: a file that cannot be read or is not laid out as
+            experiments.
+    """
+    from collections import Counter
+
+    from corral.cli.experiments import load_experiments
+    from corral.tune.experiment import run_experiments
+
+    if isinstance(max_num_repeats, bool) or not isinstance(max_num_repeats, int):
+        raise ValueError(f"max_num_repeats must be an int >= 1, got {max_num_repeats!r}")
+    if max_num_repeats < 1:
+        raise ValueError(f"max_num_repeats must be an int >= 1, got {max_num_repeats!r}")
+    if isinstance(yaml_files, str):
+        yaml_files = [yaml_files]
+    start = time.monotonic()
+    experiments: dict[str, dict] = {}
+    criteria: dict[str, dict[str, float]] = {}
+    for path in yaml_files:
+        logger.info("Learning tests of %s", path)
+        for name, spec in load_experiments(
+            path, extra_keys=("pass_criteria", "frameworks")
+        ).items():
+            where = f"{path}: experiment {name!r}"
+            pass_criteria = _pass_criteria(where, spec.pop("pass_criteria", None))
+            if not _runs_on_torch(where, spec.pop("frameworks", None)):
+                continue
+            spec = {key: value for key, value in spec.items() if value is not None}
+            stop = dict(spec.get("stop") or {})
+            if smoke_test:
+                stop["time_total_s"] = 0  # one iteration
+            else:
+                for key in ("episode_reward_mean", "evaluation/episode_reward_mean"):
+                    if key in pass_criteria:
+                        stop[key] = pass_criteria[key]
+            spec["stop"] = stop
+            spec["config"] = {**spec.get("config", {}), "framework": "torch"}
+            experiments[f"{name}-torch"] = spec
+            criteria[f"{name}-torch"] = pass_criteria
+
+    to_run = dict(experiments)
+    all_trials: list[Any] = []
+    stats: dict[str, dict[str, float]] = {}
+    failures: Counter[str] = Counter()
+    passed: list[str] = []
+    for attempt in range(max_num_repeats):
+        if not to_run:
+            break
+        logger.info("Learning tests, round %d: %s", attempt + 1, list(to_run))
+        for name, spec in list(to_run.items()):
+            trials = run_experiments({name: spec}, raise_on_failed_trial=False)
+            all_trials.extend(trials)
+            if not trials or any(t.status == "ERROR" for t in trials):
+                logger.warning("Learning test %s: a trial failed.", name)
+                failures[name] += 1
+                continue
+            if smoke_test:
+                ok = True
+            else:
+                ok, stats[name] = _check_pass_criteria(name, trials, criteria[name], spec["stop"])
+            if ok:
+                passed.append(name)
+                del to_run[name]
+            else:
+                failures[name] += 1
+    return {
+        "time_taken": float(time.monotonic() - start),
+        "trial_states": dict(Counter(t.status for t in all_trials)),
+        "last_update": float(time.time()),
+        "stats": stats,
+        "passed": passed,
+        "failures": dict(failures),
+    }
+
+
+def _pass_criteria(where: str, given: Any) -> dict[str, float]:
+    if given is None:
+        return {}
+    if not isinstance(given, dict):
+        raise ValueError(f"{where}: 'pass_criteria' must be a mapping, got {given!r}")
+    unknown = sorted(set(given) - set(PASS_CRITERIA))
+    if unknown:
+        raise ValueError(
+            f"{where}: unsupported pass_criteria {unknown}; supported: {list(PASS_CRITERIA)}"
+        )
+    for key, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}: pass_criteria {key!r} must be a number, got {value!r}")
+    return {key: float(value) for key, value in given.items()}
+
+
+def _runs_on_torch(where: str, frameworks: Any) -> bool:
+    """Whether the experiment's ``frameworks`` (None: all) include "torch"."""
+    if frameworks is None:
+        return True
+    if isinstance(frameworks, str):
+        frameworks = [frameworks]
+    if not isinstance(frameworks, list) or not all(isinstance(f, str) for f in frameworks):
+        raise ValueError(f"{where}: 'frameworks' must be a list of names, got {frameworks!r}")
+    skipped = [f for f in frameworks if f != "torch"]
+    if skipped:
+        logger.warning("%s: skipping frameworks %s (corral runs on PyTorch only).", where, skipped)
+    return "torch" in frameworks
+
+
+def _check_pass_criteria(
+    name: str, trials: Sequence[Any], criteria: dict[str, float], stop: dict
+) -> tuple[bool, dict[str, float]]:
+    """Whether `trials` met `criteria`, and their stats (RLlib's: mean best reward,
+    throughput)."""
+    reward_key = (
+        "evaluation/episode_reward_mean"
+        if "evaluation/episode_reward_mean" in criteria
+        else "episode_reward_mean"
+    )
+    best = [t.metric_analysis.get(reward_key, {}).get("max") for t in trials]
+    rewards = [r for r in best if r is not None and np.isfinite(r)]
+    reward = float(np.mean(rewards)) if len(rewards) == len(best) else float("nan")
+    timesteps = float(np.mean([t.last_result.get("timesteps_total", 0) for t in trials]))
+    seconds = float(np.mean([t.last_result.get("time_total_s", 0.0) for t in trials]))
+    throughput = timesteps / (seconds or 1.0)
+    stats = {"episode_reward_mean": reward, "throughput": throughput}
+    problems = []
+    if reward_key in criteria and not reward >= criteria[reward_key]:
+        problems.append(f"{reward_key} {reward} < {criteria[reward_key]}")
+    if "timesteps_total" in criteria:
+        budget = stop.get("time_total_s")
+        if budget:
+            wanted = criteria["timesteps_total"] / budget
+            if throughput < wanted:
+                problems.append(f"throughput {throughput:.1f} < {wanted:.1f} steps/s")
+        elif timesteps < criteria["timesteps_total"]:
+            problems.append(f"timesteps_total {timesteps} < {criteria['timesteps_total']}")
+    if problems:
+        logger.warning("Learning test %s did not pass: %s", name, "; ".join(problems))
+    else:
+        logger.info("Learning test %s passed: %s", name, stats)
+    return not problems, stats

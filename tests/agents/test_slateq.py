@@ -161,7 +161,7 @@ def test_q_loss_learns_the_clicked_item_towards_the_best_next_slate():
         for p in policy.target_model.parameters():
             p.add_(0.1 * torch.randn_like(p))
     tensors = policy.replay_tensors(batch)
-    q_loss, _, td_error, stats = policy._losses(policy.model, tensors)
+    q_loss, _, td_error, stats = policy.losses(policy.model, tensors)
     model, target_model = policy.model, policy.target_model
     obs, next_obs = model.unpack(tensors["obs"]), model.unpack(tensors["new_obs"])
     clicks = next_obs.clicks.numpy()
@@ -201,7 +201,7 @@ def test_choice_loss_fits_the_envs_click_model():
         choice.beta.fill_(0.7)
         choice.score_no_click.fill_(-0.2)
     tensors = policy.replay_tensors(batch)
-    _, choice_loss, _, _ = policy._losses(model, tensors)
+    _, choice_loss, _, _ = policy.losses(model, tensors)
     # The loss is the cross-entropy of the observed choice: the clicked slot of the
     # response in the next observation, or "no click" (class `slate_size`).
     obs, next_obs = model.unpack(tensors["obs"]), model.unpack(tensors["new_obs"])

@@ -8,10 +8,16 @@ summed over the batch (not averaged, so `lr` scales with the batch size):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, cast
+
 import gymnasium as gym
+import numpy as np
 import torch
 
 from corral.core.learner.learner import SEQ_MASK
+from corral.evaluation.postprocessing import compute_gae_for_sample_batch
+from corral.policy.policy_template import class_loss, tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import AdvantagesMixin
 from corral.policy.torch_policy import (
@@ -84,3 +90,86 @@ class A3CTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
                 "cur_lr": self.cur_lr,
             }
         return loss, stats
+
+
+# -- RLlib 1.13's function forms (`build_policy_class` pieces) of this policy --------------
+
+
+def add_advantages(
+    policy: TorchPolicy,
+    sample_batch: SampleBatch,
+    other_agent_batches: dict | None = None,
+    episode: Any = None,
+) -> SampleBatch:
+    """RLlib 1.13's (deprecated) postprocess function: `compute_gae_for_sample_batch`,
+    the advantages and value targets `A3CTorchPolicy` adds to a trajectory."""
+    return compute_gae_for_sample_batch(policy, sample_batch)
+
+
+def actor_critic_loss(
+    policy: TorchPolicy, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+) -> torch.Tensor:
+    """RLlib 1.13's loss function: `A3CTorchPolicy.loss` of `policy` (the total loss),
+    its stats stored in `model.tower_stats` (read by `stats`)."""
+    return class_loss(A3CTorchPolicy, policy, model, dist_class, train_batch)
+
+
+def stats(policy: TorchPolicy, train_batch: TensorDict) -> dict[str, Any]:
+    """RLlib 1.13's stats function: the stats of the last `actor_critic_loss`
+    (`policy_loss`, `policy_entropy`, `vf_loss`, `vf_explained_var`, `entropy_coeff`,
+    `cur_lr`)."""
+    return tower_stats(policy, train_batch)
+
+
+def torch_optimizer(policy: TorchPolicy, config: dict) -> torch.optim.Optimizer:
+    """RLlib 1.13's optimizer function: the Adam (`lr`) `A3CTorchPolicy` trains with;
+    `config` is the policy's (as RLlib's policy template passes it)."""
+    return A3CTorchPolicy.make_optimizer(policy)  # type: ignore[arg-type]
+
+
+class ValueNetworkMixin:
+    """RLlib 1.13's mixin: `policy._value(**input_dict)`, V of one step's input dict (the
+    single-step dict after a trajectory's last step: `obs`, `state_in_<i>`,
+    `prev_actions`, `prev_rewards`) as a float; 0.0 without `use_gae`.
+
+    corral's policies bootstrap their trajectories through `TorchPolicy.bootstrap_values`
+    themselves; this gives RLlib code that calls `_value` the same numbers.
+    """
+
+    def __init__(self, obs_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+        if not config["use_gae"]:
+            self._value: Callable[..., float] = lambda *args, **kwargs: 0.0
+            return
+        policy = cast(TorchPolicy, self)
+
+        def value(**input_dict: Any) -> float:
+            obs = np.asarray(input_dict[SampleBatch.OBS], np.float32)
+            if obs.ndim == len(policy.preprocessor.shape):
+                obs = obs[None]
+            step: dict[str, Any] = {SampleBatch.NEXT_OBS: obs.reshape(1, -1)}
+            for i in range(len(policy.get_initial_state())):
+                step[f"state_out_{i}"] = np.asarray(input_dict[f"state_in_{i}"], np.float32)
+            if policy.is_recurrent():
+                step[SampleBatch.ACTIONS] = np.asarray(input_dict[SampleBatch.PREV_ACTIONS])
+                step[SampleBatch.REWARDS] = np.asarray(
+                    input_dict[SampleBatch.PREV_REWARDS], np.float32
+                ).reshape(1)
+            rows = np.zeros(1, dtype=np.int64)
+            return float(policy.bootstrap_values(SampleBatch(step), rows)[0])
+
+        self._value = value
+
+
+def setup_mixins(
+    policy: TorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `before_loss_init`: the entropy-coefficient and learning-rate
+    schedules (which `A3CTorchPolicy.__init__` sets up too; calling this again restarts
+    them at timestep 0, as in RLlib) and `ValueNetworkMixin`'s `_value`."""
+    EntropyCoeffSchedule.__init__(
+        policy,  # type: ignore[arg-type]
+        config["entropy_coeff"],
+        config.get("entropy_coeff_schedule"),
+    )
+    LearningRateSchedule.__init__(policy, config["lr"], config.get("lr_schedule"))  # type: ignore[arg-type]
+    ValueNetworkMixin.__init__(policy, obs_space, action_space, config)  # type: ignore[arg-type]

@@ -25,13 +25,15 @@ import torch
 import torch.nn.functional as F  # noqa: N812, F401 - RLlib 1.13's `F` re-export
 from torch import nn
 
+from corral.agents.dqn.dqn_torch_policy import own_class
 from corral.agents.sac import SACTorchPolicy
-from corral.agents.sac.sac_torch_policy import squashed_gaussian_sample
+from corral.agents.sac.sac_torch_policy import setup_late_mixins, squashed_gaussian_sample
 from corral.models.torch.mlp import flatten_obs
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import bootstrap_discount
 from corral.policy.torch_policy import TensorDict
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
 
 # Bounds of the Gaussian's pre-tanh mean when scoring the data's actions (RLlib's clamps).
 MEAN_MIN = -9.0
@@ -146,10 +148,11 @@ def cql_loss(
         alpha_prime = torch.zeros(1)
         conservative = gap
         alpha_prime_loss = torch.zeros(())
-    critic_loss = (td_loss + conservative).sum()
+    critic_losses = td_loss + conservative  # [E]
     return {
         "actor_loss": actor_loss,
-        "critic_loss": critic_loss,
+        "critic_loss": critic_losses.sum(),
+        "critic_losses": critic_losses,
         "alpha_loss": alpha_loss,
         "alpha_prime_loss": alpha_prime_loss,
         "cql_loss": gap.mean(),
@@ -186,6 +189,9 @@ class CQLTorchPolicy(SACTorchPolicy):
                 "actions use CQL on DQN (corral.agents.cql.CQLDQNTrainer, 'CQL_DQN')."
             )
         super().__init__(observation_space, action_space, config)
+        if config["lagrangian"]:
+            # alpha' trains with the others (RLlib's fourth loss).
+            self.loss_names = (*SACTorchPolicy.loss_names, "alpha_prime_loss")
         # Gradient steps taken (the behaviour-cloning phase lasts `bc_iters` of them).
         self.cur_iter = 0
         self.last_stats: dict[str, float] = {}
@@ -211,22 +217,20 @@ class CQLTorchPolicy(SACTorchPolicy):
             )
         return optimizer
 
+    def loss_terms(self, batch: TensorDict) -> dict[str, torch.Tensor]:
+        """CQL's losses and stats on a minibatch (`cql_loss`)."""
+        return cql_loss(self, self.model, self.dist_class, batch)
+
     def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
-        """One CQL gradient step: the four losses touch disjoint parameters, so one
-        backward pass of their sum gives each group its own loss's gradient."""
-        terms = cql_loss(self, self.model, self.dist_class, batch)
-        total = (
-            terms["actor_loss"]
-            + terms["critic_loss"]
-            + terms["alpha_loss"]
-            + terms["alpha_prime_loss"]
-        )
-        self.clip_and_step(total, optimizer, terms)
-        if self.polyak_every_step:
-            self.update_target(self.tau)
+        """One CQL gradient step (SAC's: the losses touch disjoint parameters, so one
+        backward pass of their sum gives each group its own loss's gradient)."""
+        stats = super().learn_step(batch, optimizer)
         self.cur_iter += 1
-        stats = {k: v.detach() for k, v in terms.items()}
-        self.last_stats = {k: float(v) for k, v in stats.items()}
+        self.last_stats = {
+            k: float(v)
+            for k, v in stats.items()
+            if torch.is_tensor(v) or isinstance(v, (int, float))
+        }
         return stats
 
     def extra_state(self) -> dict[str, Any]:
@@ -235,3 +239,42 @@ class CQLTorchPolicy(SACTorchPolicy):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         super().set_extra_state(state)
         self.cur_iter = int(state.get("cur_iter", self.cur_iter))
+
+
+# -- RLlib 1.13's function forms of CQL's policy ---------------------------------------
+# (`cql_loss` and `cql_stats` above; `policy_actions_repeat` / `q_values_repeat` too.)
+
+
+def cql_optimizer_fn(policy: CQLTorchPolicy, config: dict) -> torch.optim.Optimizer:
+    """The optimiser CQL's policy trains with: SAC's fused Adam (actor, critics, alpha
+    groups) plus an alpha' group at the critics' learning rate with `lagrangian` (RLlib
+    1.13 returned one Adam per loss). The policy's config is read (`config` is that
+    config in RLlib's calls). Unlike RLlib's, it does not reset `cur_iter`: the policy
+    counts its gradient steps from `__init__`."""
+    return own_class(policy).make_optimizer(policy)
+
+
+def cql_setup_late_mixins(
+    policy: CQLTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `before_loss_init` of CQL: SAC's `setup_late_mixins` (the target
+    critics as a copy of the critics). alpha' (`lagrangian`) is a parameter of the model
+    already, so it is on the model's device."""
+    setup_late_mixins(policy, obs_space, action_space, config)
+
+
+def compute_gradients_fn(
+    policy: CQLTorchPolicy, postprocessed_batch: SampleBatch
+) -> tuple[None, dict[str, Any]]:
+    """RLlib 1.13's CQL `compute_gradients`: CQL steps its optimisers inside its update,
+    so this trains the policy on the batch (one `learn_on_batch`) and returns no
+    gradients: `(None, {"learner_stats": stats})`. `apply_gradients_fn` then has
+    nothing to apply."""
+    info = policy.learn_on_batch(postprocessed_batch)
+    return None, {LEARNER_STATS_KEY: info[LEARNER_STATS_KEY]}
+
+
+def apply_gradients_fn(policy: CQLTorchPolicy, gradients: Any) -> None:
+    """RLlib 1.13's CQL `apply_gradients`: nothing to apply, `compute_gradients_fn`
+    already stepped the optimisers (RLlib's returned without doing anything too)."""
+    return None

@@ -16,6 +16,7 @@ it detached, and the target actor and critics read the target model's copy of it
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -24,8 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from corral.agents.ddpg.ddpg_torch_model import DDPGTorchModel
+from corral.agents.dqn.dqn_torch_policy import ComputeTDErrorMixin
+from corral.models import ModelCatalog
 from corral.models.torch.mlp import FIRST, preprocessed_transition
 from corral.models.torch.torch_action_dist import TorchDeterministic
+from corral.policy.policy_template import tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -33,6 +37,7 @@ from corral.policy.torch_mixins import (
     ReplayPolicyMixin,
     TargetNetworkMixin,
     bootstrap_discount,
+    clip_and_step_each,
 )
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 
@@ -47,7 +52,9 @@ MODEL_KEYS = (
 )
 
 
-class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy):
+class DDPGTorchPolicy(
+    ComputeTDErrorMixin, FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy
+):
     """Deterministic policy gradient with target networks (DDPG; TD3 by config)."""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
@@ -101,7 +108,43 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
 
     def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
         """One critic update; every `policy_delay`-th call also one actor update
-        and (with `target_network_update_freq: 0`) one polyak step of the targets."""
+        and (with `target_network_update_freq: 0`) one polyak step of the targets.
+
+        A loss function given through `with_updates(loss_fn=...)` (RLlib's form: `fn(policy,
+        model, dist_class, batch) -> (actor_loss, critic_loss)`) replaces
+        `actor_critic_losses`; as with RLlib's two optimisers, each of its losses trains
+        its own network only (the actor's, the critics' with the state preprocessor)."""
+        self.num_critic_updates += 1
+        update_actor = self.num_critic_updates % int(self.config["policy_delay"]) == 0
+        if type(self).loss is not TorchPolicy.loss:
+            return self._learn_with_loss_fn(batch, optimizer, update_actor)
+        actor_loss, critic_loss, info = self.actor_critic_losses(batch, update_actor)
+        loss = critic_loss
+        terms = {"critic_loss": critic_loss}
+        if actor_loss is not None:
+            loss = loss + actor_loss
+            terms["actor_loss"] = actor_loss
+            self._last_actor_loss = actor_loss.detach()
+        self.clip_and_step(loss, optimizer, terms)
+        if update_actor and self.polyak_every_step:
+            self.update_target(self.tau)
+        return {
+            "actor_loss": self._last_actor_loss,
+            "critic_loss": critic_loss.detach(),
+            "mean_q": info["q_t"].mean(),
+            "mean_td_error": info["td_error"].abs().mean(),
+        }
+
+    def actor_critic_losses(
+        self, batch: TensorDict, update_actor: bool = True
+    ) -> tuple[torch.Tensor | None, torch.Tensor, dict[str, torch.Tensor]]:
+        """The actor's and the critics' losses on a replayed batch.
+
+        Returns:
+            (actor_loss, critic_loss, info): actor_loss is None unless `update_actor`;
+            info holds `q_t` (Q_j(s, a) of each critic, `[num_critics, B]`) and
+            `td_error` (`[num_critics, B]`), without gradients.
+        """
         cfg = self.config
         m, target_m = self.model, self.target_model
         obs, next_obs = batch[SampleBatch.OBS], batch[SampleBatch.NEXT_OBS]
@@ -135,34 +178,40 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
         weights = batch.get(PRIO_WEIGHTS)
         critic_loss = (errors if weights is None else errors * weights).mean(-1).sum()
         critic_loss = critic_loss + self._l2(m.q_variables())
-        loss = critic_loss
 
-        # Actor, every `policy_delay` critic updates: J(mu) = -E[Q_1(s, mu(s))]
-        # (eq. 6 of 1509.02971), through critic weights it does not train.
-        self.num_critic_updates += 1
-        update_actor = self.num_critic_updates % int(cfg["policy_delay"]) == 0
+        # Actor: J(mu) = -E[Q_1(s, mu(s))] (eq. 6 of 1509.02971), through critic weights
+        # it does not train; the first critic alone (as RLlib, SB3 and the TD3 paper do).
+        actor_loss = None
         if update_actor:
-            # The first critic alone (as RLlib, SB3 and the TD3 paper do).
             q_pi = m.q_ensemble(
                 actor_obs, m.get_policy_output(actor_obs), detach_params=True, members=FIRST
             )
-            actor_loss = -q_pi[0].mean()
-            actor_loss = actor_loss + self._l2(m.policy_variables())
-            loss = loss + actor_loss
-            self._last_actor_loss = actor_loss.detach()
+            actor_loss = -q_pi[0].mean() + self._l2(m.policy_variables())
+        return actor_loss, critic_loss, {"q_t": q.detach(), "td_error": td_error.detach()}
 
+    def _learn_with_loss_fn(
+        self, batch: TensorDict, optimizer: torch.optim.Optimizer, update_actor: bool
+    ) -> dict:
+        """`learn_step` through the `loss` a loss function made: the critics' loss
+        backpropagated into the critics' group only, the actor's (every `policy_delay`-th
+        step) into the actor's group only, then clipping and one optimiser step."""
+        out = self.loss(self.model, TorchDeterministic, batch)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise ValueError(
+                f"{type(self).__name__}: a DDPG loss function returns (actor_loss, "
+                f"critic_loss), as RLlib's `ddpg_actor_critic_loss`; got {type(out).__name__}."
+            )
+        actor_loss, critic_loss = out
+        groups = {group["name"]: group["params"] for group in optimizer.param_groups}
+        losses = [(critic_loss, groups["critic"])]
         terms = {"critic_loss": critic_loss}
         if update_actor:
+            losses.append((actor_loss, groups["actor"]))
             terms["actor_loss"] = actor_loss
-        self.clip_and_step(loss, optimizer, terms)
+        clip_and_step_each(losses, optimizer, terms, self.config.get("grad_clip"))
         if update_actor and self.polyak_every_step:
             self.update_target(self.tau)
-        return {
-            "actor_loss": self._last_actor_loss,
-            "critic_loss": critic_loss.detach(),
-            "mean_q": q.detach().mean(),
-            "mean_td_error": td_error.detach().abs().mean(),
-        }
+        return dict(self.extra_grad_info(batch))
 
     def _l2(self, params: list[torch.Tensor]) -> torch.Tensor | float:
         """`l2_reg` * sum of 0.5 ||W||^2 over weight matrices (RLlib's regulariser)."""
@@ -171,8 +220,9 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
             return 0.0
         return l2_reg * sum(0.5 * p.pow(2).sum() for p in params if p.dim() > 1)
 
-    def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
-        """|TD error| of the first critic per transition (for prioritized replay)."""
+    def td_errors(self, batch: SampleBatch) -> np.ndarray:
+        """|TD error| of the first critic per transition (for prioritized replay; through
+        `compute_td_error`, which takes RLlib's six arrays too)."""
         t = self.replay_tensors(batch)
         with torch.no_grad():
             obs, next_obs = t[SampleBatch.OBS], t[SampleBatch.NEXT_OBS]
@@ -195,3 +245,84 @@ class DDPGTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMi
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         self.num_critic_updates = int(state.get("num_critic_updates", self.num_critic_updates))
+
+
+# -- RLlib 1.13's function forms (`build_torch_policy` pieces) of this policy --------------
+
+
+def build_ddpg_models_and_action_dist(
+    policy: DDPGTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> tuple[DDPGTorchModel, type]:
+    """RLlib 1.13's `make_model_and_action_dist`: a new `DDPGTorchModel` as
+    `DDPGTorchPolicy` builds it (for the policy's spaces and config) and
+    `TorchDeterministic`; like RLlib's, it gives `policy` a `target_model`, here a
+    frozen copy of the new model."""
+    _, num_outputs = ModelCatalog.get_action_dist(action_space, config["model"], framework="torch")
+    model = DDPGTorchPolicy.make_model(policy, num_outputs)
+    policy.target_model = copy.deepcopy(model).requires_grad_(False)
+    return model, TorchDeterministic
+
+
+def ddpg_actor_critic_loss(
+    policy: DDPGTorchPolicy, model: torch.nn.Module, dist_class: Any, train_batch: TensorDict
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RLlib 1.13's loss function: `(actor_loss, critic_loss)` of
+    `DDPGTorchPolicy.actor_critic_losses` (the actor's always computed, as in RLlib;
+    `learn_step` steps it every `policy_delay` updates). Sets RLlib's `policy.actor_loss`,
+    `critic_loss`, `td_error` (summed over the twin critics) and `q_t` (the first
+    critic's), and stores the stats `build_ddpg_stats` reports in `model.tower_stats`
+    (without the per-row `td_error`: corral's learner stats are scalars, and replay
+    priorities come from the policy's `compute_td_error`)."""
+    actor_loss, critic_loss, info = DDPGTorchPolicy.actor_critic_losses(
+        policy, train_batch, update_actor=True
+    )
+    assert actor_loss is not None
+    q_t, td_error = info["q_t"][0], info["td_error"].sum(0)
+    policy.actor_loss, policy.critic_loss = actor_loss, critic_loss
+    policy.td_error, policy.q_t = td_error, q_t
+    tower = getattr(model, "tower_stats", None)
+    if isinstance(tower, dict):
+        tower.update(
+            {
+                "actor_loss": actor_loss.detach(),
+                "critic_loss": critic_loss.detach(),
+                "mean_q": q_t.mean(),
+                "max_q": q_t.max(),
+                "min_q": q_t.min(),
+                "mean_td_error": td_error.mean(),
+            }
+        )
+    return actor_loss, critic_loss
+
+
+def build_ddpg_stats(policy: TorchPolicy, batch: TensorDict) -> dict[str, Any]:
+    """RLlib 1.13's stats function: `actor_loss`, `critic_loss`, `mean_q`, `max_q`,
+    `min_q` and `mean_td_error` of the last `ddpg_actor_critic_loss` (its per-row
+    `td_error` is `policy.td_error`)."""
+    return tower_stats(policy, batch)
+
+
+def make_ddpg_optimizers(policy: DDPGTorchPolicy, config: dict) -> torch.optim.Optimizer:
+    """RLlib 1.13's optimizer function: the optimiser `DDPGTorchPolicy` makes, one Adam
+    whose parameter groups `actor` (`actor_lr`) and `critic` (`critic_lr`) stand for
+    RLlib's two optimisers; `config` is the policy's (as RLlib passes it)."""
+    return DDPGTorchPolicy.make_optimizer(policy)
+
+
+def before_init_fn(
+    policy: DDPGTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `before_init`: the count of updates `policy_delay` is measured in
+    starts at 0 (RLlib's `global_step`, `num_critic_updates` here; `DDPGTorchPolicy`
+    starts it so in `__init__` too)."""
+    policy.num_critic_updates = 0
+
+
+def setup_late_mixins(
+    policy: DDPGTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `after_init`: the target networks become a copy of the model (a hard
+    update; `ComputeTDErrorMixin` has nothing to set up)."""
+    if getattr(policy, "target_model", None) is None:
+        policy.init_target_network(tau=float(config["tau"]))
+    policy.update_target(1.0)

@@ -11,10 +11,13 @@ in `dqn_torch_policy.py`; the training step is `SimpleQTrainer`'s.
 
 from __future__ import annotations
 
+import numpy as np
+
 from corral.agents.config import merge_trainer_configs
 from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy
 from corral.agents.dqn.simple_q import SIMPLE_Q_DEFAULT_CONFIG, SimpleQTrainer
 from corral.utils.config_spec import Bool, Float, Int, ListOf, Rule
+from corral.utils.deprecation import Deprecated
 
 DEFAULT_CONFIG = merge_trainer_configs(
     SIMPLE_Q_DEFAULT_CONFIG,
@@ -59,6 +62,40 @@ CONFIG_SPECS = {
 }
 
 
+def calculate_rr_weights(config: dict) -> list[float]:
+    """RLlib 1.13's round-robin weights of its DQN execution plan's two ops: how many
+    store (sample) rounds and how many replay (train) rounds alternate.
+
+    `training_intensity` is the ratio of replayed (trained) rows to sampled env steps;
+    one round of each op gives the "native" ratio `train_batch_size / (rollout_fragment_length
+    * num_envs_per_worker * (num_workers + 1))` (the local worker counted too). Without a
+    `training_intensity`: `[1, 1]`; below the native ratio `[round(native / intensity), 1]`
+    sample rounds per train round, else `[1, round(intensity / native)]`. (corral's
+    `OffPolicyTrainer.training_step` reads `training_intensity` itself, exactly, as a
+    fraction of a gradient step per env step: `updates_per_env_step`.)
+
+    Args:
+        config: a trainer config with those keys.
+
+    Returns:
+        `[store weight, replay weight]`, e.g. for `Concurrently(...,
+        round_robin_weights=...)`.
+    """
+    intensity = config.get("training_intensity")
+    if not intensity:
+        return [1, 1]
+    sampled = (
+        config["rollout_fragment_length"]
+        * config["num_envs_per_worker"]
+        * max(config["num_workers"] + 1, 1)
+    )
+    native_ratio = config["train_batch_size"] / sampled
+    weight = float(intensity) / native_ratio
+    if weight < 1:
+        return [int(np.round(1.0 / weight)), 1]
+    return [1, int(np.round(weight))]
+
+
 class DQNTrainer(SimpleQTrainer):
     """DQN with double Q, dueling heads, n-step, prioritized replay, C51 and noisy nets."""
 
@@ -72,3 +109,10 @@ class DQNTrainer(SimpleQTrainer):
             "C51 needs v_min < v_max, got v_min={v_min}, v_max={v_max}.",
         ),
     )
+
+
+@Deprecated(old="GenericOffPolicyTrainer", new="DQNTrainer", error=False)
+class GenericOffPolicyTrainer(DQNTrainer):
+    """RLlib 1.13's deprecated name of the DQN trainer (it was the generic off-policy
+    trainer DQN was built on); corral's generic one is
+    `corral.agents.off_policy.OffPolicyTrainer`. Warns once when instantiated."""

@@ -29,10 +29,21 @@ import torch
 from torch import nn
 
 from corral.agents.dqn.dqn_torch_model import DQNTorchModel
-from corral.agents.dqn.dqn_torch_policy import DQNTorchPolicy, huber_loss
+from corral.agents.dqn.dqn_torch_policy import (
+    ComputeTDErrorMixin,
+    DQNTorchPolicy,
+    before_loss_init,
+    build_q_stats,
+    extra_action_out_fn,
+    grad_process_and_td_error_fn,
+    huber_loss,
+    q_model_and_distribution,
+    setup_early_mixins,
+)
 from corral.core.learner.training_data import pad_sequences
 from corral.models import ModelCatalog
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
+from corral.policy.policy_template import class_loss
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.sequence_steps import SequenceSteps
 from corral.policy.torch_policy import TensorDict
@@ -207,7 +218,7 @@ class R2D2TorchPolicy(DQNTorchPolicy):
             self._td_error_log.append(td_per_sequence)
         with torch.no_grad():
             stats = {
-                "loss": loss,
+                "loss": loss.detach(),
                 "mean_q": q_selected.mean() if len(q_selected) else torch.zeros(()),
                 "min_q": q_selected.min() if len(q_selected) else torch.zeros(()),
                 "max_q": q_selected.max() if len(q_selected) else torch.zeros(()),
@@ -250,7 +261,7 @@ class R2D2TorchPolicy(DQNTorchPolicy):
             td_per_sequence = steps.per_sequence_mean(td_error.abs())
         return loss, td_per_sequence, q_selected.detach()[steps.mask]
 
-    def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
+    def td_errors(self, batch: SampleBatch) -> np.ndarray:
         """Mean |TD error| of each replayed sequence of `batch` (rows of whole sequences,
         each its own `eps_id`), for prioritized replay."""
         columns = [*self.train_columns, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
@@ -268,16 +279,32 @@ def r2d2_loss(
     dist_class: type,
     train_batch: TensorDict,
 ) -> torch.Tensor:
-    """RLlib 1.13's loss function form: `policy.loss(...)`'s loss tensor."""
-    loss, _ = policy.loss(model, dist_class, train_batch)
-    return loss
+    """RLlib 1.13's loss function form: `R2D2TorchPolicy.loss`'s loss tensor on a batch
+    of padded sequences; its stats go to `model.tower_stats` (`build_q_stats`)."""
+    return class_loss(R2D2TorchPolicy, policy, model, dist_class, train_batch)
+
+
+def build_r2d2_model_and_distribution(
+    policy: R2D2TorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> tuple[TorchModelV2, type]:
+    """RLlib 1.13's `(recurrent Q-model, TorchCategorical)`: a new `R2D2TorchModel` as the
+    policy builds it (from its own config). The policy's model and target copy exist
+    already (built in `__init__`); this leaves them as they are."""
+    return q_model_and_distribution(policy, action_space)
 
 
 __all__ = [
+    "ComputeTDErrorMixin",
     "F",
     "R2D2TorchModel",
     "R2D2TorchPolicy",
+    "before_loss_init",
+    "build_q_stats",
+    "build_r2d2_model_and_distribution",
+    "extra_action_out_fn",
+    "grad_process_and_td_error_fn",
     "h_function",
     "h_inverse",
     "r2d2_loss",
+    "setup_early_mixins",
 ]

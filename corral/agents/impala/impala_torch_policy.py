@@ -162,6 +162,44 @@ def next_obs_values(model: torch.nn.Module, batch: TensorDict) -> Callable:
     return values_at
 
 
+def vtrace_loss_terms(
+    logp: torch.Tensor,
+    entropy_fn: Callable[[], torch.Tensor],
+    values: torch.Tensor,
+    vs: torch.Tensor,
+    advantages: torch.Tensor,
+    weight: torch.Tensor,
+    vf_loss_coeff: float,
+    entropy_coeff: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """IMPALA's loss from the V-trace targets, summed over the rows weighted by `weight`
+    (1 for a row to train on, 0 else), any shape.
+
+    Args:
+        logp: log pi(a_s|x_s) of the current policy.
+        entropy_fn: `() -> H[pi(.|x_s)]` per row (not computed with autograd when
+            `entropy_coeff` is 0).
+        values: V(x_s) of the value function trained.
+        vs: the V-trace value targets.
+        advantages: the V-trace policy-gradient advantages.
+        weight: the rows' weights.
+        vf_loss_coeff: the value loss's weight.
+        entropy_coeff: the entropy bonus's weight.
+
+    Returns:
+        (total, policy_loss, vf_loss, entropy): total = policy_loss + vf_loss_coeff *
+        vf_loss - entropy_coeff * entropy, with policy_loss = -sum(logp A w),
+        vf_loss = 0.5 sum(((V - vs) w)^2) and entropy = sum(H w).
+    """
+    pi_loss = -(logp * advantages * weight).sum()
+    vf_loss = 0.5 * (((values - vs) * weight) ** 2).sum()
+    entropy = loss_term(entropy_coeff, lambda: (entropy_fn() * weight).sum())
+    total = pi_loss + vf_loss_coeff * vf_loss
+    if entropy_coeff != 0.0:
+        total = total - entropy_coeff * entropy
+    return total, pi_loss, vf_loss, entropy
+
+
 class VTraceTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
     """IMPALA on torch: V-trace actor-critic loss, Adam or RMSProp (`opt_type`)."""
 
@@ -200,12 +238,16 @@ class VTraceTorchPolicy(LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy)
             None if self.is_recurrent() else next_obs_values(model, train_batch),
         )
         weight = mask.to(values.dtype)
-        pi_loss = -(logp * advantages * weight).sum()
-        vf_loss = 0.5 * (((values - vs) * weight) ** 2).sum()
-        entropy = loss_term(self.entropy_coeff, lambda: (dist.entropy() * weight).sum())
-        total = pi_loss + cfg["vf_loss_coeff"] * vf_loss
-        if self.entropy_coeff != 0.0:
-            total = total - self.entropy_coeff * entropy
+        total, pi_loss, vf_loss, entropy = vtrace_loss_terms(
+            logp,
+            dist.entropy,
+            values,
+            vs,
+            advantages,
+            weight,
+            cfg["vf_loss_coeff"],
+            self.entropy_coeff,
+        )
         with torch.no_grad():
             stats = {
                 "total_loss": total,

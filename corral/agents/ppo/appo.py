@@ -11,11 +11,20 @@ it, or from GAE on the workers (`vtrace=False`). An optional KL(target || curren
 
 from __future__ import annotations
 
+from typing import Any
+
 from corral.agents.impala.impala import CONFIG_SPECS as IMPALA_CONFIG_SPECS
 from corral.agents.impala.impala import DEFAULT_CONFIG as IMPALA_DEFAULT_CONFIG
 from corral.agents.impala.impala import ImpalaTrainer
 from corral.agents.ppo.appo_torch_policy import APPOTorchPolicy
 from corral.agents.trainer import Trainer
+from corral.execution.algorithm_ops import UpdateKL
+from corral.execution.common import (
+    LAST_TARGET_UPDATE_TS,
+    NUM_TARGET_UPDATES,
+    STEPS_SAMPLED_COUNTER,
+    _get_shared_metrics,
+)
 from corral.utils.config_spec import Bool, Float, Int, Optional
 
 DEFAULT_CONFIG = Trainer.merge_trainer_configs(
@@ -101,5 +110,41 @@ class APPOTrainer(ImpalaTrainer):
             )
 
 
-# RLlib 1.13 names the target/KL update of APPO's execution plan `UpdateTargetAndKL`;
-# in corral the policy does it after its learner updates (`APPOTorchPolicy.after_update`).
+class UpdateTargetAndKL:
+    """RLlib 1.13's operator of APPO's execution plan, `for_each` on the learner infos
+    (`{policy_id: {"learner_stats": ...}}`): once more than `num_sgd_iter *
+    minibatch_buffer_size` env steps were sampled since the last time (RLlib 1.13's
+    measure), `update_target()` on each trainable policy of the local worker and, with
+    `use_kl_loss`, `UpdateKL` (each policy's `update_kl` with its `kl` stat).
+
+    Counts `num_target_updates` and `last_target_update_ts` in the plan's counters, so
+    it runs inside an execution plan (a `LocalIterator` operator). corral's
+    `APPOTrainer` needs none: `APPOTorchPolicy.after_update` updates the target and the
+    KL coefficient every `target_update_frequency` learner updates itself. This operator
+    is for execution plans of your own, e.g. with a policy that defines `update_target`
+    (and `update_kl`) but not that `after_update`.
+
+    Args:
+        workers: the `WorkerSet`.
+        config: the trainer config (`num_sgd_iter`, `minibatch_buffer_size`,
+            `use_kl_loss`).
+    """
+
+    def __init__(self, workers: Any, config: dict) -> None:
+        self.workers = workers
+        self.config = config
+        self.update_kl = UpdateKL(workers)
+        self.target_update_freq = int(config["num_sgd_iter"]) * int(config["minibatch_buffer_size"])
+
+    def __call__(self, fetches: dict) -> None:
+        metrics = _get_shared_metrics()
+        now = metrics.counters[STEPS_SAMPLED_COUNTER]
+        if now - metrics.counters[LAST_TARGET_UPDATE_TS] <= self.target_update_freq:
+            return
+        metrics.counters[NUM_TARGET_UPDATES] += 1
+        metrics.counters[LAST_TARGET_UPDATE_TS] = now
+        self.workers.local_worker().foreach_trainable_policy(
+            lambda policy, _: policy.update_target()
+        )
+        if self.config["use_kl_loss"]:
+            self.update_kl(fetches)

@@ -30,6 +30,7 @@ from corral.agents.impala.impala_torch_policy import (
 from corral.agents.off_policy import TargetNetworkStateMixin
 from corral.core.learner.learner import SEQ_MASK
 from corral.evaluation.postprocessing import compute_gae_for_sample_batch
+from corral.policy.policy_template import class_loss, tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import (
     EntropyCoeffSchedule,
@@ -186,6 +187,7 @@ class APPOTorchPolicy(
             }
             if cfg["use_kl_loss"]:
                 stats["cur_kl_coeff"] = self.kl_coeff
+                stats["kl"] = kl  # RLlib 1.13's name (what `UpdateKL` reads)
         return total, stats
 
     def target_update_frequency(self) -> int:
@@ -223,3 +225,48 @@ class APPOTorchPolicy(
 
 # RLlib 1.13's name of the class.
 AsyncPPOTorchPolicy = APPOTorchPolicy
+
+
+# -- RLlib 1.13's function forms (`build_policy_class` pieces) of this policy --------------
+
+
+def appo_surrogate_loss(
+    policy: APPOTorchPolicy, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+) -> torch.Tensor:
+    """RLlib 1.13's loss function: `APPOTorchPolicy.loss` of `policy` (an
+    `APPOTorchPolicy`, e.g. of a `with_updates` subclass: the loss reads its target
+    network), its stats stored in `model.tower_stats` (read by `stats`)."""
+    return class_loss(APPOTorchPolicy, policy, model, dist_class, train_batch)
+
+
+def stats(policy: TorchPolicy, train_batch: TensorDict) -> dict[str, Any]:
+    """RLlib 1.13's stats function: the stats of the last `appo_surrogate_loss`
+    (`total_loss`, `policy_loss`, `vf_loss`, `entropy`, `vf_explained_var`, and with
+    `use_kl_loss` `kl` and `cur_kl_coeff`, ...)."""
+    return tower_stats(policy, train_batch)
+
+
+def setup_early_mixins(
+    policy: TorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `before_init`: the learning-rate schedule (which
+    `APPOTorchPolicy.__init__` sets up too; calling this again restarts it at timestep 0,
+    as in RLlib)."""
+    LearningRateSchedule.__init__(policy, config["lr"], config.get("lr_schedule"))  # type: ignore[arg-type]
+
+
+def setup_late_mixins(
+    policy: APPOTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `before_loss_init`: the KL coefficient (`KLCoeffMixin`, back to
+    `kl_coeff`), `ValueNetworkMixin`'s `_value` and the target network, a copy of the
+    model (synced to it when the policy has one already, as `APPOTorchPolicy.__init__`
+    builds it)."""
+    from corral.agents.a3c.a3c_torch_policy import ValueNetworkMixin
+
+    KLCoeffMixin.__init__(policy, config)
+    ValueNetworkMixin.__init__(policy, obs_space, action_space, config)  # type: ignore[arg-type]
+    if getattr(policy, "target_model", None) is None:
+        policy.target_model = copy.deepcopy(policy.model).requires_grad_(False)
+    else:
+        policy.update_target()

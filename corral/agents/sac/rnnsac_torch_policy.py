@@ -32,7 +32,11 @@ import torch
 from torch import nn
 
 from corral.agents.sac.rnnsac_torch_model import NETS, RNNSACTorchModel
-from corral.agents.sac.sac_torch_policy import SACTorchPolicy, squashed_gaussian_sample
+from corral.agents.sac.sac_torch_policy import (
+    SACTorchPolicy,
+    actor_critic_loss,
+    squashed_gaussian_sample,
+)
 from corral.core.learner.training_data import pad_sequences
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.sequence_steps import SequenceSteps
@@ -157,15 +161,10 @@ class RNNSACTorchPolicy(SACTorchPolicy):
 
     # -- learning -----------------------------------------------------------
 
-    def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
-        """One RNNSAC gradient step on a minibatch of padded sequences."""
-        stats, _ = self._sequence_losses(batch)
-        # Disjoint parameters per loss (see SAC's `learn_step`): one backward of the sum.
-        total = stats["actor_loss"] + stats["critic_loss"] + stats["alpha_loss"]
-        self.clip_and_step(total, optimizer, stats)
-        if self.polyak_every_step:
-            self.update_target(self.tau)
-        return {k: v.detach() for k, v in stats.items()}
+    def loss_terms(self, batch: TensorDict) -> dict[str, torch.Tensor]:
+        """SAC's losses and stats on a minibatch of padded sequences (SAC's `learn_step`
+        and `loss` train on them)."""
+        return self._sequence_losses(batch)[0]
 
     def _sequence_losses(self, batch: TensorDict) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """(SAC's losses and stats, mean |TD error| of each sequence `[B]`) for padded
@@ -224,12 +223,13 @@ class RNNSACTorchPolicy(SACTorchPolicy):
         td_error = q - target
         huber = F.huber_loss(td_error, torch.zeros_like(td_error), reduction="none")
         # One loss per critic (RLlib 1.13's list), summed: they share no parameters.
-        critic_loss = torch.stack([steps.weighted_mean(h) for h in huber]).sum()
+        critic_losses = torch.stack([steps.weighted_mean(h) for h in huber])
         # J(alpha) = E[-alpha (log pi + H_target)] (eq. 18 of 1812.05905), in log space.
         alpha_per_step = -m.log_alpha * (neg_entropy.detach() + m.target_entropy)
         stats = {
             "actor_loss": steps.mean(actor_per_step),
-            "critic_loss": critic_loss,
+            "critic_loss": critic_losses.sum(),
+            "critic_losses": critic_losses,
             "alpha_loss": steps.mean(alpha_per_step),
             "alpha_value": alpha[0],
             "entropy": -steps.mean(neg_entropy.detach()),
@@ -238,7 +238,7 @@ class RNNSACTorchPolicy(SACTorchPolicy):
         }
         return stats, steps.per_sequence_mean(td_error.detach().abs().mean(0))
 
-    def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
+    def td_errors(self, batch: SampleBatch) -> np.ndarray:
         """Mean |TD error| (over the critics) of each replayed sequence of `batch` (rows
         of whole sequences, each its own `eps_id`), for prioritized replay."""
         columns = [*self.train_columns, SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS]
@@ -250,4 +250,59 @@ class RNNSACTorchPolicy(SACTorchPolicy):
         return td_per_sequence.numpy()
 
 
-__all__ = ["F", "RNNSACTorchPolicy"]
+def build_rnnsac_model(
+    policy: RNNSACTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> RNNSACTorchModel:
+    """RLlib 1.13's RNNSAC model builder: a new `RNNSACTorchModel` as the policy builds it
+    (from its own config). The policy's model and target critics exist already (built in
+    `__init__`); this leaves them as they are."""
+    return policy.make_model(0)
+
+
+def build_sac_model_and_action_dist(
+    policy: RNNSACTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> tuple[RNNSACTorchModel, type]:
+    """`(build_rnnsac_model(...), the actor's distribution class)` (RLlib 1.13's)."""
+    return build_rnnsac_model(policy, obs_space, action_space, config), policy.action_dist_class()
+
+
+def action_distribution_fn(
+    policy: RNNSACTorchPolicy,
+    model: RNNSACTorchModel,
+    input_dict: Any,
+    *,
+    state_batches: list | None = None,
+    seq_lens: Any = None,
+    prev_action_batch: Any = None,
+    prev_reward_batch: Any = None,
+    explore: bool | None = None,
+    timestep: int | None = None,
+    is_training: bool | None = None,
+) -> tuple[torch.Tensor, type, list]:
+    """RLlib 1.13's `(distribution inputs, distribution class, state_out)` of the recurrent
+    actor: each row one step from its state in `state_batches` (the policy's state
+    layout: the actor's, then each critic's; default: the initial state); `state_out` is
+    the actor's next state."""
+    obs = input_dict[SampleBatch.OBS] if isinstance(input_dict, dict) else input_dict
+    obs = torch.as_tensor(np.asarray(obs) if not torch.is_tensor(obs) else obs)
+    n = len(obs)
+    if state_batches is None:
+        state_batches = [np.repeat(s[None], n, axis=0) for s in policy.get_initial_state()]
+    states = model.select_state([torch.as_tensor(np.asarray(s)) for s in state_batches], list(NETS))
+    if seq_lens is None:
+        seq_lens = torch.ones(n, dtype=torch.int32)
+    model_out, _ = model({SampleBatch.OBS: obs.reshape(n, -1)}, [], None)
+    dist_inputs, state_out = model.get_action_model_outputs(
+        model_out, states["policy"], torch.as_tensor(seq_lens)
+    )
+    return dist_inputs, policy.action_dist_class(), list(state_out)
+
+
+__all__ = [
+    "F",
+    "RNNSACTorchPolicy",
+    "action_distribution_fn",
+    "actor_critic_loss",
+    "build_rnnsac_model",
+    "build_sac_model_and_action_dist",
+]

@@ -22,26 +22,32 @@ target is a copy of the whole model, whose own state preprocessor feeds the targ
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from corral.agents.dqn.dqn_torch_policy import ComputeTDErrorMixin, own_class
+from corral.agents.dqn.dqn_torch_policy import before_loss_init as setup_late_mixins
 from corral.agents.sac.sac_torch_model import SACTorchModel
+from corral.core.learner.learner import loss_and_stats
 from corral.models.torch.mlp import FIRST, flatten_obs, preprocessed_transition
-from corral.models.torch.torch_action_dist import TorchBeta
+from corral.models.torch.torch_action_dist import (
+    TorchBeta,
+    TorchCategorical,
+    TorchSquashedGaussian,
+)
+from corral.policy.policy_template import tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
     FeedForwardActingMixin,
     ReplayPolicyMixin,
+    TargetNetworkMixin,
     bootstrap_discount,
 )
-
-# Not imported by name: this module's `TargetNetworkMixin` is RLlib 1.13's function-built
-# policy piece, which corral leaves out (`corral._surface.names`).
-from corral.policy.torch_mixins import TargetNetworkMixin as _TargetNetworkMixin
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 
 _LOG2 = math.log(2.0)
@@ -86,8 +92,14 @@ def beta_sample(
     return actions, dist.logp(actions)
 
 
-class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMixin, TorchPolicy):
+class SACTorchPolicy(
+    ComputeTDErrorMixin, FeedForwardActingMixin, ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy
+):
     """SAC for 1-D Box actions (acting in [-1, 1]) and for Discrete actions."""
+
+    # The losses `loss` sums (one optimiser step trains each network by its own), in
+    # RLlib's order; `actor_critic_loss` returns them with one critic loss per critic.
+    loss_names: tuple[str, ...] = ("actor_loss", "critic_loss", "alpha_loss")
 
     # What `torch_compile_learner` compiles: the losses, not `learn_step`'s steps.
     compiled_loss_methods = ("_losses_continuous", "_losses_discrete")
@@ -165,9 +177,23 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
     def act(self, obs: torch.Tensor, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Samples of the squashed Gaussian (its mode without `explore`) or of the Beta
         distribution (its mean), or of the categorical distribution (its argmax)."""
+        return self.sample_actions(self.actor_inputs(self.model, obs), explore)
+
+    def actor_inputs(self, model: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's distribution inputs for flat observations (through the state
+        preprocessor, if any)."""
         if self.state_preprocessor:
-            obs = self.model.state_features(obs)
-        return self.sample_actions(self.model.get_policy_output(obs), explore)
+            obs = model.state_features(obs)
+        return model.get_policy_output(obs)
+
+    def action_dist_class(self) -> type:
+        """The actor's distribution (RLlib 1.13's): `TorchCategorical` for Discrete
+        actions, `TorchBeta` with `_use_beta_distribution`, else `TorchSquashedGaussian`."""
+        if self.discrete:
+            return TorchCategorical
+        if self.actor_sample is beta_sample:
+            return TorchBeta
+        return TorchSquashedGaussian
 
     def sample_actions(
         self, dist_inputs: torch.Tensor, explore: bool
@@ -199,19 +225,46 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
     # -- learning -----------------------------------------------------------
 
     def learn_step(self, batch: TensorDict, optimizer: torch.optim.Optimizer) -> dict:
-        """One SAC gradient step on a minibatch of transitions (see the module docstring)."""
-        if self.discrete:
-            stats = self._losses_discrete(batch)
-        else:
-            stats = self._losses_continuous(batch)
-        # The three losses touch disjoint parameters (the actor's loss sees the
-        # critics through detached weights), so one backward pass of their sum
-        # gives each parameter group exactly its own loss's gradient.
-        total = stats["actor_loss"] + stats["critic_loss"] + stats["alpha_loss"]
-        self.clip_and_step(total, optimizer, stats)
+        """One SAC gradient step on a minibatch of transitions (see the module docstring):
+        `loss` (or a `with_updates(loss_fn=...)` replacing it, whose stats then come from
+        `extra_grad_info`), one optimiser step, and the target update."""
+        loss, stats = loss_and_stats(self, self.loss(self.model, self.dist_class, batch), batch)
+        # The losses touch disjoint parameters (the actor's loss sees the critics
+        # through detached weights), so one backward pass of their sum gives each
+        # parameter group exactly its own loss's gradient.
+        self.clip_and_step(loss, optimizer, stats)
         if self.polyak_every_step:
             self.update_target(self.tau)
-        return {k: v.detach() for k, v in stats.items()}
+        return {k: v.detach() if torch.is_tensor(v) else v for k, v in stats.items()}
+
+    def loss(
+        self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """(The sum of the `loss_names` losses, stats) on a minibatch; the losses are of
+        the policy's own model (the learner passes it as `model`). The per-critic losses
+        go to `model.tower_stats["critic_losses"]` (for `actor_critic_loss`), the stats
+        (detached) beside them."""
+        terms = self.loss_terms(train_batch)
+        critic_losses = terms.pop("critic_losses")
+        # RLlib 1.13's place of the last loss's stats (`stats` reads them).
+        tower = vars(model).setdefault("tower_stats", {})
+        tower.update({k: v.detach() for k, v in terms.items()})
+        tower["critic_losses"] = critic_losses
+        total = terms[self.loss_names[0]]
+        for name in self.loss_names[1:]:
+            total = total + terms[name]
+        return total, terms
+
+    def loss_terms(self, batch: TensorDict) -> dict[str, torch.Tensor]:
+        """The losses (`loss_names`, `critic_losses`: one per critic) and stats of one
+        minibatch."""
+        if self.discrete:
+            return self._losses_discrete(batch)
+        return self._losses_continuous(batch)
+
+    def extra_grad_info(self, train_batch: TensorDict) -> dict[str, Any]:
+        """The stats of the last `loss` (RLlib 1.13's SAC `stats`)."""
+        return stats(self, train_batch)
 
     def _losses_continuous(self, batch: TensorDict) -> dict[str, torch.Tensor]:
         m = self.model
@@ -237,7 +290,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
             target = batch[SampleBatch.REWARDS] + discount * not_done * (next_q - alpha * next_logp)
         q = m.q_ensemble(obs, batch[SampleBatch.ACTIONS])
         td_error = q - target
-        critic_loss = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1).sum()
+        critic_losses = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1)
 
         # Actor: J(pi) = E[alpha log pi(a|s) - min_j Q_j(s, a)] (eq. 12 of 1801.01290),
         # the gradient reaching the policy through a; it does not train the critics.
@@ -248,7 +301,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         # in log space so that alpha stays positive.
         alpha_loss = -(m.log_alpha * (logp_pi.detach() + m.target_entropy)).mean()
 
-        losses = (actor_loss, critic_loss, alpha_loss)
+        losses = (actor_loss, critic_losses, alpha_loss)
         return _stats(losses, alpha, -logp_pi.mean(), q, td_error)
 
     def _losses_discrete(self, batch: TensorDict) -> dict[str, torch.Tensor]:
@@ -275,7 +328,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         index = batch[SampleBatch.ACTIONS].long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)
         q = q_all.gather(-1, index).squeeze(-1)
         td_error = q - target
-        critic_loss = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1).sum()
+        critic_losses = 0.5 * (self._prio_weights(batch) * td_error.pow(2)).mean(-1)
 
         # Actor: J(pi) = E_s[sum_a pi(a|s) (alpha log pi(a|s) - min_j Q_j(s, a))] (eq. 12).
         q_min = q_all.detach().amin(0)
@@ -284,7 +337,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
         # Temperature: J(alpha) = E_s[-alpha (sum_a pi log pi + H_target)] (eq. 11).
         alpha_loss = -(m.log_alpha * (neg_entropy.detach() + m.target_entropy)).mean()
 
-        losses = (actor_loss, critic_loss, alpha_loss)
+        losses = (actor_loss, critic_losses, alpha_loss)
         return _stats(losses, alpha, -neg_entropy.mean(), q, td_error)
 
     def _transition(
@@ -322,7 +375,7 @@ class SACTorchPolicy(FeedForwardActingMixin, ReplayPolicyMixin, _TargetNetworkMi
             return self.model
         return self.model.q_net
 
-    def compute_td_error(self, batch: SampleBatch) -> np.ndarray:
+    def td_errors(self, batch: SampleBatch) -> np.ndarray:
         """|TD error| of the first critic per transition (for prioritized replay)."""
         m = self.model
         t = self.replay_tensors(batch)
@@ -355,14 +408,97 @@ def _stats(
     q: torch.Tensor,
     td_error: torch.Tensor,
 ) -> dict[str, torch.Tensor]:
-    """The three losses (`learn_step` sums them) and what one SAC update reports."""
-    actor_loss, critic_loss, alpha_loss = losses
+    """The three losses (`learn_step` sums them; `critic_losses`: one per critic, [E]) and
+    what one SAC update reports."""
+    actor_loss, critic_losses, alpha_loss = losses
     return {
         "actor_loss": actor_loss,
-        "critic_loss": critic_loss,
+        "critic_loss": critic_losses.sum(),
+        "critic_losses": critic_losses,
         "alpha_loss": alpha_loss,
         "alpha_value": alpha[0],
         "entropy": entropy,
         "mean_q": q.mean(),
         "mean_td_error": td_error.abs().mean(),
     }
+
+
+# -- RLlib 1.13's function forms of SAC's policy ---------------------------------------
+# RLlib built `SACTorchPolicy` from these functions; here each is computed by corral's
+# class, for composing custom policies (`SACTorchPolicy.with_updates(loss_fn=...)`).
+
+
+def build_sac_model_and_action_dist(
+    policy: SACTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> tuple[torch.nn.Module, type]:
+    """RLlib 1.13's `(SAC model, action distribution class)`: a new model as the policy's
+    class builds it (`make_model`, from the policy's own config) and the actor's
+    distribution (`SACTorchPolicy.action_dist_class`). The policy's own model and target
+    critics exist already (built in `__init__`); this leaves them as they are."""
+    return policy.make_model(0), policy.action_dist_class()
+
+
+def action_distribution_fn(
+    policy: SACTorchPolicy,
+    model: torch.nn.Module,
+    input_dict: Any,
+    *,
+    state_batches: list | None = None,
+    seq_lens: Any = None,
+    prev_action_batch: Any = None,
+    prev_reward_batch: Any = None,
+    explore: bool | None = None,
+    timestep: int | None = None,
+    is_training: bool | None = None,
+) -> tuple[torch.Tensor, type, list]:
+    """RLlib 1.13's `(distribution inputs, distribution class, state_out)` of the actor for
+    the observations of `input_dict`: what the policy samples its actions from."""
+    obs = input_dict[SampleBatch.OBS] if isinstance(input_dict, dict) else input_dict
+    obs = flatten_obs(torch.as_tensor(np.asarray(obs) if not torch.is_tensor(obs) else obs))
+    return policy.actor_inputs(model, obs), policy.action_dist_class(), []
+
+
+def actor_critic_loss(
+    policy: SACTorchPolicy, model: torch.nn.Module, dist_class: Any, train_batch: TensorDict
+) -> tuple[torch.Tensor, ...]:
+    """RLlib 1.13's SAC losses on a minibatch: `(actor_loss, critic_loss per critic...,
+    alpha_loss)` (CQL: then `alpha_prime_loss`), computed by the policy's class
+    (`SACTorchPolicy.loss`; its stats go to `model.tower_stats`, read by `stats`). Their
+    sum is the loss `learn_step` trains on; the losses train disjoint parameters. RNNSAC's
+    and CQL's policies compute theirs (`loss_terms`) through the same `loss`."""
+    _, terms = SACTorchPolicy.loss(policy, model, dist_class, train_batch)
+    rest = [terms[name] for name in policy.loss_names[2:]]
+    return (terms["actor_loss"], *model.tower_stats["critic_losses"].unbind(0), *rest)
+
+
+def stats(policy: SACTorchPolicy, train_batch: Any) -> dict[str, Any]:
+    """The stats of the policy's last SAC loss (losses, `alpha_value`, `entropy`,
+    `mean_q`, `mean_td_error`), detached."""
+    return {
+        k: v.detach() if torch.is_tensor(v) else v
+        for k, v in tower_stats(policy).items()
+        if k != "critic_losses"
+    }
+
+
+def optimizer_fn(policy: SACTorchPolicy, config: dict) -> torch.optim.Optimizer:
+    """The optimiser the policy's class trains with: one fused Adam with a parameter
+    group each for the actor, the critics and alpha, at their `optimization` learning
+    rates (RLlib 1.13 returned three Adams; one step of this one is the same three
+    updates). The policy's config is read (`config` is that config in RLlib's calls)."""
+    return own_class(policy).make_optimizer(policy)
+
+
+__all__ = [
+    "ComputeTDErrorMixin",
+    "SACTorchPolicy",
+    "TargetNetworkMixin",
+    "action_distribution_fn",
+    "actor_critic_loss",
+    "beta_sample",
+    "build_sac_model_and_action_dist",
+    "optimizer_fn",
+    "setup_late_mixins",
+    "squashed_gaussian_sample",
+    "stats",
+]

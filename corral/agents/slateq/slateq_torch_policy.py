@@ -23,6 +23,7 @@ The item network steps centered RMSprop (`lr`, `lr_schedule`, `rmsprop_epsilon`,
 
 from __future__ import annotations
 
+import copy
 from typing import Any, cast
 
 import gymnasium as gym
@@ -35,12 +36,14 @@ from corral.agents.slateq.slateq_torch_model import (
     slate_q_values,
 )
 from corral.models.torch.torch_action_dist import TorchSlateMultiCategorical, slate_shape
+from corral.policy.policy_template import tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
     ReplayPolicyMixin,
     TargetNetworkMixin,
     bootstrap_discount,
+    clip_and_step_each,
 )
 from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 from corral.utils.error import UnsupportedSpaceException
@@ -164,16 +167,38 @@ class SlateQTorchPolicy(LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMi
     # -- learning -----------------------------------------------------------
 
     def learn_step(self, batch: TensorDict, optimizers: Any) -> dict[str, Any]:
-        """One gradient step of both networks on a minibatch of transitions."""
-        q_loss, choice_loss, _, stats = self._losses(self.model, batch)
+        """One gradient step of both networks on a minibatch of transitions.
+
+        A loss function given through `with_updates(loss_fn=...)` (RLlib's form:
+        `fn(policy, model, dist_class, batch) -> (choice_loss, q_loss)`) replaces the
+        class's losses; as with RLlib's two optimisers, each trains its own network only."""
         for group in optimizers["q_model"].param_groups:
             group["lr"] = self.cur_lr
+        if type(self).loss is not TorchPolicy.loss:
+            out = self.loss(self.model, self.dist_class, batch)
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise ValueError(
+                    f"{type(self).__name__}: a SlateQ loss function returns (choice_loss, "
+                    f"q_loss), as RLlib's `build_slateq_losses`; got {type(out).__name__}."
+                )
+            choice_loss, q_loss = out
+            clip_and_step_each(
+                [
+                    (choice_loss, self.model.choice_model.parameters()),
+                    (q_loss, self.model.q_model.parameters()),
+                ],
+                optimizers,
+                {"choice_loss": choice_loss, "q_loss": q_loss},
+                self.config.get("grad_clip"),
+            )
+            return dict(self.extra_grad_info(batch))
+        q_loss, choice_loss, _, stats = self.losses(self.model, batch)
         # The two losses have disjoint parameters: one backward pass of their sum gives
         # each network its own loss's gradient.
         self.clip_and_step(q_loss + choice_loss, optimizers, stats)
         return {k: v.detach() if torch.is_tensor(v) else v for k, v in stats.items()}
 
-    def _losses(
+    def losses(
         self, model: SlateQTorchModel, batch: TensorDict
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """(item Q loss, choice loss, per-row TD error (0 without a click), stats)."""
@@ -230,7 +255,7 @@ class SlateQTorchPolicy(LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMi
         """Per-row TD errors of the item values (0 for rows without a click), for
         prioritized replay."""
         with torch.no_grad():
-            _, _, td_error, _ = self._losses(self.model, self.replay_tensors(batch))
+            _, _, td_error, _ = self.losses(self.model, self.replay_tensors(batch))
         return td_error.numpy()
 
 
@@ -246,8 +271,64 @@ def get_per_slate_q_values(
     return slate_q_values(policy.slates.to(q_values.device), q_values, scores, score_no_click)
 
 
+# -- RLlib 1.13's function forms (`build_policy_class` pieces) of this policy --------------
+
+
+def build_slateq_model_and_distribution(
+    policy: SlateQTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> tuple[SlateQTorchModel, type]:
+    """RLlib 1.13's `make_model_and_action_dist`: a new `SlateQTorchModel` as
+    `SlateQTorchPolicy` builds it (for the policy's spaces and config) and the slate
+    distribution it acts with; like RLlib's, it gives `policy` a `target_model`, here a
+    frozen copy of the new model."""
+    model = SlateQTorchPolicy.make_model(policy, 0)  # (the model sizes its own outputs)
+    policy.target_model = copy.deepcopy(model).requires_grad_(False)
+    return model, TorchSlateMultiCategorical
+
+
+def build_slateq_losses(
+    policy: SlateQTorchPolicy, model: SlateQTorchModel, dist_class: Any, train_batch: TensorDict
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RLlib 1.13's loss function: `(choice_loss, q_loss)` of `SlateQTorchPolicy.losses`,
+    its stats stored in `model.tower_stats` (read by `build_slateq_stats`)."""
+    q_loss, choice_loss, _, stats = SlateQTorchPolicy.losses(policy, model, train_batch)
+    tower = getattr(model, "tower_stats", None)
+    if isinstance(tower, dict):
+        tower.update({k: v.detach() if torch.is_tensor(v) else v for k, v in stats.items()})
+    return choice_loss, q_loss
+
+
+def build_slateq_stats(policy: TorchPolicy, batch: TensorDict) -> dict[str, Any]:
+    """RLlib 1.13's stats function: the stats of the last `build_slateq_losses`
+    (`q_loss`, `choice_loss`, `q_values`, `q_clicked`, `target_clicked`,
+    `next_q_target_max`, `mean_td_error`, ...)."""
+    return tower_stats(policy, batch)
+
+
+def optimizer_fn(policy: SlateQTorchPolicy, config: dict) -> dict[str, torch.optim.Optimizer]:
+    """RLlib 1.13's optimizer function: the optimisers `SlateQTorchPolicy` makes, Adam
+    for the choice model and centered RMSprop for the item Q-network (by name:
+    `choice_model`, `q_model`); `config` is the policy's (as RLlib passes it)."""
+    return SlateQTorchPolicy.make_optimizer(policy)
+
+
+def setup_late_mixins(
+    policy: SlateQTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `after_init`: the target network becomes a copy of the model (a hard
+    update)."""
+    if getattr(policy, "target_model", None) is None:
+        policy.init_target_network(tau=1.0)
+    policy.update_target(1.0)
+
+
 __all__ = [
     "SlateQTorchPolicy",
+    "build_slateq_losses",
+    "build_slateq_model_and_distribution",
+    "build_slateq_stats",
+    "optimizer_fn",
+    "setup_late_mixins",
     "get_per_slate_q_values",
     "score_documents",
     "validate_spaces",
