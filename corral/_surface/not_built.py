@@ -61,22 +61,20 @@ NOT_BUILT: tuple[Feature, ...] = (
     ),
     Feature(
         "Tune's third-party searchers",
-        "Ray Tune 1.13's wrappers of optimisation libraries other than Optuna and HyperOpt "
-        "(`AxSearch`, `BayesOptSearch`, `TuneBOHB`, `DragonflySearch`, `BlendSearch`/`CFO`, "
-        "`HEBOSearch`, `NevergradSearch`, `SigOptSearch`, `SkOptSearch`, `ZOOptSearch`); "
-        "`corral.tune.suggest` builds `OptunaSearch` and `HyperOptSearch` (the `optuna` and "
-        "`hyperopt` extras), the `Searcher` API, `ConcurrencyLimiter`, `Repeater` and "
-        "`BasicVariantGenerator`: subclass `Searcher` to drive one of the others",
+        "Ray Tune 1.13's wrappers of optimisation libraries other than Optuna, HyperOpt, "
+        "scikit-optimize, Nevergrad and BayesianOptimization (`AxSearch`, `TuneBOHB`, "
+        "`DragonflySearch`, `BlendSearch`/`CFO`, `HEBOSearch`, `SigOptSearch`, `ZOOptSearch`); "
+        "`corral.tune.suggest` builds `OptunaSearch`, `HyperOptSearch`, `SkOptSearch`, "
+        "`NevergradSearch` and `BayesOptSearch` (the `optuna`, `hyperopt`, `skopt`, "
+        "`nevergrad` and `bayesopt` extras), the `Searcher` API, `ConcurrencyLimiter`, "
+        "`Repeater` and `BasicVariantGenerator`: subclass `Searcher` to drive one of the others",
         (
             "tune.suggest.ax",
-            "tune.suggest.bayesopt",
             "tune.suggest.bohb",
             "tune.suggest.dragonfly",
             "tune.suggest.flaml",
             "tune.suggest.hebo",
-            "tune.suggest.nevergrad",
             "tune.suggest.sigopt",
-            "tune.suggest.skopt",
             "tune.suggest.zoopt",
         ),
     ),

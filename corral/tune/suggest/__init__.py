@@ -7,10 +7,11 @@ default: grid search and search-space draws), a ``Searcher`` (suggests each tria
 and learns from the results; wrapped in a ``SearchGenerator``), or a name of
 ``SEARCH_ALG_IMPORT``. ``ConcurrencyLimiter`` and ``Repeater`` wrap a ``Searcher``.
 ``OptunaSearch`` (``corral.tune.suggest.optuna``, the ``optuna`` extra) and
-``HyperOptSearch`` (``corral.tune.suggest.hyperopt``, the ``hyperopt`` extra) drive those
-libraries; Ray Tune's other wrappers of third-party optimisation libraries (``AxSearch``,
-``BayesOptSearch``, ...) are not built: their modules import and their classes raise
-``NotImplementedError`` (corral/_surface/not_built.py).
+``HyperOptSearch`` (``corral.tune.suggest.hyperopt``, the ``hyperopt`` extra),
+``SkOptSearch`` (``skopt``), ``NevergradSearch`` (``nevergrad``) and ``BayesOptSearch``
+(``bayesopt``) drive those libraries; Ray Tune's other wrappers of third-party optimisation
+libraries (``AxSearch``, ``ZOOptSearch``, ...) are not built: their modules import and their
+classes raise ``NotImplementedError`` (corral/_surface/not_built.py).
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ _PLAIN = (type(None), bool, int, float, str)
 _SEARCHABLE = (Choice, Uniform, LogUniform, RandInt)
 
 
-def import_library(module: str, searcher: str) -> ModuleType:
-    """The optional library ``module`` (its extra has its name).
+def import_library(module: str, searcher: str, extra: str | None = None) -> ModuleType:
+    """The optional library ``module``, of corral's extra ``extra`` (default: the
+    module's name).
 
     Raises:
         ImportError: it is not installed (saying how to install it).
@@ -51,7 +52,7 @@ def import_library(module: str, searcher: str) -> ModuleType:
     except ImportError as e:
         raise ImportError(
             f"{searcher} needs {module}, which is not installed: pip install "
-            f"'corral[{module}]' ({e})"
+            f"'corral[{extra or module}]' ({e})"
         ) from e
 
 
