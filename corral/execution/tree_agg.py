@@ -169,10 +169,10 @@ class Aggregator:
 
     def _add(self, piece: Any, seqs: dict) -> dict[str, Any] | None:
         """Adds a fragment; returns the train batch (and its counts) once it is full."""
-        from corral.agents.impala.impala import _with_unroll_id
+        from corral.agents.impala.impala import with_unroll_id
 
         self._unroll_counter += 1
-        piece = _with_unroll_id(piece, self._unroll_counter)
+        piece = with_unroll_id(piece, self._unroll_counter)
         self._pending.append(piece)
         by_agent = self.count_steps_by == "agent_steps"
         self._pending_steps += piece.agent_steps() if by_agent else piece.env_steps()

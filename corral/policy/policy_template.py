@@ -24,7 +24,7 @@ custom gradient functions, ...) are not built and raise `NotImplementedError` wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -208,10 +208,17 @@ def class_loss(
     `with_updates` subclass whose `loss` is the function that calls it.
     """
     loss, stats = cls.loss(policy, model, dist_class, train_batch)
+    store_tower_stats(model, stats)
+    return loss
+
+
+def store_tower_stats(model: Any, stats: Mapping[str, Any]) -> None:
+    """Keeps a loss's `stats` (tensors detached) in `model.tower_stats`, RLlib 1.13's
+    place of them, where :func:`tower_stats` and the stats functions read them (a model
+    without that dict keeps none)."""
     tower = getattr(model, "tower_stats", None)
     if isinstance(tower, dict):
         tower.update({k: v.detach() if torch.is_tensor(v) else v for k, v in stats.items()})
-    return loss
 
 
 def tower_stats(policy: Any, train_batch: Any = None) -> dict[str, Any]:
@@ -220,4 +227,4 @@ def tower_stats(policy: Any, train_batch: Any = None) -> dict[str, Any]:
     return dict(getattr(policy.model, "tower_stats", {}))
 
 
-__all__ = ["build_policy_class", "class_loss", "tower_stats"]
+__all__ = ["build_policy_class", "class_loss", "store_tower_stats", "tower_stats"]

@@ -29,7 +29,7 @@ from corral.agents.dqn.dqn_torch_policy import ComputeTDErrorMixin
 from corral.models import ModelCatalog
 from corral.models.torch.mlp import FIRST, preprocessed_transition
 from corral.models.torch.torch_action_dist import TorchDeterministic
-from corral.policy.policy_template import tower_stats
+from corral.policy.policy_template import store_tower_stats, tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -280,18 +280,17 @@ def ddpg_actor_critic_loss(
     q_t, td_error = info["q_t"][0], info["td_error"].sum(0)
     policy.actor_loss, policy.critic_loss = actor_loss, critic_loss
     policy.td_error, policy.q_t = td_error, q_t
-    tower = getattr(model, "tower_stats", None)
-    if isinstance(tower, dict):
-        tower.update(
-            {
-                "actor_loss": actor_loss.detach(),
-                "critic_loss": critic_loss.detach(),
-                "mean_q": q_t.mean(),
-                "max_q": q_t.max(),
-                "min_q": q_t.min(),
-                "mean_td_error": td_error.mean(),
-            }
-        )
+    store_tower_stats(
+        model,
+        {
+            "actor_loss": actor_loss,
+            "critic_loss": critic_loss,
+            "mean_q": q_t.mean(),
+            "max_q": q_t.max(),
+            "min_q": q_t.min(),
+            "mean_td_error": td_error.mean(),
+        },
+    )
     return actor_loss, critic_loss
 
 

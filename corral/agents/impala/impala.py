@@ -219,7 +219,7 @@ def make_learner_thread(local_worker: Any, config: dict) -> LearnerThread:
     )
 
 
-def _with_unroll_id(batch: Any, unroll_id: int) -> Any:
+def with_unroll_id(batch: Any, unroll_id: int) -> Any:
     """A shallow copy of `batch` whose rows carry `unroll_id` (per policy batch)."""
 
     def tag(b: SampleBatch) -> SampleBatch:
@@ -462,7 +462,7 @@ class ImpalaTrainer(Trainer):
 
     def _add_to_train_batch(self, batch: Any, seqs: dict, thread: LearnerThread) -> None:
         self._unroll_counter += 1
-        batch = _with_unroll_id(batch, self._unroll_counter)
+        batch = with_unroll_id(batch, self._unroll_counter)
         self._pending.append(batch)
         by_agent = self.config["multiagent"]["count_steps_by"] == "agent_steps"
         self._pending_steps += batch.agent_steps() if by_agent else batch.env_steps()

@@ -39,7 +39,7 @@ from corral.models.torch.torch_action_dist import (
     TorchCategorical,
     TorchSquashedGaussian,
 )
-from corral.policy.policy_template import tower_stats
+from corral.policy.policy_template import store_tower_stats, tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -241,15 +241,9 @@ class SACTorchPolicy(
         self, model: torch.nn.Module, dist_class: type, train_batch: TensorDict
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         """(The sum of the `loss_names` losses, stats) on a minibatch; the losses are of
-        the policy's own model (the learner passes it as `model`). The per-critic losses
-        go to `model.tower_stats["critic_losses"]` (for `actor_critic_loss`), the stats
-        (detached) beside them."""
+        the policy's own model (the learner passes it as `model`)."""
         terms = self.loss_terms(train_batch)
-        critic_losses = terms.pop("critic_losses")
-        # RLlib 1.13's place of the last loss's stats (`stats` reads them).
-        tower = vars(model).setdefault("tower_stats", {})
-        tower.update({k: v.detach() for k, v in terms.items()})
-        tower["critic_losses"] = critic_losses
+        del terms["critic_losses"]  # (`critic_loss` is their sum)
         total = terms[self.loss_names[0]]
         for name in self.loss_names[1:]:
             total = total + terms[name]
@@ -462,23 +456,22 @@ def actor_critic_loss(
     policy: SACTorchPolicy, model: torch.nn.Module, dist_class: Any, train_batch: TensorDict
 ) -> tuple[torch.Tensor, ...]:
     """RLlib 1.13's SAC losses on a minibatch: `(actor_loss, critic_loss per critic...,
-    alpha_loss)` (CQL: then `alpha_prime_loss`), computed by the policy's class
-    (`SACTorchPolicy.loss`; its stats go to `model.tower_stats`, read by `stats`). Their
-    sum is the loss `learn_step` trains on; the losses train disjoint parameters. RNNSAC's
-    and CQL's policies compute theirs (`loss_terms`) through the same `loss`."""
-    _, terms = SACTorchPolicy.loss(policy, model, dist_class, train_batch)
+    alpha_loss)` (CQL: then `alpha_prime_loss`), the terms of the policy's class
+    (`loss_terms`, whose losses `SACTorchPolicy.loss` sums); its stats go to
+    `model.tower_stats`, read by `stats`. Their sum is the loss `learn_step` trains on;
+    the losses train disjoint parameters. RNNSAC's and CQL's policies compute theirs
+    through their own `loss_terms`."""
+    terms = policy.loss_terms(train_batch)
+    critic_losses = terms.pop("critic_losses")
+    store_tower_stats(model, terms)
     rest = [terms[name] for name in policy.loss_names[2:]]
-    return (terms["actor_loss"], *model.tower_stats["critic_losses"].unbind(0), *rest)
+    return (terms["actor_loss"], *critic_losses.unbind(0), *rest)
 
 
 def stats(policy: SACTorchPolicy, train_batch: Any) -> dict[str, Any]:
-    """The stats of the policy's last SAC loss (losses, `alpha_value`, `entropy`,
-    `mean_q`, `mean_td_error`), detached."""
-    return {
-        k: v.detach() if torch.is_tensor(v) else v
-        for k, v in tower_stats(policy).items()
-        if k != "critic_losses"
-    }
+    """The stats of the policy's last `actor_critic_loss` (losses, `alpha_value`,
+    `entropy`, `mean_q`, `mean_td_error`), detached."""
+    return tower_stats(policy, train_batch)
 
 
 def optimizer_fn(policy: SACTorchPolicy, config: dict) -> torch.optim.Optimizer:

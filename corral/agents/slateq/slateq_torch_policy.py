@@ -36,7 +36,7 @@ from corral.agents.slateq.slateq_torch_model import (
     slate_q_values,
 )
 from corral.models.torch.torch_action_dist import TorchSlateMultiCategorical, slate_shape
-from corral.policy.policy_template import tower_stats
+from corral.policy.policy_template import store_tower_stats, tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
     PRIO_WEIGHTS,
@@ -292,9 +292,7 @@ def build_slateq_losses(
     """RLlib 1.13's loss function: `(choice_loss, q_loss)` of `SlateQTorchPolicy.losses`,
     its stats stored in `model.tower_stats` (read by `build_slateq_stats`)."""
     q_loss, choice_loss, _, stats = SlateQTorchPolicy.losses(policy, model, train_batch)
-    tower = getattr(model, "tower_stats", None)
-    if isinstance(tower, dict):
-        tower.update({k: v.detach() if torch.is_tensor(v) else v for k, v in stats.items()})
+    store_tower_stats(model, stats)
     return choice_loss, q_loss
 
 
