@@ -65,11 +65,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's TorchPolicy steps its optimizers itself",
         "DirectStepOptimizer",
     ),
-    "models.preprocessors": (
-        "corral does not resize raw Atari frames in a preprocessor: `wrap_deepmind` (Gymnasium's "
-        "AtariPreprocessing) and the vision net handle images",
-        "GenericPixelPreprocessor",
-    ),
 }
 
 # Names corral builds under another path: "module:Name" -> "corral.where:Name" (or any

@@ -173,7 +173,12 @@ COMMON_CONFIG: TrainerConfigDict = {
     "normalize_actions": True,
     # Clip actions to the env's bounds before stepping the env.
     "clip_actions": False,
-    # Default observation preprocessors: "deepmind" (Atari wrappers) or "rllib".
+    # Default observation preprocessing: "deepmind" wraps Atari envs with raw frames
+    # (Atari ids, and the Atari envs an env creator or class makes) in DeepMind's
+    # processing (`wrap_deepmind`: 84x84 grey frames, 4 stacked, see the model's `dim`
+    # and `framestack`); "rllib" or None leave them, and raw 210x160x3 frames are then
+    # resized by RLlib's `GenericPixelPreprocessor` (the model's `dim`, `grayscale`,
+    # `zero_mean`).
     "preprocessor_pref": "deepmind",
     # === Debugging ===
     # Log level of the `corral` loggers in the driver and its workers: DEBUG,

@@ -39,42 +39,92 @@ def make_env_creator(
 ) -> EnvCreator:
     """Returns a creator for `env`; raises `EnvError` for unknown ids at once.
 
-    With `preprocessor_pref="deepmind"`, Atari ids (`ALE/...`, and RLlib 1.x's
-    `PongNoFrameskip-v4` and the like) get DeepMind's frame processing (see
-    `wrap_deepmind`), with frames of `model_config["dim"]` pixels, stacked by 4 unless
-    `model_config["framestack"]` is False (RLlib 1.13's rule).
+    With `preprocessor_pref="deepmind"` (and no `custom_preprocessor`), Atari games get
+    DeepMind's frame processing (see `wrap_deepmind`), with frames of
+    `model_config["dim"]` pixels, stacked by 4 unless `model_config["framestack"]` is
+    False (RLlib 1.13's rule): Atari ids (`ALE/...`, and RLlib 1.x's
+    `PongNoFrameskip-v4` and the like), and the Atari envs that an env creator or class
+    returns with raw frames.
     """
     from corral.tune.registry import ENV_CREATOR, _global_registry
 
     if preprocessor_pref not in (None, "deepmind", "rllib"):
         raise ValueError(
             f"preprocessor_pref={preprocessor_pref!r}: expected 'deepmind' (DeepMind's Atari "
-            "frame processing for ALE envs), 'rllib' (raw frames) or None."
+            "frame processing for ALE envs), 'rllib' (RLlib's generic pixel preprocessing "
+            "of raw frames) or None."
         )
-    if env is None:
-        return lambda ctx: None
-    if isinstance(env, type):
-        return lambda ctx: env(ctx)
-    env_id_of(env)
-    if _global_registry.contains(ENV_CREATOR, env):
-        return _global_registry.get(ENV_CREATOR, env)
-    if "." in env and "/" not in env and ":" not in env:
-        cls = _import_class(env)
-        return lambda ctx: cls(ctx)
     model = model_config or {}
+    deepmind = preprocessor_pref == "deepmind" and not model.get("custom_preprocessor")
     frames = {
         "dim": int(model.get("dim") or 84),
         "framestack": 4 if model.get("framestack", True) else 1,
     }
+    if env is None:
+        return lambda ctx: None
+    if isinstance(env, type):
+        cls: type = env
+        return _atari_processed(lambda ctx: cls(ctx), deepmind, frames)
+    env_id_of(env)
+    if _global_registry.contains(ENV_CREATOR, env):
+        return _atari_processed(_global_registry.get(ENV_CREATOR, env), deepmind, frames)
+    if "." in env and "/" not in env and ":" not in env:
+        env_class = _import_class(env)
+        return _atari_processed(lambda ctx: env_class(ctx), deepmind, frames)
     if env.startswith("ALE/"):
         _register_ale(env)
-        if preprocessor_pref == "deepmind":
+        if deepmind:
             return lambda ctx: wrap_deepmind(_make_gym_env(env, ctx, frameskip=1), **frames)
-    elif _is_unregistered_ale_id(env) and preprocessor_pref == "deepmind":
+    elif _is_unregistered_ale_id(env) and deepmind:
         # RLlib 1.x's Atari ids ("PongNoFrameskip-v4"), which the check registers.
         return lambda ctx: wrap_deepmind(_make_gym_env(env, ctx), **frames)
     _check_gym_id(env)
     return lambda ctx: _make_gym_env(env, ctx)
+
+
+def _atari_processed(creator: EnvCreator, deepmind: bool, frames: dict) -> EnvCreator:
+    """`creator`, whose Atari envs with raw frames get DeepMind's processing when
+    `deepmind` (RLlib 1.13 wrapped every Atari env a worker made, whatever made it).
+
+    An env that skips frames itself (`ALE/...-v5`, `Pong-v4`: `frameskip` other than 1)
+    keeps its own skip (no second one on top, which Gymnasium's wrapper refuses), with a
+    warning once: DeepMind's processing skips 4 frames, max-pooling the last two.
+    """
+    if not deepmind:
+        return creator
+
+    def create(ctx: EnvContext) -> Any:
+        made = creator(ctx)
+        if not _has_raw_atari_frames(made):
+            return made
+        skip = getattr(made.unwrapped, "_frameskip", 1)
+        if skip != 1:
+            from corral.utils.deprecation import log_once
+
+            if log_once("atari_env_skips_frames"):
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "The env creator's Atari env skips frames itself (frameskip=%r): "
+                    "DeepMind's processing (preprocessor_pref='deepmind') keeps that skip "
+                    "instead of its own 4 frames with max-pooling; make the env with "
+                    "frameskip=1 (e.g. a 'NoFrameskip-v4' id) for DeepMind's.",
+                    skip,
+                )
+            return wrap_deepmind(made, frame_skip=1, **frames)
+        return wrap_deepmind(made, **frames)
+
+    return create
+
+
+def _has_raw_atari_frames(env: Any) -> bool:
+    """Whether `env` is an Atari game whose observations are its raw frames (not
+    wrapped into other observations already, e.g. by `wrap_deepmind`, nor RAM)."""
+    if not is_atari(env):
+        return False
+    shape = getattr(getattr(env, "observation_space", None), "shape", None)
+    raw = getattr(getattr(env.unwrapped, "observation_space", None), "shape", None)
+    return shape is not None and len(shape) == 3 and shape == raw
 
 
 def _import_class(path: str) -> type:
@@ -207,11 +257,11 @@ def is_atari(env: Any) -> bool:
     return type(unwrapped).__module__.startswith("ale_py")
 
 
-def wrap_deepmind(env: Any, dim: int = 84, framestack: int | bool = 4) -> Any:
+def wrap_deepmind(env: Any, dim: int = 84, framestack: int | bool = 4, frame_skip: int = 4) -> Any:
     """DeepMind's Atari frame processing; see `corral.env.wrappers.atari_wrappers`."""
     from corral.env.wrappers.atari_wrappers import wrap_deepmind as wrap
 
-    return wrap(env, dim=dim, framestack=framestack)
+    return wrap(env, dim=dim, framestack=framestack, frame_skip=frame_skip)
 
 
 def wrap_record_video(env: gym.Env, record_env: Any, log_dir: str | None, prefix: str) -> Any:

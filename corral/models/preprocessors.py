@@ -28,6 +28,7 @@ __all__ = [
     "OBS_VALIDATION_INTERVAL",
     "AtariRamPreprocessor",
     "DictFlatteningPreprocessor",
+    "GenericPixelPreprocessor",
     "NoPreprocessor",
     "OneHotPreprocessor",
     "Preprocessor",
@@ -229,17 +230,69 @@ class AtariRamPreprocessor(Preprocessor):
         return (np.asarray(observation, dtype=np.float32) - 128.0) / 128.0
 
 
+class GenericPixelPreprocessor(Preprocessor):
+    """Raw Atari-sized frames (``210 x 160 x 3``) as RLlib 1.13 preprocessed them, for
+    envs that are not wrapped in DeepMind's processing (`preprocessor_pref` "rllib" or
+    None, or an env of that shape that is no Atari game).
+
+    25 rows are cut off at the top and the bottom, the rest is resized to ``dim x dim``
+    (through ``84 x 84`` first when ``dim`` is smaller), averaged into one grey channel
+    with ``grayscale``, and scaled to ``[-1, 1)`` with ``zero_mean`` (else ``[0, 1]``):
+    the model config's keys `dim`, `grayscale` and `zero_mean`. Needs OpenCV (the
+    ``atari`` extra), as RLlib did.
+    """
+
+    def __init__(self, original_space: gym.Space, options: dict | None = None) -> None:
+        try:
+            import cv2
+        except ImportError as err:
+            raise ImportError(
+                f"Observations of shape {ATARI_OBS_SHAPE} are resized by RLlib's "
+                "GenericPixelPreprocessor, which needs OpenCV: pip install 'corral[atari]'"
+                " (or set `_disable_preprocessor_api: True` to keep the raw frames)."
+            ) from err
+        self._resize = cv2.resize
+        super().__init__(original_space, options)
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, self.shape, np.float32)
+
+    def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
+        from corral.models.model_defaults import MODEL_DEFAULTS
+
+        def option(key: str) -> Any:
+            value = options.get(key)
+            return MODEL_DEFAULTS[key] if value is None else value
+
+        self._grayscale = bool(option("grayscale"))
+        self._zero_mean = bool(option("zero_mean"))
+        self._dim = int(option("dim"))
+        return (self._dim, self._dim, 1 if self._grayscale else 3)
+
+    def transform(self, observation: Any) -> np.ndarray:
+        self.check_shape(observation)
+        frame = np.asarray(observation)[25:-25]
+        if self._dim < 84:  # (RLlib's: a small frame goes through 84 x 84 first)
+            frame = self._resize(frame, (84, 84))
+        frame = self._resize(frame, (self._dim, self._dim))
+        pixels = frame.astype(np.float32)
+        if self._grayscale:
+            pixels = pixels.mean(axis=2, keepdims=True)
+        return (pixels - 128.0) / 128.0 if self._zero_mean else pixels / 255.0
+
+
 def get_preprocessor(space: gym.Space) -> type[Preprocessor]:
     """The preprocessor class for an observation space (RLlib's; instantiate it with the
     space: ``get_preprocessor(space)(space)``).
 
-    Discrete and MultiDiscrete spaces one-hot, a 128-byte Box is Atari RAM, Tuple, Dict and
-    ``Repeated`` spaces flatten; any other space passes through (``NoPreprocessor``).
+    Discrete and MultiDiscrete spaces one-hot, a 128-byte Box is Atari RAM, raw Atari
+    frames are resized (``GenericPixelPreprocessor``), Tuple, Dict and ``Repeated`` spaces
+    flatten; any other space passes through (``NoPreprocessor``).
     """
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         return OneHotPreprocessor
     if getattr(space, "shape", None) == ATARI_RAM_OBS_SHAPE:
         return AtariRamPreprocessor
+    if getattr(space, "shape", None) == ATARI_OBS_SHAPE:
+        return GenericPixelPreprocessor
     if isinstance(space, gym.spaces.Tuple):
         return TupleFlatteningPreprocessor
     if isinstance(space, gym.spaces.Dict):
@@ -303,7 +356,9 @@ def preprocessor_for_space(space: gym.Space, options: dict | None = None) -> Pre
     A `custom_preprocessor` in `options` (the model config) replaces the default one
     (RLlib 1.13 deprecates it, and so logs a warning once per process). Otherwise Box
     observations are only cast to float32 (images are handled by the env wrappers and
-    the vision net, not resized here); the rest as :func:`get_preprocessor` says.
+    the vision net), except raw Atari-sized frames (``210 x 160 x 3``: an env left
+    without DeepMind's processing), which RLlib 1.13 resized here
+    (``GenericPixelPreprocessor``); the rest as :func:`get_preprocessor` says.
     """
     custom = (options or {}).get("custom_preprocessor")
     if custom:
@@ -319,6 +374,8 @@ def preprocessor_for_space(space: gym.Space, options: dict | None = None) -> Pre
             )
         return cls(space, options)
     if isinstance(space, gym.spaces.Box):
+        if space.shape == ATARI_OBS_SHAPE:
+            return GenericPixelPreprocessor(space, options)
         return NoPreprocessor(space)
     if isinstance(space, gym.spaces.Discrete):
         return OneHotPreprocessor(space)

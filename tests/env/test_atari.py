@@ -206,3 +206,105 @@ def test_image_helpers(tmp_path):
     )
     with pytest.raises(FileNotFoundError, match="no image"):
         imread(str(tmp_path / "missing.png"))
+
+
+def _worker_env(trainer):
+    return trainer.workers.local_worker().env
+
+
+_TINY_PPO = {
+    "num_workers": 0,
+    "rollout_fragment_length": 16,
+    "train_batch_size": 16,
+    "sgd_minibatch_size": 16,
+    "num_sgd_iter": 1,
+    "seed": 0,
+}
+
+
+def test_atari_envs_of_env_creators_get_deepmind_processing_as_in_rllib_1_13():
+    # RLlib 1.13 wrapped every Atari env a worker made in DeepMind's processing, also
+    # those of a registered creator (`register_env("pong", lambda c: gym.make(...))`).
+    import gymnasium as gym
+
+    from corral.agents.ppo import PPOTrainer
+    from corral.env.wrappers.atari_wrappers import wrap_deepmind
+    from corral.models.preprocessors import GenericPixelPreprocessor, NoPreprocessor
+    from corral.tune.registry import register_env
+
+    gym.register_envs(ale_py)
+    register_env("creator_pong", lambda ctx: gym.make("PongNoFrameskip-v4"))
+    trainer = PPOTrainer(env="creator_pong", config=_TINY_PPO)
+    try:
+        env = _worker_env(trainer)
+        assert env.observation_space.shape == (84, 84, 4)
+        assert isinstance(trainer.get_policy().preprocessor, NoPreprocessor)
+        assert trainer.train()["timesteps_total"] == 16
+    finally:
+        trainer.stop()
+    # Wrapped once only: a creator that processes its frames itself keeps them.
+    register_env(
+        "creator_pong_wrapped", lambda ctx: wrap_deepmind(gym.make("PongNoFrameskip-v4"), 42)
+    )
+    env = make_env_creator("creator_pong_wrapped", "deepmind")(EnvContext({}))
+    assert env.observation_space.shape == (42, 42, 4)
+    # A custom preprocessor, or another preprocessor_pref, keeps the raw frames, which
+    # RLlib's generic pixel preprocessor then resizes for the model.
+    for pref, model in (("rllib", {}), ("deepmind", {"custom_preprocessor": "x"})):
+        env = make_env_creator("creator_pong", pref, model)(EnvContext({}))
+        assert env.observation_space.shape == (210, 160, 3)
+    trainer = PPOTrainer(
+        env="creator_pong",
+        config={**_TINY_PPO, "preprocessor_pref": "rllib", "model": {"grayscale": True}},
+    )
+    try:
+        assert _worker_env(trainer).observation_space.shape == (210, 160, 3)
+        assert isinstance(trainer.get_policy().preprocessor, GenericPixelPreprocessor)
+        batch = trainer.workers.local_worker().sample()
+        obs = batch["obs"]
+        assert obs.shape == (16, 84, 84, 1) and obs.dtype == np.float32
+        assert obs.min() >= -1.0 and obs.max() < 1.0
+    finally:
+        trainer.stop()
+
+
+def test_a_creators_atari_env_that_skips_frames_keeps_its_own_skip(caplog):
+    import gymnasium as gym
+
+    from corral.tune.registry import register_env
+    from corral.utils.deprecation import _logged_keys
+
+    gym.register_envs(ale_py)
+    _logged_keys.discard("atari_env_skips_frames")
+    register_env("creator_pong_v5", lambda ctx: gym.make("ALE/Pong-v5"))  # frameskip=4
+    with caplog.at_level("WARNING"):
+        env = make_env_creator("creator_pong_v5", "deepmind")(EnvContext({}))
+    assert env.observation_space.shape == (84, 84, 4)
+    assert env.unwrapped._frameskip == 4
+    assert "skips frames itself (frameskip=4)" in caplog.text
+    env.reset(seed=0)
+    assert env.step(0)[0].shape == (84, 84, 4)
+
+
+def test_generic_pixel_preprocessor_is_rllib_1_13_s():
+    import cv2
+    import gymnasium as gym
+
+    from corral.models.preprocessors import (
+        GenericPixelPreprocessor,
+        get_preprocessor,
+        preprocessor_for_space,
+    )
+
+    space = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)
+    assert get_preprocessor(space) is GenericPixelPreprocessor
+    frame = np.random.default_rng(0).integers(0, 256, (210, 160, 3), dtype=np.uint8)
+    default = preprocessor_for_space(space, {})
+    assert default.shape == (84, 84, 3)
+    assert default.observation_space == gym.spaces.Box(-1.0, 1.0, (84, 84, 3), np.float32)
+    expected = (cv2.resize(frame[25:-25], (84, 84)).astype(np.float32) - 128) / 128
+    np.testing.assert_allclose(default.transform(frame), expected)
+    small = preprocessor_for_space(space, {"dim": 42, "grayscale": True, "zero_mean": False})
+    assert small.shape == (42, 42, 1)
+    half = cv2.resize(cv2.resize(frame[25:-25], (84, 84)), (42, 42)).astype(np.float32)
+    np.testing.assert_allclose(small.transform(frame), half.mean(axis=2, keepdims=True) / 255)

@@ -38,12 +38,15 @@ class ChannelsLast(gym.ObservationWrapper):
         return np.ascontiguousarray(np.moveaxis(np.asarray(observation), 0, -1))
 
 
-def wrap_deepmind(env: gym.Env, dim: int = 84, framestack: int | bool = 4) -> gym.Env:
+def wrap_deepmind(
+    env: gym.Env, dim: int = 84, framestack: int | bool = 4, frame_skip: int = 4
+) -> gym.Env:
     """Up to 30 no-op starts, 4 frames per action (max-pooled over the last two), grey
     frames resized to ``dim`` x ``dim``, the last ``framestack`` frames stacked.
 
     Observations are ``uint8 [dim, dim, framestack]`` (``[dim, dim, 1]`` without stacking).
-    The env must be made with ``frameskip=1``: the wrapper does the skipping.
+    The env must be made with ``frameskip=1``: the wrapper does the skipping
+    (``frame_skip=1``: none, for an env that skips frames itself).
     ``framestack`` may be RLlib 1.x's bool: True stacks 4 frames, False none.
     """
     if isinstance(framestack, bool):
@@ -51,7 +54,7 @@ def wrap_deepmind(env: gym.Env, dim: int = 84, framestack: int | bool = 4) -> gy
     env = AtariPreprocessing(
         env,
         noop_max=30,
-        frame_skip=4,
+        frame_skip=frame_skip,
         screen_size=dim,
         grayscale_obs=True,
         grayscale_newaxis=framestack <= 1,
