@@ -44,8 +44,13 @@ def evaluation_config(trainer: Trainer) -> dict:
     # Deprecated keys the user left alone were resolved by validating the main
     # config; validating that resolved value again would warn about a setting
     # the user never made.
+    # (Passing the whole DEFAULT_CONFIG back, as RLlib 1.x code often does, leaves
+    # them at DEPRECATED_VALUE too.)
     for key, default in trainer.get_default_config().items():
-        untouched = key not in trainer.raw_user_config and key not in overrides
+        untouched = all(
+            given.get(key, DEPRECATED_VALUE) == DEPRECATED_VALUE
+            for given in (trainer.raw_user_config, overrides)
+        )
         if type(default) is int and default == DEPRECATED_VALUE and untouched:
             eval_config[key] = DEPRECATED_VALUE
     trainer._validate_config(eval_config, trainer_obj_or_none=trainer)

@@ -193,15 +193,16 @@ def test_parallel_auto_episodes_runs_rounds_until_training_is_done():
 def test_evaluation_does_not_warn_about_deprecated_keys_the_user_never_set(caplog):
     import logging
 
-    from corral.agents.ppo import PPOTrainer
+    from corral.agents.ppo import DEFAULT_CONFIG, PPOTrainer
 
-    with caplog.at_level(logging.WARNING, logger="corral"):
-        trainer = PPOTrainer(
-            config={"num_workers": 0, "evaluation_interval": 1, "train_batch_size": 128},
-            env="CartPole-v1",
-        )
-        trainer.stop()
-    assert not [r for r in caplog.records if "deprecated" in r.getMessage()]
+    settings = {"num_workers": 0, "evaluation_interval": 1, "train_batch_size": 128}
+    # Also when the config is the whole DEFAULT_CONFIG (RLlib 1.x's
+    # `config = ppo.DEFAULT_CONFIG.copy()`), whose deprecated keys are DEPRECATED_VALUE.
+    for config in (settings, {**DEFAULT_CONFIG, **settings}):
+        with caplog.at_level(logging.WARNING, logger="corral"):
+            trainer = PPOTrainer(config=config, env="CartPole-v1")
+            trainer.stop()
+        assert not [r for r in caplog.records if "deprecated" in r.getMessage()]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
