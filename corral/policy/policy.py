@@ -39,6 +39,8 @@ class Policy:
     `TorchPolicy`).
     """
 
+    # RLlib 1.13's `policy.framework` (corral's policies are all torch ones).
+    framework: str = "torch"
     # True when `postprocess_trajectory` accepts a batch holding several
     # trajectories (told apart by eps_id); the sampler then postprocesses a
     # whole fragment in one call instead of one call per trajectory.
@@ -202,6 +204,37 @@ class Policy:
         update, `apply_gradients`, an imported model.
         """
         self.weights_seq += 1
+
+    def get_exploration_state(self) -> dict[str, Any]:
+        """The state of the policy's `Exploration`, as RLlib 1.13 reports it: its
+        current values (`cur_epsilon` of `EpsilonGreedy`, `cur_scale` of
+        `GaussianNoise`, ...) with what it saves (`last_timestep`, ...); {} without one."""
+        exploration = getattr(self, "exploration", None)
+        if exploration is None:
+            return {}
+        return {**exploration.get_info(), **exploration.get_state()}
+
+    def get_exploration_info(self) -> dict[str, Any]:
+        """Deprecated in RLlib 1.13: `get_exploration_state`."""
+        from corral.utils.deprecation import deprecation_warning
+
+        deprecation_warning(old="Policy.get_exploration_info", new="get_exploration_state")
+        return self.get_exploration_state()
+
+    def apply(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        """`func(self, *args, **kwargs)` (RLlib's way to run code on a policy that may
+        live in a worker process: `worker.foreach_policy` / `policy.apply`)."""
+        return func(self, *args, **kwargs)
+
+    def get_session(self) -> None:
+        """The TensorFlow session of a TF policy: None for corral's (torch) policies."""
+        return None
+
+    def get_host(self) -> str:
+        """The name of the machine this policy lives on (as `platform.node()`)."""
+        import platform
+
+        return platform.node()
 
     def on_global_var_update(self, global_vars: dict) -> None:
         """Called with e.g. {"timestep": n} before each round of sampling."""
