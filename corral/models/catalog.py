@@ -65,6 +65,18 @@ def _lookup(registry: dict[str, type], name: str, what: str, register_fn: str) -
     )
 
 
+def custom_model_class(custom: str | type) -> type:
+    """The class a `custom_model` setting names: a name registered with
+    `ModelCatalog.register_custom_model`, or the class itself.
+
+    Raises:
+        ValueError: no model is registered under that name.
+    """
+    if isinstance(custom, str):
+        return _lookup(_CUSTOM_MODELS, custom, "custom model", "register_custom_model")
+    return custom
+
+
 def _wrap_if_needed(model_cls: type, model_interface: type | None) -> type:
     """Mix ``model_interface`` in front of ``model_cls`` (e.g. a Q-head interface over FCNet).
 
@@ -230,8 +242,7 @@ class ModelCatalog:
         config = {**MODEL_DEFAULTS, **(model_config or {})}
         custom = config.get("custom_model")
         if custom:
-            if isinstance(custom, str):
-                custom = _lookup(_CUSTOM_MODELS, custom, "custom model", "register_custom_model")
+            custom = custom_model_class(custom)
             model_cls = _wrap_if_needed(custom, model_interface)
             custom_kwargs = config.get("custom_model_config") or {}
             kwargs = {**model_kwargs, **custom_kwargs}

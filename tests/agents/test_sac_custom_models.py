@@ -12,7 +12,7 @@ from torch import nn
 from corral.agents.cql import CQL_DEFAULT_CONFIG
 from corral.agents.cql.cql_torch_policy import CQLTorchPolicy
 from corral.agents.sac import DEFAULT_CONFIG, SACTrainer
-from corral.agents.sac.sac_torch_model import CatalogQEnsemble, EnsembleMLP
+from corral.agents.sac.sac_torch_model import CatalogQEnsemble, EnsembleMLP, SACTorchModel
 from corral.agents.sac.sac_torch_policy import SACTorchPolicy
 from corral.models import ModelCatalog
 from corral.models.torch.torch_modelv2 import TorchModelV2
@@ -289,3 +289,77 @@ def test_net_keys_free_for_custom_models_checked_for_dense_nets():
     # Without one, a key the dense networks do not read is a typo.
     with pytest.raises(ValueError, match="`Q_model` .* sets keys its dense networks do not read"):
         SACTrainer(config={**FAST, "Q_model": {"fcnet_hidden": [8]}}, env="Pendulum-v1")
+
+
+# -- a SACTorchModel subclass as `model.custom_model` (RLlib 1.13's) ----------------
+
+BUILT: list[str] = []
+
+
+class TinyNet(TorchModelV2, nn.Module):
+    """One linear layer from the flat input to `num_outputs`."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        nn.Module.__init__(self)
+        self.layer = nn.Linear(int(obs_space.shape[0]), num_outputs)
+
+    def forward(self, input_dict, state, seq_lens):
+        return self.layer(input_dict["obs"].float()), state
+
+
+class MySACModel(SACTorchModel):
+    def __init__(self, *args, tag="none", **kwargs):
+        self.tag = tag
+        super().__init__(*args, **kwargs)
+
+    def build_policy_model(self, obs_space, num_outputs, policy_model_config, name):
+        BUILT.append(name)
+        return TinyNet(obs_space, self.action_space, num_outputs, policy_model_config, name)
+
+    def build_q_model(self, obs_space, action_space, num_outputs, q_model_config, name):
+        BUILT.append(name)
+        width = obs_space.shape[0] + action_space.shape[0]
+        space = type(obs_space)(-1.0, 1.0, (width,))
+        return TinyNet(space, action_space, num_outputs, q_model_config, name)
+
+
+SMALL_SAC = {
+    "num_workers": 0,
+    "seed": 0,
+    "learning_starts": 32,
+    "train_batch_size": 32,
+    "min_sample_timesteps_per_reporting": 64,
+    "min_time_s_per_reporting": 0,
+}
+
+
+def test_a_sac_torch_model_subclass_builds_the_nets():
+    BUILT.clear()
+    ModelCatalog.register_custom_model("my_sac_model", MySACModel)
+    trainer = SACTrainer(
+        env="Pendulum-v1",
+        config={
+            **SMALL_SAC,
+            "model": {"custom_model": "my_sac_model", "custom_model_config": {"tag": "x"}},
+        },
+    )
+    try:
+        model = trainer.get_policy().model
+        assert isinstance(model, MySACModel) and model.tag == "x"
+        assert isinstance(model.action_model, TinyNet)
+        # The policy's model and its target copy, each with a policy net and two Q-nets.
+        assert BUILT.count("policy_model") >= 1 and BUILT.count("twin_q") >= 1
+        before = model.action_model.layer.weight.detach().clone()
+        assert trainer.train()["info"]["learner"]["default_policy"]["learner_stats"]
+        assert not torch.equal(before, model.action_model.layer.weight)
+        obs = torch.zeros(3, 3)
+        outputs, state = model.get_action_model_outputs(obs)
+        assert outputs.shape == (3, 2) and state == []
+    finally:
+        trainer.stop()
+
+
+def test_a_model_custom_model_sac_cannot_use_is_refused():
+    with pytest.raises(ValueError, match="no subclass of SACTorchModel"):
+        SACTrainer(env="Pendulum-v1", config={**SMALL_SAC, "model": {"custom_model": TinyNet}})

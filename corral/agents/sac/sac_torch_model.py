@@ -87,6 +87,11 @@ class CatalogQEnsemble(nn.Module):
         )
 
 
+def _overridden(model: nn.Module, method: str) -> bool:
+    """Whether `model`'s class overrides `SACTorchModel.method`."""
+    return getattr(type(model), method) is not getattr(SACTorchModel, method)
+
+
 def heads_obs_space(obs_space: gym.Space | None, obs_dim: int) -> gym.spaces.Box:
     """The observation space of the custom heads: the model's own if it is a 1-D Box,
     else a flat Box of `obs_dim` (the heads read flattened observations; `obs_space` is
@@ -167,15 +172,11 @@ class SACTorchModel(FlatObsActorCritic):
         self.policy_outputs = policy_out
         # What the heads read: the observations, or the state preprocessor's outputs.
         read_space = self.obs_space if self.base_model is None else None
+        heads_space = heads_obs_space(read_space, obs_dim)
         self.action_model: MLP | TorchModelV2
-        if policy_model_config.get("custom_model"):
-            self.action_model = ModelCatalog.get_model_v2(
-                heads_obs_space(read_space, obs_dim),
-                action_space,
-                policy_out,
-                policy_model_config,
-                framework="torch",
-                name="policy_model",
+        if policy_model_config.get("custom_model") or _overridden(self, "build_policy_model"):
+            self.action_model = self.build_policy_model(
+                heads_space, policy_out, policy_model_config, "policy_model"
             )
         else:
             self.action_model = MLP(
@@ -185,15 +186,9 @@ class SACTorchModel(FlatObsActorCritic):
                 policy_model_config.get("fcnet_activation", "relu"),
             )
         self.q_net: EnsembleMLP | CatalogQEnsemble
-        if q_model_config.get("custom_model"):
-            if self.discrete:
-                q_space = heads_obs_space(read_space, obs_dim)
-            else:
-                q_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim + q_in_extra,), np.float32)
+        if q_model_config.get("custom_model") or _overridden(self, "build_q_model"):
             nets = [
-                ModelCatalog.get_model_v2(
-                    q_space, action_space, q_out, q_model_config, framework="torch", name=name
-                )
+                self.build_q_model(heads_space, action_space, q_out, q_model_config, name)
                 for name in ("q", "twin_q")[:num_q]
             ]
             self.q_net = CatalogQEnsemble(nets, q_out)
@@ -210,6 +205,59 @@ class SACTorchModel(FlatObsActorCritic):
         self.target_entropy = resolve_target_entropy(target_entropy, action_space)
 
     # -- RLlib 1.x's SACTorchModel interface -------------------------------
+
+    def build_policy_model(
+        self,
+        obs_space: gym.Space,
+        num_outputs: int,
+        policy_model_config: ModelConfigDict,
+        name: str,
+    ) -> TorchModelV2:
+        """The policy net (RLlib 1.13's override point): a catalog model of
+        `policy_model_config` (its `custom_model`), mapping `{"obs": [B, dim]}` rows of
+        `obs_space` to `num_outputs` action-distribution inputs. Called when the config
+        names a `custom_model` or a subclass overrides this; else the policy net is
+        corral's `MLP`."""
+        return ModelCatalog.get_model_v2(
+            obs_space,
+            self.action_space,
+            num_outputs,
+            policy_model_config,
+            framework="torch",
+            name=name,
+        )
+
+    def build_q_model(
+        self,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int,
+        q_model_config: ModelConfigDict,
+        name: str,
+    ) -> TorchModelV2:
+        """One Q-net, "q" or "twin_q" (RLlib 1.13's override point): a catalog model of
+        `q_model_config` on the observations (Discrete actions: `num_outputs` = |A|
+        values) or on `concat(obs, action)` (Box actions: one value). Called when the
+        config names a `custom_model` or a subclass overrides this; else the Q-nets are
+        one `EnsembleMLP`."""
+        if isinstance(action_space, gym.spaces.Discrete):
+            q_space = obs_space
+        else:
+            width = int(np.prod(obs_space.shape)) + int(np.prod(action_space.shape))
+            q_space = gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
+        return ModelCatalog.get_model_v2(
+            q_space, action_space, num_outputs, q_model_config, framework="torch", name=name
+        )
+
+    def get_action_model_outputs(
+        self,
+        model_out: TensorType,
+        state_in: list[TensorType] | None = None,
+        seq_lens: TensorType | None = None,
+    ) -> tuple[TensorType, list[TensorType]]:
+        """RLlib 1.13's `(distribution inputs, state_out)` of the policy net for the
+        model's outputs (see `get_policy_output`; the policy net keeps no state)."""
+        return self.get_policy_output(model_out), list(state_in or [])
 
     def get_policy_output(self, model_out: TensorType) -> TensorType:
         """Action-distribution inputs: `concat(mean, log_std)` (Box; with

@@ -33,6 +33,7 @@ from corral.agents.dqn.dqn_torch_policy import ComputeTDErrorMixin, own_class
 from corral.agents.dqn.dqn_torch_policy import before_loss_init as setup_late_mixins
 from corral.agents.sac.sac_torch_model import SACTorchModel
 from corral.core.learner.learner import loss_and_stats
+from corral.models.catalog import ModelCatalog, custom_model_class
 from corral.models.torch.mlp import FIRST, flatten_obs, preprocessed_transition
 from corral.models.torch.torch_action_dist import (
     TorchBeta,
@@ -142,20 +143,51 @@ class SACTorchPolicy(
         return self.target_model
 
     def make_model(self, num_outputs: int) -> SACTorchModel:
+        """SAC's model: a `SACTorchModel`, or the subclass of it that `model`'s
+        `custom_model` names (RLlib 1.13's way to customise SAC's whole model, e.g. its
+        `build_policy_model` / `build_q_model`), built with `custom_model_config` too.
+
+        Raises:
+            ValueError: `model`'s `custom_model` is no `SACTorchModel` and there is no
+                state preprocessor (`use_state_preprocessor`) for it to be.
+        """
         cfg = self.config
+        state_preprocessor = bool(cfg.get("use_state_preprocessor"))
+        kwargs: dict[str, Any] = {
+            "state_preprocessor": state_preprocessor,
+            "policy_model_config": cfg["policy_model"],
+            "q_model_config": cfg["Q_model"],
+            "twin_q": cfg["twin_q"],
+            "initial_alpha": cfg["initial_alpha"],
+            "target_entropy": cfg["target_entropy"],
+            "use_beta_distribution": bool(cfg.get("_use_beta_distribution")),
+        }
+        space = self.preprocessor.observation_space
+        custom = (cfg.get("model") or {}).get("custom_model")
+        if custom:
+            model_cls = custom_model_class(custom)
+            if isinstance(model_cls, type) and issubclass(model_cls, SACTorchModel):
+                model = ModelCatalog.get_model_v2(
+                    space,
+                    self.action_space,
+                    num_outputs,
+                    cfg["model"],
+                    framework="torch",
+                    name="sac_model",
+                    **kwargs,
+                )
+                assert isinstance(model, SACTorchModel)
+                return model
+            if not state_preprocessor:
+                raise ValueError(
+                    f"SAC: model.custom_model={custom!r} is no subclass of SACTorchModel "
+                    "(RLlib 1.13's rule for SAC's `model`). Give the policy and Q networks "
+                    "as `policy_model` / `Q_model` {'custom_model': ...}, subclass "
+                    "SACTorchModel (e.g. its build_policy_model / build_q_model), or set "
+                    "use_state_preprocessor=True to run it before SAC's heads."
+                )
         return SACTorchModel(
-            self.preprocessor.observation_space,
-            self.action_space,
-            num_outputs,
-            cfg["model"],
-            "sac_model",
-            state_preprocessor=bool(cfg.get("use_state_preprocessor")),
-            policy_model_config=cfg["policy_model"],
-            q_model_config=cfg["Q_model"],
-            twin_q=cfg["twin_q"],
-            initial_alpha=cfg["initial_alpha"],
-            target_entropy=cfg["target_entropy"],
-            use_beta_distribution=bool(cfg.get("_use_beta_distribution")),
+            space, self.action_space, num_outputs, cfg["model"], "sac_model", **kwargs
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:
