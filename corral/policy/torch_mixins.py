@@ -12,7 +12,8 @@ target network):
   parameter group per network;
 - :class:`FeedForwardActingMixin`: SAC's and DDPG's acting on flat observations;
 - :class:`AdvantagesMixin`: the on-policy policies' postprocessing (PG, A2C, PPO):
-  advantages and value targets of each trajectory.
+  advantages and value targets of each trajectory;
+- :class:`KLCoeffMixin`: PPO's and APPO's adaptive KL coefficient.
 """
 
 from __future__ import annotations
@@ -347,9 +348,33 @@ class AdvantagesMixin(_PostprocessMixin):
         return compute_advantages(sample_batch, self, gamma=gamma, **self.advantage_settings())
 
 
+class KLCoeffMixin:
+    """An adaptive KL coefficient `kl_coeff` (RLlib 1.13's `KLCoeffMixin`, of PPO and
+    APPO): `update_kl(sampled_kl)` grows it by 1.5 when the KL exceeded twice
+    `kl_target` and halves it below half of it."""
+
+    def __init__(self, config: dict) -> None:
+        self.kl_coeff = float(config["kl_coeff"])
+        self.kl_target = float(config["kl_target"])
+
+    @property
+    def kl_coeff_val(self) -> float:
+        """RLlib 1.13's name of the coefficient's value."""
+        return self.kl_coeff
+
+    def update_kl(self, sampled_kl: float) -> float:
+        """Adapts the coefficient to the KL measured in the last update; returns it."""
+        if sampled_kl > 2.0 * self.kl_target:
+            self.kl_coeff *= 1.5
+        elif sampled_kl < 0.5 * self.kl_target:
+            self.kl_coeff *= 0.5
+        return self.kl_coeff
+
+
 __all__ = [
     "AdvantagesMixin",
     "FeedForwardActingMixin",
+    "KLCoeffMixin",
     "PRIO_WEIGHTS",
     "REPLAY_TRAIN_COLUMNS",
     "TARGET_PREFIX",

@@ -45,3 +45,24 @@ def test_apply_session_host_and_framework(dqn):
     assert policy.framework == "torch"
     # Through the workers, as RLlib 1.x code reaches its policies.
     assert dqn.workers.foreach_policy(lambda p, pid: p.framework) == ["torch"]
+
+
+def test_ppo_and_appo_adapt_their_kl_coefficient_with_rllib_s_update_kl():
+    from corral.agents.ppo import PPOTrainer
+    from corral.agents.ppo.appo_torch_policy import APPOTorchPolicy
+    from corral.policy.torch_mixins import KLCoeffMixin
+
+    trainer = PPOTrainer(
+        env="CartPole-v1",
+        config={"num_workers": 0, "kl_coeff": 0.2, "kl_target": 0.01, "train_batch_size": 128},
+    )
+    try:
+        policy = trainer.get_policy()
+        assert isinstance(policy, KLCoeffMixin) and issubclass(APPOTorchPolicy, KLCoeffMixin)
+        assert policy.update_kl(0.05) == pytest.approx(0.3)  # above 2 x target: x 1.5
+        assert policy.update_kl(0.001) == pytest.approx(0.15)  # below target / 2: halved
+        assert policy.update_kl(0.01) == pytest.approx(0.15) == policy.kl_coeff_val
+        # The learner's update adapts it the same way, from the update's mean KL.
+        assert policy.after_update({"kl": 0.05}) == {"cur_kl_coeff": pytest.approx(0.225)}
+    finally:
+        trainer.stop()

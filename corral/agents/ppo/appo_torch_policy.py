@@ -32,6 +32,7 @@ from corral.core.learner.learner import SEQ_MASK
 from corral.evaluation.postprocessing import compute_gae_for_sample_batch
 from corral.policy.policy_template import class_loss, tower_stats
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_mixins import KLCoeffMixin
 from corral.policy.torch_policy import (
     EntropyCoeffSchedule,
     LearningRateSchedule,
@@ -48,25 +49,6 @@ def _bounded(log_ratio: torch.Tensor) -> torch.Tensor:
     """A log importance ratio safe to exponentiate: within +-`_MAX_LOG_RATIO`, and 0
     where a collapsed distribution gave inf - inf."""
     return torch.nan_to_num(log_ratio, nan=0.0).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
-
-
-class KLCoeffMixin:
-    """Policy mixin: an adaptive KL coefficient `kl_coeff` (RLlib's `KLCoeffMixin`).
-
-    `update_kl(sampled_kl)` grows it by 1.5 when the KL exceeded twice `kl_target`
-    and halves it below half of it.
-    """
-
-    def __init__(self, config: dict) -> None:
-        self.kl_coeff = float(config["kl_coeff"])
-        self.kl_target = float(config["kl_target"])
-
-    def update_kl(self, sampled_kl: float) -> float:
-        if sampled_kl > 2.0 * self.kl_target:
-            self.kl_coeff *= 1.5
-        elif sampled_kl < 0.5 * self.kl_target:
-            self.kl_coeff *= 0.5
-        return self.kl_coeff
 
 
 class APPOTorchPolicy(

@@ -19,7 +19,7 @@ from corral.evaluation.postprocessing import (  # noqa: F401 - compute_advantage
     compute_gae_for_sample_batch,
 )
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_mixins import AdvantagesMixin
+from corral.policy.torch_mixins import AdvantagesMixin, KLCoeffMixin
 from corral.policy.torch_policy import (
     EntropyCoeffSchedule,
     LearningRateSchedule,
@@ -29,7 +29,9 @@ from corral.policy.torch_policy import (
 from corral.utils.torch_utils import explained_variance, loss_term
 
 
-class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule, TorchPolicy):
+class PPOTorchPolicy(
+    AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule, KLCoeffMixin, TorchPolicy
+):
     """PPO: `postprocess_trajectory` adds GAE columns, `loss` is PPO's."""
 
     @staticmethod
@@ -52,8 +54,7 @@ class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         TorchPolicy.__init__(self, observation_space, action_space, config)
-        self.kl_coeff = float(config["kl_coeff"])
-        self.kl_target = float(config["kl_target"])
+        KLCoeffMixin.__init__(self, config)
         LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
         EntropyCoeffSchedule.__init__(
             self, config["entropy_coeff"], config.get("entropy_coeff_schedule")
@@ -120,11 +121,7 @@ class PPOTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
         kl = stats.get("kl")
         if kl is None or self.kl_coeff == 0.0:
             return {}
-        if kl > 2.0 * self.kl_target:
-            self.kl_coeff *= 1.5
-        elif kl < 0.5 * self.kl_target:
-            self.kl_coeff *= 0.5
-        return {"cur_kl_coeff": self.kl_coeff}
+        return {"cur_kl_coeff": self.update_kl(float(kl))}
 
     def extra_state(self) -> dict[str, Any]:
         return {"kl_coeff": self.kl_coeff, "entropy_coeff": self.entropy_coeff}
