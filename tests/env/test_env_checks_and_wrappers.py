@@ -86,6 +86,15 @@ def test_parallel_pettingzoo_env():
     check_env(env)
     with pytest.raises(TypeError, match="wrap it in PettingZooEnv"):
         ParallelPettingZooEnv(rps_v2.env())
+    # RLlib 1.13's seed(): the next reset without a seed of its own is seeded by it.
+    from mpe2 import simple_spread_v3
+
+    env = ParallelPettingZooEnv(simple_spread_v3.parallel_env())
+    first, _ = env.reset(seed=7)
+    env.seed(7)
+    again, _ = env.reset()
+    assert all(np.array_equal(first[a], again[a]) for a in first)
+    assert env.get_sub_environments is env.env.unwrapped
 
 
 def test_reset_on_exception_wrapper():

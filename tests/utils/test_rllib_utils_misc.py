@@ -66,6 +66,11 @@ def test_window_stat_and_timer():
         window.push(v)
     stats = window.stats()
     assert stats["x_count"] == 3 and stats["x_mean"] == 3.0
+    # RLlib 1.13's methods of the window (the last 2 values).
+    assert window.mean() == 3.0 and window.std() == 1.0
+    assert window.quantiles() == [2.0, 2.2, 3.0, 3.8, 4.0] == stats["x_quantiles"]
+    empty = WindowStat("y", 3)
+    assert np.isnan(empty.mean()) and empty.quantiles() == []
     timer = TimerStat()
     with timer:
         time.sleep(0.01)

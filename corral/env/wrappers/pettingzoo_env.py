@@ -43,7 +43,19 @@ class PettingZooEnv(MultiAgentEnv):
         if all(s == act_spaces[0] for s in act_spaces):
             self.action_space = act_spaces[0]
 
+    def seed(self, seed: int | None = None) -> None:
+        """RLlib 1.13's `seed()`: PettingZoo envs take their seed in `reset(seed=...)`
+        now, so the next `reset()` without a seed of its own uses this one."""
+        self._next_seed = seed
+
+    @property
+    def get_sub_environments(self) -> Any:
+        """The unwrapped PettingZoo env (RLlib 1.13's, a property there too)."""
+        return self.env.unwrapped
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is None:
+            seed, self._next_seed = getattr(self, "_next_seed", None), None
         if not self.is_aec:
             obs, infos = self.env.reset(seed=seed, options=options)
             self.agents = list(self.env.agents)

@@ -461,7 +461,17 @@ class TorchSquashedGaussian(TorchDistributionWrapper):
         return self.last_sample
 
     def logp(self, actions: TensorType) -> TensorType:
-        raw = self._unsquash(actions)
+        return self._raw_logp(self._unsquash(actions))
+
+    def sample_logp(self) -> tuple[TensorType, TensorType]:
+        """RLlib 1.13's: a reparameterised sample and its log-likelihood, from the
+        Gaussian draw itself (no unsquashing of the action back)."""
+        raw = self.dist.rsample()
+        self.last_sample = self._squash(raw)
+        return self.last_sample, self._raw_logp(raw)
+
+    def _raw_logp(self, raw: TensorType) -> TensorType:
+        """The log-likelihood of the action that the Gaussian value `raw` squashes to."""
         gaussian = torch.clamp(self.dist.log_prob(raw), -100.0, 100.0).sum(-1)
         return gaussian - torch.log(1.0 - torch.tanh(raw) ** 2 + SMALL_NUMBER).sum(-1)
 

@@ -30,20 +30,25 @@ class WindowStat:
         self.count += 1
         self.idx %= len(self.items)
 
-    def stats(self) -> dict[str, Any]:
-        """``<name>_count``, ``_mean``, ``_std``, ``_quantiles`` ([0, 10, 50, 90, 100]) of the
-        window (mean/std/quantiles are NaN/[] while it is empty)."""
+    def mean(self) -> float:
+        """The (NaN-ignoring) mean of the window (NaN while it is empty)."""
+        return float(np.nanmean(self.items[: self.count])) if self.count else float("nan")
+
+    def std(self) -> float:
+        """The (NaN-ignoring) standard deviation of the window (NaN while it is empty)."""
+        return float(np.nanstd(self.items[: self.count])) if self.count else float("nan")
+
+    def quantiles(self) -> list[float]:
+        """The 0, 10, 50, 90 and 100 percentiles of the window ([] while it is empty)."""
         if not self.count:
-            _quantiles: list[float] = []
-        else:
-            _quantiles = np.nanpercentile(self.items[: self.count], [0, 10, 50, 90, 100]).tolist()
+            return []
+        return np.nanpercentile(self.items[: self.count], [0, 10, 50, 90, 100]).tolist()
+
+    def stats(self) -> dict[str, Any]:
+        """``<name>_count``, ``_mean``, ``_std``, ``_quantiles`` of the window."""
         return {
             self.name + "_count": int(self.count),
-            self.name + "_mean": float(np.nanmean(self.items[: self.count]))
-            if self.count
-            else float("nan"),
-            self.name + "_std": float(np.nanstd(self.items[: self.count]))
-            if self.count
-            else float("nan"),
-            self.name + "_quantiles": _quantiles,
+            self.name + "_mean": self.mean(),
+            self.name + "_std": self.std(),
+            self.name + "_quantiles": self.quantiles(),
         }
