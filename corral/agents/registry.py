@@ -59,8 +59,16 @@ def _importer(name: str) -> Any:
 ALGORITHMS: dict[str, Any] = {name: _importer(name) for name in _ALGORITHMS}
 
 
-def get_trainer_class(name: str) -> type:
-    """The trainer class registered under `name` (e.g. "PPO")."""
+def get_trainer_class(alg: str, return_config: bool = False) -> Any:
+    """The trainer class registered under `alg` (e.g. "PPO"); with `return_config`,
+    `(class, its default config)` (RLlib 1.13's signature)."""
+    cls = _trainer_class(alg)
+    if return_config:
+        return cls, cls.get_default_config()
+    return cls
+
+
+def _trainer_class(name: str) -> type:
     if name in _ALGORITHMS:
         module, cls = _ALGORITHMS[name]
         return getattr(importlib.import_module(module), cls)

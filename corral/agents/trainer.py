@@ -64,6 +64,7 @@ from corral.execution.train_ops import reduces_per_iteration
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
 from corral.tune.trainable import Trainable
+from corral.utils.deprecation import deprecation_warning
 from corral.utils.filter import FilterManager
 from corral.utils.metrics.learner_info import learner_info_from
 from corral.utils.sys_usage import SysUsage
@@ -437,7 +438,11 @@ class Trainer(Trainable):
 
     # -- evaluation ---------------------------------------------------------
 
-    def evaluate(self, episodes_left_fn: Callable[[int], int] | None = None) -> dict:
+    def evaluate(
+        self,
+        episodes_left_fn: Callable[[int], int] | None = None,
+        duration_fn: Callable[[int], int] | None = None,
+    ) -> dict:
         """Evaluates the current policies under the `evaluation_config` settings.
 
         Weights and filters are synced to the evaluation workers first. Then
@@ -447,16 +452,25 @@ class Trainer(Trainable):
         round gives one episode per worker asked).
 
         Args:
-            episodes_left_fn: `fn(num_episodes_done) -> num_episodes_left`;
-                evaluation stops once it returns <= 0. Default: the configured
-                number of episodes minus those done.
+            episodes_left_fn: deprecated in RLlib 1.13: `duration_fn`.
+            duration_fn: `fn(num_units_done) -> num_units_left` in the units of
+                `evaluation_duration_unit` (episodes or env steps); evaluation stops
+                once it returns <= 0. Default: the configured duration minus what is
+                done.
 
         Returns:
             `{"evaluation": metrics}`.
         """
+        if episodes_left_fn is not None:
+            deprecation_warning(
+                old="Trainer.evaluate(episodes_left_fn)",
+                new="Trainer.evaluate(duration_fn)",
+                error=False,
+            )
+            duration_fn = episodes_left_fn
         self._before_evaluate()
         self._sync_evaluation_workers()
-        return trainer_evaluation.evaluate_synced(self, episodes_left_fn)
+        return trainer_evaluation.evaluate_synced(self, duration_fn)
 
     def _train_and_evaluate_in_parallel(self) -> tuple[dict, dict]:
         return trainer_evaluation.train_and_evaluate_in_parallel(self)

@@ -33,8 +33,15 @@ def discount_cumsum(x: np.ndarray, gamma: float) -> np.ndarray:
     return out
 
 
-def compute_gae_for_sample_batch(policy: Any, sample_batch: SampleBatch) -> SampleBatch:
-    """`compute_advantages` with the policy's `gamma`, `lambda`, `use_gae`, `use_critic`."""
+def compute_gae_for_sample_batch(
+    policy: Any,
+    sample_batch: SampleBatch,
+    other_agent_batches: dict | None = None,
+    episode: Any = None,
+) -> SampleBatch:
+    """`compute_advantages` with the policy's `gamma`, `lambda`, `use_gae`, `use_critic`
+    (RLlib 1.13's postprocessing function's signature: `other_agent_batches` and
+    `episode` are not read)."""
     cfg = policy.config
     return compute_advantages(
         sample_batch,
@@ -47,23 +54,30 @@ def compute_gae_for_sample_batch(policy: Any, sample_batch: SampleBatch) -> Samp
 
 
 def compute_advantages(
-    batch: SampleBatch,
-    policy: Any,
-    gamma: float,
+    rollout: SampleBatch,
+    last_r: Any,
+    gamma: float = 0.9,
     lambda_: float = 1.0,
     use_gae: bool = True,
     use_critic: bool = True,
 ) -> SampleBatch:
-    """Adds `advantages` and `value_targets` to a batch of one or more trajectories.
+    """Adds `advantages` and `value_targets` to a batch of one or more trajectories
+    (RLlib 1.13's signature and defaults).
 
-    RLlib 1.x's form, `compute_advantages(rollout, last_r, gamma, lambda_, use_gae,
-    use_critic)` with a number `last_r` (the value after the last step of ONE
-    trajectory; 0.0 when it ended), is accepted too (see `_compute_advantages_last_r`).
-
-    Trajectories are runs of equal `eps_id`. Where one ends without being
-    terminated (truncation, horizon, fragment cut), the return is bootstrapped
-    with V(new_obs) of its last step, computed for all such ends in one pass.
+    Args:
+        rollout: the batch.
+        last_r: RLlib's number: the value after the last step of ONE trajectory (0.0
+            when it ended; see `_compute_advantages_last_r`). Or a policy, corral's form:
+            trajectories are then runs of equal `eps_id`, and where one ends without
+            being terminated (truncation, horizon, fragment cut) its return is
+            bootstrapped with the policy's V(new_obs) of its last step, computed for
+            all such ends in one pass (`policy.bootstrap_values`).
+        gamma: the discount.
+        lambda_: GAE's lambda.
+        use_gae: advantages by GAE (else discounted returns minus the values).
+        use_critic: the batch has value predictions (`vf_preds`).
     """
+    batch, policy = rollout, last_r
     if _is_number(policy):
         return _compute_advantages_last_r(batch, float(policy), gamma, lambda_, use_gae, use_critic)
     n = batch.count

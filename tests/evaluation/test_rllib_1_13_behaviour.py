@@ -36,6 +36,11 @@ def test_compute_advantages_rllib_signature_with_last_r():
         SampleBatch({"rewards": np.ones(2)}), 0.0, 1.0, use_gae=False, use_critic=False
     )
     np.testing.assert_allclose(out["advantages"], [2.0, 1.0])
+    # RLlib 1.13's keywords and default gamma (0.9).
+    out = compute_advantages(
+        rollout=SampleBatch({"rewards": np.ones(2)}), last_r=1.0, use_gae=False, use_critic=False
+    )
+    np.testing.assert_allclose(out["advantages"], [1.0 + 0.9 * 1.9, 1.9])
     assert Postprocessing.ADVANTAGES == "advantages"
     assert callable(adjust_nstep)
 
@@ -292,3 +297,35 @@ def test_episode_last_step_views_in_a_multi_agent_env():
     assert all(done for end in LastStep.ends for done, _ in end)
     assert all(state == [] for end in LastStep.ends for _, state in end)
     assert LastStep.checked and all(LastStep.checked)
+
+
+def test_rllib_1_13_keyword_signatures_of_trainer_helpers(caplog):
+    import logging
+
+    from corral.agents.pg import DEFAULT_CONFIG, PGTrainer
+    from corral.agents.registry import get_trainer_class
+    from corral.evaluation.postprocessing import compute_gae_for_sample_batch
+
+    cls, config = get_trainer_class(alg="PG", return_config=True)
+    assert cls is PGTrainer and config == DEFAULT_CONFIG
+    trainer = PGTrainer(
+        env="CartPole-v1",
+        config={"num_workers": 0, "evaluation_num_workers": 0, "train_batch_size": 100},
+    )
+    try:
+        # `duration_fn(units done) -> units left`, asked after each sampled batch
+        # (whose episodes all count, as in RLlib): nothing when it says 0 at once.
+        asked: list[int] = []
+        evaluation = trainer.evaluate(duration_fn=lambda done: asked.append(done) or 3 - done)
+        assert asked[0] == 0 and asked[-1] == evaluation["evaluation"]["episodes_this_iter"] >= 3
+        assert trainer.evaluate(duration_fn=lambda done: 0)["evaluation"]["episodes_this_iter"] == 0
+        with caplog.at_level(logging.WARNING):
+            evaluation = trainer.evaluate(episodes_left_fn=lambda done: 0)["evaluation"]
+        assert evaluation["episodes_this_iter"] == 0 and "duration_fn" in caplog.text
+        batch = trainer.workers.local_worker().sample()
+        policy = trainer.get_policy()
+        policy.config = {**policy.config, "lambda": 1.0, "use_gae": False, "use_critic": False}
+        out = compute_gae_for_sample_batch(policy, batch, other_agent_batches=None, episode=None)
+        assert out["advantages"].shape == batch["rewards"].shape
+    finally:
+        trainer.stop()
