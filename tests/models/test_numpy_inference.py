@@ -124,7 +124,7 @@ def test_torch_runs_what_numpy_does_not():
         m.double()
         assert not m._numpy.accepts(obs)  # float64 weights
     torch.manual_seed(0)
-    noisy = DQNTorchModel(OBS, ACT, 3, {"fcnet_hiddens": [8]}, "q", q_hiddens=[8], noisy=True)
+    noisy = DQNTorchModel(OBS, ACT, 3, {"fcnet_hiddens": [8]}, "q", q_hiddens=[8], use_noisy=True)
     c51 = DQNTorchModel(OBS, ACT, 3, {"fcnet_hiddens": [8]}, "q", q_hiddens=[8], num_atoms=5)
     with torch.inference_mode():
         assert not noisy._numpy.accepts(obs)

@@ -77,14 +77,15 @@ def test_weights_perturbed_only_inside_an_exploring_forward_pass():
     # Exploring: the forward pass saw perturbed weights, by exactly the stored noise.
     during_explore, during_exploit = seen
     assert not _same(during_explore, clean)
-    noise = dict(
-        zip(
-            [k for k, p in policy.model.named_parameters()],
-            policy.exploration.noise,
-        )
-    )
+    # (The perturbed ones: not the LayerNorms that DQN's heads get with ParameterNoise.)
+    perturbed = {id(p) for p in policy.exploration.model_variables}
+    names = [k for k, p in policy.model.named_parameters() if id(p) in perturbed]
+    assert any("LayerNorm" in type(m).__name__ for m in policy.model.modules())
+    noise = dict(zip(names, policy.exploration.noise, strict=True))
     for k, n in noise.items():
         assert torch.allclose(during_explore[k], clean[k] + n)
+    layer_norms = [k for k in clean if k not in noise and k.endswith(".weight")]
+    assert layer_norms and all(torch.equal(during_explore[k], clean[k]) for k in layer_norms)
     # explore=False: the unperturbed weights.
     assert _same(during_exploit, clean)
     # And afterwards (learning, get_weights, syncs) the weights are the clean ones.

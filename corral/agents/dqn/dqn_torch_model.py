@@ -28,14 +28,23 @@ from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 
 
 def _stack(
-    in_size: int, sizes: list[int], activation: str | None, noisy: bool, sigma0: float
+    in_size: int,
+    sizes: list[int],
+    activation: str | None,
+    noisy: bool,
+    sigma0: float,
+    layer_norm: bool = False,
 ) -> tuple[nn.Sequential, int]:
+    """Dense layers of `sizes` (noisy ones with `noisy`), each activated, and with
+    `layer_norm` (dense layers only, as RLlib's) normalised after its activation."""
     act = get_activation(activation)
     layers: list[nn.Module] = []
     for size in sizes:
         layers.append(NoisyLinear(in_size, size, sigma0) if noisy else nn.Linear(in_size, size))
         if act is not None:
             layers.append(act())
+        if layer_norm and not noisy:
+            layers.append(nn.LayerNorm(size))
         in_size = size
     return nn.Sequential(*layers), in_size
 
@@ -48,13 +57,16 @@ def _call(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 class DQNTorchModel(TorchModelV2):
     """Maps observations to Q-values (and, for C51, return distributions).
 
-    Args (beyond TorchModelV2's):
+    Args (beyond TorchModelV2's; RLlib 1.13's names):
         q_hiddens: the head's hidden layer sizes (DQN's `hiddens`).
         dueling: separate value and advantage streams.
+        dueling_activation: the activation of the head's hidden layers.
         num_atoms: atoms of the return distribution (1: plain Q-values).
+        use_noisy: NoisyNet layers in the head (DQN's `noisy`).
         v_min, v_max: the support [v_min, v_max] of the distribution.
-        noisy: NoisyNet layers in the head.
         sigma0: initial noise scale of the noisy layers.
+        add_layer_norm: a LayerNorm after each of the head's hidden dense layers (DQN
+            turns it on for `ParameterNoise` exploration, as RLlib 1.13 did).
     """
 
     def __init__(
@@ -67,11 +79,13 @@ class DQNTorchModel(TorchModelV2):
         *,
         q_hiddens: list[int] = (256,),  # type: ignore[assignment]
         dueling: bool = False,
+        dueling_activation: str = "relu",
         num_atoms: int = 1,
+        use_noisy: bool = False,
         v_min: float = -10.0,
         v_max: float = 10.0,
-        noisy: bool = False,
         sigma0: float = 0.5,
+        add_layer_norm: bool = False,
     ) -> None:
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         self.num_actions = int(action_space.n)
@@ -82,16 +96,13 @@ class DQNTorchModel(TorchModelV2):
         self.trunk, feature_size = _stack(
             obs_size, list(model_config.get("fcnet_hiddens") or []), activation, False, sigma0
         )
-        head_activation = "relu"
-        self.advantage_hidden, adv_size = _stack(
-            feature_size, list(q_hiddens), head_activation, noisy, sigma0
-        )
+        noisy = bool(use_noisy)
+        head = (dueling_activation, noisy, sigma0, bool(add_layer_norm))
+        self.advantage_hidden, adv_size = _stack(feature_size, list(q_hiddens), *head)
         linear = (lambda i, o: NoisyLinear(i, o, sigma0)) if noisy else nn.Linear
         self.advantage_out = linear(adv_size, self.num_actions * self.num_atoms)
         if self.dueling:
-            self.value_hidden, value_size = _stack(
-                feature_size, list(q_hiddens), head_activation, noisy, sigma0
-            )
+            self.value_hidden, value_size = _stack(feature_size, list(q_hiddens), *head)
             self.value_out = linear(value_size, self.num_atoms)
         support = torch.linspace(v_min, v_max, self.num_atoms) if num_atoms > 1 else torch.zeros(1)
         self.register_buffer("support", support, persistent=False)

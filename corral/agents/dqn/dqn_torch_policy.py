@@ -93,6 +93,17 @@ class ComputeTDErrorMixin:
         raise NotImplementedError(f"{type(self).__name__} computes no TD errors.")
 
 
+def uses_parameter_noise(config: dict) -> bool:
+    """Whether `config` explores with `ParameterNoise` (whose Q-heads RLlib 1.13 built with
+    a LayerNorm after each hidden layer, `add_layer_norm`)."""
+    from corral.utils.exploration import ParameterNoise, resolve_exploration_class
+
+    kind = (config.get("exploration_config") or {}).get("type")
+    if kind is None:
+        return False
+    return issubclass(resolve_exploration_class(kind), ParameterNoise)
+
+
 class DQNTorchPolicy(
     ComputeTDErrorMixin, LearningRateSchedule, ReplayPolicyMixin, TargetNetworkMixin, TorchPolicy
 ):
@@ -139,8 +150,9 @@ class DQNTorchPolicy(
             num_atoms=q["num_atoms"],
             v_min=q["v_min"],
             v_max=q["v_max"],
-            noisy=q["noisy"],
+            use_noisy=q["noisy"],
             sigma0=q["sigma0"],
+            add_layer_norm=uses_parameter_noise(self.config),
         )
 
     def make_optimizer(self) -> torch.optim.Optimizer:

@@ -115,7 +115,7 @@ class R2D2TorchModel(TorchModelV2):
             f"{name}_q",
             q_hiddens=list(q_hiddens),
             dueling=dueling,
-            noisy=noisy,
+            use_noisy=noisy,
             sigma0=sigma0,
         )
         self.view_requirements = {**self.view_requirements, **self.recurrent.view_requirements}

@@ -13,6 +13,7 @@ from corral.agents.dqn import (
     DQNTrainer,
     SimpleQTrainer,
 )
+from corral.agents.dqn.dqn_torch_model import DQNTorchModel
 from corral.agents.dqn.dqn_torch_policy import project_distribution
 from corral.agents.registry import get_trainer_class
 from corral.agents.trainer import Trainer
@@ -239,7 +240,12 @@ def test_replay_buffer_restored_from_checkpoint(store, tmp_path):
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"dueling": True}, {"dueling": True, "num_atoms": 5}, {"noisy": True, "q_hiddens": [8]}],
+    [
+        {},
+        {"dueling": True},
+        {"dueling": True, "num_atoms": 5},
+        {"use_noisy": True, "q_hiddens": [8]},
+    ],
     ids=["plain", "dueling", "dueling_c51", "noisy"],
 )
 def test_acting_fast_path_matches_the_module_calls(options):
@@ -294,3 +300,72 @@ def test_replay_buffer_type_or_prioritized_replay_turns_prioritization_on(
         assert trainer.local_replay_buffer.prioritized is prioritized
     finally:
         trainer.stop()
+
+
+class Rllib113QModel(DQNTorchModel):
+    """A custom Q-model written for RLlib 1.13: its constructor names DQN's model
+    arguments as RLlib 1.13's `build_q_model` passed them."""
+
+    def __init__(
+        self,
+        obs_space,
+        action_space,
+        num_outputs,
+        model_config,
+        name,
+        q_hiddens=(256,),
+        dueling=False,
+        num_atoms=1,
+        use_noisy=False,
+        v_min=-10.0,
+        v_max=10.0,
+        sigma0=0.5,
+        add_layer_norm=False,
+    ):
+        self.seen = {"use_noisy": use_noisy, "add_layer_norm": add_layer_norm}
+        super().__init__(
+            obs_space,
+            action_space,
+            num_outputs,
+            model_config,
+            name,
+            q_hiddens=q_hiddens,
+            dueling=dueling,
+            num_atoms=num_atoms,
+            use_noisy=use_noisy,
+            v_min=v_min,
+            v_max=v_max,
+            sigma0=sigma0,
+            add_layer_norm=add_layer_norm,
+        )
+
+
+def test_dqn_builds_q_models_with_rllib_1_13_arguments_and_layer_norm_for_parameter_noise():
+    def layer_norms(policy):
+        return [m for m in policy.model.modules() if isinstance(m, torch.nn.LayerNorm)]
+
+    plain = DQNTrainer(
+        env="CartPole-v1", config={**FAST, "model": {"custom_model": Rllib113QModel}}
+    )
+    try:
+        assert plain.get_policy().model.seen == {"use_noisy": False, "add_layer_norm": False}
+        assert not layer_norms(plain.get_policy())
+        plain.train()
+    finally:
+        plain.stop()
+    config = {
+        **FAST,
+        "hiddens": [16],
+        "dueling": True,
+        "exploration_config": {"type": "ParameterNoise"},
+        "model": {"custom_model": Rllib113QModel},
+    }
+    noisy = DQNTrainer(env="CartPole-v1", config=config)
+    try:
+        policy = noisy.get_policy()
+        assert policy.model.seen["add_layer_norm"] is True
+        # One after the hidden layer of each of the advantage and value streams.
+        assert [m.normalized_shape for m in layer_norms(policy)] == [(16,), (16,)]
+        noisy.train()
+    finally:
+        noisy.stop()
