@@ -108,11 +108,12 @@ class Preprocessor:
     shape) is what the model is built for.
 
     Args:
-        original_space: the env's observation space.
+        obs_space: the env's observation space (kept as `original_space`).
         options: the model config (RLlib's signature; unused by the flattening ones).
     """
 
-    def __init__(self, original_space: gym.Space, options: dict | None = None) -> None:
+    def __init__(self, obs_space: gym.Space, options: dict | None = None) -> None:
+        original_space = obs_space
         self.original_space = original_space
         self._obs_space = original_space
         self._options = options or {}
@@ -184,8 +185,8 @@ class RepeatedValuesPreprocessor(Preprocessor):
 class NoPreprocessor(Preprocessor):
     """For Box observations: only a cast to float32 (no copy when already so)."""
 
-    def __init__(self, original_space: gym.spaces.Box, options: dict | None = None) -> None:
-        self.original_space = original_space
+    def __init__(self, obs_space: gym.spaces.Box, options: dict | None = None) -> None:
+        self.original_space = original_space = obs_space
         self._obs_space = original_space
         self._options = options or {}
         self._i = 0
@@ -221,8 +222,8 @@ class OneHotPreprocessor(Preprocessor):
 class AtariRamPreprocessor(Preprocessor):
     """Atari RAM observations (128 bytes) scaled to [-1, 1)."""
 
-    def __init__(self, original_space: gym.Space, options: dict | None = None) -> None:
-        super().__init__(original_space, options)
+    def __init__(self, obs_space: gym.Space, options: dict | None = None) -> None:
+        super().__init__(obs_space, options)
         self.shape = (128,)
         self.observation_space = gym.spaces.Box(-1.0, 1.0, self.shape, np.float32)
 
@@ -242,7 +243,7 @@ class GenericPixelPreprocessor(Preprocessor):
     ``atari`` extra), as RLlib did.
     """
 
-    def __init__(self, original_space: gym.Space, options: dict | None = None) -> None:
+    def __init__(self, obs_space: gym.Space, options: dict | None = None) -> None:
         try:
             import cv2
         except ImportError as err:
@@ -252,7 +253,7 @@ class GenericPixelPreprocessor(Preprocessor):
                 " (or set `_disable_preprocessor_api: True` to keep the raw frames)."
             ) from err
         self._resize = cv2.resize
-        super().__init__(original_space, options)
+        super().__init__(obs_space, options)
         self.observation_space = gym.spaces.Box(-1.0, 1.0, self.shape, np.float32)
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:

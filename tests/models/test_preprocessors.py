@@ -56,3 +56,14 @@ def test_dict_and_tuple_are_flattened():
 def test_unsupported_space_is_named():
     with pytest.raises(UnsupportedSpaceException, match="Text"):
         preprocessor_for_space(gym.spaces.Text(5))
+
+
+def test_preprocessors_take_rllib_1_13_s_keywords():
+    import gymnasium as gym
+
+    from corral.models.preprocessors import NoPreprocessor, OneHotPreprocessor
+
+    box = gym.spaces.Box(-1.0, 1.0, (3,))
+    assert NoPreprocessor(obs_space=box, options={}).shape == (3,)
+    one_hot = OneHotPreprocessor(obs_space=gym.spaces.Discrete(4), options={})
+    assert one_hot.shape == (4,) and one_hot.original_space == gym.spaces.Discrete(4)
