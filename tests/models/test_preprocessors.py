@@ -59,9 +59,7 @@ def test_unsupported_space_is_named():
 
 
 def test_preprocessors_take_rllib_1_13_s_keywords():
-    import gymnasium as gym
-
-    from corral.models.preprocessors import NoPreprocessor, OneHotPreprocessor
+    from corral.models.preprocessors import OneHotPreprocessor
 
     box = gym.spaces.Box(-1.0, 1.0, (3,))
     assert NoPreprocessor(obs_space=box, options={}).shape == (3,)
