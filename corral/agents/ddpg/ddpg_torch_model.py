@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -83,5 +85,13 @@ class DDPGTorchModel(FlatObsActorCritic):
         q_input = torch.cat([flatten_obs(model_out), actions], dim=-1)
         return self.q_net(q_input, detach_params, members).squeeze(-1)
 
-    def policy_variables(self) -> list[nn.Parameter]:
+    @overload
+    def policy_variables(self, as_dict: Literal[False] = False) -> list[nn.Parameter]: ...
+    @overload
+    def policy_variables(self, as_dict: Literal[True]) -> dict[str, TensorType]: ...
+
+    def policy_variables(self, as_dict: bool = False) -> list[nn.Parameter] | dict[str, TensorType]:
+        """The actor's parameters (`as_dict`: its state dict, RLlib 1.13's option)."""
+        if as_dict:
+            return dict(self.actor.state_dict())
         return list(self.actor.parameters())

@@ -14,7 +14,7 @@ policy's `model` config (see `build_state_preprocessor`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 import gymnasium as gym
 import torch
@@ -129,8 +129,15 @@ class TwinQHeads:
             raise ValueError("get_twin_q_values() needs twin_q=True.")
         return self.q_ensemble(model_out, actions, members=slice(1, 2))[0]  # type: ignore[attr-defined]
 
-    def q_variables(self) -> list[nn.Parameter]:
-        """The critics' parameters."""
+    @overload
+    def q_variables(self, as_dict: Literal[False] = False) -> list[nn.Parameter]: ...
+    @overload
+    def q_variables(self, as_dict: Literal[True]) -> dict[str, TensorType]: ...
+
+    def q_variables(self, as_dict: bool = False) -> list[nn.Parameter] | dict[str, TensorType]:
+        """The critics' parameters (`as_dict`: their state dict, RLlib 1.13's option)."""
+        if as_dict:
+            return dict(self.q_net.state_dict())
         return list(self.q_net.parameters())
 
 

@@ -174,3 +174,15 @@ def test_trains_one_iteration_on_pendulum(trainer_cls, tmp_path):
         np.testing.assert_array_equal(restored.compute_single_action(obs, explore=False), action)
     finally:
         restored.stop()
+
+
+def test_model_variables_as_dicts_as_rllib_1_13():
+    model = _policy().model
+    actor = model.policy_variables(as_dict=True)
+    critics = model.q_variables(as_dict=True)
+    assert sum(v.numel() for v in actor.values()) == sum(
+        p.numel() for p in model.policy_variables()
+    )
+    assert sum(v.numel() for v in critics.values()) == sum(p.numel() for p in model.q_variables())
+    first = next(iter(actor))
+    assert torch.equal(actor[first], model.actor.state_dict()[first])
