@@ -234,11 +234,14 @@ def is_old_api_env(env: Any) -> bool:
     return not _takes_seed(reset)
 
 
-def ensure_gymnasium_env(env: Any) -> Any:
+def ensure_gymnasium_env(env: Any, render_mode: str | None = None) -> Any:
     """`env` as a Gymnasium-API env (single- or multi-agent), converting an old-API one.
 
     Args:
         env: what an env creator returned.
+        render_mode: the Gymnasium render mode the converted single-agent env declares
+            (old envs take the mode per `render(mode=...)` call, which the converter then
+            passes): "rgb_array" for `record_env`, "human" for `render_env`.
 
     Returns:
         `env` itself when it already follows Gymnasium's API, else a converting wrapper.
@@ -252,9 +255,9 @@ def ensure_gymnasium_env(env: Any) -> Any:
         _warn_once(env, "corral's OldAPIMultiAgentEnv")
         return OldAPIMultiAgentEnv(env)
     if _is_from_gym(env):
-        return _shimmy_convert(env)
+        return _shimmy_convert(env, render_mode)
     _warn_once(env, "corral's OldAPIEnv")
-    return OldAPIEnv(env)
+    return OldAPIEnv(env, render_mode)
 
 
 def _looks_multi_agent(env: Any) -> bool:
@@ -273,7 +276,7 @@ def _convert_own_spaces(env: Any) -> None:
                 setattr(env, attr, convert_space(space))
 
 
-def _shimmy_convert(env: Any) -> gym.Env:
+def _shimmy_convert(env: Any, render_mode: str | None = None) -> gym.Env:
     try:
         from shimmy import GymV21CompatibilityV0, GymV26CompatibilityV0
     except ImportError as err:  # pragma: no cover - shimmy is a dependency
@@ -284,10 +287,10 @@ def _shimmy_convert(env: Any) -> gym.Env:
     major_minor = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if major_minor >= (0, 26):
         _warn_once(env, "Shimmy's GymV26CompatibilityV0")
-        converted = GymV26CompatibilityV0(env=env)
+        converted = GymV26CompatibilityV0(env=env)  # (a gym 0.26 env has its own mode)
     else:
         _warn_once(env, "Shimmy's GymV21CompatibilityV0")
-        converted = GymV21CompatibilityV0(env=env)
+        converted = GymV21CompatibilityV0(env=env, render_mode=render_mode)
     # Remember the old spaces (see `convert_space`): models of RLlib 1.x code check them.
     for attr in ("observation_space", "action_space"):
         link_spaces(getattr(env, attr, None), getattr(converted, attr, None))
@@ -324,12 +327,12 @@ class OldAPIEnv(_OldEnvAdapter, gym.Env):
     Gymnasium env. `done` becomes `terminated`, unless the info says
     `TimeLimit.truncated` (gym's TimeLimit), which becomes `truncated`."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, render_mode: str | None = None) -> None:
         self.env = env
         self.observation_space = convert_space(env.observation_space)
         self.action_space = convert_space(env.action_space)
         self.metadata = getattr(env, "metadata", {}) or {}
-        self.render_mode = getattr(env, "render_mode", None)
+        self.render_mode = render_mode or getattr(env, "render_mode", None)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self._seed_old_env(seed)

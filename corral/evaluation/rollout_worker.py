@@ -305,7 +305,7 @@ class RolloutWorker:
             return env
         # An env written for the old gym API (or declaring old `gym.spaces`) is
         # converted here, so every kind of `env` setting gets the same conversion.
-        env = ensure_gymnasium_env(env)
+        env = ensure_gymnasium_env(env, render_mode=getattr(ctx, "_render_mode", None))
         if env is None:
             return None
         if self.validate_env is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import gymnasium
@@ -241,3 +242,38 @@ def test_custom_model_is_retried_without_custom_model_config_kwargs():
         framework="torch",
     )
     assert model.flag == 7
+
+
+class OldPaintedCorridor(OldCorridor):
+    """An old-API env that draws frames in `render(mode=...)`, as RLlib 1.13's
+    env_rendering_and_recording example's env."""
+
+    def render(self, mode="rgb"):
+        self.modes = [*getattr(self, "modes", []), mode]
+        return np.full((8, 8, 3), 40 * self.pos, np.uint8)
+
+
+def test_old_env_renders_frames_for_record_env_and_render_env():
+    # The worker's shown env asks for Gymnasium's render mode; the converted old env is
+    # then rendered with that mode (old envs take it per render() call).
+    old = OldPaintedCorridor()
+    frames = ensure_gymnasium_env(old, render_mode="rgb_array")
+    assert frames.render_mode == "rgb_array"
+    frames.reset()
+    assert frames.render().shape == (8, 8, 3) and old.modes == ["rgb_array"]
+    assert ensure_gymnasium_env(OldPaintedCorridor()).render_mode is None
+
+
+def test_record_env_records_an_old_api_env(tmp_path):
+    pytest.importorskip("moviepy", reason="record_env needs moviepy (the `video` extra)")
+    from corral.agents.pg import PGTrainer
+
+    trainer = PGTrainer(
+        env=OldPaintedCorridor,
+        config={"num_workers": 0, "record_env": str(tmp_path), "train_batch_size": 20},
+    )
+    try:
+        trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".mp4")]
