@@ -174,6 +174,57 @@ class Policy:
         """Adds training columns (advantages, n-step returns, ...); default: none."""
         return sample_batch
 
+    def compute_log_likelihoods(
+        self,
+        actions: Any,
+        obs_batch: Any,
+        state_batches: list | None = None,
+        prev_action_batch: Any = None,
+        prev_reward_batch: Any = None,
+        actions_normalized: bool = True,
+    ) -> Any:
+        """The log-likelihoods `[B]` of `actions` for `obs_batch` under this policy's
+        action distribution (`actions_normalized=False`: the actions are in the env's
+        bounds and get normalised first, with `normalize_actions`). See `TorchPolicy`."""
+        raise NotImplementedError(f"{type(self).__name__} does not compute log-likelihoods.")
+
+    def loss(self, model: Any, dist_class: type, train_batch: SampleBatch) -> Any:
+        """The loss tensor (or list of them) of `train_batch` (see `TorchPolicy`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no loss.")
+
+    def load_batch_into_buffer(self, batch: SampleBatch, buffer_index: int = 0) -> int:
+        """RLlib 1.13's multi-device API: loads `batch` for `learn_on_loaded_batch`;
+        returns the rows loaded (see `TorchPolicy`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not load batches.")
+
+    def get_num_samples_loaded_into_buffer(self, buffer_index: int = 0) -> int:
+        """How many rows `load_batch_into_buffer` loaded into buffer `buffer_index`."""
+        raise NotImplementedError(f"{type(self).__name__} does not load batches.")
+
+    def learn_on_loaded_batch(self, offset: int = 0, buffer_index: int = 0) -> dict:
+        """One update on the loaded rows from `offset` (a minibatch of
+        `sgd_minibatch_size` rows, or all of them); returns the learner stats."""
+        raise NotImplementedError(f"{type(self).__name__} does not load batches.")
+
+    def learn_on_batch_from_replay_buffer(self, replay_actor: Any, policy_id: str) -> dict:
+        """RLlib 1.13's: one update on a batch replayed from `replay_actor` (a
+        `ReplayActor` of `corral.utils.actors`, or a local replay buffer); {} when it
+        has nothing to replay yet."""
+        replay = replay_actor.replay
+        remote = getattr(replay, "remote", None)
+        if remote is not None:  # a Ray actor handle
+            import ray
+
+            batch = ray.get(remote(policy_id=policy_id))
+        else:
+            batch = replay(policy_id=policy_id)
+        policy_batches = getattr(batch, "policy_batches", None)
+        if policy_batches is not None:  # corral's buffers replay MultiAgentBatches
+            batch = policy_batches.get(policy_id)
+        if batch is None or batch.count == 0:
+            return {}
+        return self.learn_on_batch(batch)
+
     def learn_on_batch(self, samples: SampleBatch) -> dict:
         """One update on `samples` through this policy's learner."""
         raise NotImplementedError(f"{type(self).__name__} cannot learn.")

@@ -3,6 +3,8 @@
 import logging
 import platform
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 from corral.agents.dqn import DQNTrainer
@@ -66,3 +68,39 @@ def test_ppo_and_appo_adapt_their_kl_coefficient_with_rllib_s_update_kl():
         assert policy.after_update({"kl": 0.05}) == {"cur_kl_coeff": pytest.approx(0.225)}
     finally:
         trainer.stop()
+
+
+def test_policy_base_declares_rllib_1_13_s_methods():
+    # RLlib 1.13's example policies decorate their overrides with @override(Policy).
+    from corral.policy.policy import Policy
+    from corral.utils.annotations import override
+
+    class Mine(Policy):
+        @override(Policy)
+        def compute_log_likelihoods(self, actions, obs_batch, *args, **kwargs):
+            return np.zeros(len(obs_batch))
+
+        @override(Policy)
+        def load_batch_into_buffer(self, batch, buffer_index=0):
+            return batch.count
+
+        @override(Policy)
+        def loss(self, model, dist_class, train_batch):
+            return 0.0
+
+    space = gym.spaces.Box(-1.0, 1.0, (2,))
+    policy = Mine(space, gym.spaces.Discrete(2), {})
+    assert policy.compute_log_likelihoods([0], [[0.0, 0.0]]).shape == (1,)
+    with pytest.raises(NotImplementedError, match="Mine does not load"):
+        policy.learn_on_loaded_batch()
+
+
+def test_learn_on_batch_from_replay_buffer(dqn):
+    from corral.execution.buffers.multi_agent_replay_buffer import MultiAgentReplayBuffer
+
+    buffer = MultiAgentReplayBuffer(learning_starts=0, capacity=100, replay_batch_size=8)
+    policy = dqn.get_policy()
+    assert policy.learn_on_batch_from_replay_buffer(buffer, "default_policy") == {}
+    buffer.add_batch(dqn.workers.local_worker().sample())
+    stats = policy.learn_on_batch_from_replay_buffer(buffer, "default_policy")
+    assert "mean_q" in stats["learner_stats"]
