@@ -66,6 +66,48 @@ class Policy:
 
         self.view_requirements = default_view_requirements(observation_space, action_space)
 
+    def _get_default_view_requirements(self) -> dict:
+        """RLlib 1.13's default view requirements of a policy: the columns every policy
+        sees (observations, actions, rewards, dones, ids, ...)."""
+        from corral.policy.view_requirement import default_view_requirements
+
+        return default_view_requirements(self.observation_space, self.action_space)
+
+    def _get_dummy_batch_from_view_requirements(self, batch_size: int = 1) -> SampleBatch:
+        """RLlib 1.13's all-zero batch of `batch_size` rows with a column per view
+        requirement: Tuple/Dict observations (actions) flat, as the preprocessor (the
+        action flattening) gives them, unless `_disable_preprocessor_api`
+        (`_disable_action_flattening`); shifted ranges with a time axis."""
+        from corral.models.catalog import ModelCatalog
+        from corral.utils.spaces.space_utils import get_dummy_batch_for_space
+
+        config = self.config or {}
+        columns: dict[str, Any] = {}
+        for view_col, req in self.view_requirements.items():
+            data_col = req.data_col or view_col
+            space = req.space
+            nested = isinstance(space, gym.spaces.Tuple | gym.spaces.Dict)
+            if (
+                nested
+                and data_col == SampleBatch.OBS
+                and not config.get("_disable_preprocessor_api")
+            ):
+                width = gym.spaces.utils.flatdim(space)
+                columns[view_col] = np.zeros((batch_size, width), np.float32)
+            elif (
+                nested
+                and data_col == SampleBatch.ACTIONS
+                and not config.get("_disable_action_flattening")
+            ):
+                _, shape = ModelCatalog.get_action_shape(space)
+                columns[view_col] = np.zeros((batch_size, *shape[1:]), np.float32)
+            elif isinstance(req.shift, str | list | tuple):  # a time axis: "-3:0", [-2, 0]
+                time = len(req.shift_arr)
+                columns[view_col] = get_dummy_batch_for_space(space, batch_size, time_size=time)
+            else:
+                columns[view_col] = get_dummy_batch_for_space(space, batch_size, fill_value=0.0)
+        return SampleBatch(columns)
+
     def _create_exploration(self) -> Exploration:
         """The `Exploration` of `config["exploration_config"]` (RLlib 1.13's helper for
         custom policies; `TorchPolicy` builds its own)."""

@@ -104,3 +104,26 @@ def test_learn_on_batch_from_replay_buffer(dqn):
     buffer.add_batch(dqn.workers.local_worker().sample())
     stats = policy.learn_on_batch_from_replay_buffer(buffer, "default_policy")
     assert "mean_q" in stats["learner_stats"]
+
+
+def test_dummy_batch_and_default_view_requirements_as_rllib_1_13():
+    from corral.policy.policy import Policy
+    from corral.policy.sample_batch import SampleBatch
+    from corral.policy.view_requirement import ViewRequirement
+
+    obs_space = gym.spaces.Dict(
+        {"pos": gym.spaces.Box(-1.0, 1.0, (2,)), "mode": gym.spaces.Discrete(3)}
+    )
+    actions = gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (2,))])
+    policy = Policy(obs_space, actions, {})
+    assert set(policy._get_default_view_requirements()) >= {"obs", "actions", "rewards"}
+    box = gym.spaces.Box(-1.0, 1.0, (2,))
+    policy.view_requirements["last_3"] = ViewRequirement("pos", space=box, shift="-2:0")
+    dummy = policy._get_dummy_batch_from_view_requirements(batch_size=4)
+    assert dummy[SampleBatch.OBS].shape == (4, 5)  # 2 + one-hot 3
+    assert dummy[SampleBatch.ACTIONS].shape == (4, 3)  # 1 + 2
+    assert dummy[SampleBatch.REWARDS].shape == (4,) and not dummy[SampleBatch.REWARDS].any()
+    assert dummy["last_3"].shape == (4, 3, 2)
+    raw = Policy(obs_space, actions, {"_disable_preprocessor_api": True})
+    nested_obs = raw._get_dummy_batch_from_view_requirements(2)[SampleBatch.OBS]
+    assert nested_obs["pos"].shape == (2, 2) and nested_obs["mode"].shape == (2,)
