@@ -27,9 +27,11 @@ from corral.env.external_env import ExternalEnvWrapper, ExternalStep
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.sampler_base import (
     SamplerBase,
+    acting_of,
     clip_rewards_in_place,
     nonfinite_reward_error,
     postprocess_trajectory,
+    to_env_of,
 )
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
@@ -209,8 +211,7 @@ class ExternalEnvSampler(SamplerBase):
         out = {}
         for agent, raw_obs in raw.items():
             pid = self._track(live, agent).policy_id
-            policy = self.worker.policy_map[pid]
-            obs = np.asarray(policy.preprocessor.transform(raw_obs), np.float32)
+            obs = np.asarray(self.worker.preprocessors[pid].transform(raw_obs), np.float32)
             if not np.isfinite(obs).all():
                 raise EnvError(
                     f"ExternalEnv {type(self.external).__name__} reported a non-finite "
@@ -281,8 +282,8 @@ class ExternalEnvSampler(SamplerBase):
         for pid, members in by_policy.items():
             policy = self.worker.policy_map[pid]
             obs = np.stack([o for _, _, o in members])
-            actions, extras = policy.compute_actions_from_obs(obs, self.worker.explore)
-            env_actions = policy.to_env_actions(actions, self.unsquash, self.clip)
+            actions, extras = acting_of(policy)(obs, self.worker.explore)
+            env_actions = to_env_of(policy)(actions, self.unsquash, self.clip)
             for row, (k, agent, o) in enumerate(members):
                 live, step, _ = waiting[k]
                 row_extras = {key: value[row] for key, value in extras.items()}

@@ -29,12 +29,12 @@ from corral.evaluation.episode import Episode
 from corral.evaluation.obs_check import ObservationCheck
 from corral.evaluation.sampler_base import (
     SamplerBase,
-    actions_with_views,
-    as_fetches,
     clip_rewards_in_place,
     nonfinite_reward_error,
+    policy_actions,
     postprocess_trajectory,
     sampler_columns,
+    to_env_of,
 )
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.policy.view_requirement import (
@@ -44,7 +44,7 @@ from corral.policy.view_requirement import (
     action_spec,
     fill_future_rows,
 )
-from corral.utils.spaces import flat_action_width, unflatten_actions
+from corral.utils.spaces import flat_action_width
 
 ALL = "__all__"
 
@@ -396,20 +396,12 @@ class MultiAgentSampler(SamplerBase):
                     policy, obs, explore, trajectories, view_inputs, takes_views
                 )
             else:
-                batch_actions, extra = _policy_actions(
+                batch_actions, extra = policy_actions(
                     policy, obs, explore, view_inputs=view_inputs, takes_views=takes_views
                 )
             if step_rows:
                 extra = {**extra, **step_rows}
-            if hasattr(policy, "to_env_actions"):
-                env_actions = policy.to_env_actions(batch_actions, self.unsquash, self.clip)
-            elif isinstance(policy.action_space, gym.spaces.Tuple | gym.spaces.Dict):
-                # A policy of one's own: its (flat-kept) nested actions rebuilt for the env.
-                env_actions = unflatten_actions(
-                    policy.action_space, batch_actions, self.unsquash, self.clip
-                )
-            else:
-                env_actions = batch_actions
+            env_actions = to_env_of(policy)(batch_actions, self.unsquash, self.clip)
             for k, (i, agent) in enumerate(members):
                 slot = self.slots[i]
                 trajectory = trajectories[k]
@@ -483,7 +475,7 @@ class MultiAgentSampler(SamplerBase):
         states = [np.stack([t.state[j] for t in trajectories]) for j in range(n_states)]
         prev_actions = np.stack([np.asarray(t.prev_action) for t in trajectories])
         prev_rewards = np.array([t.prev_reward for t in trajectories], np.float32)
-        actions, extra = _policy_actions(
+        actions, extra = policy_actions(
             policy, obs, explore, states, prev_actions, prev_rewards, view_inputs, takes_views
         )
         for k, trajectory in enumerate(trajectories):
@@ -616,40 +608,6 @@ class MultiAgentSampler(SamplerBase):
         return MultiAgentBatch(
             {pid: concat_samples(batches) for pid, batches in per_policy.items()}, env_steps
         )
-
-
-def _policy_actions(
-    policy: Any,
-    obs: np.ndarray,
-    explore: bool,
-    state: list[np.ndarray] | None = None,
-    prev_actions: np.ndarray | None = None,
-    prev_rewards: np.ndarray | None = None,
-    view_inputs: dict[str, np.ndarray] | None = None,
-    takes_views: bool = False,
-) -> tuple[np.ndarray, dict]:
-    """Actions and extra fetches (with `state_out_<i>`) of a batch of preprocessed
-    observations; `state` etc. for stateful policies; `view_inputs`: extra view
-    columns (passed as `view_inputs` when `takes_views`, else in an input dict)."""
-    if view_inputs is not None:
-        return actions_with_views(
-            policy, obs, explore, view_inputs, takes_views, state, prev_actions, prev_rewards
-        )
-    fast = getattr(policy, "compute_actions_from_obs", None)
-    if fast is not None:
-        if state is None:
-            return fast(obs, explore)
-        return fast(obs, explore, state, prev_actions, prev_rewards)
-    return as_fetches(
-        policy.action_space,
-        *policy.compute_actions(
-            obs,
-            state_batches=state,
-            prev_action_batch=prev_actions,
-            prev_reward_batch=prev_rewards,
-            explore=explore,
-        ),
-    )
 
 
 def _native_columns(policy: Any) -> set[str]:

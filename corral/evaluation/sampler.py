@@ -28,11 +28,13 @@ from corral.evaluation.sampler_base import (
     MAX_SUB_ENV_RESTARTS_IN_A_ROW,
     SamplerBase,
     SubEnvRestarts,
+    acting_of,
     clip_rewards_in_place,
     nonfinite_reward_error,
     postprocess_trajectory,
     restart_enabled,
     reward_clip_bounds,
+    to_env_of,
 )
 
 # Moved to `sampler_base` (shared with the multi-agent sampler); importable from here too.
@@ -86,7 +88,13 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         super().__init__(worker, vector_env, config)
         self.policy = policy
         self.policy_id = policy_id
-        self.preprocessor = policy.preprocessor
+        # The worker's preprocessor of the policy (RLlib 1.13 preprocesses for every
+        # policy; a custom `Policy` subclass has none of its own).
+        self.preprocessor = worker.preprocessors[policy_id]
+        # How the policy acts and its actions reach the env (a `TorchPolicy`'s own
+        # methods; RLlib's `compute_actions` for a `Policy` of one's own).
+        self.compute_actions = acting_of(policy)
+        self.to_env = to_env_of(policy)
         self.fast_obs = isinstance(self.preprocessor, NoPreprocessor)
         self.obs_shape = tuple(self.preprocessor.shape)
         # Every observation (reset and step) must be finite and, unless
@@ -110,7 +118,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         # store, and need no finiteness check.
         self.obs_dtype = batch_obs_dtype(
             self.preprocessor.original_space,
-            policy.model,
+            getattr(policy, "model", None),  # (a custom `Policy` may have none)
             unprocessed=self.fast_obs and not self.filter_obs,
         )
         self.obs_integral = self.obs_dtype.kind in "uib"
@@ -388,9 +396,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
     def _run_fragment(self) -> SampleBatch:
         if self.env_groups is not None:
             return self._run_split_fragment()
-        policy, timers = self.policy, self.timers
-        compute = policy.compute_actions_from_obs
-        to_env = policy.to_env_actions
+        timers = self.timers
+        compute, to_env = self.compute_actions, self.to_env
         step_all = self.env.step_all
         vector_step = self.vector_step
         record = self._record_step if vector_step is None else self._record_vector_step

@@ -16,11 +16,13 @@ keeps one trajectory per agent). Everything else is written once, here:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from corral.env.gym_compat import check_reset_output
@@ -31,7 +33,7 @@ from corral.policy.policy import with_nested_actions
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
 from corral.utils.exploration.exploration import overrides
-from corral.utils.spaces import as_flat_action_rows
+from corral.utils.spaces import as_flat_action_rows, unflatten_actions
 
 # The columns both samplers write themselves (plus the previous action and reward for
 # stateful policies): a trajectory view of any other column, or with a shift, is built
@@ -203,6 +205,63 @@ def as_fetches(
     for j, s in enumerate(state_out or []):
         fetches[f"state_out_{j}"] = np.asarray(s)
     return as_flat_action_rows(action_space, actions), fetches
+
+
+def policy_actions(
+    policy: Any,
+    obs: np.ndarray,
+    explore: bool,
+    state: list[np.ndarray] | None = None,
+    prev_actions: np.ndarray | None = None,
+    prev_rewards: np.ndarray | None = None,
+    view_inputs: dict[str, np.ndarray] | None = None,
+    takes_views: bool = False,
+) -> tuple[np.ndarray, dict]:
+    """Actions and extra fetches (with `state_out_<i>`) of a batch of preprocessed
+    observations; `state` etc. for stateful policies; `view_inputs`: extra view
+    columns (passed as `view_inputs` when `takes_views`, else in an input dict)."""
+    if view_inputs is not None:
+        return actions_with_views(
+            policy, obs, explore, view_inputs, takes_views, state, prev_actions, prev_rewards
+        )
+    fast = getattr(policy, "compute_actions_from_obs", None)
+    if fast is not None:
+        if state is None:
+            return fast(obs, explore)
+        return fast(obs, explore, state, prev_actions, prev_rewards)
+    return as_fetches(
+        policy.action_space,
+        *policy.compute_actions(
+            obs,
+            state_batches=state,
+            prev_action_batch=prev_actions,
+            prev_reward_batch=prev_rewards,
+            explore=explore,
+        ),
+    )
+
+
+def acting_of(policy: Any) -> Callable[..., tuple[np.ndarray, dict]]:
+    """`policy`'s `compute_actions_from_obs(obs, explore[, state, prev_actions,
+    prev_rewards])` (a `TorchPolicy`'s own), or, for a `Policy` of one's own with only
+    RLlib's `compute_actions`, the same through :func:`policy_actions`."""
+    fast = getattr(policy, "compute_actions_from_obs", None)
+    if fast is not None:
+        return fast  # type: ignore[no-any-return]
+    return functools.partial(policy_actions, policy)
+
+
+def to_env_of(policy: Any) -> Callable[[np.ndarray, bool, bool], Any]:
+    """`to_env(actions, unsquash, clip)`: the env's actions of a batch of `policy`'s
+    actions. A `TorchPolicy`'s `to_env_actions` (normalised Box actions unsquashed /
+    clipped, nested ones rebuilt), or for a `Policy` of one's own, its flat-kept
+    Tuple/Dict actions rebuilt and the rest as they are."""
+    to_env = getattr(policy, "to_env_actions", None)
+    if to_env is not None:
+        return to_env  # type: ignore[no-any-return]
+    if isinstance(policy.action_space, gym.spaces.Tuple | gym.spaces.Dict):
+        return functools.partial(unflatten_actions, policy.action_space)
+    return lambda actions, unsquash, clip: actions
 
 
 def actions_with_views(

@@ -18,6 +18,7 @@ class SingleAgentResume:
     attributes and the methods named below)."""
 
     policy: Any
+    to_env: Any
     replay_log: EnvReplayLog
     num_envs: int
     recurrent: bool
@@ -68,7 +69,7 @@ class SingleAgentResume:
         """Continues the episodes `get_resume_state` described: each sub-env is replayed
         to where it was, and the sampler's per-env arrays are taken over."""
         raw_obs = self.replay_log.replay(
-            state, lambda actions: self.policy.to_env_actions(actions, self.unsquash, self.clip)
+            state, lambda actions: self.to_env(actions, self.unsquash, self.clip)
         )
         self.obs[:] = state["obs"]
         self.ep_len[:] = state["ep_len"]

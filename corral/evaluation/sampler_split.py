@@ -33,6 +33,8 @@ class SplitStepping:
         env: Any
         env_groups: list[slice] | None
         policy: Any
+        compute_actions: Any
+        to_env: Any
         timers: SamplerTimers
         worker: Any
         fragment_length: int
@@ -71,8 +73,7 @@ class SplitStepping:
         """`T` steps of every group; group `g + 1` acts while group `g`'s envs step."""
         assert self.env_groups is not None
         env, groups, timers = self.env, self.env_groups, self.timers
-        compute = self.policy.compute_actions_from_obs
-        to_env = self.policy.to_env_actions
+        compute, to_env = self.compute_actions, self.to_env
         explore, unsquash, clip = self.worker.explore, self.unsquash, self.clip
         clock = time.perf_counter
         T = self.fragment_length

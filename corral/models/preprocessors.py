@@ -405,8 +405,9 @@ def restore_original_dimensions(obs: Any, obs_space: gym.Space, tensorlib: Any =
     """
     from corral.env.gym_compat import convert_space
 
-    # An old gym space (see Preprocessor) is read as its Gymnasium equal.
-    original = convert_space(getattr(obs_space, "original_space", None))
+    # An old gym space (see Preprocessor) is read as its Gymnasium equal; a space
+    # without `original_space` is the structure itself (RLlib 1.13's fallback).
+    original = convert_space(getattr(obs_space, "original_space", obs_space))
     if not isinstance(original, (gym.spaces.Dict, gym.spaces.Tuple, Repeated)):
         return obs
     if isinstance(obs, (dict, tuple, list)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -327,5 +328,73 @@ def test_rllib_1_13_keyword_signatures_of_trainer_helpers(caplog):
         policy.config = {**policy.config, "lambda": 1.0, "use_gae": False, "use_critic": False}
         out = compute_gae_for_sample_batch(policy, batch, other_agent_batches=None, episode=None)
         assert out["advantages"].shape == batch["rewards"].shape
+    finally:
+        trainer.stop()
+
+
+class MaskedChoice(gymnasium.Env):
+    """Dict observations with an action mask (RLlib's parametric-actions shape)."""
+
+    def __init__(self, config=None):
+        self.observation_space = gymnasium.spaces.Dict(
+            {
+                "action_mask": gymnasium.spaces.Box(0.0, 1.0, (3,), np.float32),
+                "pos": gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            }
+        )
+        self.action_space = gymnasium.spaces.Discrete(3)
+        self.t = 0
+
+    def _obs(self):
+        return {
+            "action_mask": np.array([0.0, 1.0, 1.0], np.float32),
+            "pos": np.zeros(2, np.float32),
+        }
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        assert action != 0, "a masked action was taken"
+        self.t += 1
+        return self._obs(), 1.0, self.t >= 5, False, {}
+
+
+def test_a_policy_of_one_s_own_samples_single_agent():
+    # RLlib 1.13's random_parametric_agent example: a `Policy` with only RLlib's
+    # `compute_actions` (no model, no preprocessor of its own), restoring the Dict
+    # observations from the flat rows against its own (Dict) observation space.
+    from corral.agents.trainer import Trainer, with_common_config
+    from corral.execution.rollout_ops import synchronous_parallel_sample
+    from corral.models.modelv2 import restore_original_dimensions
+    from corral.policy.policy import Policy
+
+    class LegalRandom(Policy):
+        def compute_actions(self, obs_batch, state_batches=None, **kwargs):
+            obs = restore_original_dimensions(
+                np.array(obs_batch, np.float32), self.observation_space, tensorlib=np
+            )
+            legal = [int(np.flatnonzero(mask)[0]) for mask in obs["action_mask"]]
+            return legal, [], {}
+
+    class LegalRandomTrainer(Trainer):
+        @classmethod
+        def get_default_config(cls):
+            return with_common_config({"_disable_execution_plan_api": True})
+
+        def get_default_policy_class(self, config):
+            return LegalRandom
+
+        def training_step(self):
+            return {"sampled": synchronous_parallel_sample(worker_set=self.workers).count}
+
+    trainer = LegalRandomTrainer(
+        env=MaskedChoice, config={"num_workers": 0, "rollout_fragment_length": 10}
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert batch.count == 10 and set(batch["actions"].tolist()) == {1}
+        assert trainer.train()["episodes_this_iter"] >= 1
     finally:
         trainer.stop()
