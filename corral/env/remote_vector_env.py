@@ -39,6 +39,22 @@ from corral.utils.error import EnvError
 _CLOSE_TIMEOUT_S = 5.0
 
 
+class RemoteCall:
+    """`sub_env.<name>` of a `RemoteSubEnv`: calling it, or its `.remote(...)` (the form
+    of RLlib 1.13's Ray actor sub-envs), runs `env.<name>(...)` in the sub-env's process
+    and returns the result (for an attribute that is not callable: its value)."""
+
+    def __init__(self, handle: RemoteSubEnv, name: str) -> None:
+        self._handle, self._name = handle, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._handle.call(self._name, *args, **kwargs)
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        """The same call (RLlib 1.13's actor-method form)."""
+        return self._handle.call(self._name, *args, **kwargs)
+
+
 class RemoteSubEnv:
     """The owner's handle on one sub-env living in a child process.
 
@@ -73,6 +89,15 @@ class RemoteSubEnv:
         self.metadata: dict = info["metadata"]
         self.can_render: bool = info["can_render"]
         self.is_multi_agent: bool = info["is_multi_agent"]
+        self._public_names = frozenset(info["public_names"])
+
+    def __getattr__(self, name: str) -> RemoteCall:
+        """`handle.<name>`: the sub-env's own method or attribute `name`, run in the child
+        when called, as `handle.<name>(...)` or, as RLlib 1.13's sub-env actors were
+        called, `handle.<name>.remote(...)` (the result comes back directly)."""
+        if name.startswith("_") or name not in self.__dict__.get("_public_names", ()):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return RemoteCall(self, name)
 
     @property
     def pid(self) -> int | None:
@@ -303,8 +328,36 @@ def _build_env(make_env: Callable[[int], gym.Env], vector_index: int) -> tuple[g
         "metadata": dict(getattr(env, "metadata", {}) or {}),
         "can_render": can_render(env),
         "is_multi_agent": isinstance(env, MultiAgentEnv),
+        # What the owner's handle offers as `handle.<name>(...)` /
+        # `handle.<name>.remote(...)` (RLlib 1.13's sub-envs were Ray actors).
+        "public_names": sorted(
+            {n for layer in _layers(env) for n in dir(layer) if not n.startswith("_")}
+        ),
     }
     return env, info
+
+
+def _layers(env: Any) -> list[Any]:
+    """`env` and what it wraps, outermost first (Gymnasium wrappers' `env`, Shimmy's
+    `gym_env`, then `unwrapped`): the user's own methods may sit on an inner layer."""
+    layers, seen, current = [], set(), env
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        layers.append(current)
+        own = getattr(current, "__dict__", {})
+        inner = own.get("env") or own.get("gym_env")
+        current = inner if inner is not None else getattr(current, "unwrapped", None)
+    return layers
+
+
+def _find_attr(env: Any, name: str) -> Any:
+    """`env.<name>` on the outermost layer that has it (see `_layers`)."""
+    for layer in _layers(env):
+        try:
+            return getattr(layer, name)
+        except AttributeError:
+            continue
+    raise AttributeError(f"{type(env).__name__!r} object has no attribute {name!r}")
 
 
 def _answer(env: gym.Env, request: tuple[str, Any]) -> tuple[Any, bool]:
@@ -316,7 +369,7 @@ def _answer(env: gym.Env, request: tuple[str, Any]) -> tuple[Any, bool]:
         return env.reset(**payload), False
     if kind == "call":
         method, args, kwargs = payload
-        attr = getattr(env, method)
+        attr = _find_attr(env, method)
         return (attr(*args, **kwargs) if callable(attr) else attr), False
     # "close"
     with contextlib.suppress(Exception):

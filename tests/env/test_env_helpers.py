@@ -126,6 +126,43 @@ def test_remote_envs_work_inside_remote_workers():
         trainer.stop()
 
 
+class TaskEnv(SlowEnv):
+    """A task-settable env (RLlib 1.13's curriculum examples)."""
+
+    task = 0
+
+    def set_task(self, task: int) -> None:
+        self.task = task
+
+    def get_task(self) -> int:
+        return self.task
+
+
+def test_remote_sub_envs_answer_their_own_methods_as_rllib_s_actors_did():
+    # RLlib 1.13's remote sub-envs were Ray actors: `env.set_task.remote(phase)`.
+    # The method sits on the env inside Gymnasium's TimeLimit wrapper here.
+    from corral.tune.registry import register_env
+
+    register_env("timed_task_env", lambda ctx: gym.wrappers.TimeLimit(TaskEnv(ctx), 20))
+    trainer = PPOTrainer(
+        {
+            **SMALL,
+            "num_envs_per_worker": 2,
+            "remote_worker_envs": True,
+            "env_config": {"delay": 0.0},
+        },
+        env="timed_task_env",
+    )
+    try:
+        trainer.workers.foreach_env(lambda env: env.set_task.remote(3))
+        assert trainer.workers.foreach_env(lambda env: env.get_task()) == [[3, 3]]
+        env = trainer.workers.local_worker().async_env.get_sub_environments()[0]
+        with pytest.raises(AttributeError, match="no attribute 'not_a_method'"):
+            env.not_a_method  # noqa: B018
+    finally:
+        trainer.stop()
+
+
 def test_a_crashed_remote_env_raises_an_error_naming_it():
     trainer = PPOTrainer(
         {
