@@ -40,6 +40,19 @@ def test_override_checks_the_parent_has_the_method():
                 return 3
 
 
+def test_override_of_a_tensorflow_stand_in_defines_the_class():
+    # RLlib 1.13's examples define a TF model beside the torch one, at import time.
+    from corral.models.tf.recurrent_net import RecurrentNetwork
+
+    class TFRNNModel(RecurrentNetwork):
+        @override(RecurrentNetwork)
+        def forward_rnn(self, inputs, state, seq_lens):
+            return inputs, state
+
+    with pytest.raises(Exception, match="TensorFlow"):
+        TFRNNModel(None, None, 2, {}, "tf_rnn")
+
+
 def test_documenting_decorators_return_the_object():
     def f():
         return 1
