@@ -461,7 +461,10 @@ def resolve(module: str, name: str) -> Any:
 
 
 def _module_getattr(module_obj: Any, module: str, name: str) -> Any:
-    if name.startswith("__") or name not in surface().get(module, ()):
+    # The table's names, and the names an alias adds to a module (what RLlib's module
+    # imported and user code imports from it, e.g. `tf_action_dist.ActionDistribution`).
+    known = name in surface().get(module, ()) or f"{module}:{name}" in _ALIASES
+    if name.startswith("__") or not known:
         raise AttributeError(f"module {_corral_path(module)!r} has no attribute {name!r}")
     value = resolve(module, name)
     # Cache it: later lookups are plain attribute reads, and identity holds.

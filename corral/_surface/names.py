@@ -18,18 +18,6 @@ _EXEC_PLAN = (
 )
 _NOT_PROVIDED: dict[str, tuple[str, str]] = {
     "": ("it is Ray's usage-statistics library (corral collects none)", "usage_lib"),
-    "agents.a3c.a3c_torch_policy": (
-        _FUNCTION_POLICY,
-        "vf_preds_fetches",
-    ),
-    "agents.ddpg.ddpg_torch_policy": (
-        _FUNCTION_POLICY,
-        "apply_gradients_fn",
-    ),
-    "agents.slateq.slateq_torch_policy": (
-        _FUNCTION_POLICY,
-        "action_distribution_fn setup_early postprocess_fn_add_next_actions_for_sarsa",
-    ),
     "agents.maml.maml": (
         _EXEC_PLAN + " (MAML's inner adaptation and meta update run in `training_step`)",
         "MetaUpdate",
@@ -38,10 +26,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         _EXEC_PLAN + " (MB-MPO's MAML rounds, meta updates and ensemble fits run in "
         "`training_step`)",
         "MetaUpdate",
-    ),
-    "agents.ppo.appo_torch_policy": (
-        _FUNCTION_POLICY,
-        "add_values",
     ),
     "evaluation.collectors.sample_collector": (
         "corral's samplers write preallocated buffers instead (corral.evaluation.sampler)",
@@ -60,10 +44,6 @@ _NOT_PROVIDED: dict[str, tuple[str, str]] = {
         "corral's samplers are `corral.evaluation.sampler` / `multi_agent_sampler`, built by "
         "the RolloutWorker",
         "SyncSampler AsyncSampler",
-    ),
-    "policy.torch_policy": (
-        "corral's TorchPolicy steps its optimizers itself",
-        "DirectStepOptimizer",
     ),
 }
 
@@ -95,6 +75,9 @@ _ALIASES: dict[str, str] = {
     "offline.off_policy_estimator:OffPolicyEstimator": (
         "corral.offline.estimators.off_policy_estimator:OffPolicyEstimator"
     ),
+    # RLlib 1.13's TF action-distribution module imports the framework-free base class,
+    # and RLlib's own examples import it from there.
+    "models.tf.tf_action_dist:ActionDistribution": "corral.models.action_dist:ActionDistribution",
     "execution.segment_tree:SegmentTree": "corral.utils.replay_buffers.segment_tree:SegmentTree",
     "execution.segment_tree:SumSegmentTree": (
         "corral.utils.replay_buffers.segment_tree:SumSegmentTree"

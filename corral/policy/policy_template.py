@@ -12,24 +12,66 @@ it stands for on a subclass of `TorchPolicy` (or of the class `with_updates` was
   `postprocess_trajectory()` (called once per trajectory);
 - `optimizer_fn(policy, config)` -> `make_optimizer()`;
 - `make_model(policy, obs_space, action_space, config)` -> the policy's model;
+  `make_model_and_action_dist(...)` -> `(model, dist_class)`, both the policy's;
 - `get_default_config()` -> defaults under the config the policy gets;
-- `validate_spaces`, `before_init`, `before_loss_init`, `after_init` run at those points of
-  `__init__` (each as `fn(policy, obs_space, action_space, config)`);
+- `validate_spaces`, `before_init`, `before_loss_init`, `after_init`, `_after_loss_init`
+  run at those points of `__init__` (each as `fn(policy, obs_space, action_space,
+  config)`);
 - `mixins` are put before the base class (their `__init__` is not called; do it in
   `before_loss_init`, as RLlib 1.13's own policies did).
 
-RLlib's other hooks (`action_sampler_fn`, `action_distribution_fn`, `extra_action_out_fn`,
-custom gradient functions, ...) are not built and raise `NotImplementedError` when given.
+Acting (any of these gives the class RLlib 1.13's `_compute_action_helper` in
+`compute_actions_from_obs`: the model called through its module call, under `no_grad`):
+
+- `action_sampler_fn(policy, model, input_dict, state_batches, explore, timestep) ->
+  (actions, logp[, dist_inputs, state_out])` replaces the model, the distribution and the
+  exploration;
+- `action_distribution_fn(policy, model, input_dict=, state_batches=, seq_lens=,
+  explore=, timestep=, is_training=) -> (dist_inputs, dist_class, state_out)` (or RLlib's
+  older form `fn(policy, model, obs_batch, explore=, timestep=, is_training=)`) replaces
+  the model call; the exploration then picks the actions from `dist_class(dist_inputs)`;
+- `extra_action_out_fn(policy, input_dict, state_batches, model, action_dist) -> dict` ->
+  `extra_action_out()`: the extra fetches of each step (sample-batch columns).
+
+  The fetches of this path are RLlib 1.13's: `extra_action_out()`'s (none by default)
+  and `action_dist_inputs`, `action_logp`, `action_prob` where they exist; value
+  predictions come from an `extra_action_out_fn` such as `vf_preds_fetches`.
+
+Learning:
+
+- `extra_grad_process_fn(policy, optimizer, loss) -> dict` runs after `backward()`,
+  instead of corral's `grad_clip` clipping (RLlib 1.13's policies clipped there, with
+  `apply_grad_clipping`); its dict joins the learner stats;
+- `compute_gradients_fn(policy, batch) -> (gradients, info)` and
+  `apply_gradients_fn(policy, gradients)` replace `compute_gradients` and
+  `apply_gradients`; in each update the learner computes the gradients, then calls
+  `apply_gradients_fn(policy, _directStepOptimizerSingleton)` to step the optimisers
+  (`policy._optimizers`, RLlib's list) with the gradients on the parameters;
+- `extra_learn_fetches_fn(policy) -> dict` -> `extra_compute_grad_fetches()`: added to
+  what `learn_on_batch` and `compute_gradients` return (beside `learner_stats`);
+- `get_batch_divisibility_req(policy) -> int` -> `batch_divisibility_req`: the batches
+  `learn_on_batch` and `compute_gradients` train on are padded to whole chunks of that
+  many rows per trajectory unless their row count divides (RLlib 1.13's
+  `pad_batch_to_sequences_of_same_size`).
+
+The three gradient hooks give the class its own `learn_step` (a `Learner` then calls it per
+minibatch); they are refused on a base class that has one already (SAC, DDPG, SlateQ, ...),
+whose `learn_step` orders its own updates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
-from corral.policy.torch_policy import TorchPolicy
+from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import _OWN_ID, TorchPolicy, _directStepOptimizerSingleton
+from corral.utils.numpy import convert_to_numpy
+from corral.utils.spaces import flatten_action_rows, is_nested_action
 
 _BUILT_HOOKS = (
     "loss_fn",
@@ -41,21 +83,21 @@ _BUILT_HOOKS = (
     "before_init",
     "before_loss_init",
     "after_init",
-    "make_model",
-    "mixins",
-)
-_NOT_BUILT_HOOKS = (
-    "extra_action_out_fn",
-    "extra_grad_process_fn",
-    "extra_learn_fetches_fn",
     "_after_loss_init",
+    "make_model",
+    "make_model_and_action_dist",
+    "mixins",
+    "extra_action_out_fn",
     "action_sampler_fn",
     "action_distribution_fn",
-    "make_model_and_action_dist",
+    "extra_grad_process_fn",
+    "extra_learn_fetches_fn",
     "compute_gradients_fn",
     "apply_gradients_fn",
     "get_batch_divisibility_req",
 )
+# The hooks that give the class its own `learn_step`.
+_GRADIENT_HOOKS = ("extra_grad_process_fn", "compute_gradients_fn", "apply_gradients_fn")
 
 
 def build_policy_class(
@@ -66,15 +108,24 @@ def build_policy_class(
     get_default_config: Callable[[], dict] | None = None,
     stats_fn: Callable | None = None,
     postprocess_fn: Callable | None = None,
+    extra_action_out_fn: Callable | None = None,
+    extra_grad_process_fn: Callable | None = None,
+    extra_learn_fetches_fn: Callable | None = None,
     optimizer_fn: Callable | None = None,
     validate_spaces: Callable | None = None,
     before_init: Callable | None = None,
     before_loss_init: Callable | None = None,
     after_init: Callable | None = None,
+    _after_loss_init: Callable | None = None,
+    action_sampler_fn: Callable | None = None,
+    action_distribution_fn: Callable | None = None,
     make_model: Callable | None = None,
+    make_model_and_action_dist: Callable | None = None,
+    compute_gradients_fn: Callable | None = None,
+    apply_gradients_fn: Callable | None = None,
     mixins: list[type] | None = None,
+    get_batch_divisibility_req: Callable | None = None,
     _base: type[TorchPolicy] | None = None,
-    **not_built: Any,
 ) -> type:
     """A torch policy class named `name` whose methods are the given functions.
 
@@ -89,53 +140,74 @@ def build_policy_class(
         stats_fn: `fn(policy, train_batch) -> dict` of learner stats.
         postprocess_fn: `fn(policy, sample_batch, other_agent_batches=None,
             episode=None) -> sample_batch`.
+        extra_action_out_fn: `fn(policy, input_dict, state_batches, model,
+            action_dist) -> dict` of extra fetches of each acting step (tensors or
+            arrays, one row per observation); `action_dist` is None under an
+            `action_sampler_fn`.
+        extra_grad_process_fn: `fn(policy, optimizer, loss) -> dict` of stats, called
+            after `loss.backward()` and before the optimiser step (e.g. to clip the
+            gradients); replaces the `grad_clip` clipping.
+        extra_learn_fetches_fn: `fn(policy) -> dict` added to the results of
+            `learn_on_batch` and `compute_gradients` (beside `learner_stats`).
         optimizer_fn: `fn(policy, config) -> torch optimizer`.
         validate_spaces: `fn(policy, obs_space, action_space, config)`, run first,
             before the base class's `__init__`.
         before_init: the same signature, run next, before the base's `__init__`.
         before_loss_init: the same signature, run after the base's `__init__`.
-        after_init: the same signature, run last.
+        after_init: the same signature, run after `before_loss_init`.
+        _after_loss_init: the same signature, run last.
+        action_sampler_fn: `fn(policy, model, input_dict, state_batches, explore=,
+            timestep=) -> (actions, logp)` or `(actions, logp, dist_inputs, state_out)`
+            (logp and dist_inputs may be None).
+        action_distribution_fn: `fn(policy, model, input_dict=, state_batches=,
+            seq_lens=, explore=, timestep=, is_training=) -> (dist_inputs, dist_class,
+            state_out)`, or `fn(policy, model, obs_batch, explore=, timestep=,
+            is_training=)`.
         make_model: `fn(policy, obs_space, action_space, config) -> model`.
+        make_model_and_action_dist: `fn(policy, obs_space, action_space, config) ->
+            (model, dist_class)` (not with `make_model`).
+        compute_gradients_fn: `fn(policy, batch) -> (gradients, info)`; the gradients
+            it leaves on the parameters (or returns, one per optimised parameter) are
+            the ones stepped.
+        apply_gradients_fn: `fn(policy, gradients)`: steps `policy._optimizers`
+            with `gradients` (or, given `_directStepOptimizerSingleton`, with those on the
+            parameters).
         mixins: classes put before the base in the new class's bases.
+        get_batch_divisibility_req: `fn(policy) -> int` (see the module).
         _base: the class to extend (`TorchPolicy`; `with_updates` passes its own).
-        **not_built: RLlib's other hooks; any of them set raises NotImplementedError.
 
     Returns:
         The new policy class; its `with_updates(**overrides)` builds a variant.
+
+    Raises:
+        ValueError: another framework, no loss, or both `make_model` and
+            `make_model_and_action_dist`.
+        NotImplementedError: a gradient hook on a base class with its own `learn_step`.
     """
     if framework != "torch":
         raise ValueError(
             f"build_policy_class(name={name!r}, framework={framework!r}): corral builds "
             "torch policies only (framework='torch')."
         )
-    unknown = [k for k in not_built if k not in _NOT_BUILT_HOOKS]
-    if unknown:
-        raise TypeError(f"build_policy_class() got unexpected keyword arguments {unknown}.")
-    given = [k for k, v in not_built.items() if v is not None]
-    if given:
-        raise NotImplementedError(
-            f"build_policy_class(name={name!r}): the hooks {given} are not built in corral; "
-            f"the built ones are {list(_BUILT_HOOKS)}."
-        )
     base: type[TorchPolicy] = _base or TorchPolicy
-    if loss_fn is None and base.loss is TorchPolicy.loss:
+    own_step = getattr(base, "learn_step", None) is not None
+    if loss_fn is None and base.loss is TorchPolicy.loss and not own_step:
         raise ValueError(f"build_policy_class(name={name!r}) needs a `loss_fn`.")
-    original_kwargs = {
-        "name": name,
-        "framework": framework,
-        "loss_fn": loss_fn,
-        "get_default_config": get_default_config,
-        "stats_fn": stats_fn,
-        "postprocess_fn": postprocess_fn,
-        "optimizer_fn": optimizer_fn,
-        "validate_spaces": validate_spaces,
-        "before_init": before_init,
-        "before_loss_init": before_loss_init,
-        "after_init": after_init,
-        "make_model": make_model,
-        "mixins": mixins,
-        "_base": _base,
-    }
+    if make_model is not None and make_model_and_action_dist is not None:
+        raise ValueError(
+            f"build_policy_class(name={name!r}): give `make_model` or "
+            "`make_model_and_action_dist`, not both."
+        )
+    original_kwargs = {k: v for k, v in locals().items() if k in _BUILT_HOOKS or k == "_base"}
+    original_kwargs.update(name=name, framework=framework)
+    gradient_hooks = [k for k in _GRADIENT_HOOKS if original_kwargs[k] is not None]
+    if gradient_hooks and own_step:
+        raise NotImplementedError(
+            f"build_policy_class(name={name!r}): {base.__name__} orders its own updates in "
+            f"`learn_step`, so the hooks {gradient_hooks} have no gradient step to go into; "
+            "they are built for policies the learner steps from their loss (TorchPolicy, "
+            "PG, PPO, A2C, IMPALA, APPO, ...)."
+        )
 
     def __init__(self, observation_space: Any, action_space: Any, config: dict) -> None:
         if get_default_config is not None:
@@ -147,10 +219,20 @@ def build_policy_class(
         if before_init is not None:
             before_init(self, observation_space, action_space, config)
         base.__init__(self, observation_space, action_space, config)  # type: ignore[misc]
+        if get_batch_divisibility_req is not None:
+            req = get_batch_divisibility_req(self)
+            if not isinstance(req, (int, np.integer)) or isinstance(req, bool) or req < 1:
+                raise ValueError(
+                    f"{name}: get_batch_divisibility_req returned {req!r}; expected an "
+                    "int >= 1 (rows a train batch must be a multiple of)."
+                )
+            self.batch_divisibility_req = int(req)
         if before_loss_init is not None:
             before_loss_init(self, observation_space, action_space, config)
         if after_init is not None:
             after_init(self, observation_space, action_space, config)
+        if _after_loss_init is not None:
+            _after_loss_init(self, observation_space, action_space, config)
 
     namespace: dict[str, Any] = {"__init__": __init__, "_template_kwargs": original_kwargs}
     if loss_fn is not None:
@@ -174,8 +256,38 @@ def build_policy_class(
         namespace["make_model"] = lambda self, num_outputs: make_model(
             self, self.observation_space, self.action_space, self.config
         )
+    if make_model_and_action_dist is not None:
+
+        def make_model_and_dist(self: TorchPolicy, num_outputs: int) -> Any:
+            model, dist_class = make_model_and_action_dist(
+                self, self.observation_space, self.action_space, self.config
+            )
+            # (`TorchPolicy.__init__` set the catalog's class just before.)
+            self.dist_class = dist_class
+            return model
+
+        namespace["make_model"] = make_model_and_dist
     if get_default_config is not None:
         namespace["get_default_config"] = staticmethod(get_default_config)
+    if action_sampler_fn or action_distribution_fn or extra_action_out_fn:
+        namespace.update(_acting_methods(action_sampler_fn, action_distribution_fn))
+    if extra_action_out_fn is not None:
+
+        def extra_action_out(self, input_dict, state_batches, model, action_dist):
+            return extra_action_out_fn(self, input_dict, state_batches, model, action_dist)
+
+        namespace["extra_action_out"] = extra_action_out
+    if gradient_hooks:
+        namespace.update(
+            _gradient_methods(extra_grad_process_fn, compute_gradients_fn, apply_gradients_fn)
+        )
+    if extra_learn_fetches_fn is not None:
+        namespace["extra_compute_grad_fetches"] = lambda self: {
+            "learner_stats": {},
+            **convert_to_numpy(extra_learn_fetches_fn(self)),
+        }
+    if gradient_hooks or extra_learn_fetches_fn or get_batch_divisibility_req:
+        namespace.update(_batch_methods(base, compute_gradients_fn, bool(gradient_hooks)))
 
     def with_updates(**overrides: Any) -> type:
         """A variant of this class with some of its functions replaced."""
@@ -186,6 +298,380 @@ def build_policy_class(
     cls = type(name, bases, namespace)
     cls.__qualname__ = name
     return cls
+
+
+# -- acting ---------------------------------------------------------------------------------
+
+
+def _binds(fn: Callable, *args: Any, **kwargs: Any) -> bool:
+    """Whether `fn` takes these arguments (True where its signature cannot be read)."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def _sampler_caller(fn: Callable) -> Callable[..., Any]:
+    """`fn(policy, model, input_dict, state_batches, explore, timestep)` in the form
+    `fn` takes: RLlib 1.13's, or the older one with the observations (a third parameter
+    named `obs_batch`) and without `state_batches`."""
+    params = list(inspect.signature(fn).parameters)
+    by_obs = len(params) > 2 and params[2] == "obs_batch"
+    with_states = _binds(fn, 0, 1, 2, 3, explore=True, timestep=0)
+
+    def call(policy, model, input_dict, state_batches, explore, timestep):
+        third = input_dict[SampleBatch.OBS] if by_obs else input_dict
+        if with_states:
+            return fn(policy, model, third, state_batches, explore=explore, timestep=timestep)
+        return fn(policy, model, third, explore=explore, timestep=timestep)
+
+    return call
+
+
+def _distribution_caller(fn: Callable) -> Callable[..., Any]:
+    """`fn(policy, model, input_dict, state_batches, seq_lens, explore, timestep)` (with
+    `is_training=False`) in the form `fn` takes: RLlib 1.13's keyword form, or its older
+    `fn(policy, model, obs_batch, explore=, timestep=, is_training=)` (1.13 fell back to
+    it on a TypeError; the signature says it here)."""
+    keywords = ("input_dict", "state_batches", "seq_lens", "explore", "timestep", "is_training")
+    new_form = _binds(fn, 0, 1, **dict.fromkeys(keywords))
+
+    def call(policy, model, input_dict, state_batches, seq_lens, explore, timestep):
+        if new_form:
+            return fn(
+                policy,
+                model,
+                input_dict=input_dict,
+                state_batches=state_batches,
+                seq_lens=seq_lens,
+                explore=explore,
+                timestep=timestep,
+                is_training=False,
+            )
+        return fn(
+            policy,
+            model,
+            input_dict[SampleBatch.OBS],
+            explore=explore,
+            timestep=timestep,
+            is_training=False,
+        )
+
+    return call
+
+
+def _acting_methods(
+    action_sampler_fn: Callable | None, action_distribution_fn: Callable | None
+) -> dict[str, Any]:
+    """`compute_actions_from_obs` as RLlib 1.13's `_compute_action_helper` (through the
+    given hooks) and the default `extra_action_out` (none), for the class's namespace."""
+    sample = None if action_sampler_fn is None else _sampler_caller(action_sampler_fn)
+    distribution = (
+        None if action_distribution_fn is None else _distribution_caller(action_distribution_fn)
+    )
+
+    def compute_actions_from_obs(
+        self,
+        obs: np.ndarray,
+        explore: bool | None = None,
+        state: list[np.ndarray] | None = None,
+        prev_actions: np.ndarray | None = None,
+        prev_rewards: np.ndarray | None = None,
+        view_inputs: dict[str, np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions and extra fetches of a batch of observations through the acting
+        hooks (see `corral.policy.policy_template`); the rest as `TorchPolicy`'s."""
+        if explore is None:
+            explore = self.config.get("explore", True)
+        timestep = self.global_timestep
+        with torch.no_grad(), self._device_scope():
+            input_dict: dict[str, Any] = {
+                SampleBatch.OBS: self._tensor(np.asarray(obs)),
+                "is_training": False,
+            }
+            if prev_actions is not None:
+                input_dict[SampleBatch.PREV_ACTIONS] = self._tensor(np.asarray(prev_actions))
+            if prev_rewards is not None:
+                input_dict[SampleBatch.PREV_REWARDS] = self._tensor(
+                    np.asarray(prev_rewards, np.float32)
+                )
+            for k, v in (view_inputs or {}).items():
+                input_dict[k] = self._tensor(np.asarray(v))
+            state_batches = [self._tensor(np.asarray(s)) for s in state or []]
+            seq_lens = (
+                torch.ones(len(obs), dtype=torch.int32, device=self.device)
+                if state_batches
+                else None
+            )
+            dist_inputs = None
+            if sample is not None:
+                out = sample(self, self.model, input_dict, state_batches, explore, timestep)
+                if len(out) == 4:
+                    actions, logp, dist_inputs, state_out = out
+                elif len(out) == 3:  # (RLlib 1.x's older form)
+                    actions, logp, state_out = out
+                else:
+                    (actions, logp), state_out = out, []
+                input_dict[SampleBatch.ACTIONS] = actions
+                extra = self.extra_action_out(input_dict, state_batches, self.model, None)
+            else:
+                if self._before_compute is not None:
+                    self._before_compute(timestep=timestep, explore=explore)
+                with self._lock:
+                    if distribution is not None:
+                        dist_inputs, dist_class, state_out = distribution(
+                            self, self.model, input_dict, state_batches, seq_lens, explore, timestep
+                        )
+                    else:
+                        dist_class = self.dist_class
+                        dist_inputs, state_out = self.model(input_dict, state_batches, seq_lens)
+                    action_dist = dist_class(dist_inputs, self.model)
+                    actions, logp = self.exploration.get_exploration_action(
+                        action_distribution=action_dist, timestep=timestep, explore=explore
+                    )
+                    input_dict[SampleBatch.ACTIONS] = actions
+                    # (Under the lock: it may read what the model call cached, e.g. values.)
+                    extra = self.extra_action_out(
+                        input_dict, state_batches, self.model, action_dist
+                    )
+            if is_nested_action(actions):  # flat rows for the sampler (corral.utils.spaces)
+                actions = flatten_action_rows(self.action_space, actions)
+            fetches = dict(convert_to_numpy(dict(extra or {})))
+            if dist_inputs is not None:
+                fetches[SampleBatch.ACTION_DIST_INPUTS] = convert_to_numpy(dist_inputs)
+            if logp is not None:
+                logp = convert_to_numpy(logp)
+                fetches[SampleBatch.ACTION_PROB] = np.exp(logp)
+                fetches[SampleBatch.ACTION_LOGP] = logp
+            for i, s in enumerate(state_out or []):
+                fetches[f"state_out_{i}"] = convert_to_numpy(s)
+            if torch.is_tensor(actions):
+                actions = actions.cpu().numpy()
+        return np.asarray(actions), fetches
+
+    # It moves its inputs to the policy's device and its results back (`to_device`).
+    compute_actions_from_obs.acts_on_device = True  # type: ignore[attr-defined]
+
+    def extra_action_out(self, input_dict, state_batches, model, action_dist):
+        """RLlib 1.13's `TorchPolicy.extra_action_out`: no extra fetches."""
+        return {}
+
+    return {
+        "compute_actions_from_obs": compute_actions_from_obs,
+        "extra_action_out": extra_action_out,
+    }
+
+
+# -- learning -------------------------------------------------------------------------------
+
+
+def current_optimizers(policy: TorchPolicy) -> list[torch.optim.Optimizer]:
+    """RLlib 1.13's `policy._optimizers`: the optimisers of the update under way (set by a
+    `build_policy_class` policy's `learn_step` and `apply_gradients`), else those of the
+    policy's own updates (`learn_on_batch`, `apply_gradients`)."""
+    from corral.core.learner.finite import optimizers_of
+
+    current = getattr(policy, "_optimizers", None)
+    if current is not None:
+        return list(current)
+    return optimizers_of(policy._own_learner().optimizers[_OWN_ID])
+
+
+def params_of(optimizers: Sequence[torch.optim.Optimizer]) -> list[torch.Tensor]:
+    """Every parameter the optimisers update, in their order (`compute_gradients`')."""
+    return [p for opt in optimizers for group in opt.param_groups for p in group["params"]]
+
+
+def step_with_gradients(
+    policy: TorchPolicy,
+    optimizers: Sequence[torch.optim.Optimizer],
+    gradients: Any,
+    skip: Sequence[torch.Tensor] = (),
+) -> None:
+    """One step of `optimizers` with `gradients` (one per parameter, in their order, as
+    `compute_gradients` returns them; `_directStepOptimizerSingleton`: the gradients on
+    the parameters), at the policy's `cur_lr` (`LearningRateSchedule`), after the finite
+    check; the parameters `skip` are left out of this step. The gradients are cleared
+    after it.
+
+    Raises:
+        ValueError: `gradients` has another length, or an entry another shape, than the
+            parameters.
+        NonFiniteUpdateError: a gradient is NaN/inf (nothing is stepped).
+    """
+    from corral.core.learner.finite import check_finite_update
+    from corral.utils.torch_utils import clear_grads, step_optimizer
+
+    params = params_of(optimizers)
+    if gradients is not _directStepOptimizerSingleton:
+        if len(gradients) != len(params):
+            raise ValueError(
+                f"apply_gradients: got {len(gradients)} gradients, expected one per "
+                f"parameter ({len(params)}), as compute_gradients returns."
+            )
+        for i, (param, grad) in enumerate(zip(params, gradients)):
+            if grad is None:
+                param.grad = None
+                continue
+            tensor = torch.as_tensor(np.array(grad), dtype=param.dtype, device=param.device)
+            if tensor.shape != param.shape:
+                raise ValueError(
+                    f"apply_gradients: gradient {i} has shape {tuple(tensor.shape)}, "
+                    f"expected the parameter's {tuple(param.shape)}."
+                )
+            param.grad = tensor
+    clear_grads(skip)
+    try:
+        for opt in optimizers:
+            check_finite_update(None, opt)
+        for opt in optimizers:
+            for group in opt.param_groups:
+                group["lr"] = getattr(policy, "cur_lr", group["lr"])
+            step_optimizer(opt)
+    finally:
+        clear_grads(params)
+
+
+def _gradient_methods(
+    extra_grad_process_fn: Callable | None,
+    compute_gradients_fn: Callable | None,
+    apply_gradients_fn: Callable | None,
+) -> dict[str, Any]:
+    """`learn_step` (compute, process, apply the gradients of one minibatch through the
+    hooks), `extra_grad_process`, and the policy-level `apply_gradients`."""
+    from corral.core.learner.finite import check_finite_update, optimizers_of
+    from corral.core.learner.learner import _backward, loss_and_stats
+    from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
+    from corral.utils.torch_utils import clear_grads
+
+    def extra_grad_process(self, optimizer, loss):
+        """RLlib 1.13's `extra_grad_process`: `extra_grad_process_fn`'s stats."""
+        assert extra_grad_process_fn is not None
+        return extra_grad_process_fn(self, optimizer, loss)
+
+    def grads_on_params(self, batch, optimizer, params) -> dict[str, Any]:
+        """The loss's gradients left on `params`; returns the stats."""
+        if compute_gradients_fn is not None:
+            grads, info = compute_gradients_fn(self, batch)
+            if isinstance(grads, (list, tuple)) and len(grads) == len(params):
+                for param, grad in zip(params, grads):  # (returned, maybe not left there)
+                    if grad is not None and grad is not param.grad:
+                        param.grad = torch.as_tensor(
+                            np.array(grad) if not torch.is_tensor(grad) else grad,
+                            dtype=param.dtype,
+                            device=param.device,
+                        ).clone()
+            info = dict(info or {})
+            return dict(info.get(LEARNER_STATS_KEY, {}))
+        if extra_grad_process_fn is None:
+            return _backward(self, batch, params, optimizer)  # the learner's, with grad_clip
+        loss, stats = loss_and_stats(self, self.loss(self.model, self.dist_class, batch), batch)
+        clear_grads(params)
+        loss.backward()
+        check_finite_update(loss, optimizer, stats)
+        stats.update(self.extra_grad_process(optimizer, loss) or {})
+        return stats
+
+    def learn_step(self, batch, optimizer):
+        """One minibatch: the gradients (`compute_gradients_fn`, or the loss's, processed
+        by `extra_grad_process_fn`), then the step (`apply_gradients_fn` with
+        `_directStepOptimizerSingleton`, or the optimiser's own)."""
+        optimizers = optimizers_of(optimizer)
+        self._optimizers = optimizers
+        params = params_of(optimizers)
+        stats = grads_on_params(self, batch, optimizer, params)
+        if apply_gradients_fn is not None:
+            for opt in optimizers:
+                for group in opt.param_groups:
+                    group["lr"] = getattr(self, "cur_lr", group["lr"])
+            try:
+                apply_gradients_fn(self, _directStepOptimizerSingleton)
+            finally:
+                clear_grads(params)
+        else:
+            step_with_gradients(self, optimizers, _directStepOptimizerSingleton)
+        return stats
+
+    def hooked_compute_gradients(self, batch):
+        """`compute_gradients` without `compute_gradients_fn`: the loss's gradients
+        (processed by `extra_grad_process_fn`), one numpy array per parameter."""
+        learner = self._own_learner()
+        optimizer = learner.optimizers[_OWN_ID]
+        self._optimizers = optimizers_of(optimizer)
+        params = params_of(self._optimizers)
+        minibatch = next(learner._minibatches(self, batch, 1, None, False, 0))
+        try:
+            stats = grads_on_params(self, minibatch, optimizer, params)
+            grads = [None if p.grad is None else p.grad.detach().cpu().numpy() for p in params]
+        finally:
+            clear_grads(params)
+        return grads, {LEARNER_STATS_KEY: convert_to_numpy(stats)}
+
+    def apply_gradients(self, gradients):
+        """RLlib 1.13's: `apply_gradients_fn(policy, gradients)`, or one optimiser step
+        with them; bumps `weights_seq`."""
+        self._optimizers = None  # (not those of the last learner update)
+        self._optimizers = current_optimizers(self)
+        if apply_gradients_fn is not None:
+            apply_gradients_fn(self, gradients)
+        else:
+            step_with_gradients(self, self._optimizers, gradients)
+        self.bump_weights_seq()
+
+    methods: dict[str, Any] = {
+        "learn_step": learn_step,
+        "_hooked_compute_gradients": hooked_compute_gradients,
+        "apply_gradients": apply_gradients,
+    }
+    if extra_grad_process_fn is not None:
+        methods["extra_grad_process"] = extra_grad_process
+    return methods
+
+
+def _batch_methods(
+    base: type[TorchPolicy], compute_gradients_fn: Callable | None, own_gradients: bool
+) -> dict[str, Any]:
+    """`learn_on_batch` and `compute_gradients` on batches padded to the divisibility
+    requirement, with `extra_compute_grad_fetches()` added to their results."""
+    from corral.policy.rnn_sequencing import pad_batch_to_sequences_of_same_size
+
+    def divisible(self, batch):
+        """`batch`, or a padded copy (`batch_divisibility_req`; recurrent policies' batches
+        are padded into sequences by the learner)."""
+        req = self.batch_divisibility_req
+        if req <= 1 or self.is_recurrent() or batch.zero_padded:
+            return batch
+        batch = batch.copy()
+        pad_batch_to_sequences_of_same_size(
+            batch,
+            max_seq_len=int(self.config["model"]["max_seq_len"]),
+            batch_divisibility_req=req,
+            view_requirements=self.view_requirements,
+        )
+        return batch
+
+    def fetches(self) -> dict[str, Any]:
+        extra = getattr(self, "extra_compute_grad_fetches", None)
+        return dict(extra()) if extra is not None else {}
+
+    def learn_on_batch(self, samples):
+        results = base.learn_on_batch(self, divisible(self, samples))
+        return {**fetches(self), **results}
+
+    def compute_gradients(self, postprocessed_batch):
+        batch = divisible(self, postprocessed_batch)
+        if compute_gradients_fn is not None:
+            return compute_gradients_fn(self, batch)
+        if own_gradients:
+            grads, info = self._hooked_compute_gradients(batch)
+        else:
+            grads, info = base.compute_gradients(self, batch)
+        return grads, {**fetches(self), **info}
+
+    return {"learn_on_batch": learn_on_batch, "compute_gradients": compute_gradients}
 
 
 def with_updates_of(cls: type, **overrides: Any) -> type:
@@ -227,4 +713,12 @@ def tower_stats(policy: Any, train_batch: Any = None) -> dict[str, Any]:
     return dict(getattr(policy.model, "tower_stats", {}))
 
 
-__all__ = ["build_policy_class", "class_loss", "store_tower_stats", "tower_stats"]
+__all__ = [
+    "build_policy_class",
+    "class_loss",
+    "current_optimizers",
+    "params_of",
+    "step_with_gradients",
+    "store_tower_stats",
+    "tower_stats",
+]

@@ -41,6 +41,7 @@ from corral.utils.spaces import (
     nest_action_rows,
     unflatten_actions,
 )
+from corral.utils.spaces.space_utils import normalize_action
 from corral.utils.torch_utils import make_adam
 
 if TYPE_CHECKING:
@@ -50,6 +51,15 @@ TensorDict = dict[str, torch.Tensor]
 
 # The id of a policy in the `Learner` of its own updates (see `_own_learner`).
 _OWN_ID = "default_policy"
+
+
+class DirectStepOptimizer:
+    """RLlib 1.13's marker for `apply_gradients`: step the optimisers with the gradients
+    already on the parameters (what a `build_policy_class` policy's `learn_on_batch` does
+    after computing them; an `apply_gradients_fn` receives it then)."""
+
+
+_directStepOptimizerSingleton = DirectStepOptimizer()
 
 
 class TorchPolicy(Policy):
@@ -65,6 +75,9 @@ class TorchPolicy(Policy):
     # Whether this class's loss takes the nested actions of a Tuple/Dict action space
     # (`_disable_action_flattening`; `dist.logp` takes them either way).
     nested_actions_built: bool = True
+    # RLlib 1.13's divisibility requirement of train batches (`get_batch_divisibility_req`
+    # of `build_policy_class`; 1: none).
+    batch_divisibility_req: int = 1
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         config = with_model_flags(config)
@@ -234,7 +247,11 @@ class TorchPolicy(Policy):
                 `compute_actions_from_obs` (SAC, DDPG, TD3), which runs on the CPU only.
         """
         own = type(self).compute_actions_from_obs
-        if own is not TorchPolicy.compute_actions_from_obs:
+        # (An override marked `acts_on_device`, e.g. `build_policy_class`'s acting hooks,
+        # moves its inputs and results itself.)
+        if own is not TorchPolicy.compute_actions_from_obs and not getattr(
+            own, "acts_on_device", False
+        ):
             raise NotImplementedError(
                 f"num_gpus_per_worker: {type(self).__name__} acts through its own "
                 f"compute_actions_from_obs ({own.__qualname__}), which runs on the CPU; "
@@ -335,6 +352,40 @@ class TorchPolicy(Policy):
         for i, s in enumerate(state_out):
             extra[f"state_out_{i}"] = s.numpy()
         return actions.numpy(), extra
+
+    def compute_log_likelihoods(
+        self,
+        actions: Any,
+        obs_batch: Any,
+        state_batches: list | None = None,
+        prev_action_batch: Any = None,
+        prev_reward_batch: Any = None,
+        actions_normalized: bool = True,
+    ) -> torch.Tensor:
+        """RLlib 1.13's: log pi(actions | obs), a tensor `[B]`, under the policy's action
+        distribution for a batch of (preprocessed) observations, the model run as when
+        acting (a stateful one one step per row from `state_batches`, by default its
+        initial state). `actions_normalized=False`: the actions are in the env's bounds
+        and are normalised first where the policy acts normalised (`normalize_actions`).
+        Tuple/Dict actions may come nested or as flat rows."""
+        obs = np.asarray(obs_batch, np.float32)
+        if not actions_normalized and self.config.get("normalize_actions"):
+            actions = normalize_action(actions, self.action_space_struct)
+        with torch.inference_mode(), self._device_scope():
+            obs_t = self._tensor(obs)
+            state = self._state_batches(state_batches, len(obs))
+            if state is not None:
+                step = self._fast_rnn_step or self._rnn_step_through_forward
+                dist_inputs, _, _ = step(
+                    obs_t,
+                    [self._tensor(s) for s in state],
+                    _as_array(prev_action_batch),
+                    _as_array(prev_reward_batch),
+                )
+            else:
+                dist_inputs, _ = self._forward_inference(obs_t)
+            dist = self.dist_class(dist_inputs, self.model)
+            return dist.logp(_as_tensors(actions, obs_t.device))
 
     def _rnn_step_through_forward(
         self,
@@ -582,6 +633,37 @@ class TorchPolicy(Policy):
         results = self._own_learner().update(batch=samples)
         return learner_info_from(results)[_OWN_ID]
 
+    # -- RLlib 1.13's multi-device API: load a batch once, learn on slices of it --
+
+    def load_batch_into_buffer(self, batch: SampleBatch, buffer_index: int = 0) -> int:
+        """Keeps `batch` in buffer `buffer_index` for `learn_on_loaded_batch` (corral
+        trains on one device: the buffer holds the batch as it is); returns its rows."""
+        loaded = self.__dict__.setdefault("_loaded_batches", {})
+        loaded[buffer_index] = batch
+        return int(batch.count)
+
+    def get_num_samples_loaded_into_buffer(self, buffer_index: int = 0) -> int:
+        """The rows loaded into buffer `buffer_index` (0 when none)."""
+        batch = self.__dict__.get("_loaded_batches", {}).get(buffer_index)
+        return 0 if batch is None else int(batch.count)
+
+    def learn_on_loaded_batch(self, offset: int = 0, buffer_index: int = 0) -> dict:
+        """One update on the loaded rows `[offset, offset + sgd_minibatch_size)` (all of
+        them when the minibatch size is unset or not smaller); `learn_on_batch`'s info.
+
+        Raises:
+            ValueError: nothing was loaded into that buffer.
+        """
+        batch = self.__dict__.get("_loaded_batches", {}).get(buffer_index)
+        if batch is None:
+            raise ValueError(
+                "Must call Policy.load_batch_into_buffer() before Policy.learn_on_loaded_batch()!"
+            )
+        size = int(self.config.get("sgd_minibatch_size") or self.config["train_batch_size"])
+        if size >= batch.count:
+            return self.learn_on_batch(batch)
+        return self.learn_on_batch(batch.slice(offset, offset + size))
+
     def compute_gradients(
         self, postprocessed_batch: SampleBatch
     ) -> tuple[list[np.ndarray | None], dict[str, Any]]:
@@ -722,6 +804,16 @@ def _fast_forward_of(
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
     """A result tensor as numpy (copied to the CPU first when it is on a device)."""
     return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
+
+
+def _as_tensors(actions: Any, device: torch.device) -> Any:
+    """Actions (an array, or a nest of arrays for Tuple/Dict spaces) as tensors on
+    `device`."""
+    if isinstance(actions, dict):
+        return {k: _as_tensors(v, device) for k, v in actions.items()}
+    if isinstance(actions, (tuple, list)) and actions and not np.isscalar(actions[0]):
+        return type(actions)(_as_tensors(v, device) for v in actions)
+    return torch.as_tensor(np.asarray(actions), device=device)
 
 
 def _as_array(value: object) -> np.ndarray | None:

@@ -127,3 +127,62 @@ def test_dummy_batch_and_default_view_requirements_as_rllib_1_13():
     raw = Policy(obs_space, actions, {"_disable_preprocessor_api": True})
     nested_obs = raw._get_dummy_batch_from_view_requirements(2)[SampleBatch.OBS]
     assert nested_obs["pos"].shape == (2, 2) and nested_obs["mode"].shape == (2,)
+
+
+def test_torch_policy_computes_log_likelihoods_as_rllib_1_13():
+    import torch
+
+    from corral.agents.ppo import PPOTrainer
+
+    trainer = PPOTrainer(
+        env="Pendulum-v1",
+        config={"num_workers": 0, "train_batch_size": 128, "sgd_minibatch_size": 64},
+    )
+    try:
+        policy = trainer.get_policy()
+        batch = trainer.workers.local_worker().sample()
+        logp = policy.compute_log_likelihoods(batch["actions"], batch["obs"])
+        assert torch.is_tensor(logp) and logp.shape == (batch.count,)
+        # The sampler recorded each action's log-likelihood when it drew it.
+        np.testing.assert_allclose(logp.numpy(), batch["action_logp"], rtol=1e-4, atol=1e-4)
+        # Actions in the env's bounds ([-2, 2]) are normalised first.
+        env_actions = batch["actions"] * 2.0
+        again = policy.compute_log_likelihoods(env_actions, batch["obs"], actions_normalized=False)
+        np.testing.assert_allclose(again.numpy(), logp.numpy(), rtol=1e-5, atol=1e-5)
+    finally:
+        trainer.stop()
+    lstm = PPOTrainer(
+        env="CartPole-v1",
+        config={
+            "num_workers": 0,
+            "train_batch_size": 128,
+            "sgd_minibatch_size": 64,
+            "model": {"use_lstm": True, "max_seq_len": 8},
+        },
+    )
+    try:
+        policy = lstm.get_policy()
+        obs = np.zeros((3, 4), np.float32)
+        logp = policy.compute_log_likelihoods(np.array([0, 1, 1]), obs)
+        initial = [np.repeat(s[None], 3, axis=0) for s in policy.get_initial_state()]
+        first = policy.compute_log_likelihoods(np.array([0, 1, 1]), obs, initial)
+        assert logp.shape == (3,) and torch.allclose(logp, first)
+        assert torch.allclose(torch.logsumexp(torch.stack([logp[0], logp[1]]), 0), torch.zeros(()))
+    finally:
+        lstm.stop()
+
+
+def test_multi_device_api_loads_once_and_learns_on_slices(dqn):
+    policy = dqn.get_policy()
+    batch = dqn.workers.local_worker().sample()
+    for _ in range(2):
+        batch = batch.concat(dqn.workers.local_worker().sample())
+    with pytest.raises(ValueError, match="load_batch_into_buffer"):
+        policy.learn_on_loaded_batch(buffer_index=3)
+    assert policy.load_batch_into_buffer(batch, buffer_index=0) == batch.count
+    assert policy.get_num_samples_loaded_into_buffer(0) == batch.count
+    assert policy.get_num_samples_loaded_into_buffer(1) == 0
+    before = {k: v.copy() for k, v in policy.get_weights().items()}
+    stats = policy.learn_on_loaded_batch(offset=0, buffer_index=0)
+    assert "mean_q" in stats["learner_stats"]
+    assert any(not np.array_equal(before[k], v) for k, v in policy.get_weights().items())

@@ -54,11 +54,11 @@ def test_build_policy_class_trains_under_the_base_trainer():
         trainer.stop()
 
 
-def test_build_policy_class_rejects_other_frameworks_and_unbuilt_hooks():
+def test_build_policy_class_rejects_other_frameworks_and_unknown_hooks():
     with pytest.raises(ValueError, match="torch"):
         build_policy_class("P", "tf", loss_fn=reward_weighted_loss)
-    with pytest.raises(NotImplementedError, match="action_sampler_fn"):
-        build_policy_class("P", "torch", loss_fn=reward_weighted_loss, action_sampler_fn=print)
+    with pytest.raises(TypeError, match="no_such_fn"):
+        build_policy_class("P", "torch", loss_fn=reward_weighted_loss, no_such_fn=print)
 
 
 def test_with_updates_loss_fn_and_tower_stats():

@@ -121,6 +121,20 @@ def stats(policy: TorchPolicy, train_batch: TensorDict) -> dict[str, Any]:
     return tower_stats(policy, train_batch)
 
 
+def vf_preds_fetches(
+    policy: TorchPolicy,
+    input_dict: dict[str, Any],
+    state_batches: list[torch.Tensor],
+    model: torch.nn.Module,
+    action_dist: Any,
+) -> dict[str, torch.Tensor]:
+    """RLlib 1.13's `extra_action_out_fn`: the value predictions of the acting step's
+    model call (`vf_preds`, `model.value_function()`), the column GAE reads. (corral's
+    own policies fetch them in `compute_actions_from_obs`; a `build_policy_class` policy
+    with acting hooks fetches only what its `extra_action_out_fn` gives.)"""
+    return {SampleBatch.VF_PREDS: model.value_function()}
+
+
 def torch_optimizer(policy: TorchPolicy, config: dict) -> torch.optim.Optimizer:
     """RLlib 1.13's optimizer function: the Adam (`lr`) `A3CTorchPolicy` trains with;
     `config` is the policy's (as RLlib's policy template passes it)."""

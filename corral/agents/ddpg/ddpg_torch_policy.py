@@ -308,6 +308,22 @@ def make_ddpg_optimizers(policy: DDPGTorchPolicy, config: dict) -> torch.optim.O
     return DDPGTorchPolicy.make_optimizer(policy)
 
 
+def apply_gradients_fn(policy: DDPGTorchPolicy, gradients: Any) -> None:
+    """RLlib 1.13's `apply_gradients_fn`: one step of the critics with `gradients` (one per
+    parameter of the policy's optimiser, in its order, as `compute_gradients` gives them;
+    `_directStepOptimizerSingleton`: those on the parameters), and of the actor every
+    `policy_delay`-th call only (its gradients are dropped on the others), counted in
+    `num_critic_updates` as `DDPGTorchPolicy.learn_step` counts its updates (RLlib's
+    `global_step`). The optimiser is the update's (`policy._optimizers`), else the
+    policy's own (`learn_on_batch`'s)."""
+    from corral.policy.policy_template import current_optimizers, step_with_gradients
+
+    policy.num_critic_updates = getattr(policy, "num_critic_updates", 0) + 1
+    update_actor = policy.num_critic_updates % int(policy.config["policy_delay"]) == 0
+    actor = () if update_actor else policy.model.policy_variables()
+    step_with_gradients(policy, current_optimizers(policy), gradients, skip=actor)
+
+
 def before_init_fn(
     policy: DDPGTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
 ) -> None:

@@ -228,6 +228,22 @@ def stats(policy: TorchPolicy, train_batch: TensorDict) -> dict[str, Any]:
     return tower_stats(policy, train_batch)
 
 
+def add_values(
+    policy: TorchPolicy,
+    input_dict: dict[str, Any],
+    state_batches: list[torch.Tensor],
+    model: torch.nn.Module,
+    action_dist: Any,
+) -> dict[str, torch.Tensor]:
+    """RLlib 1.13's `extra_action_out_fn`: the value predictions (`vf_preds`, A3C's
+    `vf_preds_fetches`) where GAE needs them (`vtrace=False`); none under V-trace."""
+    from corral.agents.a3c.a3c_torch_policy import vf_preds_fetches
+
+    if policy.config["vtrace"]:
+        return {}
+    return vf_preds_fetches(policy, input_dict, state_batches, model, action_dist)
+
+
 def setup_early_mixins(
     policy: TorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
 ) -> None:

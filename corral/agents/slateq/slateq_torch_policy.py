@@ -35,7 +35,11 @@ from corral.agents.slateq.slateq_torch_model import (
     score_documents,
     slate_q_values,
 )
-from corral.models.torch.torch_action_dist import TorchSlateMultiCategorical, slate_shape
+from corral.models.torch.torch_action_dist import (
+    TorchSlateMultiCategorical,
+    enumerate_slates,
+    slate_shape,
+)
 from corral.policy.policy_template import store_tower_stats, tower_stats
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import (
@@ -310,6 +314,60 @@ def optimizer_fn(policy: SlateQTorchPolicy, config: dict) -> dict[str, torch.opt
     return SlateQTorchPolicy.make_optimizer(policy)
 
 
+def setup_early(
+    policy: TorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
+) -> None:
+    """RLlib 1.13's `before_init`: every slate of the action space, ``[A, S]``, in the
+    order `SlateQTorchModel` scores them (`enumerate_slates`), as `policy.slates` (a
+    `SlateQTorchPolicy` reads its model's, the same) and `policy.slates_indices`
+    (``[1, A * S]``)."""
+    slates = enumerate_slates(*slate_shape(action_space))
+    if not isinstance(getattr(type(policy), "slates", None), property):
+        policy.slates = slates  # type: ignore[attr-defined]
+    policy.slates_indices = slates.reshape(-1).unsqueeze(0)  # type: ignore[attr-defined]
+
+
+def action_distribution_fn(
+    policy: TorchPolicy,
+    model: SlateQTorchModel,
+    input_dict: dict[str, Any],
+    *,
+    explore: bool = True,
+    is_training: bool = False,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, type, list]:
+    """RLlib 1.13's `action_distribution_fn`: every slate's Q-value (``[B, A]``, the
+    model's `slate_q_values` of the unpacked observations, as its forward pass gives
+    them), the slate distribution over them and no state."""
+    obs = model.unpack(input_dict[SampleBatch.OBS])
+    return model.slate_q_values(obs.user, obs.docs), TorchSlateMultiCategorical, []
+
+
+def postprocess_fn_add_next_actions_for_sarsa(
+    policy: TorchPolicy,
+    batch: SampleBatch,
+    other_agent: dict | None = None,
+    episode: Any = None,
+) -> SampleBatch:
+    """RLlib 1.13's postprocess function: with `slateq_strategy: "SARSA"` in the config,
+    each step's `next_actions` (the trajectory's actions shifted by one; the last step's
+    wraps around), for a SARSA target; the batch must then end its episode. Other
+    strategies (corral's SlateQ is Q-learning) leave the batch as it is.
+
+    Raises:
+        RuntimeError: SARSA on a batch that does not end an episode.
+    """
+    if policy.config.get("slateq_strategy") == "SARSA":
+        ended = batch[SampleBatch.TERMINATEDS][-1] or batch[SampleBatch.TRUNCATEDS][-1]
+        if not ended:
+            raise RuntimeError(
+                "slateq_strategy='SARSA' needs each sample batch to be a complete episode "
+                "(batch_mode='complete_episodes'); this one does not end its episode."
+            )
+        batch["next_actions"] = np.roll(batch[SampleBatch.ACTIONS], -1, axis=0)
+    return batch
+
+
 def setup_late_mixins(
     policy: SlateQTorchPolicy, obs_space: gym.Space, action_space: gym.Space, config: dict
 ) -> None:
@@ -322,6 +380,9 @@ def setup_late_mixins(
 
 __all__ = [
     "SlateQTorchPolicy",
+    "action_distribution_fn",
+    "postprocess_fn_add_next_actions_for_sarsa",
+    "setup_early",
     "build_slateq_losses",
     "build_slateq_model_and_distribution",
     "build_slateq_stats",

@@ -119,29 +119,22 @@ def behaviour_log_prob(batch: SampleBatch) -> np.ndarray:
 
 
 def action_log_likelihood(policy: Any, obs: Any, actions: Any) -> np.ndarray:
-    """log pi(actions | obs) of a policy for a batch of (already preprocessed) observations.
-
-    A policy with RLlib's `compute_log_likelihoods(actions, obs_batch)` is asked through it;
-    a corral `TorchPolicy` through its model and action distribution (one forward pass).
-    Under the policy's own action space: actions logged by a run with
+    """log pi(actions | obs) of a policy for a batch of (already preprocessed) observations:
+    RLlib's `policy.compute_log_likelihoods(actions, obs_batch)` (a `TorchPolicy`'s: one
+    forward pass), under the policy's own action space: actions logged by a run with
     `normalize_actions=True` are in [-1, 1].
+
+    Raises:
+        TypeError: the policy does not compute log-likelihoods.
     """
-    custom = getattr(policy, "compute_log_likelihoods", None)
-    if custom is not None:
-        out = custom(np.asarray(actions), np.asarray(obs))
-        return np.asarray(out.detach().cpu() if torch.is_tensor(out) else out, np.float64)
-    model = getattr(policy, "model", None)
-    if model is None or not hasattr(policy, "dist_class"):
+    try:
+        out = policy.compute_log_likelihoods(np.asarray(actions), np.asarray(obs))
+    except (AttributeError, NotImplementedError) as err:
         raise TypeError(
-            f"Cannot compute action log-likelihoods of {type(policy).__name__}: it has neither "
-            "`compute_log_likelihoods(actions, obs_batch)` nor a torch model and `dist_class`."
-        )
-    obs_t = torch.from_numpy(np.ascontiguousarray(np.asarray(obs, np.float32)))
-    with torch.inference_mode():
-        dist_inputs, _ = policy._forward_inference(obs_t)
-        dist = policy.dist_class(dist_inputs, policy.model)
-        logp = dist.logp(torch.as_tensor(np.asarray(actions)))
-    return logp.double().numpy()
+            f"Cannot compute action log-likelihoods of {type(policy).__name__}: it does not "
+            "implement RLlib's `compute_log_likelihoods(actions, obs_batch)`."
+        ) from err
+    return np.asarray(out.detach().cpu() if torch.is_tensor(out) else out, np.float64)
 
 
 def action_probs_all(policy: Any, obs: Any, action_space: gym.Space) -> np.ndarray:

@@ -1,5 +1,6 @@
 """RLlib 1.13's function forms of A3C's torch policy (`actor_critic_loss`, `stats`,
-`torch_optimizer`, `add_advantages`, `setup_mixins`, `ValueNetworkMixin`)."""
+`torch_optimizer`, `add_advantages`, `setup_mixins`, `ValueNetworkMixin`,
+`vf_preds_fetches`)."""
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +15,7 @@ from corral.agents.a3c.a3c_torch_policy import (
     setup_mixins,
     stats,
     torch_optimizer,
+    vf_preds_fetches,
 )
 from corral.policy.policy_template import build_policy_class
 from corral.policy.sample_batch import SampleBatch
@@ -101,3 +103,15 @@ def test_value_network_mixin_gives_the_value_of_one_step():
     assert np.isclose(policy._value(obs=obs), policy.value(obs[None])[0], atol=1e-6)
     ValueNetworkMixin.__init__(policy, OBS, ACT, {**policy.config, "use_gae": False})
     assert policy._value(obs=obs) == 0.0
+
+
+def test_vf_preds_fetches_puts_the_value_predictions_in_the_fetches():
+    # RLlib 1.13's A3C acted through the template with this `extra_action_out_fn`.
+    cls = A3CTorchPolicy.with_updates(name="WithFetches", extra_action_out_fn=vf_preds_fetches)
+    policy = _policy(cls)
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 4)).astype(np.float32)
+    _, extra = policy.compute_actions_from_obs(obs)
+    assert np.allclose(extra[SampleBatch.VF_PREDS], policy.value(obs), atol=1e-6)
+    # Its trajectories postprocess (GAE reads the column) and train.
+    info = policy.learn_on_batch(policy.postprocess_trajectory(acted_trajectory(policy)))
+    assert np.isfinite(info["learner_stats"]["vf_loss"])

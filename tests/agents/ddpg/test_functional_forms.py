@@ -1,6 +1,6 @@
 """RLlib 1.13's function forms of DDPG's torch policy (`ddpg_actor_critic_loss`,
 `build_ddpg_stats`, `make_ddpg_optimizers`, `build_ddpg_models_and_action_dist`,
-`before_init_fn`, `setup_late_mixins`, `ComputeTDErrorMixin`)."""
+`before_init_fn`, `setup_late_mixins`, `ComputeTDErrorMixin`, `apply_gradients_fn`)."""
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +12,7 @@ from corral.agents.ddpg.ddpg_torch_model import DDPGTorchModel
 from corral.agents.ddpg.ddpg_torch_policy import (
     ComputeTDErrorMixin,
     DDPGTorchPolicy,
+    apply_gradients_fn,
     before_init_fn,
     build_ddpg_models_and_action_dist,
     build_ddpg_stats,
@@ -150,3 +151,28 @@ def test_models_mixins_and_td_errors():
         np.ones(len(b), np.float32),
     )
     assert np.allclose(rllib_form, policy.compute_td_error(b))
+
+
+def test_apply_gradients_fn_steps_the_actor_every_policy_delay_calls():
+    torch.manual_seed(0)
+    policy = DDPGTorchPolicy(OBS, ACT, {**CONFIG, "policy_delay": 2})
+    params = [p for g in policy.make_optimizer().param_groups for p in g["params"]]
+    grads = [np.ones(p.shape, np.float32) for p in params]
+    actor, critic = policy.model.policy_variables(), policy.model.q_variables()
+
+    def snapshot():
+        return [p.detach().clone() for p in actor], [p.detach().clone() for p in critic]
+
+    def moved(before, now):
+        return any(not torch.equal(a, b) for a, b in zip(before, now))
+
+    actor0, critic0 = snapshot()
+    apply_gradients_fn(policy, grads)  # update 1 of policy_delay=2: critics only
+    actor1, critic1 = snapshot()
+    assert moved(critic0, critic1) and not moved(actor0, actor1)
+    apply_gradients_fn(policy, grads)  # update 2: the actor too
+    actor2, critic2 = snapshot()
+    assert moved(critic1, critic2) and moved(actor1, actor2)
+    assert policy.num_critic_updates == 2
+    with pytest.raises(ValueError, match="one per"):
+        apply_gradients_fn(policy, grads[:-1])

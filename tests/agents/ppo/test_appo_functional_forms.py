@@ -1,5 +1,6 @@
 """RLlib 1.13's function forms of APPO's torch policy (`appo_surrogate_loss`, `stats`,
-`setup_early_mixins`, `setup_late_mixins`) and its plan operator `UpdateTargetAndKL`."""
+`setup_early_mixins`, `setup_late_mixins`, `add_values`) and its plan operator
+`UpdateTargetAndKL`."""
 
 import gymnasium as gym
 import numpy as np
@@ -8,6 +9,7 @@ import torch
 from corral.agents.ppo.appo import DEFAULT_CONFIG, UpdateTargetAndKL
 from corral.agents.ppo.appo_torch_policy import (
     APPOTorchPolicy,
+    add_values,
     appo_surrogate_loss,
     setup_early_mixins,
     setup_late_mixins,
@@ -15,6 +17,7 @@ from corral.agents.ppo.appo_torch_policy import (
 )
 from corral.execution.common import _get_shared_metrics
 from corral.execution.local_iterator import LocalIterator, SharedMetrics
+from corral.policy.sample_batch import SampleBatch
 from tests.fixtures.policy_batches import acted_trajectory
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -101,3 +104,17 @@ def test_update_target_and_kl_in_a_plan():
     assert it.shared_metrics.get().counters["num_target_updates"] == 1
     for p, t in zip(policy.model.parameters(), policy.target_model.parameters()):
         assert torch.equal(p, t)
+
+
+def test_add_values_fetches_values_only_without_vtrace():
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 4)).astype(np.float32)
+    cls = APPOTorchPolicy.with_updates(name="WithValues", extra_action_out_fn=add_values)
+    torch.manual_seed(0)
+    gae = cls(OBS, ACT, {**CONFIG, "vtrace": False})
+    _, extra = gae.compute_actions_from_obs(obs)
+    assert np.allclose(extra[SampleBatch.VF_PREDS], gae.value(obs), atol=1e-6)
+    info = gae.learn_on_batch(gae.postprocess_trajectory(acted_trajectory(gae, n=12)))
+    assert np.isfinite(info["learner_stats"]["vf_loss"])
+    vtrace = _policy(cls)
+    _, extra = vtrace.compute_actions_from_obs(obs)
+    assert SampleBatch.VF_PREDS not in extra

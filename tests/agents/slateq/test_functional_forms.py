@@ -1,6 +1,7 @@
 """RLlib 1.13's function forms of SlateQ's torch policy (`build_slateq_losses`,
 `build_slateq_stats`, `optimizer_fn`, `build_slateq_model_and_distribution`,
-`setup_late_mixins`)."""
+`setup_late_mixins`, `setup_early`, `action_distribution_fn`,
+`postprocess_fn_add_next_actions_for_sarsa`)."""
 
 import copy
 
@@ -11,10 +12,13 @@ import torch
 from corral.agents.slateq import DEFAULT_CONFIG, SlateQTorchPolicy
 from corral.agents.slateq.slateq_torch_model import SlateQTorchModel
 from corral.agents.slateq.slateq_torch_policy import (
+    action_distribution_fn,
     build_slateq_losses,
     build_slateq_model_and_distribution,
     build_slateq_stats,
     optimizer_fn,
+    postprocess_fn_add_next_actions_for_sarsa,
+    setup_early,
     setup_late_mixins,
 )
 from corral.env.recommender_system import InterestEvolutionEnv
@@ -118,3 +122,55 @@ def test_optimizers_model_and_target():
     setup_late_mixins(policy, policy.observation_space, policy.action_space, policy.config)
     for p, t in zip(policy.model.parameters(), policy.target_model.parameters()):
         assert torch.equal(p, t)
+
+
+def test_action_distribution_fn_acts_as_the_class():
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["is_training"])
+        return action_distribution_fn(*args, **kwargs)
+
+    plain, env = _policy()
+    hooked, _ = _policy(SlateQTorchPolicy.with_updates(action_distribution_fn=counted))
+    hooked.set_weights(plain.get_weights())
+    obs = _transitions(env, plain, n=6)[SampleBatch.OBS]
+    actions, extra = hooked.compute_actions_from_obs(obs, explore=False)
+    expected, expected_extra = plain.compute_actions_from_obs(obs, explore=False)
+    assert calls == [False]
+    np.testing.assert_array_equal(actions, expected)
+    np.testing.assert_allclose(
+        extra[SampleBatch.ACTION_DIST_INPUTS],
+        expected_extra[SampleBatch.ACTION_DIST_INPUTS],
+        rtol=1e-6,
+    )
+
+
+def test_setup_early_gives_every_slate_in_the_model_s_order():
+    policy, env = _policy()
+
+    class Plain:
+        pass
+
+    bare = Plain()
+    setup_early(bare, env.observation_space, env.action_space, {})
+    assert torch.equal(bare.slates, policy.slates)  # 4 * 3 ordered slates of 2
+    assert bare.slates.shape == (12, 2)
+    assert torch.equal(bare.slates_indices, policy.slates.reshape(1, -1))
+    # On SlateQTorchPolicy (whose `slates` are its model's) only the indices are set.
+    setup_early(policy, env.observation_space, env.action_space, policy.config)
+    assert policy.slates_indices.shape == (1, 24)
+
+
+def test_postprocess_fn_add_next_actions_for_sarsa():
+    policy, env = _policy()
+    batch = _transitions(env, policy, n=5)
+    batch[SampleBatch.TRUNCATEDS] = np.zeros(5, bool)
+    batch[SampleBatch.TERMINATEDS] = np.zeros(5, bool)
+    assert "next_actions" not in postprocess_fn_add_next_actions_for_sarsa(policy, batch)
+    policy.config["slateq_strategy"] = "SARSA"
+    with pytest.raises(RuntimeError, match="complete episode"):
+        postprocess_fn_add_next_actions_for_sarsa(policy, batch)
+    batch[SampleBatch.TERMINATEDS][-1] = True
+    out = postprocess_fn_add_next_actions_for_sarsa(policy, batch)
+    np.testing.assert_array_equal(out["next_actions"][:-1], batch[SampleBatch.ACTIONS][1:])
