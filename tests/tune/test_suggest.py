@@ -448,14 +448,15 @@ def test_search_errors(tmp_path):
 
 def test_third_party_searchers_import_and_raise_by_name():
     # (OptunaSearch and HyperOptSearch are built: tests/tune/test_library_searchers.py;
-    # SkOptSearch, NevergradSearch and BayesOptSearch: tests/tune/test_ask_tell_searchers.py.)
+    # SkOptSearch, NevergradSearch and BayesOptSearch: tests/tune/test_ask_tell_searchers.py;
+    # ZOOptSearch: test_zoopt_search.py; BlendSearch and CFO: test_flaml_search.py.)
     from corral.tune.suggest.ax import AxSearch
-    from corral.tune.suggest.flaml import CFO
+    from corral.tune.suggest.hebo import HEBOSearch
 
-    for cls in (AxSearch, CFO):
+    for cls in (AxSearch, HEBOSearch):
         with pytest.raises(NotImplementedError, match=f"ray.tune.suggest.*{cls.__name__}"):
             cls(metric="score", mode="max")
-    with pytest.raises(NotImplementedError, match="ZOOptSearch"):
-        create_searcher("ZOOpt", metric="score")
+    with pytest.raises(NotImplementedError, match="DragonflySearch"):
+        create_searcher("Dragonfly", metric="score")
     assert isinstance(create_searcher("variant_generator"), BasicVariantGenerator)
     assert isinstance(SearchGenerator(Doubling()).searcher, Doubling)
