@@ -288,10 +288,9 @@ COMMON_CONFIG: TrainerConfigDict = {
     # stepped in parallel; for envs whose steps are slow, costs noticeable
     # overhead otherwise. Single-agent envs only.
     "remote_worker_envs": False,
-    # With `remote_worker_envs`: milliseconds to wait for env results when
-    # polling (0: go on as soon as one env is ready). corral's sampler steps all
-    # sub-envs in lockstep and always waits for every one of them, so any value is
-    # accepted and has no effect.
+    # RLlib's wait (ms) for remote env results when polling. corral's sampler steps
+    # all remote sub-envs in lockstep and always waits for every one of them, so with
+    # `remote_worker_envs` only 0 is accepted (another value raises at construction).
     "remote_env_batch_wait_ms": 0,
     # Each `train()` call lasts at least this many seconds.
     "min_iter_time_s": 0,

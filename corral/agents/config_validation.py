@@ -236,7 +236,12 @@ def _check_int(config: Mapping[str, Any], key: str, minimum: int) -> None:
         raise ValueError(f"`{key}` must be an int >= {minimum}, got {value!r}.")
 
 
-def _validate_framework_and_backend(config: TrainerConfigDict) -> None:
+def validate_framework(config: Mapping[str, Any]) -> None:
+    """Checks the `framework` key (RLlib 1.13's `Trainer.validate_framework`).
+
+    Raises:
+        ValueError: `framework` is a TensorFlow one or unknown: corral is PyTorch only.
+    """
     framework = config.get("framework", "torch")
     if framework in _TF_FRAMEWORKS:
         raise ValueError(
@@ -245,6 +250,10 @@ def _validate_framework_and_backend(config: TrainerConfigDict) -> None:
         )
     if framework != "torch":
         raise ValueError(f"Unknown framework {framework!r}; corral supports only 'torch'.")
+
+
+def _validate_framework_and_backend(config: TrainerConfigDict) -> None:
+    validate_framework(config)
 
     backend = config.get("backend", "local")
     if backend not in _BACKENDS:
@@ -265,6 +274,11 @@ def _validate_framework_and_backend(config: TrainerConfigDict) -> None:
     _check_int(config, "num_envs_per_worker", 1)
     _check_int(config, "evaluation_num_workers", 0)
     _check_env_splits(config)
+
+    if config.get("remote_worker_envs"):
+        from corral.env.remote_vector_env import check_remote_env_batch_wait_ms
+
+        check_remote_env_batch_wait_ms(config.get("remote_env_batch_wait_ms", 0))
 
     if config.get("recreate_failed_workers") and config.get("ignore_worker_failures"):
         raise ValueError(

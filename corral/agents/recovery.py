@@ -84,26 +84,11 @@ def recover_worker_set(
     Raises:
         RuntimeError: no healthy worker remains (`error` as its cause).
     """
-    if not workers.remote_workers():
-        return
-    healthy = []
-    for w, ok in workers.probe_remote_workers():
-        if ok and w is not failed:
-            healthy.append(w)
-            continue
-        if trainer.config.get("recreate_failed_workers"):
-            logger.warning("Recreating failed %s worker %d.", kind, w.worker_index)
-            # recreate_worker SIGKILLs the old process before starting the new one.
-            healthy.append(
-                workers.recreate_worker(w.worker_index, prepare=trainer._replay_policy_changes)
-            )
-        else:
-            logger.warning("Removing unhealthy %s worker %d.", kind, w.worker_index)
-            w.kill()
-    if not healthy:
-        cause = f" The last failure was: {error}" if error is not None else ""
-        raise RuntimeError(
-            f"Not enough healthy workers remain to continue (every {kind} worker failed).{cause}"
-        ) from error
+    workers.replace_failed_workers(
+        recreate=bool(trainer.config.get("recreate_failed_workers")),
+        failed=failed,
+        prepare=trainer._replay_policy_changes,
+        error=error,
+        kind=kind,
+    )
     # (A new evaluation worker gets the current weights when the next evaluation syncs.)
-    workers.reset(healthy)

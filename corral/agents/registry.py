@@ -68,6 +68,26 @@ def get_trainer_class(alg: str, return_config: bool = False) -> Any:
     return cls
 
 
+def loaded_trainer_classes() -> list[tuple[str, type]]:
+    """(name, trainer class) of every registered algorithm whose class is loaded now:
+    corral's own (those whose module is already imported; none is imported here) in
+    the table's order, then those registered with `tune.register_trainable`."""
+    import sys
+
+    from corral.tune.registry import TRAINABLE_CLASS, _global_registry
+
+    found = []
+    for name, (module, cls) in _ALGORITHMS.items():
+        loaded = sys.modules.get(module)
+        trainer = getattr(loaded, cls, None) if loaded is not None else None
+        if isinstance(trainer, type):
+            found.append((name, trainer))
+    for name in _global_registry.names(TRAINABLE_CLASS):
+        if name not in _ALGORITHMS:
+            found.append((name, _global_registry.get(TRAINABLE_CLASS, name)))
+    return found
+
+
 def _trainer_class(name: str) -> type:
     if name in _ALGORITHMS:
         module, cls = _ALGORITHMS[name]

@@ -76,9 +76,94 @@ class BaseEnv:
         """The agent ids (a single-agent env's one agent is `"agent0"`)."""
         if not self.multi_agent:
             return {DUMMY_AGENT_ID}
-        envs = self.get_sub_environments()
-        agents = getattr(envs[0], "possible_agents", None) or getattr(envs[0], "agents", None)
+        first = self.get_sub_environments()[0]
+        if hasattr(first, "get_agent_ids"):
+            return set(first.get_agent_ids())
+        agents = getattr(first, "possible_agents", None) or getattr(first, "agents", None)
         return set(agents or ())
+
+    def get_unwrapped(self) -> list[Any]:
+        """RLlib's older name of `get_sub_environments`."""
+        return self.get_sub_environments()
+
+    # -- RLlib 1.13's spaces of the sub-envs -----------------------------------
+
+    @property
+    def observation_space(self) -> Any:
+        """One sub-env's observation space (as set by a subclass, else the first
+        sub-env's; for multi-agent sub-envs with per-agent `observation_spaces`, a
+        `Dict` of them)."""
+        return self._sub_env_space("observation")
+
+    @observation_space.setter
+    def observation_space(self, space: Any) -> None:
+        self.__dict__["_base_env_observation_space"] = space
+
+    @property
+    def action_space(self) -> Any:
+        """One sub-env's action space (see `observation_space`)."""
+        return self._sub_env_space("action")
+
+    @action_space.setter
+    def action_space(self, space: Any) -> None:
+        self.__dict__["_base_env_action_space"] = space
+
+    def _sub_env_space(self, kind: str) -> Any:
+        space = self.__dict__.get(f"_base_env_{kind}_space")
+        if space is not None:
+            return space
+        first = self.get_sub_environments()[0]
+        per_agent = getattr(first, f"{kind}_spaces", None) if self.multi_agent else None
+        if per_agent is not None:
+            import gymnasium as gym
+
+            return gym.spaces.Dict(dict(per_agent))
+        return getattr(first, f"{kind}_space")
+
+    def observation_space_contains(self, x: Mapping[Any, Mapping[Any, Any]]) -> bool:
+        """Whether every observation of `x` (`{env_id: {agent_id: obs}}`) lies in its
+        agent's observation space."""
+        return self._space_contains("observation", x)
+
+    def action_space_contains(self, x: Mapping[Any, Mapping[Any, Any]]) -> bool:
+        """Whether every action of `x` (`{env_id: {agent_id: action}}`) lies in its
+        agent's action space."""
+        return self._space_contains("action", x)
+
+    def _space_contains(self, kind: str, x: Mapping[Any, Mapping[Any, Any]]) -> bool:
+        if self.multi_agent:
+            first = self.get_sub_environments()[0]
+            check = getattr(first, f"{kind}_space_contains")
+            return all(check(dict(per_agent)) for per_agent in x.values())
+        space = self._sub_env_space(kind)
+        return all(
+            agent == DUMMY_AGENT_ID and space.contains(value)
+            for per_agent in x.values()
+            for agent, value in per_agent.items()
+        )
+
+    def observation_space_sample(self, agent_id: list | None = None) -> dict[Any, dict]:
+        """A random observation as `{0: {agent_id: obs}}` (for a multi-agent env, of
+        the agents in `agent_id`, all when None)."""
+        return self._space_sample("observation", agent_id)
+
+    def action_space_sample(self, agent_id: list | None = None) -> dict[Any, dict]:
+        """A random action as `{0: {agent_id: action}}` (for a multi-agent env, of
+        the agents in `agent_id`, all when None): what `send_actions` takes for env 0."""
+        return self._space_sample("action", agent_id)
+
+    def _space_sample(self, kind: str, agent_ids: list | None) -> dict[Any, dict]:
+        if self.multi_agent:
+            first = self.get_sub_environments()[0]
+            return {0: getattr(first, f"{kind}_space_sample")(agent_ids)}
+        return {0: {DUMMY_AGENT_ID: self._sub_env_space(kind).sample()}}
+
+    def last(self) -> tuple[dict, dict, dict, dict, dict]:
+        """The last `poll()`'s values again (`obs, rewards, dones, infos,
+        off_policy_actions`), keyed by env index, then agent; five empty dicts before
+        the first `poll()` (RLlib 1.13's answer where an env keeps none)."""
+        last = getattr(self, "_last_polled", None)
+        return last if last is not None else ({}, {}, {}, {}, {})
 
     # -- RLlib's asynchronous interface --------------------------------------
 
@@ -96,22 +181,26 @@ class BaseEnv:
             pending = (self._poll_reset_all(), [None] * n, [not_done] * n, [{}] * n)
         obs, rewards, dones, infos = pending
         self._polled: tuple[list, list, list, list] | None = ([], [], [], [])
+        polled: tuple[dict, dict, dict, dict, dict]
         if self.multi_agent:
             done_dicts = [{**d, "__all__": bool(d.get("__all__"))} for d in dones]
-            return (
+            polled = (
                 dict(enumerate(obs)),
                 dict(enumerate(rewards)),
                 dict(enumerate(done_dicts)),
                 dict(enumerate(infos)),
                 {},
             )
-        return (
-            with_dummy_agent_id(dict(enumerate(obs))),
-            with_dummy_agent_id(dict(enumerate(rewards))),
-            with_dummy_agent_id(dict(enumerate(dones)), "__all__"),
-            with_dummy_agent_id(dict(enumerate(infos))),
-            {},
-        )
+        else:
+            polled = (
+                with_dummy_agent_id(dict(enumerate(obs))),
+                with_dummy_agent_id(dict(enumerate(rewards))),
+                with_dummy_agent_id(dict(enumerate(dones)), "__all__"),
+                with_dummy_agent_id(dict(enumerate(infos))),
+                {},
+            )
+        self._last_polled = polled
+        return polled
 
     def send_actions(self, action_dict: Mapping[int, Mapping[Any, Any]]) -> None:
         """Steps every sub-env with `action_dict[env_id]` (per agent; a single agent's
@@ -178,14 +267,15 @@ def convert_to_base_env(
         make_env: builds sub-env `i` for `i >= 1`; needed when `num_envs > 1`.
         num_envs: the number of sub-envs.
         remote_envs: each sub-env in a process of its own (all built by `make_env`).
-        remote_env_batch_wait_ms: accepted for RLlib's signature (corral waits for
-            every remote sub-env).
+        remote_env_batch_wait_ms: with `remote_envs`, must be 0 (corral waits for every
+            remote sub-env; see `check_remote_env_batch_wait_ms`).
         worker: unused (RLlib's).
         restart_failed_sub_environments: accepted for RLlib's signature (restarts are the
             sampler's, set by the config key of that name).
 
     Raises:
-        ValueError: more than one sub-env is wanted and there is no `make_env`.
+        ValueError: more than one sub-env is wanted and there is no `make_env`, or
+            `remote_envs` with a `remote_env_batch_wait_ms` other than 0.
     """
     import gymnasium as gym
 
@@ -204,8 +294,9 @@ def convert_to_base_env(
     if num_envs > 1 and make_env is None:
         raise ValueError(f"convert_to_base_env: num_envs={num_envs} needs make_env.")
     if remote_envs:
-        from corral.env.remote_vector_env import RemoteVectorEnv
+        from corral.env.remote_vector_env import RemoteVectorEnv, check_remote_env_batch_wait_ms
 
+        check_remote_env_batch_wait_ms(remote_env_batch_wait_ms)
         return RemoteVectorEnv(make_env or (lambda i: env), num_envs)
     first = ensure_gymnasium_env(env)
     envs = [first] + [ensure_gymnasium_env(make_env(i)) for i in range(1, num_envs)]  # type: ignore[misc]

@@ -11,8 +11,9 @@ arrays) when it is built and then every `update_interval` seconds.
 RLlib sends the worker's constructor arguments as a pickle. corral's description is JSON
 data only (`worker_args`):
 
-* each policy's class as the name of a registered algorithm (corral's, or one the script
-  registered with `tune.register_trainable`) whose default policy class it is, with that
+* each policy's class as the name of a registered algorithm (corral's, preferred since
+  every client has them, or one the script registered with `tune.register_trainable`),
+  looked up in the algorithm registry, whose default policy class it is, with that
   class's qualified name. The client builds the policy only when the algorithm of that
   name, *registered on the client*, has exactly that default policy class;
 * the config's data (numbers, strings, lists, dicts; spaces as `corral.utils.spaces_json`
@@ -210,39 +211,19 @@ def default_policy_class(trainer_cls: type, config: Mapping[str, Any]) -> type |
 
 
 def algorithm_name(policy_cls: type, config: Mapping[str, Any]) -> str | None:
-    """The registered name of an algorithm already imported here whose default policy
-    class for `config` is `policy_cls` (None: none is)."""
+    """The registry name of an algorithm whose default policy class for `config` is
+    `policy_cls` (None: none is), looked up in the algorithm registry
+    (`corral.agents.registry.loaded_trainer_classes`): corral's own algorithms first,
+    which every client has, then those the script registered with
+    `tune.register_trainable`. Only algorithms already imported are asked."""
+    from corral.agents.registry import loaded_trainer_classes
     from corral.agents.trainer import Trainer
 
-    seen: set[type] = set()
-    todo = list(Trainer.__subclasses__())
-    while todo:
-        trainer_cls = todo.pop(0)
-        if trainer_cls in seen:
+    for name, trainer_cls in loaded_trainer_classes():
+        if not (isinstance(trainer_cls, type) and issubclass(trainer_cls, Trainer)):
             continue
-        seen.add(trainer_cls)
-        todo.extend(trainer_cls.__subclasses__())
         if default_policy_class(trainer_cls, config) is policy_cls:
-            name = _registered_name(trainer_cls)
-            if name is not None:
-                return name
-    return None
-
-
-def _registered_name(trainer_cls: type) -> str | None:
-    from corral.agents.registry import get_trainer_class
-    from corral.tune.registry import TRAINABLE_CLASS, global_registry
-
-    for name in global_registry.names(TRAINABLE_CLASS):
-        if global_registry.get(TRAINABLE_CLASS, name) is trainer_cls:
             return name
-    own_name = getattr(trainer_cls, "_name", None)
-    if isinstance(own_name, str):
-        try:
-            if get_trainer_class(own_name) is trainer_cls:
-                return own_name
-        except (ValueError, NotImplementedError, ImportError):
-            pass
     return None
 
 

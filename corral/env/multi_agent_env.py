@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 from corral.env.base_env import BaseEnv
+from corral.utils.deprecation import log_once
+
+logger = logging.getLogger(__name__)
 
 # The key of the global state in an agent's observation dict (RLlib's `ENV_STATE`, used
 # by centralized-critic and QMIX-style envs).
@@ -39,6 +43,95 @@ class MultiAgentEnv(gym.Env):
         if self.action_spaces is not None:
             return self.action_spaces[agent_id]
         return self.action_space
+
+    # -- RLlib 1.13's agent ids and per-agent space helpers ------------------
+
+    def get_agent_ids(self) -> set[Any]:
+        """The env's agent ids: RLlib 1.x's `_agent_ids` when the env sets it, else
+        `possible_agents`, `agents` or the keys of `observation_spaces`."""
+        ids = getattr(self, "_agent_ids", None)
+        if ids is None:
+            ids = self.possible_agents or self.agents or (self.observation_spaces or {})
+        return set(ids)
+
+    def _agent_space(self, kind: str, agent_id: Any) -> gym.Space | None:
+        """Agent `agent_id`'s `kind` ("observation"/"action") space: from
+        `<kind>_spaces`, from RLlib 1.13's "preferred format" (`observation_space` and
+        `action_space` both `Dict`s keyed by the agent ids), else the shared
+        `<kind>_space`; None where the env declares none."""
+        per_agent = getattr(self, f"{kind}_spaces", None)
+        if per_agent is not None:
+            return per_agent.get(agent_id)
+        preferred = getattr(self, "_spaces_in_preferred_format", None)
+        if preferred is None:
+            preferred = self._spaces_in_preferred_format = (
+                self._check_if_space_maps_agent_id_to_sub_space()
+            )
+        space = getattr(self, f"{kind}_space", None)
+        if preferred and space is not None:
+            return space.spaces.get(agent_id)
+        return space
+
+    def _check_if_space_maps_agent_id_to_sub_space(self) -> bool:
+        """Whether `observation_space` and `action_space` are both `Dict`s keyed by
+        exactly the agent ids (RLlib 1.13's "preferred format")."""
+        ids = self.get_agent_ids()
+        return all(
+            isinstance(getattr(self, name, None), gym.spaces.Dict)
+            and set(getattr(self, name).spaces) == ids
+            for name in ("observation_space", "action_space")
+        )
+
+    def _declares_spaces(self, kind: str, what: str) -> bool:
+        if getattr(self, f"{kind}_spaces", None) is not None:
+            return True
+        if getattr(self, f"{kind}_space", None) is not None:
+            return True
+        if log_once(f"{kind}_space_{what}"):
+            logger.warning("%s_space_%s(): the env declares no %s space.", kind, what, kind)
+        return False
+
+    def _space_contains(self, kind: str, x: Any) -> bool:
+        if not self._declares_spaces(kind, "contains"):
+            return True  # (RLlib 1.13's answer when it cannot check)
+        if not isinstance(x, dict):
+            return False
+        for agent, value in x.items():
+            space = self._agent_space(kind, agent)
+            if space is None or not space.contains(value):
+                return False
+        return True
+
+    def _space_sample(self, kind: str, agent_ids: list | None) -> dict[Any, Any]:
+        if not self._declares_spaces(kind, "sample"):
+            return {}
+        ids = self.get_agent_ids() if agent_ids is None else agent_ids
+        out = {}
+        for agent in ids:
+            space = self._agent_space(kind, agent) if agent != "__all__" else None
+            if space is not None:
+                out[agent] = space.sample()
+        return out
+
+    def observation_space_contains(self, x: dict) -> bool:
+        """Whether each agent's observation in `x` (agent id -> obs) lies in its space
+        (True, unchecked, when the env declares no observation space)."""
+        return self._space_contains("observation", x)
+
+    def action_space_contains(self, x: dict) -> bool:
+        """Whether each agent's action in `x` (agent id -> action) lies in its space
+        (True, unchecked, when the env declares no action space)."""
+        return self._space_contains("action", x)
+
+    def observation_space_sample(self, agent_ids: list | None = None) -> dict:
+        """A random observation per agent (all agents when `agent_ids` is None); {}
+        when the env declares no observation space."""
+        return self._space_sample("observation", agent_ids)
+
+    def action_space_sample(self, agent_ids: list | None = None) -> dict:
+        """A random action per agent (all agents when `agent_ids` is None); {} when the
+        env declares no action space."""
+        return self._space_sample("action", agent_ids)
 
     def with_agent_groups(
         self,
@@ -74,7 +167,13 @@ class MultiAgentEnv(gym.Env):
         `BaseEnv` (see `corral.env.base_env.convert_to_base_env`)."""
         from corral.env.base_env import convert_to_base_env
 
-        return convert_to_base_env(self, make_env, num_envs, remote_envs=remote_envs)
+        return convert_to_base_env(
+            self,
+            make_env,
+            num_envs,
+            remote_envs=remote_envs,
+            remote_env_batch_wait_ms=remote_env_batch_wait_ms,
+        )
 
 
 class MultiAgentEnvWrapper(BaseEnv):

@@ -56,6 +56,17 @@ class PolicyClient:
     """
 
     Commands = Commands
+    # RLlib 1.13's command names on the class (`PolicyClient.GET_ACTION`, ...).
+    ACTION_SPACE = Commands.ACTION_SPACE
+    OBSERVATION_SPACE = Commands.OBSERVATION_SPACE
+    GET_WORKER_ARGS = Commands.GET_WORKER_ARGS
+    GET_WEIGHTS = Commands.GET_WEIGHTS
+    REPORT_SAMPLES = Commands.REPORT_SAMPLES
+    START_EPISODE = Commands.START_EPISODE
+    GET_ACTION = Commands.GET_ACTION
+    LOG_ACTION = Commands.LOG_ACTION
+    LOG_RETURNS = Commands.LOG_RETURNS
+    END_EPISODE = Commands.END_EPISODE
 
     def __init__(
         self,

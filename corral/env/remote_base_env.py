@@ -8,8 +8,8 @@ sub-env is made by ``make_env(vector_index)`` in a forked process of its own (co
 ``remote_env_batch_wait_ms``: RLlib's `poll()` returned whichever sub-envs answered
 within that many milliseconds. corral steps its sub-envs in lockstep: `send_actions()`
 sends every sub-env its action and then waits for all of them, so each `poll()` returns
-every sub-env's result and the value does not shorten any wait. It is checked (a number
->= 0) and kept as `remote_env_batch_wait_ms`.
+every sub-env's result. A wait could change nothing, so only 0 is accepted (anything
+else raises, naming the setting) and kept as `remote_env_batch_wait_ms`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.env.remote_vector_env import RemoteVectorEnv
+from corral.env.remote_vector_env import RemoteVectorEnv, check_remote_env_batch_wait_ms
 
 
 class RemoteBaseEnv(RemoteVectorEnv):
@@ -30,8 +30,8 @@ class RemoteBaseEnv(RemoteVectorEnv):
         num_envs: the number of sub-envs.
         multiagent: must be False: corral's remote sub-envs are single-agent (run a
             `MultiAgentEnv`'s copies in-process instead).
-        remote_env_batch_wait_ms: kept for RLlib's signature (see the module docstring:
-            every `poll()` returns all sub-envs' results).
+        remote_env_batch_wait_ms: RLlib's; must be 0 (see the module docstring: every
+            `poll()` returns all sub-envs' results).
         existing_envs: already built sub-envs, used as the first ones: each is carried
             into its own process by the fork (the process steps that copy; the caller's
             object is left as it is).
@@ -59,11 +59,7 @@ class RemoteBaseEnv(RemoteVectorEnv):
             )
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"RemoteBaseEnv: num_envs must be an int >= 1, got {num_envs!r}.")
-        wait = remote_env_batch_wait_ms
-        if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
-            raise ValueError(
-                f"RemoteBaseEnv: remote_env_batch_wait_ms must be a number >= 0, got {wait!r}."
-            )
+        wait = check_remote_env_batch_wait_ms(remote_env_batch_wait_ms)
         existing = list(existing_envs or [])
         if len(existing) > num_envs:
             raise ValueError(

@@ -11,10 +11,10 @@ pickling, and a process starts in milliseconds. Each sub-env talks to its
 owner over one pipe, one request and one reply at a time, so there is no reader
 thread: the owner (a rollout worker) is single-threaded while it samples.
 
-RLlib polls remote envs and continues with those that are ready
-(`remote_env_batch_wait_ms`); corral's sampler steps all sub-envs in lockstep,
-so it always waits for every sub-env (any `remote_env_batch_wait_ms` is
-accepted and changes nothing).
+RLlib polls remote envs and continues with those that answered within
+`remote_env_batch_wait_ms`; corral's sampler steps all sub-envs in lockstep, so it
+always waits for every sub-env. It cannot honour a wait, so a value other than 0 is
+refused where it is given (`check_remote_env_batch_wait_ms`) rather than ignored.
 """
 
 from __future__ import annotations
@@ -37,6 +37,32 @@ from corral.utils.error import EnvError
 
 # Seconds `close()` waits for a sub-env to close itself before it is killed.
 _CLOSE_TIMEOUT_S = 5.0
+
+
+def check_remote_env_batch_wait_ms(value: Any) -> float:
+    """`remote_env_batch_wait_ms` as corral's remote sub-envs can honour it: 0 only.
+
+    RLlib 1.13's remote envs return from `poll()` with the sub-envs that answered within
+    that many milliseconds; corral's step in lockstep (every `poll()` waits for all of
+    them), so a wait could change nothing. A value other than 0 is refused rather than
+    silently ignored.
+
+    Returns:
+        The value, as a float (0.0).
+
+    Raises:
+        ValueError: the value is not a number, or not 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"remote_env_batch_wait_ms must be a number, got {value!r}.")
+    if value != 0:
+        raise ValueError(
+            f"remote_env_batch_wait_ms={value!r} is not supported: corral's remote sub-envs "
+            "(remote_worker_envs) step in lockstep, so every poll waits for all of them and "
+            "cannot return only those ready within a wait (RLlib's behaviour). Set "
+            "remote_env_batch_wait_ms=0."
+        )
+    return 0.0
 
 
 class RemoteCall:

@@ -38,6 +38,10 @@ class Commands:
     GET_WORKER_ARGS = "GET_WORKER_ARGS"
     GET_WEIGHTS = "GET_WEIGHTS"
     REPORT_SAMPLES = "REPORT_SAMPLES"
+    # RLlib 1.13 names these too; neither its server nor corral's answers them (the
+    # spaces come with GET_WORKER_ARGS).
+    ACTION_SPACE = "ACTION_SPACE"
+    OBSERVATION_SPACE = "OBSERVATION_SPACE"
 
 
 def _encode(value: Any) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 import gymnasium as gym
 
 from corral.env.base_env import BaseEnv
+from corral.utils.deprecation import deprecation_warning
 from corral.utils.error import EnvError
 
 # The info key that marks an old-API done as a truncation (gym's TimeLimit wrapper).
@@ -71,6 +72,16 @@ class VectorEnv:
         while len(envs) < num_envs:
             envs.append(make_env(len(envs)))  # type: ignore[misc]
         return VectorizedGymEnv(envs, observation_space, action_space)
+
+    @staticmethod
+    def wrap(*args: Any, **kwargs: Any) -> VectorizedGymEnv:
+        """RLlib's older name of `vectorize_gym_envs` (deprecated in 1.13)."""
+        deprecation_warning("VectorEnv.wrap()", "VectorEnv.vectorize_gym_envs()")
+        return VectorEnv.vectorize_gym_envs(*args, **kwargs)
+
+    def get_unwrapped(self) -> list[Any]:
+        """RLlib's older name of `get_sub_environments` (deprecated in 1.13)."""
+        return self.get_sub_environments()
 
     def vector_reset(self) -> list[Any]:
         """Resets every sub-env; returns their first observations."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from typing import Any
 
@@ -59,6 +60,62 @@ class Episode:
         # `_set_last`: `fn(episode, agent_id, what)` with what "extra", "done" or
         # "state"; None: not recorded there.
         self._last_step_fn: Any = None
+
+    @property
+    def policy_mapping_fn(self) -> Any:
+        """`fn(agent_id, episode, worker, **kwargs) -> policy id` this episode maps its
+        agents with (the worker's at the episode's start; RLlib's default, every agent
+        to "default_policy", when it has none)."""
+        fn = self._policy_mapping_fn
+        if fn is None:
+            from corral.evaluation.policy_setup import default_policy_mapping_fn
+
+            return default_policy_mapping_fn
+        return fn
+
+    @policy_mapping_fn.setter
+    def policy_mapping_fn(self, fn: Any) -> None:
+        self._policy_mapping_fn = fn
+
+    def soft_reset(self) -> None:
+        """Starts a new logical episode in the same env: a new `episode_id`, length,
+        total and per-agent rewards back to 0; the agents' last observations, actions
+        and RNN states are kept (RLlib 1.13's, for `soft_horizon`)."""
+        sampler = getattr(self.worker, "sampler", None)
+        new_id = getattr(sampler, "_new_episode_id", None)
+        self.episode_id = new_id() if callable(new_id) else random.randrange(2**62)
+        self.length = 0
+        self.total_reward = 0.0
+        self.agent_rewards = defaultdict(float)
+
+    def add_extra_batch(self, batch: Any) -> None:
+        """Adds `batch` (a `SampleBatch` or `MultiAgentBatch`) to the output of this
+        episode's worker: its next `sample()` returns it concatenated after the
+        sampled rows (RLlib 1.13's extra batches).
+
+        Raises:
+            RuntimeError: the episode runs in no rollout worker.
+        """
+        add = getattr(self.worker, "_add_extra_batch", None)
+        if add is None:
+            raise RuntimeError(
+                "Episode.add_extra_batch: this episode belongs to no RolloutWorker, so "
+                "there is no sample() output to add the batch to."
+            )
+        add(batch)
+
+    def new_batch_builder(self) -> Any:
+        """A new, empty `MultiAgentSampleBatchBuilder` over this episode's policies (its
+        worker's `clip_rewards` and callbacks): build rows to hand to
+        `add_extra_batch` with it. (RLlib 1.13's sampler made this return None.)"""
+        from corral.evaluation.sample_batch_builder import MultiAgentSampleBatchBuilder
+
+        config = getattr(self.worker, "config", None) or {}
+        return MultiAgentSampleBatchBuilder(
+            self.policy_map,
+            bool(config.get("clip_rewards")),
+            getattr(self.worker, "callbacks", None),
+        )
 
     @property
     def batch_builder(self) -> PolicyCollectorGroup:

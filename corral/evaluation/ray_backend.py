@@ -101,6 +101,24 @@ def _actor_class(ray: ModuleType) -> Any:
     return _actor_classes["actor"]
 
 
+def ray_actor_class(cls: type, **options: Any) -> Any:
+    """`cls` as a Ray actor class with these `ray.remote` options (None ones left out):
+    RLlib 1.13's `RolloutWorker.as_remote`. Ray is not initialised here.
+
+    Raises:
+        ImportError: Ray is not installed.
+    """
+    if not ray_available():
+        raise ImportError(
+            f"{cls.__name__}.as_remote() builds a Ray actor class and needs Ray, which is "
+            'not installed: `pip install "corral[ray]"`. Trainers run their workers '
+            "without Ray by default (backend='local')."
+        )
+    import ray
+
+    return ray.remote(**{k: v for k, v in options.items() if v is not None})(cls)
+
+
 class RayFuture:
     """The pending result of one call on a Ray actor (wraps its object ref)."""
 

@@ -12,7 +12,7 @@ import logging
 import os
 import random
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -42,7 +42,8 @@ from corral.evaluation.policy_setup import (
 )
 from corral.evaluation.sampler import SingleAgentSampler
 from corral.evaluation.worker_kwargs import worker_config_from_kwargs
-from corral.offline.estimators.runner import estimate_off_policy
+from corral.offline.estimators.off_policy_estimator import OffPolicyEstimator
+from corral.offline.estimators.runner import estimate_off_policy, make_estimators
 from corral.offline.input_reader import SamplerInput
 from corral.offline.inputs import make_worker_io, read_fragment
 from corral.policy.policy import Policy, PolicySpec
@@ -51,9 +52,11 @@ from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
     SampleBatch,
+    concat_samples,
 )
 from corral.utils.compression import compress_batch
 from corral.utils.filter import Filter, NoFilter, get_filter
+from corral.utils.sgd import do_minibatch_sgd
 
 if TYPE_CHECKING:
     from corral.core.learner.distributed import LearnerWorker
@@ -94,8 +97,39 @@ class RolloutWorker:
             policy specs), `policy_config` and the rest of 1.13's (`rollout_fragment_length`,
             `num_envs`, `callbacks`, ...; see `corral.evaluation.worker_kwargs`).
         policy_config: see `policy_spec`.
+        recreated_worker: True when this worker replaces a failed one
+            (`recreate_failed_workers`); its envs see it in `EnvContext.recreated_worker`.
         **rllib_keywords: see `policy_spec`.
     """
+
+    @classmethod
+    def as_remote(
+        cls,
+        num_cpus: int | None = None,
+        num_gpus: float | None = None,
+        memory: int | None = None,
+        object_store_memory: int | None = None,
+        resources: dict | None = None,
+    ) -> type:
+        """This class as a Ray actor class with these resources (RLlib 1.13's call:
+        `RolloutWorker.as_remote(num_cpus=1).remote(env_creator=..., policy_spec=...)`).
+
+        Trainers start their workers themselves (`backend="ray"`); this is for workers
+        built by hand.
+
+        Raises:
+            ImportError: Ray is not installed (the `ray` extra).
+        """
+        from corral.evaluation.ray_backend import ray_actor_class
+
+        return ray_actor_class(
+            cls,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            memory=memory,
+            object_store_memory=object_store_memory,
+            resources=resources,
+        )
 
     def __init__(
         self,
@@ -110,8 +144,25 @@ class RolloutWorker:
         log_dir: str | None = None,
         policy_spec: Any = None,
         policy_config: dict | None = None,
+        recreated_worker: bool = False,
         **rllib_keywords: Any,
     ) -> None:
+        # What `creation_args()` returns: the keywords to build this worker again.
+        self._original_kwargs: dict[str, Any] = {
+            "env_creator": env_creator,
+            "validate_env": validate_env,
+            "worker_index": worker_index,
+            "num_workers": num_workers,
+            "spaces": spaces,
+            "log_dir": log_dir,
+            "recreated_worker": recreated_worker,
+        }
+        if config is None:
+            self._original_kwargs.update(
+                policy_spec=policy_spec, policy_config=policy_config, **rllib_keywords
+            )
+        else:
+            self._original_kwargs.update(policy_specs=policy_specs, config=config)
         if config is None:
             # Built by hand with RLlib 1.13's keywords (`policy_spec=...`, ...).
             policy_specs, config = worker_config_from_kwargs(
@@ -130,6 +181,9 @@ class RolloutWorker:
         self.worker_index = worker_index
         self.num_workers = num_workers
         self.log_dir = log_dir
+        self.recreated_worker = recreated_worker
+        # RLlib 1.13's `spaces` argument as given (policy id -> (obs space, action space)).
+        self.spaces = spaces
         self.explore = config.get("explore", True)
         self.global_vars: dict[str, Any] = {"timestep": 0}
         self.seed = self._seed_everything(config.get("seed"))
@@ -140,6 +194,7 @@ class RolloutWorker:
             vector_index=0,
             remote=bool(config.get("remote_worker_envs")),
             num_workers=num_workers,
+            recreated_worker=recreated_worker,
         )
         self.env_creator = env_creator
         self.validate_env = validate_env
@@ -175,6 +230,8 @@ class RolloutWorker:
         self.policy_map.add_spill_listener(self)
         self.preprocessors: dict[str, Any] = {}
         self.filters: dict[str, Filter] = {}
+        # Each policy's own config (its PolicySpec's, without the trainer config): `policy_dict`.
+        self._spec_configs: dict[str, dict] = {}
         for pid, policy in self._build_policies(policy_specs, spaces).items():
             self._register_policy(pid, policy)
         self.policies_to_train = multiagent.get("policies_to_train") or list(self.policy_map)
@@ -188,6 +245,9 @@ class RolloutWorker:
             self._make_sampler()
         )
         self._sample_marks: list[int] = []
+        # Batches callbacks added with `Episode.add_extra_batch`: the next `sample()`
+        # returns them after its own rows.
+        self._extra_batches: list[SampleBatch | MultiAgentBatch] = []
         # The learner that trains this worker's policies in place, in a torch.distributed
         # group with other rollout workers (DD-PPO; `setup_torch_data_parallel`).
         self.data_parallel_learner: LearnerWorker | None = None
@@ -195,6 +255,8 @@ class RolloutWorker:
         # later call (evaluation workers sample their envs whatever it says).
         self._fake_sampler = bool(config.get("fake_sampler")) and not config.get("in_evaluation")
         self._last_batch: SampleBatch | MultiAgentBatch | None = None
+        # `input_evaluation`'s estimators, built on first use (`reward_estimators`).
+        self._reward_estimators: list[OffPolicyEstimator] | None = None
         # `input` / `output` (corral.offline): where sample() reads and writes batches.
         self.io_context, self.input_reader, self.output_writer = make_worker_io(self)
         if self._samples_async():
@@ -211,6 +273,75 @@ class RolloutWorker:
     def policy_config(self) -> dict:
         """RLlib 1.13's name for the (trainer) config this worker was built with."""
         return self.config
+
+    # -- RLlib 1.13's attributes, read from the config and the policy map ----
+
+    @property
+    def batch_mode(self) -> str:
+        """ "truncate_episodes" or "complete_episodes" (`batch_mode`)."""
+        return self.config.get("batch_mode", "truncate_episodes")
+
+    @property
+    def count_steps_by(self) -> str:
+        """ "env_steps" or "agent_steps" (`multiagent.count_steps_by`)."""
+        return (self.config.get("multiagent") or {}).get("count_steps_by", "env_steps")
+
+    @property
+    def rollout_fragment_length(self) -> int:
+        """Steps per `sample()` over all sub-envs: `rollout_fragment_length` x `num_envs`
+        (RLlib 1.13's value)."""
+        return int(self.config.get("rollout_fragment_length", 200)) * self.num_envs
+
+    @property
+    def preprocessing_enabled(self) -> bool:
+        """False under `_disable_preprocessor_api`, or for an Atari env that DeepMind's
+        frame processing already preprocesses (`preprocessor_pref="deepmind"`)."""
+        if self.config.get("_disable_preprocessor_api"):
+            return False
+        from corral.env.utils import is_atari
+
+        model = self.config.get("model") or {}
+        return not (
+            self.env is not None
+            and is_atari(self.env)
+            and self.config.get("preprocessor_pref", "deepmind") == "deepmind"
+            and not model.get("custom_preprocessor")
+        )
+
+    @property
+    def policy_dict(self) -> dict[str, PolicySpec]:
+        """Policy id -> `PolicySpec` (class, resolved spaces, the policy's own config)
+        of every policy of this worker, runtime-added ones included."""
+        return {
+            pid: PolicySpec(
+                self.policy_map.policy_class(pid),
+                *self.policy_map.spaces(pid),
+                self._spec_configs.get(pid, {}),
+            )
+            for pid in self.policy_map
+        }
+
+    @property
+    def reward_estimators(self) -> list[OffPolicyEstimator]:
+        """The off-policy estimators (`input_evaluation`) run on the offline input;
+        empty when the worker samples its envs."""
+        if self._reward_estimators is None:
+            self._reward_estimators = make_estimators(self)
+        return self._reward_estimators
+
+    @reward_estimators.setter
+    def reward_estimators(self, estimators: list[OffPolicyEstimator]) -> None:
+        self._reward_estimators = estimators
+
+    @property
+    def last_batch(self) -> SampleBatch | MultiAgentBatch | None:
+        """With `fake_sampler`: the batch every `sample()` hands out again; else None."""
+        return self._last_batch
+
+    def creation_args(self) -> dict:
+        """The keyword arguments this worker was built with
+        (`RolloutWorker(**worker.creation_args())` builds a like one)."""
+        return dict(self._original_kwargs)
 
     # -- construction -------------------------------------------------------
 
@@ -425,6 +556,7 @@ class RolloutWorker:
                 )
             # Policy specs and config keys written with old `gym.spaces` (RLlib 1.x code).
             obs_space, act_space = convert_space(obs_space), convert_space(act_space)
+            self._spec_configs[pid] = dict(spec.config or {})
             policy_config = merge_policy_config(base_config or self.config, spec.config)
             policy_config = with_class_defaults(spec.policy_class, policy_config)
             # Tells the policy's exploration which worker it acts in (e.g.
@@ -547,6 +679,7 @@ class RolloutWorker:
         if policy_id not in self.policy_map:
             raise ValueError(f"Policy ID '{policy_id}' not in policy map!")
         del self.policy_map[policy_id]
+        self._spec_configs.pop(policy_id, None)
         self.preprocessors.pop(policy_id, None)
         self.filters.pop(policy_id, None)
         if policy_mapping_fn is not None:
@@ -563,6 +696,18 @@ class RolloutWorker:
         self.policies_to_train = (
             policies_to_train if callable(policies_to_train) else list(policies_to_train)
         )
+
+    def set_is_policy_to_train(
+        self, is_policy_to_train: Container[str] | Callable[[str, Any], bool]
+    ) -> None:
+        """Which policies `is_policy_to_train` (RLlib 1.13's name): a container of
+        policy ids, or `fn(policy_id, batch=None) -> bool`."""
+        if not callable(is_policy_to_train) and not isinstance(is_policy_to_train, Container):
+            raise TypeError(
+                "`is_policy_to_train` must be a container of policy ids or a callable "
+                f"(policy_id, batch) -> bool, got {is_policy_to_train!r}."
+            )
+        self.set_policies_to_train(is_policy_to_train)
 
     # -- sampling -----------------------------------------------------------
 
@@ -610,8 +755,18 @@ class RolloutWorker:
         batch = self.sampler.sample()
         pid = self._single_agent_batches_of
         if pid is not None and isinstance(batch, SampleBatch):
-            return MultiAgentBatch({pid: batch}, batch.count)
+            batch = MultiAgentBatch({pid: batch}, batch.count)
+        if self._extra_batches:
+            # (An async sampler's thread may append meanwhile: take the first n only.)
+            n = len(self._extra_batches)
+            extra = self._extra_batches[:n]
+            del self._extra_batches[:n]
+            batch = concat_samples([batch, *extra])
         return batch
+
+    def _add_extra_batch(self, batch: SampleBatch | MultiAgentBatch) -> None:
+        """`Episode.add_extra_batch`: `batch` goes out with the next sampled batch."""
+        self._extra_batches.append(batch)
 
     def recreate_sub_environment(self, index: int) -> Any:
         """Closes sub-env `index` and builds a new one in its place
@@ -652,6 +807,36 @@ class RolloutWorker:
     def sample_with_count(self) -> tuple[SampleBatch, int]:
         batch = self.sample()
         return batch, batch.count
+
+    def sample_and_learn(
+        self,
+        expected_batch_size: int,
+        num_sgd_iter: int,
+        sgd_minibatch_size: int,
+        standardize_fields: list[str],
+    ) -> tuple[dict, int]:
+        """Samples one batch, then trains this worker's policies on it with minibatch
+        SGD (`do_minibatch_sgd`); returns (learner info, rows trained on).
+
+        Raises:
+            ValueError: the batch does not hold `expected_batch_size` rows (the
+                workers' batch sizes are out of sync).
+        """
+        batch = self.sample()
+        if batch.count != expected_batch_size:
+            raise ValueError(
+                f"sample_and_learn: expected a batch of {expected_batch_size} rows, sampled "
+                f"{batch.count}: the workers' batch sizes are out of sync."
+            )
+        info = do_minibatch_sgd(
+            batch,
+            {pid: self.policy_map[pid] for pid in self.get_policies_to_train(batch)},
+            self,
+            num_sgd_iter,
+            sgd_minibatch_size,
+            standardize_fields,
+        )
+        return info, batch.count
 
     def get_metrics(self) -> list[RolloutMetrics]:
         """Metrics of the episodes finished since the last call (also those an input
@@ -921,6 +1106,27 @@ class RolloutWorker:
 
     def apply(self, func: Callable, *args: Any, **kwargs: Any) -> Any:
         return func(self, *args, **kwargs)
+
+    # -- export and import (RLlib 1.13's worker-level calls; deprecated there for
+    #    `Policy.export_model` etc., which they call) ----------------------------
+
+    def export_policy_model(
+        self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID, onnx: int | None = None
+    ) -> None:
+        """`Policy.export_model(export_dir, onnx)` of policy `policy_id`."""
+        self.policy_map[policy_id].export_model(export_dir, onnx)
+
+    def export_policy_checkpoint(
+        self, export_dir: str, filename_prefix: str = "model", policy_id: str = DEFAULT_POLICY_ID
+    ) -> None:
+        """`Policy.export_checkpoint(export_dir, filename_prefix)` of policy `policy_id`."""
+        self.policy_map[policy_id].export_checkpoint(export_dir, filename_prefix)
+
+    def import_policy_model_from_h5(
+        self, import_file: str, policy_id: str = DEFAULT_POLICY_ID
+    ) -> None:
+        """`Policy.import_model_from_h5(import_file)` of policy `policy_id`."""
+        self.policy_map[policy_id].import_model_from_h5(import_file)
 
     def ping(self) -> str:
         return "pong"

@@ -55,9 +55,8 @@ _CONFIG_KEYWORDS: dict[str, tuple[tuple[str, ...], Any]] = {
     "fake_sampler": (("fake_sampler",), False),
     "disable_env_checking": (("disable_env_checking",), False),
 }
-# Keywords with nothing to set in corral (TensorFlow's session; whether the worker
-# replaces a failed one), accepted at these values.
-_INERT_KEYWORDS = {"tf_session_creator": (None,), "recreated_worker": (False, True)}
+# Keywords with nothing to set in corral (TensorFlow's session), accepted at these values.
+_INERT_KEYWORDS = {"tf_session_creator": (None,)}
 
 
 def worker_config_from_kwargs(

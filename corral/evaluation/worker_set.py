@@ -19,6 +19,7 @@ from corral.evaluation.worker_handle import (
     wait_all_ready,
 )
 from corral.policy.policy import Policy, PolicySpec
+from corral.utils.deprecation import deprecation_warning
 
 if TYPE_CHECKING:
     from corral.evaluation.ray_backend import RayPlacement
@@ -72,8 +73,11 @@ class WorkerSet:
 
     # -- construction -------------------------------------------------------
 
-    def _worker_factory(self, index: int, num_workers: int) -> functools.partial:
-        """Builds worker `index` when called (with the env's spaces, or None).
+    def _worker_factory(
+        self, index: int, num_workers: int, recreated: bool = False
+    ) -> functools.partial:
+        """Builds worker `index` when called (with the env's spaces, or None);
+        `recreated`: it replaces a failed one (`RolloutWorker.recreated_worker`).
 
         A module-level function, not a bound method: the Ray backend pickles the
         factory, and this WorkerSet (with its live handles) must not go with it.
@@ -87,6 +91,7 @@ class WorkerSet:
             self._logdir,
             index,
             num_workers,
+            recreated_worker=recreated,
         )
 
     def _make_worker(
@@ -94,11 +99,11 @@ class WorkerSet:
     ) -> RolloutWorker:
         return self._worker_factory(index, num_workers)(spaces)
 
-    def _make_remote(self, index: int) -> WorkerHandle:
+    def _make_remote(self, index: int, recreated: bool = False) -> WorkerHandle:
         """Starts remote worker `index` on the configured backend (does not wait)."""
         spec = WorkerSpec(
             index,
-            self._worker_factory(index, self._config.get("num_workers", 0)),
+            self._worker_factory(index, self._config.get("num_workers", 0), recreated),
             self._config.get("extra_python_environs_for_worker") or {},
             max(1, int(self._config.get("num_cpus_per_worker", 1) or 1)),
             self.sample_timeout_s,
@@ -188,7 +193,7 @@ class WorkerSet:
                 f"{[w.worker_index for w in self._remote_workers]}."
             )
         self._remote_workers[position].kill()
-        new = self._make_remote(index)
+        new = self._make_remote(index, recreated=True)
         try:
             new.wait_ready(WORKER_START_TIMEOUT_S)
             if prepare is not None:
@@ -200,6 +205,78 @@ class WorkerSet:
         self._remote_workers[position] = new
         self._synced_seq.pop(index, None)
         return new
+
+    def replace_failed_workers(
+        self,
+        *,
+        recreate: bool,
+        failed: WorkerHandle | None = None,
+        prepare: Callable[[WorkerHandle], None] | None = None,
+        error: BaseException | None = None,
+        kind: str = "rollout",
+    ) -> list[int]:
+        """Probes the remote workers (`probe_remote_workers`); keeps the healthy ones
+        and removes the others, `failed` among them, or with `recreate` replaces them
+        by new ones (`recreate_worker(index, prepare)`). The trainer's recovery.
+
+        Args:
+            recreate: recreate the failed workers instead of removing them.
+            failed: a worker known to have failed (answering pings or not).
+            prepare: see `recreate_worker`.
+            error: the failure that led here (the cause of the RuntimeError below).
+            kind: "rollout" or "evaluation", for the log lines.
+
+        Returns:
+            The `worker_index` of each failed worker.
+
+        Raises:
+            RuntimeError: no healthy worker remains (`error` as its cause).
+        """
+        if not self._remote_workers:
+            return []
+        healthy, faulty = [], []
+        for w, ok in self.probe_remote_workers():
+            if ok and w is not failed:
+                healthy.append(w)
+                continue
+            faulty.append(w.worker_index)
+            if recreate:
+                logger.warning("Recreating failed %s worker %d.", kind, w.worker_index)
+                # recreate_worker kills the old worker before starting the new one.
+                healthy.append(self.recreate_worker(w.worker_index, prepare=prepare))
+            else:
+                logger.warning("Removing unhealthy %s worker %d.", kind, w.worker_index)
+                w.kill()
+        if not healthy:
+            cause = f" The last failure was: {error}" if error is not None else ""
+            raise RuntimeError(
+                f"Not enough healthy workers remain to continue (every {kind} worker failed; "
+                f"worker indices {faulty}).{cause}"
+            ) from error
+        self.reset(healthy)
+        return faulty
+
+    def remove_failed_workers(self) -> None:
+        """Stops and drops the remote workers that do not answer a health probe
+        (RLlib 1.13's call; `ignore_worker_failures` does this during training).
+
+        Raises:
+            RuntimeError: every remote worker failed.
+        """
+        self.replace_failed_workers(recreate=False)
+
+    def recreate_failed_workers(
+        self, prepare: Callable[[WorkerHandle], None] | None = None
+    ) -> None:
+        """Replaces the remote workers that do not answer a health probe by new ones
+        with the local worker's weights and filters (RLlib 1.13's call;
+        `recreate_failed_workers: True` does this during training). Their
+        `recreated_worker` (and their envs' `EnvContext.recreated_worker`) is True.
+
+        Args:
+            prepare: see `recreate_worker` (a trainer passes its policy changes).
+        """
+        self.replace_failed_workers(recreate=True, prepare=prepare)
 
     # -- access -------------------------------------------------------------
 
@@ -299,6 +376,23 @@ class WorkerSet:
             results.extend(r)
         return results
 
+    # RLlib 1.13's name.
+    foreach_policy_to_train = foreach_trainable_policy
+
+    def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
+        """Whether the local worker trains policy `policy_id` (given `batch`)."""
+        return self.local_worker().is_policy_to_train(policy_id, batch)
+
+    def trainable_policies(self) -> list[str]:
+        """The ids of the local worker's policies to train.
+
+        Deprecated in RLlib 1.13 for `is_policy_to_train`; 1.13's returned one bool per
+        policy (a slip), this returns the ids as RLlib 1.12 and earlier did.
+        """
+        deprecation_warning("WorkerSet.trainable_policies()", "WorkerSet.is_policy_to_train()")
+        local = self.local_worker()
+        return [pid for pid in local.policy_map if local.is_policy_to_train(pid)]
+
     def foreach_env(self, func: Callable[[Any], T]) -> list[list[T]]:
         """`func(sub_env)` for every sub-env; one list per worker."""
         return self.foreach_worker(lambda w: w.foreach_env(func))
@@ -380,6 +474,8 @@ def _build_worker(
     index: int,
     num_workers: int,
     spaces: dict | None = None,
+    *,
+    recreated_worker: bool = False,
 ) -> RolloutWorker:
     """Builds rollout worker `index` (in the driver, a forked process or a Ray actor)."""
     return RolloutWorker(
@@ -391,4 +487,5 @@ def _build_worker(
         num_workers=num_workers,
         spaces=spaces,
         log_dir=logdir,
+        recreated_worker=recreated_worker,
     )

@@ -204,6 +204,24 @@ class ModelCatalog:
         raise UnsupportedSpaceException(f"Unsupported action space {action_space}.")
 
     @staticmethod
+    def get_action_placeholder(action_space: gym.Space, name: str = "action") -> Any:
+        """TensorFlow-only (a `tf1.placeholder` for a static graph); torch has no
+        placeholders.
+
+        Raises:
+            TensorFlowOnlyError: always; use `get_action_shape(action_space)` for the
+                dtype and shape of an action batch, and torch tensors of that shape.
+        """
+        from corral._surface import TensorFlowOnlyError
+
+        raise TensorFlowOnlyError(
+            "ModelCatalog.get_action_placeholder() builds a TensorFlow graph placeholder; "
+            "corral runs on PyTorch only and has no placeholders: use "
+            "ModelCatalog.get_action_shape(action_space) for an action batch's dtype and "
+            "shape."
+        )
+
+    @staticmethod
     def get_model_v2(
         obs_space: gym.Space,
         action_space: gym.Space,
@@ -244,6 +262,11 @@ class ModelCatalog:
         if custom:
             custom = custom_model_class(custom)
             model_cls = _wrap_if_needed(custom, model_interface)
+            # A model written for RLlib 1.x is given the old gym action space its env
+            # declared, which such models compare against (`action_space != Tuple(...)`).
+            from corral.env.gym_compat import gym_space_of
+
+            action_space = gym_space_of(action_space)
             custom_kwargs = config.get("custom_model_config") or {}
             kwargs = {**model_kwargs, **custom_kwargs}
             try:

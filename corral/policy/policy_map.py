@@ -146,6 +146,31 @@ class PolicyMap(dict):
         _, obs_space, act_space, _ = self._specs[policy_id]
         return obs_space, act_space
 
+    def policy_class(self, policy_id: str) -> type[Policy]:
+        """The class of a policy, without loading it."""
+        return self._specs[policy_id][0]
+
+    def create_policy(
+        self,
+        policy_id: str,
+        policy_cls: type[Policy],
+        observation_space: Any,
+        action_space: Any,
+        config_override: dict,
+        merged_config: dict,
+    ) -> None:
+        """Builds `policy_cls(observation_space, action_space, merged_config)` and
+        stores it under `policy_id` (RLlib 1.13's call; `config_override` is the
+        policy's own part of `merged_config`, which already holds it).
+
+        Raises:
+            ValueError: `merged_config["framework"]` is not "torch".
+        """
+        from corral.agents.config_validation import validate_framework
+
+        validate_framework(merged_config)
+        self[policy_id] = policy_cls(observation_space, action_space, merged_config)
+
     def weights_seq(self, policy_id: str) -> int:
         """The policy's update counter, without loading it when spilled."""
         policy = self._in_memory.get(policy_id)

@@ -311,10 +311,11 @@ class SampleBatch(dict):
     def right_zero_pad(
         self, max_seq_len: int, exclude_states_and_seq_lens: bool = True
     ) -> SampleBatch:
-        """Pads each sequence (`seq_lens`) with zero rows to `max_seq_len`, in place.
+        """Pads each sequence (`seq_lens`) with zero rows to `max_seq_len`, in place;
+        sets `zero_padded` and `max_seq_len` (RLlib 1.13's flags).
 
-        Columns of one entry per sequence (`state_in_*`, and `seq_lens`) are left as
-        they are unless `exclude_states_and_seq_lens` is False.
+        `seq_lens` stays as it is; the `state_in_*` columns too unless
+        `exclude_states_and_seq_lens` is False.
 
         Raises:
             ValueError: the batch has no `seq_lens`, or a sequence is longer than
@@ -338,8 +339,9 @@ class SampleBatch(dict):
         )
         padded_len = len(seq_lens) * max_seq_len
         for key, value in list(self.items()):
-            per_sequence = key == self.SEQ_LENS or key.startswith("state_in_")
-            if per_sequence and exclude_states_and_seq_lens:
+            if key == self.SEQ_LENS or (
+                exclude_states_and_seq_lens and key.startswith("state_in_")
+            ):
                 continue
             if key == self.INFOS:
                 infos: list[Any] = [{} for _ in range(padded_len)]
@@ -354,7 +356,14 @@ class SampleBatch(dict):
                 return out
 
             super().__setitem__(key, map_column(pad, value))
+        self.zero_padded = True
+        self.max_seq_len = max_seq_len
         return self
+
+    def zero_pad(self, max_seq_len: int, exclude_states: bool = True) -> SampleBatch:
+        """RLlib 1.13's older name of `right_zero_pad` (`exclude_states`: leave the
+        `state_in_*` columns as they are)."""
+        return self.right_zero_pad(max_seq_len, exclude_states)
 
     def compress(
         self, bulk: bool = False, columns: Iterable[str] = ("obs", "new_obs")
@@ -399,6 +408,11 @@ class MultiAgentBatch:
 
     def as_multi_agent(self) -> MultiAgentBatch:
         return self
+
+    @staticmethod
+    def concat_samples(samples: Sequence[MultiAgentBatch]) -> MultiAgentBatch:
+        """One batch of all policies' rows of `samples`, in order (`concat_samples`)."""
+        return concat_samples(samples)
 
     def timeslices(self, k: int) -> list[MultiAgentBatch]:
         """Batches of `k` env steps each, every agent's rows of those steps together (RLlib's

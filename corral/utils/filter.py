@@ -21,6 +21,10 @@ import numpy as np
 class Filter:
     """Base class: maps an observation (or a batch of them) to a filtered one."""
 
+    # Whether one instance may be called from several threads at once (RLlib 1.13's
+    # flag; an async sampler needs it).
+    is_concurrent: bool = False
+
     def __call__(self, obs: Any, update: bool = True) -> Any:
         raise NotImplementedError
 
@@ -37,7 +41,14 @@ class Filter:
 
     def clear_buffer(self) -> None:
         """Forget the changes since the last flush (they were collected by the driver)."""
+        if type(self).reset_buffer is not Filter.reset_buffer:
+            self.reset_buffer()  # a filter written for RLlib 1.13 (its name)
+            return
         raise NotImplementedError
+
+    def reset_buffer(self) -> None:
+        """RLlib 1.13's name of `clear_buffer`."""
+        self.clear_buffer()
 
     def as_serializable(self) -> Filter:
         return self.copy()
@@ -52,6 +63,8 @@ class Filter:
 
 class NoFilter(Filter):
     """The identity filter (``observation_filter: "NoFilter"``): the sampler skips it."""
+
+    is_concurrent = True
 
     def __call__(self, obs: Any, update: bool = True) -> Any:
         return obs
@@ -168,6 +181,11 @@ class MeanStdFilter(Filter):
         self.running_stats = RunningStat(self.shape)
         self.buffer = RunningStat(self.shape)
 
+    @property
+    def rs(self) -> RunningStat:
+        """RLlib 1.13's name of `running_stats`."""
+        return self.running_stats
+
     def __call__(self, obs: Any, update: bool = True) -> np.ndarray:
         x = np.asarray(obs, np.float64)
         batched = x.ndim == len(self.shape) + 1
@@ -241,6 +259,8 @@ class ConcurrentMeanStdFilter(MeanStdFilter):
     """A `MeanStdFilter` that several threads may call and merge at once (RLlib 1.13's):
     each call, merge and copy holds one lock. (A worker's sampler calls its filters from
     one thread; this is for a filter shared with threads of your own.)"""
+
+    is_concurrent = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -277,3 +277,45 @@ def test_record_env_records_an_old_api_env(tmp_path):
     finally:
         trainer.stop()
     assert [f for f in os.listdir(tmp_path) if f.endswith(".mp4")]
+
+
+class OldTwoChoices(OldCorridor):
+    """An old-API env with an old gym Tuple action space (RLlib 1.13's
+    CorrelatedActionsEnv shape)."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.action_space = gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Discrete(2)])
+
+    def step(self, action):
+        return super().step(int(action[0]))
+
+
+def test_custom_models_see_the_old_action_space_the_env_declared():
+    from corral.agents.ppo import PPOTrainer
+    from corral.models import ModelCatalog
+    from corral.models.torch.fcnet import FullyConnectedNetwork
+
+    class OnlyTwoByTwo(FullyConnectedNetwork):
+        def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+            # RLlib 1.13's autoregressive example model checks its space like this.
+            if action_space != gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Discrete(2)]):
+                raise ValueError("This model only supports the [2, 2] action space")
+            super().__init__(obs_space, action_space, num_outputs, model_config, name)
+
+    ModelCatalog.register_custom_model("only_two_by_two", OnlyTwoByTwo)
+    trainer = PPOTrainer(
+        env=OldTwoChoices,
+        config={
+            "num_workers": 0,
+            "train_batch_size": 64,
+            "rollout_fragment_length": 64,
+            "sgd_minibatch_size": 32,
+            "num_sgd_iter": 1,
+            "model": {"custom_model": "only_two_by_two"},
+        },
+    )
+    try:
+        assert trainer.train()["timesteps_total"] == 64
+    finally:
+        trainer.stop()

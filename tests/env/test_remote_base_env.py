@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from corral.env import BaseEnv, RemoteBaseEnv
+from corral.env.base_env import convert_to_base_env
 from corral.env.multi_agent_env import make_multi_agent
 
 
@@ -37,10 +38,10 @@ class PidEnv(gym.Env):
 
 
 def test_poll_send_actions_and_reset_across_processes():
-    env = RemoteBaseEnv(lambda i: PidEnv(10 + i), 2, False, 5, existing_envs=[PidEnv(99)])
+    env = RemoteBaseEnv(lambda i: PidEnv(10 + i), 2, False, 0, existing_envs=[PidEnv(99)])
     try:
         assert isinstance(env, BaseEnv) and env.num_envs == 2
-        assert env.remote_env_batch_wait_ms == 5
+        assert env.remote_env_batch_wait_ms == 0
         obs, rewards, dones, infos, off = env.poll()
         assert {i: o["agent0"][0] for i, o in obs.items()} == {0: 99.0, 1: 11.0}
         assert off == {} and dones[0]["__all__"] is False
@@ -70,3 +71,15 @@ def test_bad_arguments_raise():
     ma = make_multi_agent(lambda cfg: PidEnv())
     with pytest.raises(ValueError, match="MultiAgentEnv"):
         RemoteBaseEnv(lambda i: ma({"num_agents": 2}), 2, False, 0)
+
+
+@pytest.mark.parametrize("wait", [5, 0.5, -1])
+def test_a_batch_wait_is_refused_not_ignored(wait):
+    """The sub-envs step in lockstep: a wait for those ready (RLlib's poll) cannot apply,
+    so anything but 0 raises, naming the setting, before any process starts."""
+    with pytest.raises(ValueError, match=rf"remote_env_batch_wait_ms={wait}.*lockstep"):
+        RemoteBaseEnv(lambda i: PidEnv(), 2, False, wait)
+    with pytest.raises(ValueError, match=rf"remote_env_batch_wait_ms={wait}"):
+        convert_to_base_env(
+            PidEnv(), lambda i: PidEnv(), 2, remote_envs=True, remote_env_batch_wait_ms=wait
+        )

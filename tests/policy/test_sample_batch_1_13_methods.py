@@ -1,6 +1,6 @@
-"""RLlib 1.13's `SampleBatch` methods: concat, timeslices, right_zero_pad, compress,
-decompress_if_needed, set_training, to_device, set_get_interceptor,
-get_single_step_input_dict; `MultiAgentBatch.timeslices`."""
+"""RLlib 1.13's `SampleBatch` methods: concat, timeslices, right_zero_pad, zero_pad,
+compress, decompress_if_needed, set_training, to_device, set_get_interceptor,
+get_single_step_input_dict; `MultiAgentBatch.timeslices` and `concat_samples`."""
 
 from __future__ import annotations
 
@@ -43,6 +43,32 @@ def test_right_zero_pad_pads_each_sequence_and_keeps_the_states():
         SampleBatch({"t": np.arange(3), "seq_lens": np.array([3])}).right_zero_pad(2)
     with pytest.raises(ValueError, match="needs a batch with `seq_lens`"):
         batch().right_zero_pad(4)
+
+
+def test_zero_pad_is_right_zero_pad_with_rllib_1_13_s_flags():
+    seqs = SampleBatch(
+        {"t": np.array([1, 2, 3]), "state_in_0": np.array([[1.0], [2.0]]), "seq_lens": [1, 2]}
+    )
+    assert seqs.zero_pad(3) is seqs and seqs.zero_padded and seqs.max_seq_len == 3
+    assert seqs["t"].tolist() == [1, 0, 0, 2, 3, 0] and seqs["state_in_0"].tolist() == [
+        [1.0],
+        [2.0],
+    ]
+    # exclude_states=False: state columns of one row per step are padded too (not seq_lens).
+    rows = SampleBatch(
+        {"t": np.array([1, 2, 3]), "state_in_0": np.array([7, 8, 9]), "seq_lens": [1, 2]}
+    )
+    rows.zero_pad(2, exclude_states=False)
+    assert rows["state_in_0"].tolist() == [7, 0, 8, 9] and rows["seq_lens"].tolist() == [1, 2]
+
+
+def test_multi_agent_batch_concat_samples():
+    a = MultiAgentBatch({"p": batch(2)}, 2)
+    b = MultiAgentBatch({"p": batch(3), "q": batch(1)}, 3)
+    both = MultiAgentBatch.concat_samples([a, b])
+    assert isinstance(both, MultiAgentBatch) and both.count == 5
+    assert both.policy_batches["p"]["t"].tolist() == [0, 1, 0, 1, 2]
+    assert both.policy_batches["q"].count == 1
 
 
 def test_compress_and_decompress_in_place():

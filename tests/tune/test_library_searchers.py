@@ -9,6 +9,7 @@ import json
 import logging
 import statistics
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -473,13 +474,8 @@ def test_resume_goes_on_with_the_observations_restored(tmp_path, lib, monkeypatc
         [t.last_result["loss"] for t in resumed.trials]
     )
     assert [p["x"] for p, _ in observed] == pytest.approx([c["x"] for c in configs])
-    if lib.name == "hyperopt":
-        # Its random state came back too: the search is the one without the interruption.
-        assert configs == [t.config for t in reference.trials]
-    else:
-        # The sampler restarts from a seed derived from the trials replayed: it does not
-        # draw its first points again.
-        assert all(c not in configs[:7] for c in configs[7:])
+    # Its random state came back too: the search is the one without the interruption.
+    assert configs == [t.config for t in reference.trials]
 
 
 def test_state_is_json_and_replays(lib):
@@ -497,6 +493,56 @@ def test_state_is_json_and_replays(lib):
     assert lib.observations(fresh)[-1][1] == (1.5 if lib.name == "optuna" else -1.5)
     with pytest.raises(ValueError, match=f"Not a state of {lib.cls.__name__}"):
         fresh.set_state({"trials": [{"trial_id": 3}]})
+
+
+def _optuna_run(searcher: Any, start: int, count: int) -> list[dict]:
+    configs = []
+    for i in range(start, start + count):
+        config = searcher.suggest(f"t{i}")
+        searcher.on_trial_complete(f"t{i}", {"loss": (config["x"] - 0.3) ** 2})
+        configs.append(config)
+    return configs
+
+
+@pytest.mark.parametrize("sampler", ["RandomSampler", "TPESampler"])
+def test_optuna_restores_the_random_state_of_a_sampler_of_ones_own(sampler):
+    """A sampler the user passes comes back with its random generators (JSON): the
+    restored search suggests what the uninterrupted one does, not the seed's first draws
+    again."""
+    optuna = pytest.importorskip("optuna")
+    from corral.tune.suggest.optuna import OptunaSearch
+
+    def make() -> OptunaSearch:
+        kwargs = {"n_startup_trials": 3} if sampler == "TPESampler" else {}
+        own = getattr(optuna.samplers, sampler)(seed=11, **kwargs)
+        return OptunaSearch(space=dict(SPACE), metric="loss", mode="min", sampler=own)
+
+    searcher = make()
+    _optuna_run(searcher, 0, 4)
+    state = json.loads(json.dumps(searcher.get_state()))
+    uninterrupted = _optuna_run(searcher, 4, 4)
+    restored = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn of: its whole state came back
+        restored.set_state(state)
+    assert _optuna_run(restored, 4, 4) == uninterrupted
+
+
+def test_optuna_says_when_a_samplers_state_cannot_come_back():
+    optuna = pytest.importorskip("optuna")
+    from corral.tune.suggest.optuna import OptunaSearch
+
+    def make(sampler: Any) -> OptunaSearch:
+        return OptunaSearch(space=dict(SPACE), metric="loss", mode="min", sampler=sampler)
+
+    searcher = make(optuna.samplers.NSGAIISampler(seed=1))
+    _optuna_run(searcher, 0, 2)
+    state = json.loads(json.dumps(searcher.get_state()))
+    # Its generators come back, the state it keeps in the trials' attributes does not.
+    with pytest.warns(UserWarning, match="NSGAIISampler's random generators are restored, but"):
+        make(optuna.samplers.NSGAIISampler(seed=1)).set_state(state)
+    with pytest.warns(UserWarning, match="the resuming call passes a .*RandomSampler"):
+        make(optuna.samplers.RandomSampler(seed=1)).set_state(state)
 
 
 def test_hyperopt_leaves_its_logger_alone_when_configured():

@@ -179,9 +179,10 @@ class AlphaStarTrainer(APPOTrainer):
             replay_actor_args=[
                 self.config["replay_buffer_capacity"],
                 self.config["replay_buffer_replay_ratio"],
-                self.config["seed"],
             ],
             policy_map=local.policy_map,
+            # Each shard replays a stream of its own, drawn from the trainer's seed.
+            replay_seed=self.config["seed"],
         )
         for pid in learning:
             self.distributed_learners.add_policy(pid)

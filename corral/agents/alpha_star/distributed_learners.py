@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from corral.execution.buffers.mixin_replay_buffer import MixInMultiAgentReplayBuffer
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -33,6 +35,9 @@ class DistributedLearners:
         num_learner_shards: shards to reserve; None: min(`num_gpus` or the maximum,
             the maximum), RLlib's rule.
         policy_map: the driver's policies (where a shard finds each added policy).
+        replay_seed: the trainer's seed; each shard's replay buffer then gets a seed of
+            its own (`seed=` keyword), drawn from this seed and the shard's index, so
+            the shards replay independent, reproducible streams. None: no seed passed.
     """
 
     def __init__(
@@ -44,6 +49,7 @@ class DistributedLearners:
         replay_actor_args: Sequence[Any] = (),
         num_learner_shards: int | None = None,
         policy_map: Mapping[str, Policy] | None = None,
+        replay_seed: int | None = None,
     ) -> None:
         if max_num_policies_to_train < 1:
             raise ValueError(
@@ -55,6 +61,7 @@ class DistributedLearners:
         self.replay_actor_class = replay_actor_class
         self.replay_actor_args = list(replay_actor_args)
         self.policy_map = policy_map if policy_map is not None else {}
+        self.replay_seed = replay_seed
         if num_learner_shards is None:
             num_learner_shards = min(
                 int(math.ceil(self.num_gpus)) or max_num_policies_to_train,
@@ -63,12 +70,25 @@ class DistributedLearners:
         self.num_learner_shards = num_learner_shards
         self.num_policies_per_shard = math.ceil(max_num_policies_to_train / num_learner_shards)
         self.shards = [
-            _Shard(self.num_policies_per_shard, self._new_replay_buffer)
-            for _ in range(num_learner_shards)
+            _Shard(self.num_policies_per_shard, self._replay_buffer_maker(index))
+            for index in range(num_learner_shards)
         ]
 
-    def _new_replay_buffer(self) -> Any:
-        return self.replay_actor_class(*self.replay_actor_args)
+    def shard_replay_seed(self, shard_index: int) -> int | None:
+        """The seed of shard `shard_index`'s replay buffer (None without `replay_seed`)."""
+        if self.replay_seed is None:
+            return None
+        state = np.random.SeedSequence([int(self.replay_seed), shard_index]).generate_state(1)
+        return int(state[0])
+
+    def _replay_buffer_maker(self, shard_index: int) -> Callable[[], Any]:
+        def make() -> Any:
+            seed = self.shard_replay_seed(shard_index)
+            if seed is None:
+                return self.replay_actor_class(*self.replay_actor_args)
+            return self.replay_actor_class(*self.replay_actor_args, seed=seed)
+
+        return make
 
     def add_policy(self, policy_id: str) -> Policy:
         """Lets `policy_id` (a policy of `policy_map`) learn, in the first shard with room.

@@ -345,11 +345,13 @@ def adaptation_rounds(
 
     Returns:
         (train batch, env steps sampled, episodes): every worker's batch of every round,
-        with the `TASK_INDEX` (the worker's position) and `ADAPT_STEP` (the round; 0:
-        before adaptation) columns the meta-loss reads; and per round, the episodes the
-        workers finished in it.
+        with the `TASK_INDEX` (the worker's slot, `worker_index - 1`: it stays with the
+        worker when another one is dropped, and a recreated worker takes its
+        predecessor's) and `ADAPT_STEP` (the round; 0: before adaptation) columns the
+        meta-loss reads; and per round, the episodes the workers finished in it.
     """
     remote = workers.remote_workers()
+    slots = [w.worker_index - 1 for w in remote]
     train_batches: list[SampleBatch] = []
     episodes: list[list[RolloutMetrics]] = []
     env_steps = 0
@@ -361,7 +363,7 @@ def adaptation_rounds(
         episodes.append(get_metrics_from(remote))
         if step < inner_adaptation_steps:
             inner_adaptation(workers, batches)
-        for task, batch in enumerate(batches):
+        for task, batch in zip(slots, batches, strict=True):
             batch[TASK_INDEX] = np.full(batch.count, task, np.int64)
             batch[ADAPT_STEP] = np.full(batch.count, step, np.int64)
         train_batches.extend(batches)

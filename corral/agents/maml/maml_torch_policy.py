@@ -148,7 +148,9 @@ class MAMLLoss:
     worker took), starting from the model's parameters; then `PPOLoss` with clipping on
     the rows sampled after the last step, with the adapted parameters; plus
     ``cur_kl_coeff[i * steps + s] * KL_s`` averaged over the inner steps ``s``. The loss
-    is the mean over tasks. The optimiser step is the learner's (RLlib's class also
+    is the mean over tasks. A task's index is its worker's slot (`worker_index - 1`), so
+    it keeps its KL coefficients when another worker is dropped; the indices need not be
+    consecutive. The optimiser step is the learner's (RLlib's class also
     stepped the optimiser).
 
     Args:
@@ -168,10 +170,11 @@ class MAMLLoss:
         mean_policy_loss, mean_kl_loss, mean_vf_loss, mean_entropy: the outer terms,
             averaged over tasks (detached; the policy loss is minus the surrogate).
         inner_kls: ``[tasks * steps]`` KL of each inner step, task-major (detached).
+        inner_kl_slots: the index into `cur_kl_coeff` of each of `inner_kls`.
 
     Raises:
         ValueError: the batch lacks the index columns, a task lacks the rows of a step,
-            or there are more tasks than coefficients.
+            or a task index has no coefficients.
     """
 
     def __init__(
@@ -198,16 +201,17 @@ class MAMLLoss:
         self.vf_loss_coeff = vf_loss_coeff
         steps = inner_adaptation_steps
         tasks = task_rows(train_batch, steps)
-        if len(tasks) * steps > len(cur_kl_coeff):
+        if (max(tasks) + 1) * steps > len(cur_kl_coeff):
             raise ValueError(
-                f"The batch has {len(tasks)} tasks x {steps} inner steps, but only "
-                f"{len(cur_kl_coeff)} KL coefficients (one per worker and inner step)."
+                f"The batch has task indices up to {max(tasks)} x {steps} inner steps, but "
+                f"only {len(cur_kl_coeff)} KL coefficients (one per worker and inner step)."
             )
         params: dict[str, torch.Tensor] = {
             name: p for name, p in model.named_parameters() if p.requires_grad
         }
         task_losses, terms, inner_kls = [], [], []
-        for i, rows in enumerate(tasks):
+        self.inner_kl_slots: list[int] = []
+        for i, rows in tasks.items():
             fast = params
             penalties = []
             for s in range(steps):
@@ -225,6 +229,7 @@ class MAMLLoss:
                 }
                 penalties.append(cur_kl_coeff[i * steps + s] * kl)
                 inner_kls.append(kl.detach())
+                self.inner_kl_slots.append(i * steps + s)
             outer, surr, kl, vf, entropy = self.ppo_loss(fast, _take(train_batch, rows[steps]))
             task_losses.append(outer + torch.stack(penalties).mean())
             terms.append(torch.stack([-surr, kl, vf, entropy]).detach())
@@ -256,9 +261,10 @@ class MAMLLoss:
         )
 
 
-def task_rows(batch: TensorDict, inner_adaptation_steps: int) -> list[list[torch.Tensor]]:
+def task_rows(batch: TensorDict, inner_adaptation_steps: int) -> dict[int, list[torch.Tensor]]:
     """The row indices of each task's adaptation steps: ``rows[task][step]``, steps
-    0..`inner_adaptation_steps`, from the `TASK_INDEX` and `ADAPT_STEP` columns.
+    0..`inner_adaptation_steps`, from the `TASK_INDEX` and `ADAPT_STEP` columns; keyed
+    by the task indices the batch has, in order (gaps allowed: a dropped worker's).
 
     Raises:
         ValueError: a column is missing, or a task lacks the rows of a step.
@@ -271,17 +277,24 @@ def task_rows(batch: TensorDict, inner_adaptation_steps: int) -> list[list[torch
             f"{sorted(batch)}."
         )
     per_task = inner_adaptation_steps + 1
-    key = batch[TASK_INDEX].long() * per_task + batch[ADAPT_STEP].long()
-    num_tasks = int(key.max()) // per_task + 1
+    tasks = batch[TASK_INDEX].long()
+    steps = batch[ADAPT_STEP].long()
+    present = torch.unique(tasks)  # sorted
+    # Dense task positions (0..n-1) in the order of the task indices.
+    key = torch.searchsorted(present, tasks) * per_task + steps.clamp(0, per_task - 1)
+    num_tasks = len(present)
     counts = torch.bincount(key, minlength=num_tasks * per_task)
-    if len(counts) > num_tasks * per_task or bool((counts == 0).any()):
-        found = {(k // per_task, k % per_task) for k in key.unique().tolist()}
+    if bool(((steps < 0) | (steps >= per_task)).any()) or bool((counts == 0).any()):
+        found = set(zip(tasks.tolist(), steps.tolist()))
         raise ValueError(
             f"Every task needs rows of each adaptation step 0..{inner_adaptation_steps}; "
             f"the batch has (task, step) pairs {sorted(found)}."
         )
     chunks = torch.split(torch.argsort(key, stable=True), counts.tolist())
-    return [list(chunks[i * per_task : (i + 1) * per_task]) for i in range(num_tasks)]
+    return {
+        int(task): list(chunks[i * per_task : (i + 1) * per_task])
+        for i, task in enumerate(present.tolist())
+    }
 
 
 def _clipped(grads: Sequence[torch.Tensor | None], max_norm: float) -> list[torch.Tensor | None]:
@@ -304,7 +317,8 @@ class KLCoeffMixin:
     `__init__(config)` reads `kl_coeff`, `kl_target`, `inner_adaptation_steps` (1 when
     absent) and `num_workers` (at least 1); `update_kls(sampled_kls)` halves a coefficient
     whose KL fell below `kl_target / 1.5` and doubles one above `1.5 * kl_target`, and
-    returns the list.
+    returns the list. `slots` (optional) names the coefficient each KL belongs to
+    (default: the first ones, in order).
     """
 
     def __init__(self, config: dict) -> None:
@@ -313,8 +327,12 @@ class KLCoeffMixin:
         self.kl_coeff_val = [float(config["kl_coeff"])] * steps * workers
         self.kl_target = float(config["kl_target"])
 
-    def update_kls(self, sampled_kls: Sequence[float]) -> list[float]:
-        for i, kl in enumerate(sampled_kls):
+    def update_kls(
+        self, sampled_kls: Sequence[float], slots: Sequence[int] | None = None
+    ) -> list[float]:
+        if slots is None:
+            slots = range(len(sampled_kls))
+        for i, kl in zip(slots, sampled_kls, strict=True):
             if kl < self.kl_target / 1.5:
                 self.kl_coeff_val[i] *= 0.5
             elif kl > 1.5 * self.kl_target:
@@ -384,6 +402,7 @@ class MAMLTorchPolicy(KLCoeffMixin, AdvantagesMixin, TorchPolicy):
         self._train_forward = _TrainForward(self)
         # The inner steps' KLs of the last meta-step (what `after_update` adapts to).
         self._inner_kls: torch.Tensor | None = None
+        self._inner_kl_slots: list[int] = []
 
     def advantage_settings(self) -> dict[str, Any]:
         """GAE with `lambda` (or returns minus the value baseline, `use_gae=False`): MAML
@@ -424,6 +443,11 @@ class MAMLTorchPolicy(KLCoeffMixin, AdvantagesMixin, TorchPolicy):
                 cfg["vf_loss_coeff"],
             )
             return worker.loss, {"worker_loss": worker.loss.detach()}
+        if TASK_INDEX in train_batch and len(train_batch[TASK_INDEX]):
+            # A worker added later (a slot past `num_workers`) starts at `kl_coeff`.
+            needed = (int(train_batch[TASK_INDEX].max()) + 1) * cfg["inner_adaptation_steps"]
+            missing = needed - len(self.kl_coeff_val)
+            self.kl_coeff_val.extend([float(cfg["kl_coeff"])] * max(0, missing))
         meta = MAMLLoss(
             model,
             dist_class,
@@ -439,6 +463,7 @@ class MAMLTorchPolicy(KLCoeffMixin, AdvantagesMixin, TorchPolicy):
             grad_clip=cfg["grad_clip"],
         )
         self._inner_kls = meta.inner_kls
+        self._inner_kl_slots = meta.inner_kl_slots
         stats = {
             "total_loss": meta.loss.detach(),
             "policy_loss": meta.mean_policy_loss,
@@ -456,7 +481,7 @@ class MAMLTorchPolicy(KLCoeffMixin, AdvantagesMixin, TorchPolicy):
         meta-step (RLlib updated them once per iteration, after the meta-steps)."""
         if self.adapts_to_task or self._inner_kls is None:
             return {}
-        self.update_kls(self._inner_kls.tolist())
+        self.update_kls(self._inner_kls.tolist(), self._inner_kl_slots)
         self._inner_kls = None
         return {"cur_kl_coeff": sum(self.kl_coeff_val) / len(self.kl_coeff_val)}
 

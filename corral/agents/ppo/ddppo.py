@@ -189,11 +189,18 @@ class DDPPOTrainer(PPOTrainer):
     def training_step(self) -> dict:
         """One round: every remote worker samples its batch and trains on it (gradients
         averaged across the workers); the driver counts the steps, merges the workers'
-        learner stats and, with `keep_local_weights_in_sync`, takes worker 1's weights."""
+        learner stats and, with `keep_local_weights_in_sync`, takes worker 1's weights.
+
+        The counters go up by each worker's env and agent steps (`timesteps_total` then
+        follows `count_steps_by`, as in every trainer). The schedules' `timestep` is the
+        agent steps sampled so far, whatever `count_steps_by` says: RLlib 1.13's DD-PPO
+        sends the workers `num_agent_steps_sampled` (the same as env steps with one
+        agent, more with several acting at once)."""
         group = self.learner_group
-        global_vars = {"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]}
+        global_vars = {"timestep": self._counters[NUM_AGENT_STEPS_SAMPLED]}
         options = {
             **self.sgd_settings(),
+            # The learner's schedules read this key: the agent steps, as above.
             "timesteps": {NUM_ENV_STEPS_SAMPLED_LIFETIME: global_vars["timestep"]},
         }
         futures = [
@@ -210,7 +217,7 @@ class DDPPOTrainer(PPOTrainer):
             self._counters[NUM_AGENT_STEPS_TRAINED] += result["agent_steps"]
         info = self.learner_info_from(group.merge_metrics(r["learner"] for r in results))
         self.workers.local_worker().set_global_vars(
-            {"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]}
+            {"timestep": self._counters[NUM_AGENT_STEPS_SAMPLED]}
         )
         if self.config["keep_local_weights_in_sync"]:
             self._pull_weights()

@@ -82,9 +82,9 @@ def estimate_off_policy(worker: Any, batch: Any) -> None:
     policy; that batch is discarded, its episodes are reported as the worker's episode
     metrics (RLlib 1.x's "simulation": evaluate in the env, learn from the input).
     """
-    estimators = getattr(worker, "reward_estimators", None)
-    if estimators is None:
-        estimators = worker.reward_estimators = make_estimators(worker)
+    if getattr(worker, "_simulate_off_policy", None) is None:  # the first batch
+        if getattr(worker, "reward_estimators", None) is None:  # (a RolloutWorker builds its own)
+            worker.reward_estimators = make_estimators(worker)
         simulate = SIMULATION in (worker.config.get("input_evaluation") or [])
         if simulate and getattr(worker, "sampler", None) is None:
             raise ValueError(
@@ -92,7 +92,7 @@ def estimate_off_policy(worker: Any, batch: Any) -> None:
                 "offline input, but this worker has no env; set `env` (or drop 'simulation')."
             )
         worker._simulate_off_policy = simulate and not worker.config.get("in_evaluation")
-    for estimator in estimators:
+    for estimator in worker.reward_estimators:
         estimator.process(batch)
     if worker._simulate_off_policy:
         worker.sample_from_env()

@@ -31,6 +31,9 @@ logger = logging.getLogger(__name__)
 DEFINE_BY_RUN_WARN_THRESHOLD_S = 1.0
 # The trial states a saved study may hold (a trial still running is asked again).
 _STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
+# Samplers (`optuna.samplers` names) whose whole state is their random generators plus
+# the study's trials: a restore of both continues them exactly.
+_GENERATOR_ONLY_SAMPLERS = ("RandomSampler", "TPESampler")
 
 
 class OptunaSearch(LibrarySearcher):
@@ -63,11 +66,15 @@ class OptunaSearch(LibrarySearcher):
     Its state for ``tune.run(resume=...)`` is JSON: every trial of the study (its
     parameters and distributions, state, values and intermediate values, and which
     ``tune.run`` trial it is), replayed into a fresh study on restore (trials still
-    running are asked again with their parameters). What the study does not keep in its
-    trials does not come back: the default sampler starts from a seed derived from
-    ``seed`` and the number of trials replayed (so it does not repeat its first draws),
-    a sampler you pass goes on as the resuming call made it, and trials' system and user
-    attributes (where samplers such as ``CmaEsSampler`` keep their state) are not saved.
+    running are asked again with their parameters). The sampler's random generators
+    (numpy ``RandomState``s, its own and those of the samplers it holds, e.g. TPE's
+    random sampler) are saved too and restored into the sampler of the resuming call,
+    the default one or yours: a sampler whose state is its generators and the trials
+    (``RandomSampler``, ``TPESampler``) then goes on as without the interruption.
+    Trials' system and user attributes (where samplers such as ``CmaEsSampler``,
+    ``GridSampler`` or ``QMCSampler`` keep state) are not saved: restoring a state of
+    such a sampler, of a sampler with no generator found, or into a sampler of
+    another class warns that its suggestions may differ from an uninterrupted run.
     """
 
     def __init__(
@@ -153,8 +160,9 @@ class OptunaSearch(LibrarySearcher):
 
     # -- the study -------------------------------------------------------------
 
-    def _setup(self, replayed: int = 0) -> optuna.Study:
-        """A fresh study (``replayed``: how many saved trials will be put in it)."""
+    def _setup(self, replayed: int = 0, restoring: bool = False) -> optuna.Study:
+        """A fresh study (``restoring``: saved trials will be put in it; ``replayed``: the
+        default sampler's seed is then derived from ``seed`` and this number)."""
         self._check_ready(RuntimeError)
         ot = self._ot
         sampler = self._sampler
@@ -169,7 +177,7 @@ class OptunaSearch(LibrarySearcher):
             direction="minimize" if self._mode == "min" else "maximize",
         )
         self._live, self._numbers = {}, {}
-        if self._evaluated_rewards and not replayed:
+        if self._evaluated_rewards and not (restoring or replayed):
             for point, reward in zip(self._points, self._evaluated_rewards):
                 self.add_evaluated_point(dict(point), reward)
             self._points_used = len(self._points)
@@ -329,22 +337,34 @@ class OptunaSearch(LibrarySearcher):
                         "intermediate_values": sorted(trial.intermediate_values.items()),
                     }
                 )
-        return to_jsonable({"points_used": self._points_used, "trials": trials})
+        state: dict[str, Any] = {"points_used": self._points_used, "trials": trials}
+        if self._study is not None:
+            state["sampler"] = _sampler_state(self._study.sampler)
+        return to_jsonable(state)
 
     def set_state(self, state: dict) -> None:
         """Replays a ``get_state`` into a fresh study: the ended trials are added, the
-        running ones asked again with their parameters.
+        running ones asked again with their parameters; the sampler's random generators
+        are set to the saved ones (see the class docstring for what cannot be).
 
         Raises:
             ValueError: ``state`` is not one ``get_state`` wrote.
         """
+        sampler_state = state.get("sampler") if isinstance(state, dict) else None
         try:
             entries = [_Entry.parse(e, self._ot) for e in state["trials"]]
             self._restore_points(state)
+            if sampler_state is not None:
+                _check_sampler_state(sampler_state)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"Not a state of OptunaSearch: {e}") from None
         ended = [e for e in entries if e.state != "RUNNING"]
-        study = self._setup(replayed=len(ended))
+        # With the generators saved, the sampler goes on from them; without (a state
+        # of an older corral), the default one starts from a seed derived from the
+        # trials replayed, so that it does not draw its first points again.
+        study = self._setup(replayed=0 if sampler_state is not None else len(ended), restoring=True)
+        if sampler_state is not None:
+            _restore_sampler_state(study.sampler, sampler_state)
         states = self._ot.trial.TrialState
         for number, entry in enumerate(ended):
             self._add_trial(
@@ -412,6 +432,109 @@ class _Entry:
             },
             values,
             steps,
+        )
+
+
+def _sampler_generators(sampler: Any) -> dict[str, np.random.RandomState]:
+    """The numpy ``RandomState``s of ``sampler`` by attribute path ("_rng",
+    "_random_sampler._rng"): its own (Optuna's ``LazyRandomState`` wrappers included) and
+    those of the samplers it holds."""
+    from optuna.samplers import BaseSampler
+
+    found: dict[str, np.random.RandomState] = {}
+    seen: set[int] = set()
+
+    def walk(obj: Any, prefix: str) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        for name, value in sorted(vars(obj).items()):
+            path = f"{prefix}{name}"
+            if isinstance(value, np.random.RandomState):
+                found[path] = value
+            elif isinstance(getattr(type(value), "rng", None), property) and hasattr(value, "_rng"):
+                # Optuna's LazyRandomState: its generator, made now if not yet.
+                rng = value.rng
+                if isinstance(rng, np.random.RandomState):
+                    found[path] = rng
+            elif isinstance(value, BaseSampler):
+                walk(value, f"{path}.")
+
+    walk(sampler, "")
+    return found
+
+
+def _sampler_state(sampler: Any) -> dict[str, Any]:
+    """JSON-able: the sampler's class and each generator's MT19937 state."""
+    generators = {}
+    for path, rng in _sampler_generators(sampler).items():
+        kind, key, pos, has_gauss, gauss = rng.get_state(legacy=True)
+        generators[path] = {
+            "kind": kind,
+            "key": np.asarray(key).tolist(),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        }
+    cls = type(sampler)
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "generators": generators}
+
+
+def _check_sampler_state(state: Any) -> None:
+    if not isinstance(state, dict) or not isinstance(state.get("class"), str):
+        raise TypeError(f"sampler must be an object with a class name, got {state!r}")
+    generators = state.get("generators")
+    if not isinstance(generators, dict):
+        raise TypeError("sampler.generators must be an object")
+    for path, g in generators.items():
+        if not isinstance(g, dict) or g.get("kind") != "MT19937":
+            raise ValueError(f"sampler generator {path!r} is not an MT19937 state: {g!r}")
+        if not isinstance(g.get("key"), list) or len(g["key"]) != 624:
+            raise ValueError(f"sampler generator {path!r} needs a key of 624 words")
+
+
+def _restore_sampler_state(sampler: Any, state: dict[str, Any]) -> None:
+    """Sets ``sampler``'s generators to the saved ones; warns where the restored sampler
+    cannot go on as the saved one would have."""
+    from optuna import samplers
+
+    cls = type(sampler)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    saved = state["generators"]
+    if state["class"] != name:
+        warnings.warn(
+            f"OptunaSearch: the saved state is of a {state['class']}, the resuming call "
+            f"passes a {name}: its random generators are not restored, and its "
+            "suggestions differ from an uninterrupted run.",
+            stacklevel=3,
+        )
+        return
+    generators = _sampler_generators(sampler)
+    if set(generators) != set(saved):
+        warnings.warn(
+            f"OptunaSearch: the {name} of the resuming call holds random generators "
+            f"{sorted(generators)}, the saved one {sorted(saved)}: they are not restored, "
+            "and its suggestions differ from an uninterrupted run.",
+            stacklevel=3,
+        )
+        return
+    for path, g in saved.items():
+        key = np.asarray(g["key"], dtype=np.uint32)
+        generators[path].set_state(("MT19937", key, g["pos"], g["has_gauss"], g["gauss"]))
+    if not saved:
+        warnings.warn(
+            f"OptunaSearch: no random generator was found in the {name}, and the rest of "
+            "its state cannot be saved without pickle: its suggestions after the restore "
+            "may differ from an uninterrupted run.",
+            stacklevel=3,
+        )
+    elif not any(getattr(samplers, n) is cls for n in _GENERATOR_ONLY_SAMPLERS):
+        warnings.warn(
+            f"OptunaSearch: the {name}'s random generators are restored, but the rest of "
+            "its state (kept in trials' system or user attributes, or in the sampler "
+            "itself) cannot be saved without pickle: its suggestions after the restore "
+            "may differ from an uninterrupted run.",
+            stacklevel=3,
         )
 
 

@@ -88,6 +88,12 @@ class Exploration:
         """Values worth reporting (e.g. the current epsilon)."""
         return {}
 
+    def get_exploration_optimizer(self, optimizers: list[Any]) -> list[Any]:
+        """The policy's optimizers, with any this exploration adds for loss terms of
+        its own (RLlib 1.13's hook); by default `optimizers` unchanged. `Curiosity`
+        keeps its ICM optimizer to itself (it steps it in `postprocess_trajectory`)."""
+        return optimizers
+
     def get_state(self) -> dict[str, Any]:
         """JSON-able state, saved with the policy."""
         return {"last_timestep": self.last_timestep}

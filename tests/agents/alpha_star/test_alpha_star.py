@@ -98,6 +98,24 @@ def test_trains_the_learning_policies_only():
         trainer.stop()
 
 
+def test_learner_shards_replay_streams_of_their_own():
+    """Each shard's replay buffer draws its own stream, from the trainer's seed and the
+    shard's index (one seed for all of them made every shard replay alike)."""
+
+    def rng_states(seed: int) -> list:
+        trainer = _trainer(seed=seed)
+        try:
+            buffers = trainer.distributed_learners.get_replay_actors()
+            return [buffer._rng.getstate() for buffer in buffers]
+        finally:
+            trainer.stop()
+
+    states = rng_states(0)
+    assert len(states) == 3  # three learning policies, a shard each (no GPU)
+    assert len({repr(s) for s in states}) == 3
+    assert rng_states(0) == states
+
+
 def _grown_league(**overrides) -> AlphaStarTrainer:
     """A trainer whose league copied main_0 (and learning exploiters) at least once."""
     trainer = _trainer(

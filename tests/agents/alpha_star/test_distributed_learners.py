@@ -62,3 +62,16 @@ def test_batches_of_learning_policies_only_are_kept_and_replayed():
     assert len(learners.get_replay_actors()) == 2
     learners.stop()
     assert len(learners) == 0
+
+
+def test_each_shard_replays_its_own_reproducible_stream():
+    def draws(learners: DistributedLearners) -> list[list[float]]:
+        for pid in ("a", "b", "c"):
+            learners.add_policy(pid)
+        return [[buffer._rng.random() for _ in range(3)] for buffer in learners.get_replay_actors()]
+
+    first = draws(_learners(replay_seed=7))
+    assert len(first) == 3
+    assert len({tuple(d) for d in first}) == 3  # no two shards draw the same stream
+    assert draws(_learners(replay_seed=7)) == first  # the same seed: the same streams
+    assert draws(_learners(replay_seed=8)) != first

@@ -139,6 +139,32 @@ def test_checkpoint_keeps_the_kl_coefficients(tmp_path):
         restored.stop()
 
 
+def test_a_dropped_worker_leaves_the_others_their_task_slots():
+    """With `ignore_worker_failures`, a dead worker is dropped: the others keep their
+    task index (their slot, `worker_index - 1`) and so their KL coefficients; before,
+    their positions shifted onto the dropped worker's coefficients."""
+    RecordMetaBatch.batches = []
+    trainer = MAMLTrainer(
+        config={**SMALL, "ignore_worker_failures": True, "callbacks": RecordMetaBatch},
+        env="Navigation2D",
+    )
+    try:
+        first = trainer.workers.remote_workers()[0]
+        assert first.worker_index == 1
+        first.kill()
+        trainer.train()
+        assert [w.worker_index for w in trainer.workers.remote_workers()] == [2, 3]
+        assert RecordMetaBatch.batches
+        for batch, _ in RecordMetaBatch.batches:
+            assert sorted(set(batch[TASK_INDEX].tolist())) == [1, 2]
+        coeffs = trainer.get_policy().kl_coeff_val
+        # Slot 0 (the dropped worker's) was not touched; the survivors' were adapted.
+        assert coeffs[0] == DEFAULT_CONFIG["kl_coeff"]
+        assert coeffs[1:] != [DEFAULT_CONFIG["kl_coeff"]] * 2
+    finally:
+        trainer.stop()
+
+
 def test_deprecated_vf_share_layers_moves_into_the_model(caplog):
     config = {**SMALL, "num_workers": 1, "vf_share_layers": True}
     trainer = MAMLTrainer(config=config, env="Navigation2D")

@@ -282,3 +282,15 @@ def test_meta_loss_names_what_the_batch_lacks():
     batch[ADAPT_STEP] = torch.zeros(5, dtype=torch.long)
     with pytest.raises(ValueError, match=r"\(task, step\) pairs \[\(0, 0\)\]"):
         task_rows(batch, 1)
+
+
+def test_task_rows_keep_the_task_indices_of_a_batch_with_gaps():
+    # Workers 2 and 3 (slots 1, 2) left after worker 1 was dropped: no task 0.
+    batch = {
+        TASK_INDEX: torch.tensor([2, 1, 2, 1, 1, 2]),
+        ADAPT_STEP: torch.tensor([0, 0, 1, 1, 0, 1]),
+    }
+    rows = task_rows(batch, 1)
+    assert list(rows) == [1, 2]
+    assert [r.tolist() for r in rows[1]] == [[1, 4], [3]]
+    assert [r.tolist() for r in rows[2]] == [[0], [2, 5]]

@@ -244,6 +244,44 @@ def test_multi_agent_policies_and_a_policy_added_at_runtime():
         trainer.stop()
 
 
+@pytest.mark.parametrize("count_steps_by", ["env_steps", "agent_steps"])
+def test_multi_agent_counts_and_schedules_as_rllib(count_steps_by):
+    """Two agents act at once: the counters count env and agent steps, `timesteps_total`
+    follows `count_steps_by`, and the schedules run on the agent steps sampled, whatever
+    `count_steps_by` says (RLlib 1.13's DD-PPO sends `num_agent_steps_sampled` as the
+    workers' `timestep`)."""
+    trainer = _trainer(
+        env=make_multi_agent("CartPole-v1"),
+        num_envs_per_worker=1,
+        rollout_fragment_length=40,
+        sgd_minibatch_size=16,
+        num_sgd_iter=1,
+        lr_schedule=[[0, 1e-3], [1000, 0.0]],
+        env_config={"num_agents": 2},
+        multiagent={
+            "policies": {"p0", "p1"},
+            "policy_mapping_fn": lambda agent_id, *args, **kwargs: f"p{agent_id}",
+            "count_steps_by": count_steps_by,
+        },
+    )
+    try:
+        first = trainer.train()
+        second = trainer.train()
+    finally:
+        trainer.stop()
+    env_steps, agent_steps = first["num_env_steps_sampled"], first["num_agent_steps_sampled"]
+    assert agent_steps > env_steps  # both agents acted at once
+    assert first["num_env_steps_trained"] == env_steps
+    assert first["num_agent_steps_trained"] == agent_steps
+    assert first["agent_timesteps_total"] == agent_steps
+    by_agent = count_steps_by == "agent_steps"
+    assert first["timesteps_total"] == (agent_steps if by_agent else env_steps)
+    assert first["timesteps_this_iter"] == first["timesteps_total"]
+    # The second round trains at the rate of the agent steps sampled before it.
+    lr = second["info"]["learner"]["p0"]["learner_stats"]["cur_lr"]
+    assert lr == pytest.approx(1e-3 * (1 - agent_steps / 1000))
+
+
 def test_trains_on_ray_actors():
     ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
