@@ -38,6 +38,7 @@ from corral.agents.config import (
     validate_config,
     with_common_config,
 )
+from corral.agents.config_validation import validate_framework as _validate_framework
 from corral.agents.driver import default_logger, prepare_driver
 from corral.agents.policy_ledger import AddedPolicy, PolicyLedger, call_on_workers
 from corral.agents.recovery import MAX_WORKER_FAILURE_RETRIES
@@ -119,7 +120,7 @@ class Trainer(Trainable):
         if logger_creator is None:
             logger_creator = self._default_logger_creator
         self.train_exec_impl: Any
-        super().__init__(config, logger_creator)
+        super().__init__(config, logger_creator, remote_checkpoint_dir, sync_function_tpl)
         # An execution plan is built once the whole setup (a subclass's too) is done.
         if trainer_plan.uses_execution_plan(self):
             try:
@@ -166,6 +167,16 @@ class Trainer(Trainable):
 
     def validate_config(self, config: dict) -> None:
         """Algorithm-specific checks (subclasses extend; call super)."""
+
+    @staticmethod
+    def validate_framework(config: dict) -> None:
+        """Checks `config["framework"]`: corral runs "torch" only (RLlib 1.13's name;
+        the same check `validate_config` makes).
+
+        Raises:
+            ValueError: a TensorFlow framework ("tf", "tf2", "tfe") or an unknown one.
+        """
+        _validate_framework(config)
 
     def get_default_policy_class(self, config: dict) -> type[Policy] | None:
         """The policy class of specs that name none; None when this trainer has none

@@ -9,6 +9,10 @@ from corral.tune.callback import Callback
 from corral.tune.error import TuneError
 from corral.tune.experiment import Experiment, run_experiments
 from corral.tune.registry import register_env, register_input, register_trainable
+
+# Ray Tune's name of a trial's resource request (``resources_per_trial=...``): corral's
+# stand-in, which takes the same ``bundles`` and ``strategy``.
+from corral.tune.resources import ResourceRequest as PlacementGroupFactory
 from corral.tune.schedulers import create_scheduler
 from corral.tune.search import choice, loguniform, randint, sample_from, uniform
 from corral.tune.session import (
@@ -19,16 +23,21 @@ from corral.tune.session import (
     is_session_enabled,
     report,
 )
+from corral.tune.stopper import Stopper
 from corral.tune.suggest import create_searcher
 from corral.tune.trainable import CheckpointError, ExportFormat, Trainable
-from corral.tune.tune import ExperimentAnalysis, Trial, grid_search, run
+from corral.tune.tune import Analysis, ExperimentAnalysis, Trial, grid_search, run
+from corral.tune.with_parameters import with_parameters
 
 __all__ = [
+    "Analysis",
     "Callback",
     "CheckpointError",
     "Experiment",
     "ExperimentAnalysis",
     "ExportFormat",
+    "PlacementGroupFactory",
+    "Stopper",
     "Trainable",
     "Trial",
     "TuneError",
@@ -51,4 +60,5 @@ __all__ = [
     "report",
     "run",
     "run_experiments",
+    "with_parameters",
 ]

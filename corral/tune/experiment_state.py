@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral.tune.logger import _write_json_atomically, to_jsonable
+from corral.tune.result import EXPR_PARAM_FILE
 from corral.tune.search import Choice, Domain, LogUniform, RandInt, Uniform
 from corral.tune.trial import Trial
 
@@ -59,11 +60,23 @@ def varied_params(spec: Mapping, variant: Mapping) -> dict[str, Any]:
     return out
 
 
-def save(experiment_dir: str, trials: Sequence[Trial]) -> None:
-    """Writes ``experiment_state.json`` (atomically) with every trial's state."""
+def save(
+    experiment_dir: str,
+    trials: Sequence[Trial],
+    *,
+    runner_data: Mapping[str, Any] | None = None,
+    stats: Mapping[str, Any] | None = None,
+) -> None:
+    """Writes ``experiment_state.json`` (atomically) with every trial's state, and the
+    runner's data and statistics (``ExperimentAnalysis.runner_data()`` / ``stats()``)."""
     os.makedirs(experiment_dir, exist_ok=True)
     rows = [_trial_row(trial, experiment_dir) for trial in trials]
-    state = {"format_version": FORMAT_VERSION, "trials": rows}
+    state = {
+        "format_version": FORMAT_VERSION,
+        "trials": rows,
+        "runner_data": to_jsonable(dict(runner_data or {})),
+        "stats": to_jsonable(dict(stats or {})),
+    }
     _write_json_atomically(os.path.join(experiment_dir, STATE_FILE), state)
 
 
@@ -108,21 +121,56 @@ def apply(
     varied = dict(_varied_paths(spec))
     for row, trial in zip(rows, trials):
         _restore_params(row, trial, varied, experiment_dir)
-        trial.trial_id = str(row["trial_id"])
-        trial.experiment_tag = str(row.get("experiment_tag", trial.experiment_tag))
-        trial.logdir = _inside(experiment_dir, row.get("logdir"))
-        trial.checkpoint = _inside(experiment_dir, row.get("checkpoint"))
-        trial.checkpoints = [
-            (path, result)
-            for rel, result in row.get("checkpoints", [])
-            if (path := _inside(experiment_dir, rel)) is not None
-        ]
-        trial.last_result = dict(row.get("last_result") or {})
-        trial.metric_analysis = dict(row.get("metric_analysis") or {})
-        trial._history = {k: list(v) for k, v in (row.get("history") or {}).items()}
-        trial.num_failures = int(row.get("num_failures", 0))
-        trial.error_msg = row.get("error_msg")
+        _put_back(row, trial, experiment_dir)
         trial.status = _resumed_status(str(row.get("status", Trial.PENDING)), resume)
+
+
+def load_trials(state: dict, experiment_dir: str) -> list[Trial]:
+    """The trials of a saved state as they were saved (statuses too), for reading them
+    (``ExperimentAnalysis(path)``), not running them: each config is its trial's
+    ``params.json`` (JSON only; ``{}`` where it cannot be read)."""
+    trials = []
+    for row in state["trials"]:
+        trial = Trial(
+            trainable_name=str(row.get("trainable_name") or os.path.basename(experiment_dir)),
+            config={},
+            trial_id=str(row["trial_id"]),
+        )
+        _put_back(row, trial, experiment_dir)
+        trial.evaluated_params = dict(row.get("evaluated_params") or {})
+        trial.status = str(row.get("status", Trial.PENDING))
+        trial.config = _read_params(trial.logdir)
+        trials.append(trial)
+    return trials
+
+
+def _read_params(logdir: str | None) -> dict:
+    if not logdir:
+        return {}
+    try:
+        with open(os.path.join(logdir, EXPR_PARAM_FILE), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _put_back(row: dict, trial: Trial, experiment_dir: str) -> None:
+    """A saved row's state, onto ``trial`` (all but its config and status)."""
+    trial.trial_id = str(row["trial_id"])
+    trial.experiment_tag = str(row.get("experiment_tag", trial.experiment_tag))
+    trial.logdir = _inside(experiment_dir, row.get("logdir"))
+    trial.checkpoint = _inside(experiment_dir, row.get("checkpoint"))
+    trial.checkpoints = [
+        (path, result)
+        for rel, result in row.get("checkpoints", [])
+        if (path := _inside(experiment_dir, rel)) is not None
+    ]
+    trial.last_result = dict(row.get("last_result") or {})
+    trial.metric_analysis = dict(row.get("metric_analysis") or {})
+    trial._history = {k: list(v) for k, v in (row.get("history") or {}).items()}
+    trial.num_failures = int(row.get("num_failures", 0))
+    trial.error_msg = row.get("error_msg")
 
 
 def _resumed_status(saved: str, resume: Any) -> str:
@@ -248,6 +296,7 @@ def _plain(value: Any) -> bool:
 def _trial_row(trial: Trial, experiment_dir: str) -> dict:
     return {
         "trial_id": trial.trial_id,
+        "trainable_name": trial.trainable_name,
         "experiment_tag": trial.experiment_tag,
         # A trial an error of the run ended (Ctrl-C, a hook) goes on when resumed.
         "status": Trial.RUNNING if trial.interrupted else trial.status,

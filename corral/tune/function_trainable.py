@@ -115,8 +115,9 @@ class FunctionTrainable(Trainable):
             )
         return checkpoint
 
-    def restore(self, checkpoint_path: str) -> None:
-        """Hands ``checkpoint_path`` to the function's ``checkpoint_dir`` argument when it starts.
+    def restore(self, checkpoint_path: str, checkpoint_node_ip: str | None = None) -> None:
+        """Hands ``checkpoint_path`` to the function's ``checkpoint_dir`` argument when it
+        starts (``checkpoint_node_ip``: Ray Tune's, not used: checkpoints are local).
 
         Raises:
             ValueError: the function takes no ``checkpoint_dir``, or already runs.

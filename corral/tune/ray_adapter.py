@@ -66,7 +66,7 @@ def _make_adapter(trainer_class: type[Any]) -> type[Any]:
         def step(self) -> dict:
             result = dict(self.trainer.train())
             # Tune fills these itself (and would refuse a "config" it did not set).
-            for key in ("config", "date", "timestamp", "pid", "hostname", "node_ip"):
+            for key in ("config", "date", "timestamp", "pid", "hostname", "node_ip", "trial_id"):
                 result.pop(key, None)
             return result
 

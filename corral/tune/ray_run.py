@@ -30,6 +30,7 @@ def run_trials_on_ray(
     experiment_root: str,
     name: str,
     loop: TrialLoop,
+    stop_all: Callable[[], bool] | None = None,
     resources: Any = None,
     fail_fast: bool | str = False,
     raise_on_failed_trial: bool = True,
@@ -39,6 +40,9 @@ def run_trials_on_ray(
 
     `loop` says how, as for local trials: its stop rule (corral's, handed to Ray as a
     function, so both paths stop alike), restore, checkpoint frequency and keeping.
+    `stop_all` (a `tune.run(stop=Stopper)`'s) goes to Ray Tune with it, as one Ray
+    `Stopper`. `tune.run` refuses callbacks on this path (Ray Tune runs the trials and
+    calls its own callbacks).
     `resources` (`tune.run(resources_per_trial=...)`), when given, is every trial's
     placement group instead of the trainable's `default_resource_request`. `loop`'s
     `max_failures`, `fail_fast` and `raise_on_failed_trial` go to Ray Tune as they are.
@@ -76,7 +80,7 @@ def run_trials_on_ray(
         IndexedTrainable,
         name=name,
         config={TRIAL_INDEX: tune.grid_search(list(range(len(trials))))},
-        stop=_ray_stop(loop.should_stop),
+        stop=_ray_stop(loop.should_stop, stop_all),
         checkpoint_config=checkpoint_config,
         storage_path=os.path.abspath(experiment_root),
         verbose=min(int(loop.verbose), 1),
@@ -88,10 +92,26 @@ def run_trials_on_ray(
         _read_back(trials[ray_trial.config[TRIAL_INDEX]], ray_trial)
 
 
-def _ray_stop(should_stop: StopFn) -> Callable[[str, Mapping], bool]:
+def _ray_stop(should_stop: StopFn, stop_all: Callable[[], bool] | None = None) -> Any:
     # corral's stop rule is `stop(trial_id, result)`, as Ray's stop functions are; Ray wants
-    # a plain bool back.
-    return lambda trial_id, result: bool(should_stop(trial_id, dict(result)))
+    # a plain bool back. With a `stop_all`, a Ray `Stopper` asks both.
+    def per_trial(trial_id: str, result: Mapping) -> bool:
+        return bool(should_stop(trial_id, dict(result)))
+
+    if stop_all is None:
+        return per_trial
+    from ray import tune
+
+    ends_all = stop_all
+
+    class CorralStopper(tune.Stopper):  # type: ignore[misc]
+        def __call__(self, trial_id: str, result: dict) -> bool:
+            return per_trial(trial_id, result)
+
+        def stop_all(self) -> bool:
+            return bool(ends_all())
+
+    return CorralStopper()
 
 
 def _read_back(trial: Any, ray_trial: Any) -> None:

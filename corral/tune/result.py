@@ -28,6 +28,12 @@ CONFIG = "config"
 TIME_SINCE_RESTORE = "time_since_restore"
 TIMESTEPS_SINCE_RESTORE = "timesteps_since_restore"
 ITERATIONS_SINCE_RESTORE = "iterations_since_restore"
+TRIAL_ID = "trial_id"
+# Seconds from the trainable's construction to its first `train()` (Ray Tune 1.13's).
+WARMUP_TIME = "warmup_time"
+# The keys `Trainable.get_auto_filled_metrics(debug_metrics_only=True)` gives: those that
+# need no iteration (Ray Tune 1.13's).
+DEBUG_METRICS = (TRIAL_ID, EXPERIMENT_ID, DATE, TIMESTAMP, PID, HOSTNAME, NODE_IP, CONFIG)
 # A result that asks the trial's loop to save a checkpoint now (Ray Tune's key).
 SHOULD_CHECKPOINT = "should_checkpoint"
 # A function trainable's marker that its function returned after its last result, which

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import platform
+import shutil
+import sys
 import threading
 import time
 import uuid
@@ -24,6 +27,7 @@ from corral.tune.logger import Logger, UnifiedLogger, to_jsonable
 from corral.tune.result import (
     CONFIG,
     DATE,
+    DEBUG_METRICS,
     DONE,
     EPISODES_THIS_ITER,
     EPISODES_TOTAL,
@@ -32,6 +36,8 @@ from corral.tune.result import (
     ITERATIONS_SINCE_RESTORE,
     NODE_IP,
     PID,
+    RESULT_DUPLICATE,
+    SHOULD_CHECKPOINT,
     TIME_SINCE_RESTORE,
     TIME_THIS_ITER_S,
     TIME_TOTAL_S,
@@ -40,12 +46,19 @@ from corral.tune.result import (
     TIMESTEPS_THIS_ITER,
     TIMESTEPS_TOTAL,
     TRAINING_ITERATION,
+    TRIAL_ID,
+    WARMUP_TIME,
     new_logdir,
 )
 from corral.utils.error import CheckpointError
 
 # `corral.utils.checkpoint_files` and `checkpoints` (numpy) are imported where a checkpoint
 # is saved or read: `import corral.tune` (and `corral --help`) must stay cheap.
+
+logger = logging.getLogger(__name__)
+
+# What results' `node_ip` and `get_current_ip()` give: trials run on this machine.
+_LOCAL_IP = "127.0.0.1"
 
 CHECKPOINT_METADATA_FILE = ".tune_metadata.json"
 CHECKPOINT_STATE_FILE = "checkpoint_state.json"
@@ -74,10 +87,13 @@ class ExportFormat:
 
 @dataclass(frozen=True)
 class TrialInfo:
-    """Name and id of the trial a trainable runs as; set by ``tune.run``."""
+    """Name, id and resources of the trial a trainable runs as; set by ``tune.run``
+    (``trial_resources``: its ``resources_per_trial``, None for the trainable's own
+    ``default_resource_request``)."""
 
     name: str
     trial_id: str
+    trial_resources: Any = None
 
 
 class Trainable:
@@ -87,13 +103,33 @@ class Trainable:
         config: hyper-parameters; ``setup`` receives a deep copy.
         logger_creator: ``logger_creator(config) -> Logger``; by default a
             ``UnifiedLogger`` in a new directory under ``default_results_dir()``.
+        remote_checkpoint_dir: Ray Tune's cloud folder for checkpoints: checkpoints are
+            local here, so only None is taken (``uses_cloud_checkpointing`` is False).
+        sync_function_tpl: Ray Tune's sync command template, kept as given; nothing is
+            synced (no cloud folder).
+
+    Raises:
+        ValueError: a ``remote_checkpoint_dir``.
     """
 
     def __init__(
         self,
         config: dict | None = None,
         logger_creator: Callable[[dict], Logger] | None = None,
+        remote_checkpoint_dir: str | None = None,
+        sync_function_tpl: str | None = None,
     ) -> None:
+        if remote_checkpoint_dir:
+            raise ValueError(
+                f"{type(self).__name__}(remote_checkpoint_dir={remote_checkpoint_dir!r}): "
+                "corral writes checkpoints locally (no cloud checkpointing); pass None"
+            )
+        self.remote_checkpoint_dir = remote_checkpoint_dir
+        self.sync_function_tpl = sync_function_tpl
+        self._start_time = time.time()
+        self._warmup_time: float | None = None
+        self._local_ip = _LOCAL_IP
+        self._last_result: dict = {}
         self.config: dict = config or {}
         # Serialises train/save/restore: from two threads they would interleave
         # their counter updates and state reads.
@@ -136,14 +172,14 @@ class Trainable:
         """Run one iteration of training and return its results."""
         raise NotImplementedError(f"{type(self).__name__} must implement step()")
 
-    def save_checkpoint(self, checkpoint_dir: str) -> str | dict | None:
-        """Write state into ``checkpoint_dir`` and say what ``load_checkpoint`` needs.
+    def save_checkpoint(self, tmp_checkpoint_dir: str) -> str | dict | None:
+        """Write state into ``tmp_checkpoint_dir`` and say what ``load_checkpoint`` needs.
 
-        Return a path inside ``checkpoint_dir`` (it is handed back, relocated,
+        Return a path inside ``tmp_checkpoint_dir`` (it is handed back, relocated,
         to ``load_checkpoint``), a JSON-serialisable dict (stored as
         ``checkpoint_state.json`` and handed back as a dict: tuples come back as
         lists, non-string keys as strings), or ``None`` (``load_checkpoint``
-        then gets the checkpoint directory). ``checkpoint_dir`` is temporary
+        then gets the checkpoint directory). ``tmp_checkpoint_dir`` is temporary
         and renamed afterwards: never store absolute paths in the checkpoint.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement save_checkpoint()")
@@ -191,6 +227,8 @@ class Trainable:
     def _train(self) -> dict:
         if self._stopped:
             raise RuntimeError(f"train() called on a stopped {type(self).__name__}")
+        if self._warmup_time is None:
+            self._warmup_time = time.time() - self._start_time
         start = time.monotonic()
         result = self.step()
         if not isinstance(result, dict):
@@ -205,7 +243,61 @@ class Trainable:
         self._advance_counters(result, time_this_iter)
         self._fill_automatic_keys(result, time_this_iter)
         self.log_result(result)
+        self._last_result = result
         return result
+
+    def train_buffered(self, buffer_time_s: float, max_buffer_length: int = 1000) -> list[dict]:
+        """Runs ``train()`` again and again for about ``buffer_time_s`` seconds and returns
+        the results (at least one), as Ray Tune 1.13's.
+
+        Stops early after a result that is ``done``, asks for a checkpoint
+        (``should_checkpoint``) or is a function trainable's last (``__duplicate__``), or
+        once ``max_buffer_length`` results are buffered.
+        """
+        results: list[dict] = []
+        send_at = time.monotonic() + buffer_time_s
+        while not results or time.monotonic() < send_at:
+            result = self.train()
+            results.append(result)
+            if (
+                result.get(DONE)
+                or result.get(SHOULD_CHECKPOINT)
+                or result.get(RESULT_DUPLICATE)
+                or len(results) >= max_buffer_length
+            ):
+                break
+        return results
+
+    def get_auto_filled_metrics(
+        self,
+        now: datetime | None = None,
+        time_this_iter: float | None = None,
+        debug_metrics_only: bool = False,
+    ) -> dict:
+        """The result keys this trainable fills in itself (Ray Tune 1.13's set): ids,
+        date and timestamp of ``now`` (default: now), ``time_this_iter`` and the totals,
+        process, host, config, the ``*_since_restore`` counters and ``warmup_time``.
+        ``debug_metrics_only``: only those that need no iteration (``DEBUG_METRICS``)."""
+        now = now or datetime.today()
+        filled = {
+            TRIAL_ID: self.trial_id,
+            EXPERIMENT_ID: self._experiment_id,
+            DATE: now.strftime("%Y-%m-%d_%H-%M-%S"),
+            TIMESTAMP: int(now.timestamp()),
+            TIME_THIS_ITER_S: time_this_iter,
+            TIME_TOTAL_S: self._time_total,
+            PID: os.getpid(),
+            HOSTNAME: platform.node(),
+            NODE_IP: self._local_ip,
+            CONFIG: self.config,
+            TIME_SINCE_RESTORE: self._time_since_restore,
+            TIMESTEPS_SINCE_RESTORE: self._timesteps_since_restore,
+            ITERATIONS_SINCE_RESTORE: self._iterations_since_restore,
+            WARMUP_TIME: self._warmup_time,
+        }
+        if debug_metrics_only:
+            return {k: v for k, v in filled.items() if k in DEBUG_METRICS}
+        return filled
 
     def _advance_counters(self, result: dict, time_this_iter: float) -> None:
         self._iteration += 1
@@ -221,24 +313,12 @@ class Trainable:
         )
 
     def _fill_automatic_keys(self, result: dict, time_this_iter: float) -> None:
-        now = datetime.today()
         automatic = {
             TRAINING_ITERATION: self._iteration,
-            TIME_THIS_ITER_S: time_this_iter,
-            TIME_TOTAL_S: self._time_total,
             TIMESTEPS_TOTAL: self._timesteps_total,
             EPISODES_TOTAL: self._episodes_total,
             DONE: False,
-            TIMESTAMP: int(now.timestamp()),
-            DATE: now.strftime("%Y-%m-%d_%H-%M-%S"),
-            PID: os.getpid(),
-            HOSTNAME: platform.node(),
-            NODE_IP: "127.0.0.1",
-            EXPERIMENT_ID: self._experiment_id,
-            CONFIG: self.config,
-            TIME_SINCE_RESTORE: self._time_since_restore,
-            TIMESTEPS_SINCE_RESTORE: self._timesteps_since_restore,
-            ITERATIONS_SINCE_RESTORE: self._iterations_since_restore,
+            **self.get_auto_filled_metrics(datetime.today(), time_this_iter),
         }
         for key, value in automatic.items():
             result.setdefault(key, value)
@@ -328,13 +408,15 @@ class Trainable:
                 ) from None
             self.restore(os.path.join(parent, folder))
 
-    def restore(self, checkpoint_path: str) -> None:
+    def restore(self, checkpoint_path: str, checkpoint_node_ip: str | None = None) -> None:
         """Restore counters and state from a checkpoint written by ``save``.
 
         The checkpoint's manifest is verified before any other file is read.
 
         Args:
             checkpoint_path: the checkpoint directory or any path inside it.
+            checkpoint_node_ip: Ray Tune's node that holds the checkpoint; checkpoints
+                are local here, so it is not used.
 
         Raises:
             CheckpointError: the path, its manifest, its metadata or a state
@@ -370,6 +452,64 @@ class Trainable:
                 f"{self._checkpoint_algorithm()}: restore it with a {written_by} trainer "
                 f"(its manifest, {checkpoint_files.MANIFEST}, says so)."
             )
+
+    def delete_checkpoint(self, checkpoint_path: str) -> None:
+        """Deletes the checkpoint folder ``checkpoint_path`` is (or lies in); nothing
+        when there is no checkpoint there (as Ray Tune, which may have moved it)."""
+        try:
+            checkpoint_dir = _find_checkpoint_dir(checkpoint_path)
+        except CheckpointError:
+            logger.debug("No checkpoint to delete at %s", checkpoint_path)
+            return
+        shutil.rmtree(checkpoint_dir)
+
+    def get_state(self) -> dict:
+        """The trainable's progress (Ray Tune 1.13's): experiment id, iteration, totals,
+        last result, and the corral version (where Ray Tune puts its own)."""
+        from corral import __version__
+
+        return {
+            "experiment_id": self._experiment_id,
+            "iteration": self._iteration,
+            "timesteps_total": self._timesteps_total,
+            "time_total": self._time_total,
+            "episodes_total": self._episodes_total,
+            "last_result": self._last_result,
+            "corral_version": __version__,
+        }
+
+    # -- reuse with another config ------------------------------------------------------
+
+    def reset(
+        self, new_config: dict, logger_creator: Callable[[dict], Logger] | None = None
+    ) -> bool:
+        """Takes ``new_config`` without being built again (Ray Tune's actor reuse):
+        sets ``config``, starts a new logger with ``logger_creator`` (else goes on
+        logging where it did, with the new config), then asks ``reset_config``. When that
+        returns True, the counters start from zero (a ``restore`` may follow); returns
+        what it returned."""
+        self.config = new_config
+        if logger_creator is not None:
+            self._result_logger.flush()
+            self._result_logger.close()
+            self._result_logger = logger_creator(copy.copy(new_config))
+            self._logdir = self._result_logger.logdir
+        else:
+            self._result_logger.update_config(new_config)
+        if not self.reset_config(new_config):
+            return False
+        self._iteration = 0
+        self._time_total = 0.0
+        self._timesteps_total = None
+        self._episodes_total = None
+        self._reset_since_restore()
+        self._restored = False
+        return True
+
+    def reset_config(self, new_config: dict) -> bool:
+        """Override to take ``new_config`` in place (and return True); by default a
+        trainable cannot (False), as in Ray Tune."""
+        return False
 
     # -- end of life, export, accessors ------------------------------------------------
 
@@ -424,6 +564,44 @@ class Trainable:
     def trial_id(self) -> str:
         """Id of the trial this runs as, ``"default"`` outside ``tune.run``."""
         return self._trial_info.trial_id if self._trial_info else "default"
+
+    @property
+    def trial_resources(self) -> Any:
+        """The resources of the trial this runs as (``tune.run(resources_per_trial=...)``,
+        else ``default_resource_request(config)``, else one CPU), ``"default"`` outside
+        ``tune.run`` (Ray Tune's)."""
+        if self._trial_info is None:
+            return "default"
+        if self._trial_info.trial_resources is not None:
+            return self._trial_info.trial_resources
+        request = type(self).default_resource_request(self.config)
+        if request is None:
+            from corral.tune.resources import resource_request
+
+            request = resource_request([{"CPU": 1}])
+        return request
+
+    @property
+    def uses_cloud_checkpointing(self) -> bool:
+        """Whether checkpoints go to a cloud folder: never here (False)."""
+        return bool(self.remote_checkpoint_dir)
+
+    def get_current_ip(self) -> str:
+        """The address of the node this runs on, as results' ``node_ip`` give it."""
+        return self._local_ip
+
+    def is_actor(self) -> bool:
+        """Whether this runs inside a Ray actor (only possible when Ray is imported and
+        initialised: ``"backend": "ray"``); False in corral's own trial loop."""
+        ray = sys.modules.get("ray")
+        if ray is None:
+            return False
+        try:
+            return (
+                bool(ray.is_initialized()) and ray.get_runtime_context().get_actor_id() is not None
+            )
+        except Exception:
+            return False
 
 
 def checkpoint_to_object(checkpoint_dir: str) -> bytes:

@@ -69,6 +69,8 @@ class TrialLoop:
         runner: what the scheduler's hooks get as ``trial_runner`` (its ``get_trials()``).
         search_alg: hears each result of a trial that goes on (``on_trial_result``, the
             result flattened); None: no one does.
+        steps: the loop's step counter (Ray Tune's ``TrialRunner`` iteration): the steps
+            taken so far, what the callbacks' ``on_step_begin`` / ``on_step_end`` get.
     """
 
     should_stop: StopFn
@@ -82,6 +84,7 @@ class TrialLoop:
     scheduler: Any = None
     runner: Any = None
     search_alg: Any = None
+    steps: int = 0
 
     def run(
         self,
@@ -89,10 +92,27 @@ class TrialLoop:
         trainable: Trainable | Callable[[], Trainable],
         trials: list[Trial] | None = None,
     ) -> None:
-        """Runs ``trial`` to the end (``TrialRun``, one iteration after another)."""
+        """Runs ``trial`` to the end (``TrialRun``, one iteration after another), each
+        iteration a step of the loop (``begin_step`` / ``end_step``)."""
         run = TrialRun(self, trial, trainable, trials)
-        while not run.step():
-            pass
+        while True:
+            self.begin_step(run.trials)
+            ended = run.step()
+            self.end_step(run.trials)
+            if ended:
+                return
+
+    def begin_step(self, trials: list[Trial]) -> None:
+        """A step of the loop begins: the callbacks' ``on_step_begin``."""
+        for callback in self.callbacks:
+            callback.on_step_begin(iteration=self.steps, trials=trials)
+
+    def end_step(self, trials: list[Trial]) -> None:
+        """A step of the loop ended: the counter grows by one, then the callbacks'
+        ``on_step_end`` (Ray Tune 1.13's order)."""
+        self.steps += 1
+        for callback in self.callbacks:
+            callback.on_step_end(iteration=self.steps, trials=trials)
 
     def _call(self, hook: str, trainable: Trainable, *args: Any) -> None:
         # Ray Tune's argument order: (iteration, trials, trial, [result | checkpoint]).
@@ -243,11 +263,15 @@ class TrialRun:
         build = self._build
         self.trainable = built = self._trainable_call(build) if callable(build) else build
         trial.logdir = trial.logdir or built.logdir
+        restored_folder = False
         if isinstance(self._restore, bytes):
             self._trainable_call(built.restore_from_object, self._restore)
         elif self._restore:
             self._trainable_call(built.restore, self._restore)
+            restored_folder = True
         self.loop._call("on_trial_start", built, self.trials, trial)
+        if restored_folder:
+            self.loop._call("on_trial_restore", built, self.trials, trial)
 
     def _iterate(self, trainable: Trainable) -> str:
         """One ``train()``: records the result; returns "CONTINUE", "PAUSE" or "STOP"."""
@@ -298,6 +322,7 @@ class TrialRun:
     def _save(self, trainable: Trainable) -> None:
         path = self._trainable_call(self.loop.keeper.save, self.trial, trainable)
         self.loop._call("on_checkpoint", trainable, self.trials, self.trial, path)
+        self.loop._call("on_trial_save", trainable, self.trials, self.trial)
 
     def _stop_trainable(self) -> None:
         built, self.trainable = self.trainable, None
@@ -354,6 +379,13 @@ class TrialRunner:
             for ``tune.run(resume=...)``: the trials' ``experiment_state.json``, written
             whenever a trial starts, saves, pauses or ends, and the search algorithm's
             ``save_to_dir``); None: no state is written.
+        stop_all: Ray Tune's ``Stopper.stop_all``, asked after every step: once True, the
+            live trials stop (checkpoint at end, TERMINATED), the waiting ones end
+            TERMINATED without starting, and the search algorithm makes no more.
+
+    Each trial's turn is a step of the loop: the callbacks' ``on_step_begin`` and
+    ``on_step_end`` around it (``TrialLoop.begin_step``), and their
+    ``on_experiment_end`` once the run is over.
     """
 
     def __init__(
@@ -367,6 +399,7 @@ class TrialRunner:
         deadline: float | None = None,
         fail_fast: bool | str = False,
         experiment_dir: str | None = None,
+        stop_all: Callable[[], bool] | None = None,
     ) -> None:
         self.search_alg = search_alg
         self.trials = list(trials)
@@ -378,6 +411,10 @@ class TrialRunner:
         self._build = build
         self._deadline = deadline
         self._fail_fast = fail_fast
+        self._stop_all = stop_all
+        self._start_time = time.time()
+        # (Ray Tune's name of a run: when it started.)
+        self._session_str = time.strftime("%Y-%m-%d_%H-%M-%S")
         # Ray Tune 1.13's rule: only BasicVariantGenerator makes trials ahead of need (a
         # searcher's suggestions should see the results of the trials before them).
         self._max_pending = math.inf if isinstance(search_alg, BasicVariantGenerator) else 1
@@ -409,6 +446,21 @@ class TrialRunner:
         trial.config = config
         trial.experiment_tag = tag
         self._runs[trial.trial_id].restart_from(checkpoint)
+
+    def runner_data(self) -> dict[str, Any]:
+        """What the run's state records of the runner (Ray Tune 1.13's ``runner_data``,
+        the part that applies here): its session name, step counter, start time, and
+        its settings."""
+        return {
+            "_session_str": self._session_str,
+            "_iteration": self.loop.steps,
+            "_start_time": self._start_time,
+            "_fail_fast": self._fail_fast,
+            "_max_concurrent": None if math.isinf(self.max_concurrent) else self.max_concurrent,
+            "_max_pending_trials": None if math.isinf(self._max_pending) else self._max_pending,
+            "_search_alg": type(self.search_alg).__name__,
+            "_scheduler_alg": type(self.scheduler).__name__,
+        }
 
     # -- the run ----------------------------------------------------------------
 
@@ -448,6 +500,8 @@ class TrialRunner:
                 run._stop_trainable()
             self._live.clear()
             self._save_state(force=True)
+        for callback in self.loop.callbacks:
+            callback.on_experiment_end(trials=self.trials)
 
     def _fill(self) -> bool:
         """Starts (or resumes) trials while slots are free, making new ones as needed;
@@ -499,11 +553,32 @@ class TrialRunner:
             (t.status, t.checkpoint, t.num_failures, t.experiment_tag) for t in self.trials
         ]
         if force or signature != self._saved_signature:
-            experiment_state.save(self.experiment_dir, self.trials)
+            experiment_state.save(
+                self.experiment_dir,
+                self.trials,
+                runner_data=self.runner_data(),
+                stats={"start_time": self._start_time, "timestamp": time.time()},
+            )
             self.search_alg.save_to_dir(self.experiment_dir)
             self._saved_signature = signature
 
     def _step(self, run: TrialRun) -> None:
+        """One step of the loop: ``run``'s turn, between the step hooks; then asks the
+        stopper whether the whole experiment stops."""
+        self.loop.begin_step(self.trials)
+        self._take_turn(run)
+        self.loop.end_step(self.trials)
+        if self._stop_all is not None and not self._halted and self._stop_all():
+            logger.info("The stopper's stop_all() is True: every trial stops")
+            self._halted = True
+            self.search_alg.set_finished()
+            for trial in self.trials:
+                if trial.status in (Trial.PENDING, Trial.PAUSED) and trial.trial_id not in (
+                    self._live
+                ):
+                    trial.status = Trial.TERMINATED
+
+    def _take_turn(self, run: TrialRun) -> None:
         trial = run.trial
         try:
             ended = run.step()

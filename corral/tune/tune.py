@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import json
 import logging
 import math
 import os
@@ -31,9 +32,17 @@ from corral.tune.function_trainable import FunctionTrainable, wrap_function
 from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
 from corral.tune.resources import resources_from_tune_argument
-from corral.tune.result import TRAINING_ITERATION, default_results_dir, new_logdir
+from corral.tune.result import (
+    CONFIG,
+    EXPR_PROGRESS_FILE,
+    EXPR_RESULT_FILE,
+    TRAINING_ITERATION,
+    default_results_dir,
+    new_logdir,
+)
 from corral.tune.schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
-from corral.tune.stopping import StopFn, metric_value, stop_condition
+from corral.tune.stopper import Stopper
+from corral.tune.stopping import StopFn, lookup_result, metric_value, stop_condition
 from corral.tune.suggest import (
     BasicVariantGenerator,
     SearchAlgorithm,
@@ -60,6 +69,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "GRID_SEARCH",
+    "Analysis",
     "CheckpointKeeper",
     "ExperimentAnalysis",
     "StopFn",
@@ -74,30 +84,82 @@ __all__ = [
 class ExperimentAnalysis:
     """The trials of a ``tune.run`` call and helpers to pick the best one.
 
+    ``tune.run`` returns one; ``ExperimentAnalysis(path)`` reads one back from an
+    experiment folder (Ray Tune 1.13's form).
+
     Args:
+        experiment_checkpoint_path: the experiment's folder (``<local_dir>/<name>``), its
+            ``experiment_state.json``, or a folder of experiments (``local_dir``: every
+            sub-folder with a state). The trials come from the state (statuses, results,
+            checkpoints; configs from each trial's ``params.json``) unless ``trials`` is
+            given. (corral's earlier form, a list of trials first, still works.)
+        trials: the trials, as ``tune.run`` has them.
         default_metric: metric the ``best_*`` properties rank by (``run``'s ``metric``).
         default_mode: ``"max"`` or ``"min"`` (``run``'s ``mode``).
+        sync_config: Ray Tune's cloud syncing settings: results are local here, so only
+            None or one without an ``upload_dir`` (which has no effect) is taken.
+
+    Raises:
+        ValueError: the path holds no experiment state (and no ``trials`` were given), a
+            bad ``default_mode``, or a ``sync_config`` with an ``upload_dir``.
     """
 
     def __init__(
         self,
-        trials: list[Trial],
+        experiment_checkpoint_path: str | os.PathLike | Sequence[Trial] | None = None,
+        trials: Sequence[Trial] | None = None,
         default_metric: str | None = None,
         default_mode: str | None = None,
+        sync_config: Any = None,
     ) -> None:
-        self.trials = trials
+        path = experiment_checkpoint_path
+        if path is not None and not isinstance(path, str | os.PathLike):
+            if trials is not None:
+                raise TypeError(
+                    "ExperimentAnalysis: pass the trials once (as trials=...), got them twice"
+                )
+            path, trials = None, path  # corral's earlier form, ExperimentAnalysis(trials)
+        if getattr(sync_config, "upload_dir", None):
+            raise ValueError(
+                "ExperimentAnalysis(sync_config=...) with an upload_dir: corral.tune keeps "
+                "results in the local experiment folder (no cloud syncing); pass "
+                "sync_config=None"
+            )
+        if default_mode not in (None, "max", "min"):
+            raise ValueError(f"default_mode must be None, 'max' or 'min', got {default_mode!r}")
+        # (folder, state) of each experiment read from `path`.
+        self._experiment_states: list[tuple[str, dict]] = []
+        if path is not None:
+            self._experiment_states = _experiment_states(
+                os.path.expanduser(os.fspath(path)), required=trials is None
+            )
+        if trials is None:
+            trials = [
+                trial
+                for folder, state in self._experiment_states
+                for trial in experiment_state.load_trials(state, folder)
+            ]
+        self.trials = list(trials)
         self.default_metric = default_metric
         self.default_mode = default_mode
+        self._file_type = "csv"
+        self._trial_dataframes: dict[str, Any] | None = None
 
     def get_best_trial(
-        self, metric: str | None = None, mode: str | None = None, scope: str = "last"
+        self,
+        metric: str | None = None,
+        mode: str | None = None,
+        scope: str = "last",
+        filter_nan_and_inf: bool = True,
     ) -> Trial | None:
         """The trial that is best in ``metric`` (a key, nested keys joined by "/").
 
         ``scope`` (Tune 1.13): "last" compares each trial's last result, "all" the best
         value of all its results (per ``mode``), "avg" the average of all results,
         "last-5-avg" / "last-10-avg" the average of the last 5 / 10 results.
-        Trials without a finite value for the metric are ignored; ``None`` if none has one.
+        Trials without a value for the metric are ignored, and with
+        ``filter_nan_and_inf`` (the default) those whose value is NaN or infinite;
+        ``None`` (with a warning) if no trial is left.
         """
         metric, mode = self._metric_and_mode("get_best_trial", metric, mode)
         scopes = ("all", "last", "avg", "last-5-avg", "last-10-avg")
@@ -106,10 +168,17 @@ class ExperimentAnalysis:
         scored = [
             (value, trial)
             for trial in self.trials
-            if (value := _scoped_value(trial, metric, mode, scope)) is not None
+            if (value := _scoped_value(trial, metric, mode, scope, filter_nan_and_inf)) is not None
         ]
         if not scored:
+            logger.warning(
+                "Could not find best trial: no trial has a value of %r (did you pass the "
+                "correct `metric` parameter?)",
+                metric,
+            )
             return None
+        # (With NaN allowed, as Ray Tune: the first trial stays best unless another is
+        # strictly better, and NaN is never better.)
         pick = max if mode == "max" else min
         return pick(scored, key=lambda pair: pair[0])[1]
 
@@ -124,9 +193,11 @@ class ExperimentAnalysis:
             )
         return metric, str(mode)
 
-    def get_best_config(self, metric: str | None = None, mode: str | None = None) -> dict | None:
-        """Config of ``get_best_trial(metric, mode)``."""
-        trial = self.get_best_trial(metric, mode)
+    def get_best_config(
+        self, metric: str | None = None, mode: str | None = None, scope: str = "last"
+    ) -> dict | None:
+        """Config of ``get_best_trial(metric, mode, scope)``."""
+        trial = self.get_best_trial(metric, mode, scope)
         return trial.config if trial else None
 
     @property
@@ -185,9 +256,95 @@ class ExperimentAnalysis:
 
     @property
     def trial_dataframes(self) -> dict[str, Any]:
-        """Every trial's results (one row per iteration, flattened), by its directory."""
-        pandas = _pandas("trial_dataframes")
-        return {str(t.logdir): pandas.DataFrame(t._results) for t in self.trials}
+        """Every trial's results (one row per iteration, flattened), by its directory:
+        the numbers this process recorded, or for trials read from a folder (and after
+        ``fetch_trial_dataframes``) what their result files hold."""
+        if self._trial_dataframes is None:
+            pandas = _pandas("trial_dataframes")
+            recorded = {str(t.logdir): pandas.DataFrame(t._results) for t in self.trials}
+            unread = [t for t in self.trials if not t._results and t.logdir]
+            self._trial_dataframes = {**recorded, **self._read_dataframes(unread)}
+        return self._trial_dataframes
+
+    def fetch_trial_dataframes(self) -> dict[str, Any]:
+        """Reads every trial's results from its folder (``progress.csv``, or
+        ``result.json`` after ``set_filetype("json")``), by trial folder; a trial whose
+        file cannot be read is left out. These become ``trial_dataframes``.
+
+        Raises:
+            TuneError: the analysis has no trials.
+        """
+        if not self.trials:
+            raise TuneError("No trials found.")
+        self._trial_dataframes = self._read_dataframes(self.trials)
+        return self._trial_dataframes
+
+    def set_filetype(self, file_type: str | None = None) -> bool:
+        """Reads results from ``"csv"`` (``progress.csv``, the default, also for None)
+        or ``"json"`` (``result.json``, nested keys joined by "/") from now on, and
+        reads them again (``fetch_trial_dataframes``); returns True.
+
+        Raises:
+            ValueError: another ``file_type``.
+        """
+        if file_type not in (None, "json", "csv"):
+            raise ValueError(f"file_type must be None, 'json' or 'csv', got {file_type!r}")
+        self._file_type = file_type or "csv"
+        self.fetch_trial_dataframes()
+        return True
+
+    def _read_dataframes(self, trials: Sequence[Trial]) -> dict[str, Any]:
+        pandas = _pandas("fetch_trial_dataframes()")
+        frames = {}
+        for trial in trials:
+            folder = str(trial.logdir)
+            try:
+                if self._file_type == "json":
+                    with open(os.path.join(folder, EXPR_RESULT_FILE), encoding="utf-8") as f:
+                        rows = [json.loads(line) for line in f if line.strip()]
+                    frames[folder] = pandas.json_normalize(rows, sep="/")
+                else:
+                    frames[folder] = pandas.read_csv(
+                        os.path.join(folder, EXPR_PROGRESS_FILE), dtype={"trial_id": str}
+                    )
+            except (OSError, ValueError) as e:
+                logger.debug("Could not read the results of trial %s: %s", trial, e)
+        return frames
+
+    def stats(self) -> dict:
+        """The run's statistics from its state (``start_time``, ``timestamp`` of the
+        last save); for a folder of experiments ``{session name: stats}``.
+
+        Raises:
+            ValueError: the analysis was made without an experiment state.
+        """
+        return self._from_states("stats")
+
+    def runner_data(self) -> dict:
+        """What the state recorded of the trial runner (``_session_str``, ``_iteration``:
+        its step counter, ``_start_time``, ``_fail_fast``, ...); for a folder of
+        experiments ``{session name: runner data}``.
+
+        Raises:
+            ValueError: the analysis was made without an experiment state.
+        """
+        return self._from_states("runner_data")
+
+    def _from_states(self, key: str) -> dict:
+        states = [state for _, state in self._experiment_states]
+        if not states:
+            raise ValueError(
+                f"ExperimentAnalysis.{key}() reads the experiment's state, and this "
+                "analysis has none (made from trials only, or a run on Ray)"
+            )
+        if len(states) == 1:
+            return dict(states[0].get(key) or {})
+        return {
+            str((state.get("runner_data") or {}).get("_session_str", folder)): dict(
+                state.get(key) or {}
+            )
+            for folder, state in self._experiment_states
+        }
 
     @property
     def best_dataframe(self) -> Any:
@@ -199,9 +356,7 @@ class ExperimentAnalysis:
     def results_df(self) -> Any:
         """Every trial's last result (flattened), one row per trial id."""
         pandas = _pandas("results_df")
-        rows = [
-            {**(t._results[-1] if t._results else {}), "trial_id": t.trial_id} for t in self.trials
-        ]
+        rows = [{**_recorded_results(t)[-1], "trial_id": t.trial_id} for t in self.trials]
         return pandas.DataFrame(rows).set_index("trial_id") if rows else pandas.DataFrame()
 
     @property
@@ -218,7 +373,7 @@ class ExperimentAnalysis:
             raise ValueError(f"dataframe: give both metric and mode ('max'/'min'), got {mode!r}")
         rows = []
         for trial in self.trials:
-            results = trial._results or [{}]
+            results = _recorded_results(trial)
             row = results[-1]
             if metric is not None:
                 scored = [r for r in results if metric_value(r, metric) is not None]
@@ -258,6 +413,28 @@ class ExperimentAnalysis:
         return pick(scored, key=lambda pair: pair[0])[1]
 
 
+class Analysis(ExperimentAnalysis):
+    """Ray Tune 1.13's deprecated name of ``ExperimentAnalysis`` (a warning, then the
+    same)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        logger.warning(
+            "DeprecationWarning: the `Analysis` class is deprecated; use "
+            "`ExperimentAnalysis` instead"
+        )
+        super().__init__(*args, **kwargs)
+
+
+def _recorded_results(trial: Trial) -> list[dict]:
+    """The numbers of each result of ``trial`` this process recorded (flattened); of a
+    trial read from a folder, its last result's; ``[{}]`` when it has none."""
+    if trial._results:
+        return trial._results
+    if trial.last_result:
+        return [flatten_dict({k: v for k, v in trial.last_result.items() if k != CONFIG})]
+    return [{}]
+
+
 def _pandas(what: str) -> Any:
     try:
         import pandas
@@ -266,20 +443,60 @@ def _pandas(what: str) -> Any:
     return pandas
 
 
-def _scoped_value(trial: Trial, metric: str, mode: str, scope: str) -> float | None:
+def _scoped_value(
+    trial: Trial, metric: str, mode: str, scope: str, finite_only: bool = True
+) -> float | None:
+    """``trial``'s value of ``metric`` in ``scope`` (None when it has none, or with
+    ``finite_only`` when it is NaN or infinite)."""
     if scope == "last":
-        return metric_value(trial.last_result, metric)
-    summary = trial.metric_analysis.get(metric)
-    if not summary:
+        raw = lookup_result({k: v for k, v in trial.last_result.items() if k != CONFIG}, metric)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            return None
+    else:
+        summary = trial.metric_analysis.get(metric)
+        if not summary:
+            return None
+        value = summary[mode] if scope == "all" else summary[scope]
+    if finite_only and not math.isfinite(value):
         return None
-    value = summary[mode] if scope == "all" else summary[scope]
-    return value if math.isfinite(value) else None
+    return value
+
+
+def _experiment_states(path: str, required: bool) -> list[tuple[str, dict]]:
+    """(folder, state) of the experiment ``path`` names: its state file, its folder, or a
+    folder of experiment folders (each that has a state).
+
+    Raises:
+        ValueError: ``required`` and no state found there.
+    """
+    if os.path.isfile(path):
+        folders = [os.path.dirname(os.path.abspath(path))]
+    elif os.path.isfile(os.path.join(path, experiment_state.STATE_FILE)):
+        folders = [path]
+    elif os.path.isdir(path):
+        folders = sorted(
+            os.path.join(path, entry)
+            for entry in os.listdir(path)
+            if os.path.isfile(os.path.join(path, entry, experiment_state.STATE_FILE))
+        )
+    else:
+        folders = []
+    states = [(folder, state) for folder in folders if (state := experiment_state.load(folder))]
+    if required and not states:
+        raise ValueError(
+            f"ExperimentAnalysis: {path} holds no {experiment_state.STATE_FILE} (pass the "
+            "folder of an experiment tune.run wrote, <local_dir>/<name>, or its "
+            "local_dir)"
+        )
+    return states
 
 
 def run(
     run_or_experiment: str | type[Trainable] | Callable[..., Any],
     config: dict | None = None,
-    stop: Mapping[str, Any] | StopFn | None = None,
+    stop: Mapping[str, Any] | StopFn | Stopper | None = None,
     num_samples: int = 1,
     checkpoint_freq: int = 0,
     checkpoint_at_end: bool = False,
@@ -318,9 +535,11 @@ def run(
             ``ray.init()`` connects to), each in its ``default_resource_request`` placement
             group; the returned analysis is the same.
         stop: ``{key: threshold}``, a trial stops once any ``result[key] >=
-            threshold`` (nested keys joined by "/"), or ``stop(trial_id, result) ->
-            bool``. A trial also stops when a result has ``done=True``. With no
-            criterion a trial runs until it reports ``done``.
+            threshold`` (nested keys joined by "/"), ``stop(trial_id, result) ->
+            bool``, or a ``corral.tune.stopper.Stopper`` (Ray Tune 1.13's: also its
+            ``stop_all()``, asked after every step, ends the whole run). A trial also
+            stops when a result has ``done=True``. With no criterion a trial runs until
+            it reports ``done``.
         num_samples: how many times to run each grid combination (with a ``Searcher``:
             how many trials in all).
         checkpoint_freq: save every this many iterations (0: never).
@@ -339,8 +558,10 @@ def run(
         seed: seed of the draws of search spaces (``choice``, ``uniform``, ...) of the
             default search algorithm (a ``BasicVariantGenerator`` of yours takes
             ``random_state``).
-        callbacks: ``tune.Callback`` hooks called as each trial starts, reports a
-            result, saves a checkpoint and ends (the local path; not with ``"backend": "ray"``).
+        callbacks: ``tune.Callback`` hooks called once before the first trial
+            (``setup``), around each step of the loop, as each trial starts, restores,
+            reports a result, saves a checkpoint and ends, and once at the end
+            (``on_experiment_end``); the local path only, not with ``"backend": "ray"``.
         resources_per_trial: what one trial needs, as Ray Tune takes it: a dict (``{"cpu":
             1, "gpu": 0, "extra_cpu": 2, ...}``) or a ``PlacementGroupFactory`` (e.g. a
             Trainer's ``default_resource_request(config)``). With ``"backend": "ray"`` it
@@ -466,11 +687,12 @@ def run(
             experiment_root=local_dir or default_results_dir(),
             name=name or trainable_name,
             loop=loop,
+            stop_all=_stop_all_of(stop),
             resources=resources,
             fail_fast=fail_fast,
             raise_on_failed_trial=raise_on_failed_trial,
         )
-        return ExperimentAnalysis(trials, default_metric=metric, default_mode=mode)
+        return ExperimentAnalysis(trials=trials, default_metric=metric, default_mode=mode)
     if is_function and scheduler.trains_trials_together:
         raise ValueError(
             f"{type(scheduler).__name__} moves trials' states between them, which the "
@@ -478,21 +700,33 @@ def run(
             "Trainable class (or an algorithm name such as 'PPO') with it"
         )
     _check_max_concurrent(max_concurrent_trials)
+    for callback in loop.callbacks:
+        callback.setup(
+            stop=stop,
+            num_samples=num_samples,
+            total_num_samples=search.total_samples,
+            time_budget_s=time_budget_s,
+        )
     runner = TrialRunner(
         search,
         loop,
-        lambda trial: functools.partial(_build_trainable, trial, trainable_cls, experiment_dir),
+        lambda trial: functools.partial(
+            _build_trainable, trial, trainable_cls, experiment_dir, resources
+        ),
         scheduler,
         trials=trials,
         max_concurrent=max_concurrent_trials or (None if scheduler.trains_trials_together else 1),
         deadline=deadline,  # out of time_budget_s: the rest stay PENDING
         fail_fast=fail_fast,
         experiment_dir=experiment_dir,
+        stop_all=_stop_all_of(stop),
     )
     runner.run()
     if raise_on_failed_trial:
         raise_if_failed(runner.trials)
-    return ExperimentAnalysis(runner.trials, default_metric=metric, default_mode=mode)
+    return ExperimentAnalysis(
+        experiment_dir, trials=runner.trials, default_metric=metric, default_mode=mode
+    )
 
 
 def raise_if_failed(trials: Sequence[Trial]) -> None:
@@ -681,6 +915,15 @@ def _deadline(time_budget_s: float | datetime.timedelta | None) -> float | None:
     return time.monotonic() + time_budget_s
 
 
+def _stop_all_of(stop: Any) -> Callable[[], bool] | None:
+    """The ``stop_all`` of a stopper given as ``tune.run(stop=...)`` (None for a dict or a
+    plain function)."""
+    if stop is None or isinstance(stop, Mapping):
+        return None
+    stop_all = getattr(stop, "stop_all", None)
+    return stop_all if callable(stop_all) else None
+
+
 def _until(deadline: float | None, should_stop: StopFn) -> StopFn:
     """``should_stop``, and from ``deadline`` on every result stops its trial."""
     if deadline is None:
@@ -712,12 +955,14 @@ def _algorithm_class(name: str) -> type[Trainable]:
 
 
 def _build_trainable(
-    trial: Trial, trainable_cls: type[Trainable], experiment_dir: str
+    trial: Trial, trainable_cls: type[Trainable], experiment_dir: str, resources: Any = None
 ) -> Trainable:
     trainable = trainable_cls(
         config=trial.config, logger_creator=_trial_logger_creator(trial, experiment_dir)
     )
-    trainable._trial_info = TrialInfo(name=str(trial), trial_id=trial.trial_id)
+    trainable._trial_info = TrialInfo(
+        name=str(trial), trial_id=trial.trial_id, trial_resources=resources
+    )
     return trainable
 
 

@@ -10,12 +10,27 @@ one after another are judged against those before them.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from typing import Any
 
+from corral.tune.logger import _write_json_atomically
 from corral.tune.schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
 from corral.tune.trial import Trial
+
+_STATE_VERSION = 1
+
+
+def _rng_to_json(state: tuple) -> list:
+    # `random.Random.getstate()`: (version, tuple of ints, gauss_next).
+    version, internal, gauss_next = state
+    return [version, list(internal), gauss_next]
+
+
+def _rng_from_json(saved: list) -> tuple:
+    version, internal, gauss_next = saved
+    return (int(version), tuple(int(x) for x in internal), gauss_next)
 
 
 class AsyncHyperBandScheduler(FIFOScheduler):
@@ -97,6 +112,78 @@ class AsyncHyperBandScheduler(FIFOScheduler):
 
     def on_trial_remove(self, trial_runner: Any, trial: Trial) -> None:
         self._bracket_of.pop(trial.trial_id, None)
+
+    def save(self, checkpoint_path: str) -> None:
+        """Writes the scheduler's whole state to the file ``checkpoint_path`` as JSON
+        (Ray Tune pickles it; nothing here is unpickled): its settings, each bracket's
+        rungs, which bracket each trial is in, the count of stopped trials and the state
+        of its random draws."""
+        state = {
+            "format_version": _STATE_VERSION,
+            "time_attr": self._time_attr,
+            "metric": self._metric,
+            "mode": self._mode,
+            "max_t": self._max_t,
+            "stop_last_trials": self._stop_last_trials,
+            "brackets": [
+                {
+                    "reduction_factor": b.reduction_factor,
+                    "rungs": [[milestone, recorded] for milestone, recorded in b.rungs],
+                }
+                for b in self._brackets
+            ],
+            "bracket_of": {
+                trial_id: self._brackets.index(b) for trial_id, b in self._bracket_of.items()
+            },
+            "num_stopped": self._num_stopped,
+            "rng": _rng_to_json(self._rng.getstate()),
+        }
+        _write_json_atomically(checkpoint_path, state)
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Takes the state ``save`` wrote to ``checkpoint_path`` (settings included).
+
+        Raises:
+            ValueError: the file is not such a state; then nothing changes.
+        """
+        try:
+            with open(checkpoint_path, encoding="utf-8") as f:
+                state = json.load(f)
+            if state.get("format_version") != _STATE_VERSION:
+                raise ValueError(f"format_version {state.get('format_version')!r}")
+            brackets = []
+            for saved in state["brackets"]:
+                bracket = _Bracket.__new__(_Bracket)
+                bracket.reduction_factor = float(saved["reduction_factor"])
+                bracket.rungs = [
+                    (float(milestone), {str(k): float(v) for k, v in recorded.items()})
+                    for milestone, recorded in saved["rungs"]
+                ]
+                brackets.append(bracket)
+            bracket_of = {str(t): brackets[int(i)] for t, i in state["bracket_of"].items()}
+            rng = random.Random()
+            rng.setstate(_rng_from_json(state["rng"]))
+            settings = (
+                str(state["time_attr"]),
+                state["metric"],
+                state["mode"],
+                float(state["max_t"]),
+                bool(state["stop_last_trials"]),
+                int(state["num_stopped"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            raise ValueError(
+                f"{checkpoint_path} is not a state AsyncHyperBandScheduler.save wrote ({e})"
+            ) from None
+        (
+            self._time_attr,
+            self._metric,
+            self._mode,
+            self._max_t,
+            self._stop_last_trials,
+            self._num_stopped,
+        ) = settings
+        self._brackets, self._bracket_of, self._rng = brackets, bracket_of, rng
 
     def debug_string(self) -> str:
         lines = [f"Using AsyncHyperBand: num_stopped={self._num_stopped}"]

@@ -181,6 +181,22 @@ class PopulationBasedTraining(FIFOScheduler):
         self._state[trial.trial_id].last_checkpoint = None
         self._sync_without(trial_runner)
 
+    def reset_stats(self) -> None:
+        """Sets the counts of checkpoints and perturbations back to zero."""
+        self._num_perturbations = 0
+        self._num_checkpoints = 0
+
+    def last_scores(self, trials: list[Trial]) -> list[float]:
+        """The latest score of each of ``trials`` that has one and has not ended (the
+        metric as recorded at its last perturbation point, negated for ``mode="min"``:
+        higher is better)."""
+        scores = []
+        for trial in trials:
+            state = self._state.get(trial.trial_id)
+            if state is not None and state.last_score is not None and not trial.is_finished():
+                scores.append(state.last_score)
+        return scores
+
     def debug_string(self) -> str:
         return (
             f"PopulationBasedTraining: {self._num_checkpoints} checkpoints, "
