@@ -400,7 +400,9 @@ class ExperimentAnalysis:
         self, trial: Trial, metric: str | None = None, mode: str | None = None
     ) -> str | None:
         """The checkpoint of ``trial`` whose result was best in ``metric`` (``mode`` "max"
-        or "min"); None when no checkpoint has a value for it."""
+        or "min"); None when no checkpoint has a value for it. ``metric`` defaults to
+        ``tune.run``'s, else "training_iteration" (Tune 1.13's: the latest checkpoint)."""
+        metric = metric or self.default_metric or "training_iteration"
         metric, mode = self._metric_and_mode("get_best_checkpoint", metric, mode)
         scored = [
             (v, path)

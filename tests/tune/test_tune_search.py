@@ -98,6 +98,10 @@ def test_keep_checkpoints_num_keeps_the_best_and_the_newest(tmp_path):
     assert os.path.basename(analysis.get_best_checkpoint(trial, "score", "max")) == (
         "checkpoint_000003"
     )
+    # Without a metric (none given to tune.run either): Tune 1.13's "training_iteration".
+    assert os.path.basename(analysis.get_best_checkpoint(trial, mode="max")) == (
+        "checkpoint_000005"
+    )
 
 
 def test_min_prefix_ranks_the_lowest_best(tmp_path):
