@@ -104,8 +104,9 @@ def _common_specs() -> dict[str, Spec]:
         "log_sys_usage": Bool(),
         "fake_sampler": Bool(),
         "disable_env_checking": Bool(),
-        # Framework: validate_config says which frameworks exist and which corral has.
-        "framework": Str(),
+        # Framework: validate_config says which frameworks exist and which corral has
+        # (None: RLlib 1.13's framework-free policies, e.g. a "bare metal" numpy policy).
+        "framework": Optional(Str()),
         "eager_tracing": Bool(),
         # Exploration
         "explore": Bool(),
@@ -243,6 +244,8 @@ def validate_framework(config: Mapping[str, Any]) -> None:
         ValueError: `framework` is a TensorFlow one or unknown: corral is PyTorch only.
     """
     framework = config.get("framework", "torch")
+    if framework is None:  # RLlib 1.13 checks nothing then (framework-free policies)
+        return
     if framework in _TF_FRAMEWORKS:
         raise ValueError(
             f"framework={framework!r} is not available: corral is built on PyTorch only. "
