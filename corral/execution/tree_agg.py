@@ -217,6 +217,25 @@ def check_tree_aggregation(config: dict) -> None:
         )
 
 
+def resolve_tree_aggregation(config: dict) -> None:
+    """`num_aggregation_workers > 0` on the local backend: the driver gathers the workers'
+    fragments itself instead (the same train batches and replay mixing, without the
+    aggregation processes, which need Ray's actors), with a warning once; the setting is
+    set to 0 in `config`. On backend="ray" the aggregators run."""
+    n = config.get("num_aggregation_workers", 0)
+    if n and config.get("backend", "local") != "ray":
+        from corral.utils.deprecation import log_once
+
+        if log_once("num_aggregation_workers_local"):
+            logger.warning(
+                "num_aggregation_workers=%s: tree aggregation runs on backend='ray' (its "
+                "actors call the rollout workers' Ray actors); on the local backend the "
+                "driver gathers the workers' fragments itself (the same train batches).",
+                n,
+            )
+        config["num_aggregation_workers"] = 0
+
+
 def create_aggregators(
     workers: Any, config: dict, weights_seqs: dict[str, int] | None = None
 ) -> list[WorkerHandle]:
@@ -287,6 +306,7 @@ __all__ = [
     "Aggregator",
     "assign_workers",
     "check_tree_aggregation",
+    "resolve_tree_aggregation",
     "create_aggregators",
     "gather_experiences_tree_aggregation",
 ]

@@ -11,7 +11,7 @@ import pytest
 
 from corral.agents.impala import ImpalaTrainer
 from corral.agents.impala.impala_torch_policy import UNROLL_ID
-from corral.execution.tree_agg import Aggregator, assign_workers
+from corral.execution.tree_agg import Aggregator, assign_workers, check_tree_aggregation
 
 SMALL = {
     "env": "CartPole-v1",
@@ -24,9 +24,17 @@ SMALL = {
 }
 
 
-def test_the_local_backend_refuses_aggregation_workers():
+def test_the_local_backend_gathers_in_the_driver_instead_of_aggregators():
+    # The local backend gathers the fragments in the driver instead (RLlib 1.13's
+    # custom_fast_model example asks for an aggregator), with a warning.
+    local = ImpalaTrainer(config={**SMALL, "num_aggregation_workers": 1})
+    try:
+        assert local.config["num_aggregation_workers"] == 0
+        assert local.train()["timesteps_total"] > 0
+    finally:
+        local.stop()
     with pytest.raises(ValueError, match=r"num_aggregation_workers=1 needs backend='ray'"):
-        ImpalaTrainer(config={**SMALL, "num_aggregation_workers": 1})
+        check_tree_aggregation({"num_aggregation_workers": 1, "backend": "local"})
     with pytest.raises(ValueError, match=r"num_aggregation_workers.*<= `num_workers`"):
         ImpalaTrainer(config={**SMALL, "backend": "ray", "num_aggregation_workers": 3})
 

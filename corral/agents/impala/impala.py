@@ -43,7 +43,7 @@ from corral.execution.learner_thread import LearnerThread
 from corral.execution.multi_gpu_learner_thread import MultiGPULearnerThread
 from corral.execution.parallel_requests import AsyncRequestsManager
 from corral.execution.replay_ops import MixInReplay
-from corral.execution.tree_agg import check_tree_aggregation, create_aggregators
+from corral.execution.tree_agg import create_aggregators, resolve_tree_aggregation
 from corral.policy.sample_batch import (
     DEFAULT_POLICY_ID,
     MultiAgentBatch,
@@ -111,7 +111,8 @@ DEFAULT_CONFIG = with_common_config(
         # > 0: this many aggregation actors (`corral.execution.tree_agg`) sample the
         # remote workers (round-robin shares), mix in replay, concatenate the fragments
         # into train batches and hand those to the driver, which sends them new weights
-        # (passed on to their workers). Needs backend="ray".
+        # (passed on to their workers). Runs on backend="ray"; on the local backend the
+        # driver gathers the fragments itself, with a warning.
         "num_aggregation_workers": 0,
         # Clip gradients to this global norm (None: no clipping).
         "grad_clip": 40.0,
@@ -268,7 +269,7 @@ class ImpalaTrainer(Trainer):
                 "`num_aggregation_workers` must be <= `num_workers`, got "
                 f"{config['num_aggregation_workers']} > {config['num_workers']}."
             )
-        check_tree_aggregation(config)
+        resolve_tree_aggregation(config)
         if config["_separate_vf_optimizer"]:
             raise ValueError(
                 "`_separate_vf_optimizer` is only supported with TensorFlow (as in RLlib)."

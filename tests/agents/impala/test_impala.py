@@ -60,7 +60,7 @@ def test_rllib_2_name_of_the_requests_in_flight_key_is_taken():
     [
         ({"opt_type": "sgd"}, "opt_type"),
         ({"replay_proportion": 0.5, "replay_buffer_num_slots": 0}, "replay_buffer_num_slots"),
-        ({"num_aggregation_workers": 1, "num_workers": 1}, "num_aggregation_workers"),
+        ({"num_aggregation_workers": 2, "num_workers": 1}, "num_aggregation_workers"),
         ({"after_train_step": 3}, "after_train_step"),
     ],
 )
