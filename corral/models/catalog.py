@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from corral.env.gym_compat import convert_space
 from corral.models.model_defaults import MODEL_DEFAULTS
 from corral.models.preprocessors import (
     Preprocessor,
@@ -121,6 +122,7 @@ class ModelCatalog:
             UnsupportedSpaceException: for spaces without a distribution.
         """
         _check_framework(framework)
+        action_space = convert_space(action_space)  # (an old gym space a 1.x model holds)
         config = config or MODEL_DEFAULTS
         custom = config.get("custom_action_dist")
         if custom:
@@ -192,6 +194,7 @@ class ModelCatalog:
     ) -> tuple[type, tuple[int | None, ...]]:
         """``(numpy dtype, batch shape with None for the batch axis)`` of an action batch."""
         _check_framework(framework)
+        action_space = convert_space(action_space)
         if isinstance(action_space, gym.spaces.Discrete):
             return np.int64, (None,)
         if isinstance(action_space, gym.spaces.MultiDiscrete):

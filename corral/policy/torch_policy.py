@@ -416,7 +416,10 @@ class TorchPolicy(Policy):
             return self._fast_forward(obs)
         input_dict = {SampleBatch.OBS: obs}
         for k, v in (views or {}).items():
-            input_dict[k] = torch.as_tensor(v)
+            view = torch.as_tensor(v)
+            # float64 columns (a user's numpy input dict) as float32, as RLlib 1.13's
+            # `convert_to_torch_tensor` gives them to models.
+            input_dict[k] = view.float() if view.dtype == torch.float64 else view
         with self._lock:
             out, _ = self.model(input_dict, [], None)
             return out, self.model.value_function()

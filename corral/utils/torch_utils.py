@@ -421,7 +421,10 @@ def minimize_and_clip(optimizer: torch.optim.Optimizer, clip_val: float = 10.0) 
 
 def one_hot(x: TensorType, space: gym.Space) -> TensorType:
     """One-hot encoding of a ``Discrete`` ([B] -> [B, n]) or ``MultiDiscrete`` batch
-    ([B, k] -> [B, sum(nvec)])."""
+    ([B, k] -> [B, sum(nvec)]); old gym spaces (what RLlib 1.x models hold) too."""
+    from corral.env.gym_compat import convert_space
+
+    space = convert_space(space)
     if isinstance(space, gym.spaces.Discrete):
         return nn.functional.one_hot(x.long(), int(space.n))
     if isinstance(space, gym.spaces.MultiDiscrete):

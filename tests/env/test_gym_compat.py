@@ -319,3 +319,14 @@ def test_custom_models_see_the_old_action_space_the_env_declared():
         assert trainer.train()["timesteps_total"] == 64
     finally:
         trainer.stop()
+
+
+def test_corral_s_space_helpers_take_the_old_spaces_1_x_models_hold():
+    from corral.models import ModelCatalog
+    from corral.models.torch.torch_action_dist import TorchCategorical
+    from corral.utils.torch_utils import one_hot
+
+    encoded = one_hot(torch.tensor([2, 0]), gym.spaces.Discrete(3))
+    assert encoded.tolist() == [[0, 0, 1], [1, 0, 0]]
+    assert ModelCatalog.get_action_dist(gym.spaces.Discrete(3), {}) == (TorchCategorical, 3)
+    assert ModelCatalog.get_action_shape(gym.spaces.Box(-1.0, 1.0, (2,)))[1] == (None, 2)

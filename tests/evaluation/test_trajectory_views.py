@@ -392,3 +392,25 @@ def test_custom_policy_gets_its_views_in_the_input_dict():
         assert (batch["t"] == 0).sum() >= 2
     finally:
         trainer.stop()
+
+
+def test_a_numpy_input_dict_of_float64_views_reaches_the_model_as_float32():
+    # RLlib 1.13's trajectory_view_api example acts on `np.stack([1.0, ...])` rewards.
+    trainer = PPOTrainer(env=Episodes, config=_config())
+    try:
+        ACTING_CALLS.clear()
+        obs = np.zeros(2, np.float32)
+        action = trainer.compute_single_action(
+            input_dict={
+                "obs": obs,
+                "prev_n_obs": np.zeros((3, 2)),  # float64
+                "prev_a": np.int64(0),
+                "prev_2_r": np.array([1.0, 1.0]),  # float64
+                "acting_only": np.zeros(2),
+            },
+            explore=False,
+        )
+        assert action in (0, 1, 2)
+        assert ACTING_CALLS[-1]["prev_2_r"].dtype == np.float32
+    finally:
+        trainer.stop()
