@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from corral.core.learner.learner import load_gradients, params_of
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import _OWN_ID, TorchPolicy, _directStepOptimizerSingleton
 from corral.utils.numpy import convert_to_numpy
@@ -480,11 +481,6 @@ def current_optimizers(policy: TorchPolicy) -> list[torch.optim.Optimizer]:
     return optimizers_of(policy._own_learner().optimizers[_OWN_ID])
 
 
-def params_of(optimizers: Sequence[torch.optim.Optimizer]) -> list[torch.Tensor]:
-    """Every parameter the optimisers update, in their order (`compute_gradients`')."""
-    return [p for opt in optimizers for group in opt.param_groups for p in group["params"]]
-
-
 def step_with_gradients(
     policy: TorchPolicy,
     optimizers: Sequence[torch.optim.Optimizer],
@@ -507,22 +503,7 @@ def step_with_gradients(
 
     params = params_of(optimizers)
     if gradients is not _directStepOptimizerSingleton:
-        if len(gradients) != len(params):
-            raise ValueError(
-                f"apply_gradients: got {len(gradients)} gradients, expected one per "
-                f"parameter ({len(params)}), as compute_gradients returns."
-            )
-        for i, (param, grad) in enumerate(zip(params, gradients)):
-            if grad is None:
-                param.grad = None
-                continue
-            tensor = torch.as_tensor(np.array(grad), dtype=param.dtype, device=param.device)
-            if tensor.shape != param.shape:
-                raise ValueError(
-                    f"apply_gradients: gradient {i} has shape {tuple(tensor.shape)}, "
-                    f"expected the parameter's {tuple(param.shape)}."
-                )
-            param.grad = tensor
+        load_gradients(params, gradients, "apply_gradients")
     clear_grads(skip)
     try:
         for opt in optimizers:

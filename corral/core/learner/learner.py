@@ -271,7 +271,7 @@ class Learner:
             self.callbacks.on_learn_on_batch(
                 policy=cast("Policy", policy), train_batch=batch, result=extra
             )
-        params = _params_of(optimizer)
+        params = params_of(optimizer)
         step, bounded = self._minibatch_step(policy, optimizer, params)
         skip_nonfinite = bool(self.config.get("skip_nonfinite_updates"))
         skipped = 0
@@ -357,7 +357,7 @@ class Learner:
                 `skip_nonfinite_updates` says: there is no update here to skip).
         """
         policy, optimizer = self._loss_policy(policy_id, "compute_gradients")
-        params = _params_of(optimizer)
+        params = params_of(optimizer)
         mb = next(self._minibatches(policy, batch, 1, None, False, 0))
         try:
             stats = _backward(policy, mb, params, optimizer)
@@ -390,26 +390,8 @@ class Learner:
             NonFiniteUpdateError: a gradient is NaN/inf (the weights stay as they are).
         """
         policy, optimizer = self._loss_policy(policy_id, "apply_gradients")
-        params = _params_of(optimizer)
-        if len(gradients) != len(params):
-            raise ValueError(
-                f"apply_gradients for policy {policy_id!r}: got {len(gradients)} gradients, "
-                f"expected one per parameter ({len(params)}), as compute_gradients returns."
-            )
-        for i, (param, grad) in enumerate(zip(params, gradients)):
-            if grad is None:
-                param.grad = None
-                continue
-            if isinstance(grad, np.ndarray) and not grad.flags.writeable:
-                grad = grad.copy()  # e.g. zero-copy from Ray's object store
-            tensor = torch.as_tensor(grad, dtype=param.dtype, device=param.device)
-            if tensor.shape != param.shape:
-                raise ValueError(
-                    f"apply_gradients for policy {policy_id!r}: gradient {i} has shape "
-                    f"{tuple(tensor.shape)}, expected the parameter's {tuple(param.shape)}."
-                )
-            # A copy: the optimiser must not write into (or keep) the caller's array.
-            param.grad = tensor.clone()
+        params = params_of(optimizer)
+        load_gradients(params, gradients, f"apply_gradients for policy {policy_id!r}")
         try:
             check_finite_update(None, optimizer)
             _follow_lr_schedule(policy, optimizer)
@@ -651,11 +633,43 @@ def _means(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return {name: stats.peek() for name, stats in groups.items()}
 
 
-def _params_of(optimizer: Optimizers) -> list[torch.Tensor]:
-    """Every parameter the optimiser (or each of a dict of them) updates, in order."""
-    return [
-        p for opt in optimizers_of(optimizer) for group in opt.param_groups for p in group["params"]
-    ]
+def params_of(optimizer: Optimizers | Sequence[torch.optim.Optimizer]) -> list[torch.Tensor]:
+    """Every parameter the optimiser (or each of a dict or list of them) updates, in
+    order: the order of `compute_gradients`' gradients."""
+    if isinstance(optimizer, list | tuple):
+        optimizers = list(optimizer)
+    else:
+        optimizers = optimizers_of(optimizer)  # type: ignore[arg-type]
+    return [p for opt in optimizers for group in opt.param_groups for p in group["params"]]
+
+
+def load_gradients(params: Sequence[torch.Tensor], gradients: Sequence[Any], what: str) -> None:
+    """Puts `gradients` (arrays or tensors, one per parameter, None for none) on `params`
+    as their `.grad`, for an optimiser step (`apply_gradients`).
+
+    Raises:
+        ValueError: another number of gradients, or a gradient of another shape, than
+            the parameters (`what` names the call in the message).
+    """
+    if len(gradients) != len(params):
+        raise ValueError(
+            f"{what}: got {len(gradients)} gradients, expected one per parameter "
+            f"({len(params)}), as compute_gradients returns."
+        )
+    for i, (param, grad) in enumerate(zip(params, gradients)):
+        if grad is None:
+            param.grad = None
+            continue
+        if isinstance(grad, np.ndarray) and not grad.flags.writeable:
+            grad = grad.copy()  # e.g. zero-copy from Ray's object store
+        tensor = torch.as_tensor(grad, dtype=param.dtype, device=param.device)
+        if tensor.shape != param.shape:
+            raise ValueError(
+                f"{what}: gradient {i} has shape {tuple(tensor.shape)}, expected the "
+                f"parameter's {tuple(param.shape)}."
+            )
+        # A copy: the optimiser must not write into (or keep) the caller's array.
+        param.grad = tensor.clone()
 
 
 def _follow_lr_schedule(policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
