@@ -116,7 +116,9 @@ def ray_actor_class(cls: type, **options: Any) -> Any:
         )
     import ray
 
-    return ray.remote(**{k: v for k, v in options.items() if v is not None})(cls)
+    given = {k: v for k, v in options.items() if v is not None}
+    # (`ray.remote()` with no options is refused by Ray: then the bare decorator.)
+    return ray.remote(**given)(cls) if given else ray.remote(cls)
 
 
 class RayFuture:

@@ -171,6 +171,8 @@ def test_as_remote_is_a_ray_actor_class_or_names_the_extra(monkeypatch):
 
         actor_cls = RolloutWorker.as_remote(num_cpus=1, num_gpus=0)
         assert isinstance(actor_cls, ray.actor.ActorClass)
+        # No options at all (RLlib's rollout_worker_custom_workflow example).
+        assert isinstance(RolloutWorker.as_remote(), ray.actor.ActorClass)
     monkeypatch.setattr(ray_backend, "ray_available", lambda: False)
     with pytest.raises(ImportError, match=r"corral\[ray\]"):
         RolloutWorker.as_remote()
