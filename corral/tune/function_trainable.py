@@ -173,6 +173,7 @@ class FunctionTrainable(Trainable):
             info.name if info else type(self).__name__,
             info.trial_id if info else None,
         )
+        session.trial_resources = self.trial_resources
         self._thread = threading.Thread(
             target=self._run,
             args=(session,),

@@ -23,6 +23,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from corral.tune.callback import Callback
 from corral.tune.result import (
     CONFIG,
     EXPR_PARAM_FILE,
@@ -509,3 +510,109 @@ def pretty_print(result: Mapping[str, Any]) -> str:
 
     shown = {k: v for k, v in result.items() if k not in ("config", "hist_stats")}
     return yaml.safe_dump(to_jsonable(shown), default_flow_style=False, sort_keys=True)
+
+
+# -- Tune 1.13's logger callbacks ----------------------------------------------------
+
+
+class LoggerCallback(Callback):
+    """Tune 1.13's base of logging callbacks (`tune.run(callbacks=[...])`): the trial
+    events as `log_trial_start(trial)`, `log_trial_restore(trial)`,
+    `log_trial_save(trial)`, `log_trial_result(iteration, trial, result)` and
+    `log_trial_end(trial, failed)`, which subclasses override."""
+
+    def log_trial_start(self, trial: Any) -> None:
+        """A trial starts."""
+
+    def log_trial_restore(self, trial: Any) -> None:
+        """A trial was restored from a checkpoint."""
+
+    def log_trial_save(self, trial: Any) -> None:
+        """A trial saved a checkpoint."""
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+        """A trial reported `result`."""
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        """A trial ended (`failed`: with an error)."""
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_start(trial)
+
+    def on_trial_restore(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_restore(trial)
+
+    def on_trial_save(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_save(trial)
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        self.log_trial_result(iteration, trial, result)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_end(trial, failed=False)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.log_trial_end(trial, failed=True)
+
+
+class LegacyLoggerCallback(LoggerCallback):
+    """Tune 1.13's callback of per-trial `Logger` classes: each class is instantiated
+    once per trial (`cls(trial.config, trial.logdir, trial)`) and gets the trial's
+    results (`on_result`); it is flushed and closed when the trial ends.
+
+    Args:
+        logger_classes: the `Logger` subclasses to run for every trial (one class alone
+            is taken too, as RLlib 1.13's custom_logger example passes it).
+    """
+
+    def __init__(self, logger_classes: Iterable[type[Logger]] | type[Logger]) -> None:
+        if isinstance(logger_classes, type):
+            logger_classes = [logger_classes]
+        self.logger_classes = list(logger_classes)
+        for cls in self.logger_classes:
+            if not (isinstance(cls, type) and issubclass(cls, Logger)):
+                raise TypeError(f"LegacyLoggerCallback takes Logger subclasses, got {cls!r}.")
+        self._trial_loggers: dict[Any, list[Logger]] = {}
+
+    def _loggers_of(self, trial: Any) -> list[Logger]:
+        loggers = self._trial_loggers.get(trial)
+        if loggers is None:
+            loggers = [cls(trial.config, trial.logdir, trial) for cls in self.logger_classes]
+            self._trial_loggers[trial] = loggers
+        return loggers
+
+    def log_trial_start(self, trial: Any) -> None:
+        for logger_ in self._loggers_of(trial):
+            logger_.update_config(trial.config)
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+        for logger_ in self._loggers_of(trial):
+            logger_.on_result(result)
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        for logger_ in self._trial_loggers.pop(trial, []):
+            logger_.flush()
+            logger_.close()
+
+
+class JsonLoggerCallback(LegacyLoggerCallback):
+    """Tune 1.13's callback form of `JsonLogger` (`result.json`, `params.json`)."""
+
+    def __init__(self) -> None:
+        super().__init__([JsonLogger])
+
+
+class CSVLoggerCallback(LegacyLoggerCallback):
+    """Tune 1.13's callback form of `CSVLogger` (`progress.csv`)."""
+
+    def __init__(self) -> None:
+        super().__init__([CSVLogger])
+
+
+class TBXLoggerCallback(LegacyLoggerCallback):
+    """Tune 1.13's callback form of `TBXLogger` (TensorBoard event files)."""
+
+    def __init__(self) -> None:
+        super().__init__([TBXLogger])

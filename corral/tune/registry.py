@@ -127,6 +127,22 @@ def register_trainable(name: str, trainable: type) -> None:
     global_registry.register(TRAINABLE_CLASS, name, trainable)
 
 
+def get_trainable_cls(name: str) -> type[Trainable]:
+    """The trainable class ``tune.run(name)`` runs: one given to ``register_trainable``,
+    else the built-in algorithm of that name (``"PPO"`` -> ``PPOTrainer``), as in Ray
+    Tune 1.13 (where RLlib registers its algorithms).
+
+    Raises:
+        ValueError: no trainable of that name (naming the registered ones).
+    """
+    _check_name(name)
+    if global_registry.contains(TRAINABLE_CLASS, name):
+        return global_registry.get(TRAINABLE_CLASS, name)
+    from corral.tune.tune import _algorithm_class
+
+    return _algorithm_class(name)
+
+
 def register_input(name: str, input_creator: Callable[[Any], Any]) -> None:
     """Make ``name`` usable as ``config["input"]`` (and as a source of a mixed input).
 

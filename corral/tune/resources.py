@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class ResourceRequest:
@@ -57,6 +57,79 @@ class ResourceRequest:
         return f"ResourceRequest(bundles={self.bundles!r}, strategy={self.strategy!r})"
 
 
+class Resources(NamedTuple):
+    """Ray Tune 1.13's resources of a trial, as amounts (``tune.run(resources_per_trial=
+    Resources(cpu=1, gpu=0))`` takes one, as it takes the same dict).
+
+    Attributes:
+        cpu, gpu, memory, object_store_memory: what the trial's driver needs.
+        extra_cpu, extra_gpu, extra_memory, extra_object_store_memory: what the actors it
+            starts need (one more bundle).
+        custom_resources, extra_custom_resources: other resources by name.
+        has_placement_group: whether the trial has a placement group (Tune's flag).
+    """
+
+    cpu: float
+    gpu: float
+    memory: float = 0
+    object_store_memory: float = 0.0
+    extra_cpu: float = 0.0
+    extra_gpu: float = 0.0
+    extra_memory: float = 0.0
+    extra_object_store_memory: float = 0.0
+    custom_resources: dict | None = None
+    extra_custom_resources: dict | None = None
+    has_placement_group: bool = False
+
+    def cpu_total(self) -> float:
+        """CPUs of the driver and its actors."""
+        return self.cpu + self.extra_cpu
+
+    def gpu_total(self) -> float:
+        """GPUs of the driver and its actors."""
+        return self.gpu + self.extra_gpu
+
+    def memory_total(self) -> float:
+        """Memory of the driver and its actors."""
+        return self.memory + self.extra_memory
+
+    def object_store_memory_total(self) -> float:
+        """Object store memory of the driver and its actors."""
+        return self.object_store_memory + self.extra_object_store_memory
+
+    def get(self, key: str) -> float:
+        """The driver's amount of the custom resource ``key`` (0 if none)."""
+        return (self.custom_resources or {}).get(key, 0)
+
+    def get_res_total(self, key: str) -> float:
+        """The amount of the custom resource ``key`` of the driver and its actors."""
+        return self.get(key) + (self.extra_custom_resources or {}).get(key, 0)
+
+    def is_nonnegative(self) -> bool:
+        """Whether no CPU, GPU or custom amount is negative."""
+        values = [self.cpu, self.gpu, self.extra_cpu, self.extra_gpu]
+        values += [*(self.custom_resources or {}).values()]
+        values += [*(self.extra_custom_resources or {}).values()]
+        return all(v >= 0 for v in values)
+
+    def summary_string(self) -> str:
+        """E.g. ``"2 CPUs, 0 GPUs"`` (Tune's summary)."""
+        summary = f"{self.cpu_total()} CPUs, {self.gpu_total()} GPUs"
+        if self.memory_total():
+            summary += f", {round(self.memory_total() / 1024**3, 2)} GiB heap"
+        if self.object_store_memory_total():
+            summary += f", {round(self.object_store_memory_total() / 1024**3, 2)} GiB objects"
+        names = sorted({*(self.custom_resources or {}), *(self.extra_custom_resources or {})})
+        if names:
+            summary += " (" + ", ".join(f"{self.get_res_total(n)} {n}" for n in names) + ")"
+        return summary
+
+    def as_tune_dict(self) -> dict[str, Any]:
+        """The same amounts as ``resources_per_trial``'s dict."""
+        out = {k: v for k, v in self._asdict().items() if k != "has_placement_group"}
+        return {k: v for k, v in out.items() if v is not None}
+
+
 def resource_request(bundles: Sequence[dict[str, float]], strategy: str = "PACK") -> Any:
     """A Ray `PlacementGroupFactory` when Ray is installed, else a `ResourceRequest`.
 
@@ -90,7 +163,8 @@ def resources_from_tune_argument(resources_per_trial: Any) -> Any:
 
     Args:
         resources_per_trial: None, a request (an object with `bundles`, such as a Ray
-            `PlacementGroupFactory` or a `ResourceRequest`), or Ray Tune 1.13's dict:
+            `PlacementGroupFactory` or a `ResourceRequest`), a `Resources`, or Ray Tune
+            1.13's dict:
             `cpu` (default 1), `gpu`, `memory`, `object_store_memory`, their `extra_*`
             forms, `custom_resources` and `extra_custom_resources` (dicts of amounts).
 
@@ -99,6 +173,8 @@ def resources_from_tune_argument(resources_per_trial: Any) -> Any:
     """
     if resources_per_trial is None or hasattr(resources_per_trial, "bundles"):
         return resources_per_trial
+    if isinstance(resources_per_trial, Resources):
+        resources_per_trial = resources_per_trial.as_tune_dict()
     if not isinstance(resources_per_trial, dict):
         raise ValueError(
             "resources_per_trial must be a dict such as {'cpu': 1, 'gpu': 0} or a "

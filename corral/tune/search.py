@@ -77,6 +77,122 @@ class RandInt(Domain):
         return f"randint({self.lower}, {self.upper})"
 
 
+class LogRandInt(Domain):
+    """An int in [lower, upper) whose logarithm is uniform (Tune's ``lograndint``)."""
+
+    def __init__(self, lower: int, upper: int, base: float = 10) -> None:
+        if not 0 < lower < upper:
+            raise ValueError(f"tune.lograndint needs 0 < lower < upper, got {lower}, {upper}")
+        if not base > 0:
+            raise ValueError(f"tune.lograndint needs a base > 0, got {base}")
+        self.lower, self.upper, self.base = int(lower), int(upper), float(base)
+
+    def sample(self, rng: random.Random, spec: Any) -> int:
+        low, high = math.log(self.lower, self.base), math.log(self.upper, self.base)
+        # (Floored, as Tune does: upper excluded.)
+        return min(int(math.floor(self.base ** rng.uniform(low, high))), self.upper - 1)
+
+    def __repr__(self) -> str:
+        return f"lograndint({self.lower}, {self.upper})"
+
+
+class Normal(Domain):
+    """A float drawn from a normal distribution (Tune's ``randn``)."""
+
+    def __init__(self, mean: float = 0.0, sd: float = 1.0) -> None:
+        if not sd > 0:
+            raise ValueError(f"tune.randn needs sd > 0, got {sd}")
+        self.mean, self.sd = float(mean), float(sd)
+
+    def sample(self, rng: random.Random, spec: Any) -> float:
+        return rng.gauss(self.mean, self.sd)
+
+    def __repr__(self) -> str:
+        return f"randn({self.mean}, {self.sd})"
+
+
+class Quantized(Domain):
+    """A draw of ``domain`` rounded to a multiple of ``q`` (Tune's ``quniform``,
+    ``qloguniform``, ``qrandint``, ``qlograndint``, ``qrandn``).
+
+    Rounding makes the upper bound reachable: a quantised int domain draws from
+    [lower, upper] (upper included, as Tune documents it, and as the searchers
+    convert it); a float one from [lower, upper]. Ints stay ints, floats floats.
+    """
+
+    def __init__(
+        self, domain: Uniform | LogUniform | RandInt | LogRandInt | Normal, q: float
+    ) -> None:
+        if isinstance(q, bool) or not isinstance(q, int | float) or not q > 0:
+            raise ValueError(f"{_quantized_name(domain)} needs a q > 0, got {q!r}")
+        self.is_int = isinstance(domain, RandInt | LogRandInt)
+        if self.is_int and int(q) != q:
+            raise ValueError(f"{_quantized_name(domain)} needs an int q, got {q!r}")
+        if isinstance(domain, Uniform | LogUniform):
+            for bound in (domain.lower, domain.upper):
+                if not math.isclose(bound / q, round(bound / q)):
+                    raise ValueError(
+                        f"{_quantized_name(domain)}: the bound {bound} is not a multiple of q={q}"
+                    )
+        self.domain = domain
+        self.q: float = int(q) if self.is_int else float(q)
+        # The smallest and largest multiples of q inside the bounds (what a draw is
+        # rounded into; what searchers search between).
+        self.qlower = (
+            math.ceil(self.lower / self.q - 1e-9) * self.q if self.lower > -math.inf else -math.inf
+        )
+        self.qupper = (
+            math.floor(self.upper / self.q + 1e-9) * self.q if self.upper < math.inf else math.inf
+        )
+        if self.qlower > self.qupper:
+            raise ValueError(
+                f"{_quantized_name(domain)}: no multiple of q={q} lies between "
+                f"{self.lower} and {self.upper}"
+            )
+
+    @property
+    def lower(self) -> float:
+        """The smallest value (-inf for ``qrandn``)."""
+        return getattr(self.domain, "lower", -math.inf)
+
+    @property
+    def upper(self) -> float:
+        """The largest value, included (inf for ``qrandn``)."""
+        return getattr(self.domain, "upper", math.inf)
+
+    def sample(self, rng: random.Random, spec: Any) -> float | int:
+        domain = self.domain
+        if isinstance(domain, RandInt):
+            value: float = rng.randint(domain.lower, domain.upper)  # upper included
+        elif isinstance(domain, LogRandInt):
+            low, high = math.log(domain.lower, domain.base), math.log(domain.upper, domain.base)
+            value = domain.base ** rng.uniform(low, high)
+        else:
+            value = domain.sample(rng, spec)
+        return self.quantize(value)
+
+    def quantize(self, value: float) -> float | int:
+        """``value`` rounded to a multiple of ``q`` (and kept within the bounds)."""
+        rounded = min(max(round(value / self.q) * self.q, self.qlower), self.qupper)
+        return int(rounded) if self.is_int else float(rounded)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{v}" for v in _bounds(self.domain))
+        return f"{_quantized_name(self.domain)}({args}, {self.q})"
+
+
+def _quantized_name(domain: Domain) -> str:
+    names = {Uniform: "quniform", LogUniform: "qloguniform", RandInt: "qrandint"}
+    names.update({LogRandInt: "qlograndint", Normal: "qrandn"})
+    return names.get(type(domain), f"quantized {domain!r}")
+
+
+def _bounds(domain: Domain) -> tuple[float, float]:
+    if isinstance(domain, Normal):
+        return domain.mean, domain.sd
+    return domain.lower, domain.upper  # type: ignore[attr-defined]
+
+
 class Function(Domain):
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         if not callable(fn):
@@ -108,6 +224,51 @@ def loguniform(lower: float, upper: float, base: float = 10) -> LogUniform:
 def randint(lower: int, upper: int) -> RandInt:
     """An int in [lower, upper)."""
     return RandInt(lower, upper)
+
+
+def quniform(lower: float, upper: float, q: float) -> Quantized:
+    """A float uniformly in [lower, upper], rounded to a multiple of ``q`` (the bounds
+    must be multiples of ``q``)."""
+    return Quantized(Uniform(lower, upper), q)
+
+
+def qloguniform(lower: float, upper: float, q: float, base: float = 10) -> Quantized:
+    """``loguniform(lower, upper, base)`` rounded to a multiple of ``q`` (the bounds
+    must be multiples of ``q``)."""
+    return Quantized(LogUniform(lower, upper, base), q)
+
+
+def qrandint(lower: int, upper: int, q: int = 1) -> Quantized:
+    """An int in [lower, upper] (upper included, as in Tune), rounded to a multiple of
+    ``q``."""
+    return Quantized(RandInt(lower, upper), q)
+
+
+def lograndint(lower: int, upper: int, base: float = 10) -> LogRandInt:
+    """An int in [lower, upper) whose logarithm is uniform."""
+    return LogRandInt(lower, upper, base)
+
+
+def qlograndint(lower: int, upper: int, q: int, base: float = 10) -> Quantized:
+    """An int in [lower, upper] (upper included) whose logarithm is uniform, rounded to
+    a multiple of ``q``."""
+    return Quantized(LogRandInt(lower, upper, base), q)
+
+
+def randn(mean: float = 0.0, sd: float = 1.0) -> Normal:
+    """A float drawn from the normal distribution of ``mean`` and ``sd``."""
+    return Normal(mean, sd)
+
+
+def qrandn(mean: float, sd: float, q: float) -> Quantized:
+    """``randn(mean, sd)`` rounded to a multiple of ``q``."""
+    return Quantized(Normal(mean, sd), q)
+
+
+def function(func: Callable[[Any], Any]) -> None:
+    """Tune 1.13's deprecated wrapper: raises ``DeprecationWarning`` (as Tune does);
+    use the function itself, or ``sample_from(func)``."""
+    raise DeprecationWarning(f"wrapping {func} with tune.function() is no longer needed")
 
 
 def sample_from(fn: Callable[[Any], Any]) -> Function:

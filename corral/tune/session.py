@@ -51,6 +51,8 @@ class Session:
         # The newest directory `checkpoint_dir` handed out and the function has left.
         self.checkpoint: str | None = None
         self.new_checkpoint = False
+        # The trial's resources (`get_trial_resources`), set by the function trainable.
+        self.trial_resources: Any = None
 
     def report(self, _metric: Any = None, **metrics: Any) -> None:
         """Hands one result to the trial's loop and waits for the loop's next step."""
@@ -170,6 +172,14 @@ def get_trial_name() -> str | None:
     """The current trial's name (None outside a session)."""
     session = get_session()
     return session.trial_name if session is not None else None
+
+
+def get_trial_resources() -> Any:
+    """The current trial's resources (Ray Tune 1.13's, for function trainables): its
+    ``tune.run(resources_per_trial=...)`` as a ``PlacementGroupFactory``, else one CPU;
+    None outside a session."""
+    session = get_session()
+    return session.trial_resources if session is not None else None
 
 
 def get_trial_id() -> str | None:

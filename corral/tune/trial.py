@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from corral.tune.logger import flatten_dict
 from corral.tune.result import CONFIG
 
+# Ray Tune 1.13's `ray.tune.trial.ExportFormat` (the formats `Trainer.export_model` takes).
+from corral.tune.trainable import ExportFormat
+
+__all__ = ["ExportFormat", "Trial"]
+
 
 @dataclass(eq=False)
 class Trial:

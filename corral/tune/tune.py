@@ -27,9 +27,10 @@ from typing import Any
 from corral.tune import experiment_state
 from corral.tune.callback import Callback
 from corral.tune.error import TuneError
-from corral.tune.experiment import Experiment
+from corral.tune.experiment import Experiment, run_experiments
 from corral.tune.function_trainable import FunctionTrainable, wrap_function
 from corral.tune.logger import Logger, UnifiedLogger, flatten_dict
+from corral.tune.progress_reporter import ProgressReporter, ReporterCallback, check_reporter
 from corral.tune.registry import TRAINABLE_CLASS, global_registry
 from corral.tune.resources import resources_from_tune_argument
 from corral.tune.result import (
@@ -58,12 +59,14 @@ from corral.tune.suggest.variant_generator import (
     grid_search,
     has_unresolved_values,
 )
+from corral.tune.syncer import check_sync_config
 from corral.tune.trainable import Trainable, TrialInfo
 from corral.tune.trial import Trial
 
 # `TrialLoop` and `CheckpointKeeper` are the loop `tune.run` and `corral train` share
 # (`CheckpointKeeper` importable from here as before it got its own module).
 from corral.tune.trial_runner import CheckpointKeeper, TrialLoop, TrialRunner
+from corral.tune.utils.log import set_verbosity
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +81,7 @@ __all__ = [
     "config_variants",
     "grid_search",
     "run",
+    "run_experiments",
 ]
 
 
@@ -119,12 +123,7 @@ class ExperimentAnalysis:
                     "ExperimentAnalysis: pass the trials once (as trials=...), got them twice"
                 )
             path, trials = None, path  # corral's earlier form, ExperimentAnalysis(trials)
-        if getattr(sync_config, "upload_dir", None):
-            raise ValueError(
-                "ExperimentAnalysis(sync_config=...) with an upload_dir: corral.tune keeps "
-                "results in the local experiment folder (no cloud syncing); pass "
-                "sync_config=None"
-            )
+        check_sync_config(sync_config, "ExperimentAnalysis")
         if default_mode not in (None, "max", "min"):
             raise ValueError(f"default_mode must be None, 'max' or 'min', got {default_mode!r}")
         # (folder, state) of each experiment read from `path`.
@@ -608,11 +607,19 @@ def run(
             spaces or suggested by a searcher are taken from the state (a searcher's own
             state comes back when it can save it as JSON: ``Searcher.get_state``), and
             the search goes on from there.
-        **ray_tune_options: the rest of Ray Tune 1.13's ``tune.run`` arguments
-            (``progress_reporter``, ``trial_name_creator``, ...), accepted at their
+        **ray_tune_options: ``progress_reporter`` (a ``tune.ProgressReporter`` such as
+            ``CLIReporter``, asked after every step and at the end; with it ``verbose=1``
+            prints its status instead of the line per finished trial), ``sync_config``
+            (a ``tune.SyncConfig`` without ``upload_dir``), and the rest of Ray Tune
+            1.13's ``tune.run`` arguments (``trial_name_creator``, ...), accepted at their
             defaults; any other value raises ``NotImplementedError`` naming it (with the
             ``ray`` extra, ``ray.tune.run`` takes corral's Trainers).
     """
+    check_sync_config(ray_tune_options.pop("sync_config", None), "tune.run")
+    reporter: ProgressReporter | None = ray_tune_options.pop("progress_reporter", None)
+    if reporter is not None:
+        check_reporter(reporter)
+        set_verbosity(verbose)
     _check_ray_tune_options(ray_tune_options)
     _check_failure_options(max_failures, fail_fast)
     scheduler = _scheduler(scheduler, metric, mode)
@@ -669,6 +676,11 @@ def run(
                 "tune.run(callbacks=...) runs its hooks on the local path only; with "
                 '"backend": "ray" pass Ray Tune callbacks to ray.tune.run instead'
             )
+        if reporter is not None:
+            raise ValueError(
+                "tune.run(progress_reporter=...) reports local runs only; with "
+                '"backend": "ray" pass it to ray.tune.run'
+            )
         if resume:
             raise ValueError(
                 'tune.run(resume=...) resumes local runs only; with "backend": "ray" pass '
@@ -702,6 +714,17 @@ def run(
             "Trainable class (or an algorithm name such as 'PPO') with it"
         )
     _check_max_concurrent(max_concurrent_trials)
+    if reporter is not None:
+        # The reporter's status replaces the line per finished trial; from verbose=2 on
+        # the lines per trial are printed as well (Ray Tune's per-trial output).
+        loop.verbose = verbose if verbose >= 2 else 0
+        loop.callbacks = [*loop.callbacks, ReporterCallback(reporter, scheduler)]
+        reporter.setup(
+            start_time=time.time(),
+            total_samples=search.total_samples,
+            metric=metric,
+            mode=mode,
+        )
     for callback in loop.callbacks:
         callback.setup(
             stop=stop,
@@ -876,11 +899,9 @@ def _resolve_trainable(run_or_experiment: Any) -> type[Trainable]:
 # that ask for nothing it lacks (Ray's defaults, and those that match running trials one
 # after another in this process).
 _RAY_TUNE_OPTIONS: dict[str, tuple] = {
-    "progress_reporter": (None,),
     "log_to_file": (False,),
     "trial_name_creator": (None,),
     "trial_dirname_creator": (None,),
-    "sync_config": (None,),
     "export_formats": (None, ()),
     "server_port": (None,),
     "reuse_actors": (False, True),

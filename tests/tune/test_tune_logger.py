@@ -243,3 +243,52 @@ def test_unified_logger_fans_out(tmp_path, monkeypatch, available):
     trial_dir = tmp_path / "trial"
     assert (trial_dir / "result.json").exists() and (trial_dir / "progress.csv").exists()
     assert json.loads((trial_dir / "params.json").read_text()) == {"lr": 0.2}
+
+
+def test_logger_callbacks_run_per_trial_loggers_through_tune_run(tmp_path):
+    # Tune 1.13's LegacyLoggerCallback / LoggerCallback (RLlib's custom_logger example).
+    from corral import tune
+    from corral.tune.logger import CSVLoggerCallback, LegacyLoggerCallback, Logger, LoggerCallback
+
+    seen: list = []
+
+    class PrintLogger(Logger):
+        def _init(self):
+            seen.append(("init", self.config["x"]))
+
+        def on_result(self, result):
+            seen.append(("result", result["training_iteration"]))
+
+        def close(self):
+            seen.append(("close", self.config["x"]))
+
+    class Events(LoggerCallback):
+        def log_trial_start(self, trial):
+            seen.append(("start",))
+
+        def log_trial_end(self, trial, failed=False):
+            seen.append(("end", failed))
+
+    def trainable(config):
+        for _ in range(2):
+            tune.report(score=config["x"])
+
+    tune.run(
+        trainable,
+        config={"x": 3},
+        local_dir=str(tmp_path),
+        verbose=0,
+        callbacks=[LegacyLoggerCallback(PrintLogger), CSVLoggerCallback(), Events()],
+    )
+    # (The callbacks in their order: the legacy one first.)
+    assert seen == [
+        ("init", 3),
+        ("start",),
+        ("result", 1),
+        ("result", 2),
+        ("close", 3),
+        ("end", False),
+    ]
+    assert list(tmp_path.rglob("progress.csv"))
+    with pytest.raises(TypeError, match="Logger subclasses"):
+        LegacyLoggerCallback([dict])

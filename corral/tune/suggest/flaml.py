@@ -23,7 +23,17 @@ from typing import Any
 import numpy as np
 
 from corral.tune.logger import to_jsonable
-from corral.tune.search import Choice, Domain, LogUniform, RandInt, Uniform, has_domains
+from corral.tune.search import (
+    Choice,
+    Domain,
+    LogRandInt,
+    LogUniform,
+    Normal,
+    Quantized,
+    RandInt,
+    Uniform,
+    has_domains,
+)
 from corral.tune.suggest.library_searcher import (
     LibrarySearcher,
     coded_categories,
@@ -142,6 +152,22 @@ class _FlamlSearcher(LibrarySearcher):
             return ft.loguniform(domain.lower, domain.upper)
         if isinstance(domain, RandInt):
             return ft.randint(domain.lower, domain.upper)
+        if isinstance(domain, LogRandInt):
+            return ft.lograndint(domain.lower, domain.upper)
+        if isinstance(domain, Normal):
+            return ft.randn(domain.mean, domain.sd)
+        if isinstance(domain, Quantized):
+            # (FLAML's quantised spaces are Ray Tune's: the upper bound included.)
+            inner, q, low, high = domain.domain, domain.q, domain.qlower, domain.qupper
+            if isinstance(inner, Uniform):
+                return ft.quniform(low, high, q)
+            if isinstance(inner, LogUniform):
+                return ft.qloguniform(low, high, q)
+            if isinstance(inner, RandInt):
+                return ft.qrandint(int(low), int(high), int(q))
+            if isinstance(inner, LogRandInt):
+                return ft.qlograndint(int(low), int(high), int(q))
+            return ft.qrandn(inner.mean, inner.sd, q)
         raise ValueError(f"{cls.__name__} cannot search {name}={domain!r}")
 
     def _own_space(self, space: Any) -> Any:

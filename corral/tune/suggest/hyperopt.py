@@ -13,7 +13,16 @@ from typing import Any
 import numpy as np
 
 from corral.tune.logger import to_jsonable
-from corral.tune.search import Choice, Domain, LogUniform, RandInt, Uniform
+from corral.tune.search import (
+    Choice,
+    Domain,
+    LogRandInt,
+    LogUniform,
+    Normal,
+    Quantized,
+    RandInt,
+    Uniform,
+)
 from corral.tune.suggest.library_searcher import (
     LibrarySearcher,
     coded_categories,
@@ -128,6 +137,22 @@ class HyperOptSearch(LibrarySearcher):
             return hpo.pyll.scope.int(
                 hpo.hp.quniform(name, domain.lower - 0.5, domain.upper - 0.5, 1)
             )
+        if isinstance(domain, LogRandInt):
+            return hpo.pyll.scope.int(
+                hpo.hp.qloguniform(name, math.log(domain.lower), math.log(domain.upper - 1), 1)
+            )
+        if isinstance(domain, Normal):
+            return hpo.hp.normal(name, domain.mean, domain.sd)
+        if isinstance(domain, Quantized):
+            inner, q = domain.domain, domain.q
+            if isinstance(inner, Normal):
+                return hpo.hp.qnormal(name, inner.mean, inner.sd, q)
+            if isinstance(inner, Uniform | RandInt):
+                expr = hpo.hp.quniform(name, domain.qlower, domain.qupper, q)
+            else:  # loguniform, lograndint: between the multiples of q inside the bounds
+                low, high = math.log(domain.qlower), math.log(domain.qupper)
+                expr = hpo.hp.qloguniform(name, low, high, q)
+            return hpo.pyll.scope.int(expr) if domain.is_int else expr
         raise ValueError(f"HyperOptSearch cannot search {name}={domain!r}")
 
     def _own_space(self, space: Any) -> Any:

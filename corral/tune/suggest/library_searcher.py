@@ -4,7 +4,8 @@
 A wrapper takes its search space from its own ``space`` argument (the library's own
 distributions, or corral search spaces it converts) or from ``tune.run``'s config
 (``set_search_properties``: the config's ``choice``, ``uniform``, ``loguniform`` and
-``randint`` values become the library's parameters, named by their path joined by "/";
+``randint`` values, and the quantised, log-int and normal ones a library supports, become
+the library's parameters, named by their path joined by "/";
 the config's constants stay where they are). ``metric`` and ``mode`` come from the
 wrapper or from ``tune.run`` (set each in one place); with a ``mode`` and no ``metric``
 it optimises ``"_metric"``, the number a function trainable returns or reports
@@ -27,7 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from corral.tune.search import Choice, Domain, Function, LogUniform, RandInt, Uniform, has_domains
+from corral.tune.search import (
+    Choice,
+    Domain,
+    Function,
+    LogRandInt,
+    LogUniform,
+    Normal,
+    Quantized,
+    RandInt,
+    Uniform,
+    has_domains,
+)
 from corral.tune.session import DEFAULT_METRIC
 from corral.tune.suggest.suggestion import Searcher
 from corral.tune.suggest.variant_generator import parse_spec_vars, unflatten_dict
@@ -37,7 +49,8 @@ logger = logging.getLogger(__name__)
 # Values a library keeps (and JSON holds) as they are; a choice among other values is
 # searched by index.
 _PLAIN = (type(None), bool, int, float, str)
-_SEARCHABLE = (Choice, Uniform, LogUniform, RandInt)
+# (Each wrapper's `_to_library` refuses, naming it, what its library cannot search.)
+_SEARCHABLE = (Choice, Uniform, LogUniform, RandInt, LogRandInt, Normal, Quantized)
 
 
 def import_library(module: str, searcher: str, extra: str | None = None) -> ModuleType:
@@ -115,9 +128,30 @@ def from_library(domain: Domain, value: Any) -> Any:
         return copy.deepcopy(categories[int(value)])
     if isinstance(domain, Uniform | LogUniform):
         return min(max(float(value), domain.lower), domain.upper)
-    if isinstance(domain, RandInt):
+    if isinstance(domain, RandInt | LogRandInt):
         return min(max(int(round(float(value))), domain.lower), domain.upper - 1)
+    if isinstance(domain, Quantized):
+        return domain.quantize(float(value))
+    if isinstance(domain, Normal):
+        return float(value)
     return plain(value)
+
+
+def can_give(domain: Domain, value: Any) -> bool:
+    """Whether a draw of the numeric search space ``domain`` can be ``value`` (a number
+    within its bounds; an int for an int domain)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(domain, RandInt | LogRandInt):
+        return isinstance(value, int) and domain.lower <= value < domain.upper
+    if isinstance(domain, Quantized):
+        return (isinstance(value, int) or not domain.is_int) and (
+            domain.lower <= value <= domain.upper
+        )
+    if isinstance(domain, Normal):
+        return math.isfinite(value)
+    assert isinstance(domain, Uniform | LogUniform)
+    return domain.lower <= value <= domain.upper
 
 
 def plain(value: Any) -> Any:
@@ -355,12 +389,7 @@ class LibrarySearcher(Searcher):
                 )
             coded = self._point_choices_as_indices or coded_categories(domain) is not None
             return index if coded else value
-        assert isinstance(domain, Uniform | LogUniform | RandInt)
-        if isinstance(domain, RandInt):
-            fits = isinstance(value, int) and domain.lower <= value < domain.upper
-        else:
-            fits = isinstance(value, int | float) and domain.lower <= value <= domain.upper
-        if isinstance(value, bool) or not fits:
+        if not can_give(domain, value):
             raise ValueError(
                 f"{type(self).__name__}: the point {dict(point)!r} sets {key}={value!r}, "
                 f"which {key}={domain!r} cannot give"

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from corral.tune.search import Choice, Domain, LogUniform, RandInt, Uniform
+from corral.tune.search import Choice, Domain, LogRandInt, LogUniform, RandInt, Uniform
 from corral.tune.suggest.ask_tell import AskTellSearcher
 from corral.tune.suggest.library_searcher import coded_categories, import_library
 
@@ -117,7 +117,13 @@ class NevergradSearch(AskTellSearcher):
             return p.Log(lower=domain.lower, upper=domain.upper)
         if isinstance(domain, RandInt):
             return p.Scalar(lower=domain.lower, upper=domain.upper - 1).set_integer_casting()
-        raise ValueError(f"NevergradSearch cannot search {name}={domain!r}")
+        if isinstance(domain, LogRandInt):
+            return p.Log(lower=domain.lower, upper=domain.upper - 1).set_integer_casting()
+        raise ValueError(
+            f"NevergradSearch cannot search {name}={domain!r} (it searches choice, uniform, "
+            "loguniform, randint and lograndint; Nevergrad has no quantised or normal "
+            "parameters): use HyperOptSearch or OptunaSearch"
+        )
 
     def _own_space(self, space: Any) -> Any:
         p = self._ng.p

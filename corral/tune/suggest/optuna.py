@@ -15,7 +15,16 @@ import numpy as np
 
 from corral.tune.logger import flatten_dict, to_jsonable
 from corral.tune.result import TRAINING_ITERATION
-from corral.tune.search import Choice, Domain, LogUniform, RandInt, Uniform
+from corral.tune.search import (
+    Choice,
+    Domain,
+    LogRandInt,
+    LogUniform,
+    Normal,
+    Quantized,
+    RandInt,
+    Uniform,
+)
 from corral.tune.suggest.library_searcher import (
     LibrarySearcher,
     coded_categories,
@@ -136,6 +145,28 @@ class OptunaSearch(LibrarySearcher):
             return distributions.FloatDistribution(domain.lower, domain.upper, log=True)
         if isinstance(domain, RandInt):
             return distributions.IntDistribution(domain.lower, domain.upper - 1)
+        if isinstance(domain, LogRandInt):
+            return distributions.IntDistribution(domain.lower, domain.upper - 1, log=True)
+        if isinstance(domain, Quantized):
+            inner = domain.domain
+            if isinstance(inner, Uniform):
+                return distributions.FloatDistribution(domain.qlower, domain.qupper, step=domain.q)
+            if isinstance(inner, RandInt) or (isinstance(inner, LogRandInt) and domain.q == 1):
+                log = isinstance(inner, LogRandInt)
+                return distributions.IntDistribution(
+                    int(domain.qlower), int(domain.qupper), log=log, step=int(domain.q)
+                )
+            if not isinstance(inner, Normal):
+                raise ValueError(
+                    f"OptunaSearch cannot search {name}={domain!r}: Optuna has no quantised "
+                    "log scale (its step needs a linear one); use a q of 1 (ints), drop the "
+                    "q, or use HyperOptSearch"
+                )
+        if isinstance(domain, Normal | Quantized):
+            raise ValueError(
+                f"OptunaSearch cannot search {name}={domain!r}: Optuna has no normal "
+                "distribution; use bounds (tune.uniform) or HyperOptSearch"
+            )
         raise ValueError(f"OptunaSearch cannot search {name}={domain!r}")
 
     def _own_space(self, space: Any) -> Any:
