@@ -54,6 +54,7 @@ from corral.policy.sample_batch import (
     SampleBatch,
     concat_samples,
 )
+from corral.utils import numpy_compat
 from corral.utils.compression import compress_batch
 from corral.utils.filter import Filter, NoFilter, get_filter
 from corral.utils.sgd import do_minibatch_sgd
@@ -147,6 +148,9 @@ class RolloutWorker:
         recreated_worker: bool = False,
         **rllib_keywords: Any,
     ) -> None:
+        # User models and envs of RLlib 1.x's time use NumPy 1.x names (`np.product`):
+        # a worker process has them as the driver does (`corral.utils.numpy_compat`).
+        numpy_compat.install()
         # What `creation_args()` returns: the keywords to build this worker again.
         self._original_kwargs: dict[str, Any] = {
             "env_creator": env_creator,

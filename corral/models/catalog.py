@@ -78,6 +78,42 @@ def custom_model_class(custom: str | type) -> type:
     return custom
 
 
+def _build_custom(model_cls: type, config: dict, args: tuple, model_kwargs: dict) -> Any:
+    """A custom model `model_cls(*args, **model_kwargs, **custom_model_config)`; one that
+    takes no such keywords (RLlib 1.13's models read them from
+    `model_config["custom_model_config"]`) is built again without them, with a warning.
+
+    Raises:
+        TypeError: the constructor rejects the keywords, and fails without them too.
+    """
+    custom_kwargs = config.get("custom_model_config") or {}
+    kwargs = {**model_kwargs, **custom_kwargs}
+    name = getattr(model_cls, "__name__", repr(model_cls))
+    try:
+        return model_cls(*args, **kwargs)
+    except TypeError as err:
+        if not (kwargs and "unexpected keyword argument" in str(err)):
+            raise
+        if not custom_kwargs:
+            raise TypeError(
+                f"{name}.__init__ rejected keyword arguments {sorted(kwargs)} ({err})."
+            ) from err
+        first_error = err
+    logger.warning(
+        "Custom model %s should accept its custom_model_config entries as **kwargs "
+        "(retried without them; it reads model_config['custom_model_config']).",
+        name,
+    )
+    try:
+        return model_cls(*args, **model_kwargs)
+    except TypeError as err:
+        raise TypeError(
+            f"{name}.__init__ rejected keyword arguments {sorted(kwargs)}: entries of "
+            "'custom_model_config' are passed to the custom model's constructor as keyword "
+            f"arguments ({first_error}); without them it failed too ({err})."
+        ) from err
+
+
 def _wrap_if_needed(model_cls: type, model_interface: type | None) -> type:
     """Mix ``model_interface`` in front of ``model_cls`` (e.g. a Q-head interface over FCNet).
 
@@ -261,6 +297,18 @@ class ModelCatalog:
         """
         _check_framework(framework)
         config = {**MODEL_DEFAULTS, **(model_config or {})}
+        # The recurrent wrappers: the (default or custom) model's features feed an LSTM or
+        # a GTrXL.
+        wrappers = {"use_lstm": LSTMWrapper, "use_attention": AttentionWrapper}
+        chosen = [key for key in wrappers if config.get(key)]
+        if len(chosen) > 1:
+            raise ValueError("Only one of `use_lstm` or `use_attention` may be set to True!")
+        wrapper = wrappers[chosen[0]] if chosen else None
+        if wrapper is not None and model_interface is not None:
+            raise NotImplementedError(
+                f"{chosen[0]} with the {model_interface.__name__} model interface is not "
+                "supported: only policy-gradient models can be wrapped in a recurrent model."
+            )
         custom = config.get("custom_model")
         if custom:
             custom = custom_model_class(custom)
@@ -269,36 +317,22 @@ class ModelCatalog:
             # declared, which such models compare against (`action_space != Tuple(...)`).
             from corral.env.gym_compat import gym_space_of
 
-            action_space = gym_space_of(action_space)
-            custom_kwargs = config.get("custom_model_config") or {}
-            kwargs = {**model_kwargs, **custom_kwargs}
-            try:
-                return model_cls(obs_space, action_space, num_outputs, config, name, **kwargs)
-            except TypeError as err:
-                if not (kwargs and "unexpected keyword argument" in str(err)):
-                    raise
-                if not custom_kwargs:
-                    raise TypeError(
-                        f"{custom.__name__}.__init__ rejected keyword arguments "
-                        f"{sorted(kwargs)} ({err})."
-                    ) from err
-                # RLlib 1.13: a model that takes no custom kwargs reads them from
-                # model_config["custom_model_config"]; retry without them.
-                first_error = err
-            logger.warning(
-                "Custom model %s should accept its custom_model_config entries as **kwargs "
-                "(retried without them; it reads model_config['custom_model_config']).",
-                custom.__name__,
+            custom_space = gym_space_of(action_space)
+            if wrapper is None:
+                return _build_custom(
+                    model_cls,
+                    config,
+                    (obs_space, custom_space, num_outputs, config, name),
+                    model_kwargs,
+                )
+            # As RLlib 1.13 auto-wraps a custom model: built with `num_outputs=None` (it
+            # picks its output size, the wrapper's input), the wrapper on top.
+            base = _build_custom(
+                model_cls, config, (obs_space, custom_space, None, config, f"{name}_base"), {}
             )
-            try:
-                return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)
-            except TypeError as err:
-                raise TypeError(
-                    f"{custom.__name__}.__init__ rejected keyword arguments "
-                    f"{sorted(kwargs)}: entries of 'custom_model_config' are passed to the "
-                    f"custom model's constructor as keyword arguments ({first_error}); "
-                    f"without them it failed too ({err})."
-                ) from err
+            return wrapper(
+                obs_space, action_space, num_outputs, config, name, base=base, **model_kwargs
+            )
 
         if default_model is None and _is_image(obs_space):
             default_model = VisionNetwork
@@ -322,19 +356,7 @@ class ModelCatalog:
                     "Use a custom_model."
                 ) from err
             default_model = FullyConnectedNetwork
-        # The recurrent wrappers: the default model's features feed an LSTM or a GTrXL.
-        wrappers = {"use_lstm": LSTMWrapper, "use_attention": AttentionWrapper}
-        chosen = [key for key in wrappers if config.get(key)]
-        if len(chosen) > 1:
-            raise ValueError("Only one of `use_lstm` or `use_attention` may be set to True!")
-        wrapper = wrappers[chosen[0]] if chosen else None
         if wrapper is not None:
-            if model_interface is not None:
-                raise NotImplementedError(
-                    f"{chosen[0]} with the {model_interface.__name__} model interface is not "
-                    "supported: only policy-gradient models can be wrapped in a recurrent "
-                    "model."
-                )
             base = default_model(obs_space, action_space, None, config, f"{name}_base")
             return wrapper(
                 obs_space, action_space, num_outputs, config, name, base=base, **model_kwargs

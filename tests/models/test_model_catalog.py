@@ -236,3 +236,41 @@ def test_get_preprocessor_for_space_and_for_an_env():
     # (Registered custom preprocessors: tests/models/test_custom_preprocessor.py.)
     with pytest.raises(ValueError, match="No custom preprocessor registered under 'mine'"):
         ModelCatalog.get_preprocessor_for_space(space, {"custom_preprocessor": "mine"})
+
+
+def test_use_lstm_wraps_a_custom_model_as_rllib_1_13():
+    # RLlib 1.13's lstm_auto_wrapping example: the custom model (built with
+    # num_outputs=None, picking its own output size) feeds the LSTM wrapper.
+    from corral.agents.ppo import PPOTrainer
+    from corral.models.torch.recurrent_net import LSTMWrapper
+
+    class Doubler(TorchModelV2, nn.Module):
+        def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+            TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+            nn.Module.__init__(self)
+            assert num_outputs is None
+            self.num_outputs = int(np.prod(obs_space.shape))
+
+        def forward(self, input_dict, state, seq_lens):
+            return input_dict["obs_flat"] * 2.0, []
+
+    space = gym.spaces.Box(-1.0, 1.0, (4,))
+    config = {"custom_model": Doubler, "use_lstm": True, "lstm_cell_size": 8}
+    model = ModelCatalog.get_model_v2(space, gym.spaces.Discrete(2), 2, config)
+    assert isinstance(model, LSTMWrapper) and model.num_outputs == 2
+    trainer = PPOTrainer(
+        env="CartPole-v1",
+        config={
+            "num_workers": 0,
+            "train_batch_size": 64,
+            "sgd_minibatch_size": 32,
+            "num_sgd_iter": 1,
+            "model": {**config, "max_seq_len": 8},
+        },
+    )
+    try:
+        assert trainer.train()["timesteps_total"] >= 64
+        assert isinstance(trainer.get_policy().model, LSTMWrapper)
+        assert torch.is_tensor(trainer.get_policy().model.value_function())
+    finally:
+        trainer.stop()
