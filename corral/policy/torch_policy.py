@@ -190,13 +190,37 @@ class TorchPolicy(Policy):
                 "model gets the env's observations unpreprocessed."
             )
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
-        """The optimiser a `Learner` uses for this policy.
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass's own `optimizer()` (RLlib 1.13's override point) wins over a
+        # `make_optimizer` it inherits (e.g. DQN's): the learner asks `make_optimizer`.
+        if "optimizer" in cls.__dict__ and "make_optimizer" not in cls.__dict__:
+            cls.make_optimizer = TorchPolicy.make_optimizer  # type: ignore[method-assign]
 
-        Adam with `lr`; extra keyword arguments for it come from the
-        `optimizer` config dict (e.g. `{"eps": 1e-5}`). The fused kernel is
-        used unless that dict picks an implementation (`make_adam`).
+    def make_optimizer(self) -> torch.optim.Optimizer:
+        """The optimiser a `Learner` uses for this policy: `optimizer()`'s (RLlib 1.13's
+        override point; corral's own policies override this method instead).
+
+        Raises:
+            ValueError: an `optimizer()` override returned several optimisers (give each
+                its loss through `make_optimizer` returning a dict of them instead).
         """
+        chosen = self.optimizer()
+        if isinstance(chosen, list | tuple):
+            if len(chosen) != 1:
+                raise ValueError(
+                    f"{type(self).__name__}.optimizer() returned {len(chosen)} optimisers; "
+                    "corral pairs several optimisers with their losses by name: override "
+                    "make_optimizer() to return a dict of them (see SAC's)."
+                )
+            chosen = chosen[0]
+        return chosen
+
+    def optimizer(self) -> torch.optim.Optimizer | list[torch.optim.Optimizer]:
+        """RLlib 1.13's `TorchPolicy.optimizer()`: Adam with `lr`; extra keyword arguments
+        for it come from the `optimizer` config dict (e.g. `{"eps": 1e-5}`). The fused
+        kernel is used unless that dict picks an implementation (`make_adam`). A subclass
+        may override it (one optimiser) as in RLlib 1.x."""
         return make_adam(
             self.model.parameters(), self.config.get("optimizer"), lr=self.config["lr"]
         )

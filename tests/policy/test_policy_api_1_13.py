@@ -186,3 +186,35 @@ def test_multi_device_api_loads_once_and_learns_on_slices(dqn):
     stats = policy.learn_on_loaded_batch(offset=0, buffer_index=0)
     assert "mean_q" in stats["learner_stats"]
     assert any(not np.array_equal(before[k], v) for k, v in policy.get_weights().items())
+
+
+@pytest.mark.parametrize("algorithm", ["PG", "DQN"])
+def test_a_subclass_s_optimizer_override_is_used_as_in_rllib_1_13(algorithm):
+    # Also over a make_optimizer the subclass inherits (DQN's).
+    import torch
+
+    from corral.agents.dqn import DQNTorchPolicy
+    from corral.agents.pg import PGTorchPolicy
+    from corral.agents.registry import get_trainer_class
+    from corral.policy.policy import PolicySpec
+
+    base = {"PG": PGTorchPolicy, "DQN": DQNTorchPolicy}[algorithm]
+
+    class WithSGD(base):
+        def optimizer(self):
+            return [torch.optim.SGD(self.model.parameters(), lr=0.01)]
+
+    trainer = get_trainer_class(algorithm)(
+        env="CartPole-v1",
+        config={
+            "num_workers": 0,
+            "train_batch_size": 64,
+            "multiagent": {"policies": {"default_policy": PolicySpec(policy_class=WithSGD)}},
+        },
+    )
+    try:
+        trainer.train()
+        optimizer = trainer.learner_group.local_learner.optimizers["default_policy"]
+        assert isinstance(optimizer, torch.optim.SGD)
+    finally:
+        trainer.stop()
