@@ -336,14 +336,19 @@ class Quadratic(Trainable):
         return {"loss": (self.config["x"] - 0.7) ** 2 + (self.config["y"] + 0.4) ** 2}
 
 
-def test_resume_goes_on_with_the_observations_restored(tmp_path, lib, monkeypatch):
+def interrupted_and_resumed(tmp_path, monkeypatch, make_searcher, num_samples):
+    """`num_samples` trials of `Quadratic` run once whole (the reference) and once
+    interrupted at the 7th trial and resumed (`resume=True`), each with a searcher of
+    `make_searcher()`; checks the saved state and that the resumed run ends every trial
+    and repeats the reference's first 7 configs. Returns (the resumed searcher, the
+    reference's analysis, the resumed one's, the resumed configs)."""
     monkeypatch.setattr(Quadratic, "steps", 0)
     monkeypatch.setattr(Quadratic, "interrupt_at", None)
 
     def run(name, **kwargs):
-        searcher = lib.make(seed=3, space=dict(SPACE), metric="loss", mode="min")
+        searcher = make_searcher()
         return searcher, _run(
-            tmp_path, searcher, name, run=Quadratic, config={}, num_samples=10, **kwargs
+            tmp_path, searcher, name, run=Quadratic, config={}, num_samples=num_samples, **kwargs
         )
 
     _, reference = run("reference")
@@ -356,8 +361,19 @@ def test_resume_goes_on_with_the_observations_restored(tmp_path, lib, monkeypatc
     Quadratic.interrupt_at = None
     searcher, resumed = run("interrupted", resume=True)
     configs = [t.config for t in resumed.trials]
-    assert len(configs) == 10 and [t.status for t in resumed.trials] == ["TERMINATED"] * 10
+    assert len(configs) == num_samples
+    assert [t.status for t in resumed.trials] == ["TERMINATED"] * num_samples
     assert configs[:7] == [t.config for t in reference.trials[:7]]
+    return searcher, reference, resumed, configs
+
+
+def test_resume_goes_on_with_the_observations_restored(tmp_path, lib, monkeypatch):
+    searcher, _, resumed, configs = interrupted_and_resumed(
+        tmp_path,
+        monkeypatch,
+        lambda: lib.make(seed=3, space=dict(SPACE), metric="loss", mode="min"),
+        num_samples=10,
+    )
     # The library heard of all 10: the 6 restored, the 7th run again, 3 new ones.
     observed = searcher.observations()
     assert [v for _, v in observed] == pytest.approx(

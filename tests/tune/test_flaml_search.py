@@ -20,7 +20,11 @@ with warnings.catch_warnings():
 from corral import tune  # noqa: E402
 from corral.tune.suggest import create_searcher  # noqa: E402
 from corral.tune.suggest.flaml import CFO, BlendSearch  # noqa: E402
-from tests.tune.test_ask_tell_searchers import SPACE, Quadratic, _run  # noqa: E402
+from tests.tune.test_ask_tell_searchers import (  # noqa: E402
+    SPACE,
+    _run,
+    interrupted_and_resumed,
+)
 
 
 @pytest.fixture(params=[CFO, BlendSearch], ids=lambda cls: cls.__name__)
@@ -173,27 +177,12 @@ def test_failed_trials_are_told_as_errors(cls):
 
 
 def test_resume_goes_on_from_the_trials_restored(tmp_path, cls, monkeypatch):
-    monkeypatch.setattr(Quadratic, "steps", 0)
-    monkeypatch.setattr(Quadratic, "interrupt_at", None)
-
-    def run(name, **kwargs):
-        searcher = cls(space=dict(SPACE), metric="loss", mode="min", seed=20)
-        return searcher, _run(
-            tmp_path, searcher, name, run=Quadratic, config={}, num_samples=12, **kwargs
-        )
-
-    _, reference = run("reference")
-    Quadratic.steps, Quadratic.interrupt_at = 0, 7
-    with pytest.raises(KeyboardInterrupt):
-        run("interrupted")
-    saved = json.loads((tmp_path / "interrupted" / "searcher-state-default.json").read_text())
-    assert len(saved["trials"]) == 7 and saved["trials"][-1]["live"]  # 6 ended, the 7th runs
-
-    Quadratic.interrupt_at = None
-    searcher, resumed = run("interrupted", resume=True)
-    configs = [t.config for t in resumed.trials]
-    assert len(configs) == 12 and [t.status for t in resumed.trials] == ["TERMINATED"] * 12
-    assert configs[:7] == [t.config for t in reference.trials[:7]]
+    searcher, _, resumed, configs = interrupted_and_resumed(
+        tmp_path,
+        monkeypatch,
+        lambda: cls(space=dict(SPACE), metric="loss", mode="min", seed=20),
+        num_samples=12,
+    )
     # The restored searcher goes on from the best trial restored, without running the
     # trials again.
     assert not any(c in configs[:7] for c in configs[7:])

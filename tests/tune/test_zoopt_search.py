@@ -19,7 +19,11 @@ from zoopt import ValueType  # noqa: E402
 from corral import tune  # noqa: E402
 from corral.tune.suggest import create_searcher  # noqa: E402
 from corral.tune.suggest.zoopt import ZOOptSearch  # noqa: E402
-from tests.tune.test_ask_tell_searchers import SPACE, Quadratic, _run  # noqa: E402
+from tests.tune.test_ask_tell_searchers import (  # noqa: E402
+    SPACE,
+    _run,
+    interrupted_and_resumed,
+)
 
 
 def make(seed: int = 0, **kwargs) -> ZOOptSearch:
@@ -222,27 +226,9 @@ def test_leaves_numpys_global_random_state_alone():
 
 
 def test_resume_goes_on_with_the_observations_restored(tmp_path, monkeypatch):
-    monkeypatch.setattr(Quadratic, "steps", 0)
-    monkeypatch.setattr(Quadratic, "interrupt_at", None)
-
-    def run(name, **kwargs):
-        searcher = make(seed=3, budget=12)
-        return searcher, _run(
-            tmp_path, searcher, name, run=Quadratic, config={}, num_samples=12, **kwargs
-        )
-
-    _, reference = run("reference")
-    Quadratic.steps, Quadratic.interrupt_at = 0, 7
-    with pytest.raises(KeyboardInterrupt):
-        run("interrupted")
-    saved = json.loads((tmp_path / "interrupted" / "searcher-state-default.json").read_text())
-    assert len(saved["trials"]) == 7 and saved["trials"][-1]["live"]  # 6 ended, the 7th runs
-
-    Quadratic.interrupt_at = None
-    searcher, resumed = run("interrupted", resume=True)
-    configs = [t.config for t in resumed.trials]
-    assert len(configs) == 12 and [t.status for t in resumed.trials] == ["TERMINATED"] * 12
-    assert configs[:7] == [t.config for t in reference.trials[:7]]
+    searcher, _, resumed, configs = interrupted_and_resumed(
+        tmp_path, monkeypatch, lambda: make(seed=3, budget=12), num_samples=12
+    )
     # The restored searcher draws new configs, not its first ones again.
     assert not any(c in configs[:7] for c in configs[7:])
     observed = searcher.observations()
