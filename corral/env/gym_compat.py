@@ -59,6 +59,16 @@ def convert_space(space: Any) -> Any:
     Raises:
         TypeError: for an old gym space type that has no Gymnasium counterpart.
     """
+    if _is_repeated_of_old(space):
+        cached = _linked(space, "_gymnasium_space")
+        if cached is None:
+            from corral.utils.spaces.repeated import Repeated
+
+            cached = Repeated(convert_space(space.child_space), space.max_len)
+            with contextlib.suppress(AttributeError):
+                space._gymnasium_space = _Link(cached)
+                cached._gym_space = _Link(space)
+        return cached
     if space is None or isinstance(space, gym.Space) or not is_old_gym_space(space):
         return space
     cached = _linked(space, "_gymnasium_space")
@@ -67,6 +77,11 @@ def convert_space(space: Any) -> Any:
     new = _convert(space)
     link_spaces(space, new)
     return new
+
+
+def _is_repeated_of_old(space: Any) -> bool:
+    """Whether `space` is a `Repeated` of an old gym space (see `Repeated.__new__`)."""
+    return hasattr(space, "child_space") and is_old_gym_space(space.child_space)
 
 
 class _Link:
@@ -254,10 +269,24 @@ def ensure_gymnasium_env(env: Any, render_mode: str | None = None) -> Any:
     if isinstance(env, MultiAgentEnv) or _looks_multi_agent(env):
         _warn_once(env, "corral's OldAPIMultiAgentEnv")
         return OldAPIMultiAgentEnv(env)
-    if _is_from_gym(env):
+    if _is_from_gym(env) and not _has_repeated(env):
         return _shimmy_convert(env, render_mode)
     _warn_once(env, "corral's OldAPIEnv")
     return OldAPIEnv(env, render_mode)
+
+
+def _has_repeated(env: Any) -> bool:
+    """Whether an env's spaces hold RLlib's `Repeated` (Shimmy cannot convert it;
+    corral's `OldAPIEnv` can)."""
+
+    def holds(space: Any) -> bool:
+        if hasattr(space, "child_space"):
+            return True
+        inner = getattr(space, "spaces", None)
+        parts = inner.values() if isinstance(inner, dict) else inner or ()
+        return any(holds(p) for p in parts)
+
+    return any(holds(getattr(env, a, None)) for a in ("observation_space", "action_space"))
 
 
 def _looks_multi_agent(env: Any) -> bool:

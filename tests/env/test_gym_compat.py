@@ -330,3 +330,51 @@ def test_corral_s_space_helpers_take_the_old_spaces_1_x_models_hold():
     assert encoded.tolist() == [[0, 0, 1], [1, 0, 0]]
     assert ModelCatalog.get_action_dist(gym.spaces.Discrete(3), {}) == (TorchCategorical, 3)
     assert ModelCatalog.get_action_shape(gym.spaces.Box(-1.0, 1.0, (2,)))[1] == (None, 2)
+
+
+class OldPlayersEnv(gym.Env):
+    """RLlib 1.13's `SimpleRPG` shape: a Repeated of old gym Dicts that hold Repeateds."""
+
+    def __init__(self, config=None):
+        from corral.utils.spaces.repeated import Repeated
+
+        item = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        player = gym.spaces.Dict({"hp": gym.spaces.Discrete(3), "items": Repeated(item, 3)})
+        self.observation_space = Repeated(player, max_len=2)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self):
+        return [{"hp": 1, "items": [np.zeros(2, np.float32)]}]
+
+    def step(self, action):
+        return self.reset(), float(action), True, {}
+
+
+def test_repeated_of_old_spaces_nests_in_old_dicts_converts_and_trains():
+    import pickle
+
+    from corral.agents.pg import PGTrainer
+    from corral.utils.spaces.repeated import Repeated
+
+    env = OldPlayersEnv()
+    # It is an old gym space too (old Dicts take only those), and a Gymnasium one.
+    assert isinstance(env.observation_space, gym.Space | gymnasium.Space)
+    assert isinstance(env.observation_space.child_space["items"], gym.Space)
+    back = pickle.loads(pickle.dumps(env.observation_space))
+    assert type(back) is type(env.observation_space) and back == env.observation_space
+    seeds = env.observation_space.seed(3)  # (a list, which old gym's Dict adds up)
+    assert isinstance(seeds, list)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        converted = ensure_gymnasium_env(env).observation_space
+    assert type(converted) is Repeated and converted.max_len == 2
+    assert isinstance(converted.child_space, gymnasium.spaces.Dict)
+    assert isinstance(converted.child_space["items"].child_space, gymnasium.spaces.Box)
+    assert converted.contains(env.reset())
+    trainer = PGTrainer(
+        env=OldPlayersEnv, config={"num_workers": 0, "train_batch_size": 16, "seed": 0}
+    )
+    try:
+        assert trainer.train()["timesteps_total"] >= 16
+    finally:
+        trainer.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +23,16 @@ class Repeated(gym.Space):
         max_len: the most elements a list can have.
     """
 
+    def __new__(cls, child_space: Any = None, max_len: int = 0) -> Repeated:
+        # RLlib 1.x code nests a Repeated of old `gym.spaces` inside old gym Dicts and
+        # Tuples, which take only old gym spaces: such a Repeated is one of those too.
+        if cls is Repeated:
+            from corral.env.gym_compat import is_old_gym_space
+
+            if is_old_gym_space(child_space):
+                cls = _old_gym_repeated()
+        return super().__new__(cls)
+
     def __init__(self, child_space: gym.Space, max_len: int) -> None:
         super().__init__()
         self.child_space = child_space
@@ -29,7 +41,8 @@ class Repeated(gym.Space):
     def seed(self, seed: int | None = None) -> list[int]:
         seeds = super().seed(seed)
         self.child_space.seed(None if seed is None else seed + 1)
-        return seeds
+        # (A list, as old gym's Dict and Tuple add their parts' seeds up.)
+        return seeds if isinstance(seeds, list) else [seeds]
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[Any]:
         count = int(self.np_random.integers(1, self.max_len + 1))
@@ -55,3 +68,15 @@ class Repeated(gym.Space):
 
     def __repr__(self) -> str:
         return f"Repeated({self.child_space}, {self.max_len})"
+
+
+@functools.cache
+def _old_gym_repeated() -> type:
+    """`Repeated` that is also an old `gym.spaces.Space` (gym is loaded: the child
+    space is one of its objects). It pickles as a plain `Repeated` of its child."""
+
+    def __reduce__(self: Repeated) -> tuple:
+        return (Repeated, (self.child_space, self.max_len))
+
+    old_space = sys.modules["gym"].spaces.Space
+    return type("Repeated", (Repeated, old_space), {"__reduce__": __reduce__})
