@@ -681,16 +681,23 @@ class Trainer(Trainable):
 
     # -- checkpoints --------------------------------------------------------
 
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
+    def save_checkpoint(self, checkpoint_dir: str) -> str:
         """Writes weights (safetensors), optimiser state (tensors) and JSON state.
 
         Policies added with `add_policy` are recorded by id, class (dotted import
         path), spaces and config, removed ones by id, and the policies to train
         when they are a list (see `load_checkpoint`).
+
+        Returns:
+            the path of the folder's `checkpoint-<iteration>` file, which `save()`
+            hands out as RLlib 1.13 did (code of RLlib 1.x reads the trial folder as
+            that path's grandparent); the checkpoint is the whole folder.
         """
         trainer_checkpoints.save(self, checkpoint_dir)
+        return trainer_checkpoints.write_rllib_marker(checkpoint_dir, self.iteration)
 
-    # A trainer's checkpoint is a directory (`save_checkpoint` returns None), never a dict.
+    # A trainer's checkpoint is a directory (`save_checkpoint` returns a file in it),
+    # never a dict.
     def load_checkpoint(self, checkpoint_path: str) -> None:  # type: ignore[override]
         """Restores a checkpoint written by `save_checkpoint`.
 

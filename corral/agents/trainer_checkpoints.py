@@ -58,12 +58,30 @@ def save(trainer: Trainer, checkpoint_dir: str) -> None:
     checkpoints.write_array_state(checkpoint_dir, RESUME_CHECKPOINT_STATE, resume_state(trainer))
 
 
+def write_rllib_marker(checkpoint_dir: str, iteration: int) -> str:
+    """Writes `checkpoint-<iteration>` into `checkpoint_dir` and returns its path: the
+    name RLlib 1.13's `Trainer.save()` returned. Its own file held a pickle; this one
+    holds a line of JSON naming the folder as the checkpoint (nothing reads it back:
+    restoring takes the folder the path lies in)."""
+    path = os.path.join(checkpoint_dir, f"checkpoint-{iteration}")
+    checkpoints.write_json(
+        path, {"corral_checkpoint": "the files of this folder (see its manifest)"}
+    )
+    return path
+
+
 def load(trainer: Trainer, checkpoint_path: str) -> None:
     """`Trainer.load_checkpoint`: restores what `save` wrote into `trainer`.
+
+    Args:
+        trainer: the trainer to restore.
+        checkpoint_path: the checkpoint folder, or the file in it `save` returned.
 
     Raises:
         CheckpointError: the checkpoint is of another algorithm, or damaged.
     """
+    if os.path.isfile(checkpoint_path):
+        checkpoint_path = os.path.dirname(checkpoint_path)
     meta = checkpoints.read_trainer_meta(checkpoint_path)
     name = trainer._name
     if meta.get("trainer") != name:

@@ -19,6 +19,7 @@ import tempfile
 from typing import Any
 
 from corral._ray_tune_hook import _is_corral_trainable
+from corral.tune.trainable import checkpoint_folder
 
 _adapters: dict[type, type] = {}
 
@@ -75,7 +76,7 @@ def _make_adapter(trainer_class: type[Any]) -> type[Any]:
             # become the contents of Tune's checkpoint folder.
             staging = tempfile.mkdtemp(prefix="corral_ckpt_")
             try:
-                written = self.trainer.save(staging)
+                written = checkpoint_folder(self.trainer.save(staging))
                 for name in os.listdir(written):
                     shutil.move(os.path.join(written, name), os.path.join(checkpoint_dir, name))
             finally:

@@ -336,7 +336,10 @@ class Trainable:
         Temporary folders of earlier killed saves are removed.
 
         Returns:
-            the checkpoint directory, which ``restore`` accepts.
+            what Ray Tune 1.13 returns, which ``restore`` accepts: the path
+            ``save_checkpoint`` returned, moved into the checkpoint folder (a
+            ``Trainer``'s ``checkpoint_<iteration>/checkpoint-<iteration>``), else the
+            checkpoint folder.
         """
         from corral.utils import checkpoint_files, checkpoints
 
@@ -358,6 +361,8 @@ class Trainable:
                 checkpoint_files.move_into_place(tmp_dir, target)
             finally:
                 checkpoint_files.discard_temp_dir(tmp_dir)
+            if metadata["checkpoint_kind"] == _KIND_PATH:
+                return os.path.normpath(os.path.join(target, metadata["checkpoint_path"]))
             return target
 
     def _checkpoint_algorithm(self) -> str:
@@ -381,7 +386,7 @@ class Trainable:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="corral-save-to-object-") as parent:
-            return checkpoint_to_object(self.save(parent))
+            return checkpoint_to_object(checkpoint_folder(self.save(parent)))
 
     def restore_from_object(self, obj: bytes) -> None:
         """Restores a checkpoint made by ``save_to_object``.
@@ -602,6 +607,18 @@ class Trainable:
             )
         except Exception:
             return False
+
+
+def checkpoint_folder(path: str) -> str:
+    """The checkpoint folder of a path ``Trainable.save`` returned: the path itself,
+    or the checkpoint folder holding the file it names (a ``Trainer``'s
+    ``checkpoint-<iteration>``; ``path`` as it is where no folder holds it)."""
+    if not os.path.isfile(path):
+        return path
+    try:
+        return _find_checkpoint_dir(path)
+    except CheckpointError:
+        return path
 
 
 def checkpoint_to_object(checkpoint_dir: str) -> bytes:

@@ -35,7 +35,7 @@ from corral.tune.result import (
 from corral.tune.stopping import StopFn, metric_value
 from corral.tune.suggest.basic_variant import BasicVariantGenerator
 from corral.tune.suggest.search import SearchAlgorithm
-from corral.tune.trainable import Trainable, checkpoint_to_object
+from corral.tune.trainable import Trainable, checkpoint_folder, checkpoint_to_object
 from corral.tune.trial import Trial
 
 logger = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ class TrialRun:
         if isinstance(self._restore, bytes):
             return self._restore
         if self._restore and self.trial.status == Trial.PAUSED:
-            return checkpoint_to_object(self._restore)
+            return checkpoint_to_object(checkpoint_folder(self._restore))
         raise RuntimeError(f"Trial {self.trial} is not running: nothing to save")
 
     # -- inside a step -------------------------------------------------------
@@ -661,13 +661,16 @@ class CheckpointKeeper:
         keep = {path for path, _ in ranked[: self.num]} | {trial.checkpoint}
         for path, _ in trial.checkpoints:
             if path not in keep:
-                shutil.rmtree(path, ignore_errors=True)
+                shutil.rmtree(checkpoint_folder(path), ignore_errors=True)
         trial.checkpoints = [(p, r) for p, r in trial.checkpoints if p in keep]
 
 
 def _checkpointed_now(trial: Trial, trainable: Trainable) -> bool:
     expected = f"checkpoint_{trainable.iteration:06d}"
-    return trial.checkpoint is not None and os.path.basename(trial.checkpoint) == expected
+    return (
+        trial.checkpoint is not None
+        and os.path.basename(checkpoint_folder(trial.checkpoint)) == expected
+    )
 
 
 def _summary(result: dict) -> str:

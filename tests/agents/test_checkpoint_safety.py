@@ -22,6 +22,7 @@ from corral.agents.dqn import DQNTrainer
 from corral.agents.ppo import PPOTrainer
 from corral.agents.trainer import Trainer
 from corral.policy.policy import Policy
+from corral.tune.trainable import checkpoint_folder
 from corral.utils import checkpoint_files
 from corral.utils.error import CheckpointError
 
@@ -41,7 +42,7 @@ OBS = np.random.default_rng(1).uniform(-0.2, 0.2, (6, 4)).astype(np.float32)
 def checkpoint(tmp_path_factory):
     trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
     trainer.train()
-    path = trainer.save(str(tmp_path_factory.mktemp("ckpt")))
+    path = checkpoint_folder(trainer.save(str(tmp_path_factory.mktemp("ckpt"))))
     logits = _logits(trainer)
     trainer.stop()
     return path, logits
@@ -385,9 +386,9 @@ def test_fallback_without_atomic_exchange_still_replaces(tmp_path, monkeypatch):
     trainer = PPOTrainer(config=SMALL, env="CartPole-v1")
     parent = tmp_path / "checkpoints"
     try:
-        first = trainer.save(str(parent))
+        first = checkpoint_folder(trainer.save(str(parent)))
         monkeypatch.setattr(checkpoint_files, "_exchange", lambda a, b: False)
-        assert trainer.save(str(parent)) == first
+        assert checkpoint_folder(trainer.save(str(parent))) == first
         assert sorted(os.listdir(parent)) == [os.path.basename(first)]
         checkpoint_files.verify_manifest(first)
     finally:

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from corral.agents.ppo import PPOTrainer
-from corral.tune.trainable import CheckpointError
+from corral.agents.trainer import Trainer
+from corral.tune.trainable import CheckpointError, checkpoint_folder
 
 SMALL = {
     "num_workers": 0,
@@ -64,7 +65,7 @@ def trained(tmp_path_factory):
     t = PPOTrainer(config=SMALL, env="CartPole-v1")
     t.train()
     t.train()
-    path = t.save(str(tmp_path_factory.mktemp("ckpt")))
+    path = checkpoint_folder(t.save(str(tmp_path_factory.mktemp("ckpt"))))
     yield t, path
     t.stop()
 
@@ -73,6 +74,10 @@ def test_layout_is_plain_data(trained):
     _, path = trained
     assert os.path.basename(path) == "checkpoint_000002"
     files = {os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs}
+    # RLlib 1.13's `checkpoint-<iteration>` file (the path `save` returns) is JSON too.
+    with open(os.path.join(path, "checkpoint-2"), encoding="utf-8") as f:
+        json.load(f)
+    files.remove("checkpoint-2")
     assert all(f.endswith((".json", ".safetensors", ".pt")) for f in files), files
     assert not [f for f in os.listdir(os.path.dirname(path)) if ".tmp-" in f]
 
@@ -114,13 +119,37 @@ def test_getstate_setstate_reach_remote_workers(trained):
 
 def test_save_checkpoint_and_load_checkpoint_directly(trained, tmp_path):
     t, _ = trained
-    assert t.save_checkpoint(str(tmp_path)) is None
-    other = PPOTrainer(config={**SMALL, "seed": 9}, env="CartPole-v1")
+    returned = t.save_checkpoint(str(tmp_path))
+    assert returned == os.path.join(str(tmp_path), "checkpoint-2")
+    for path in (returned, str(tmp_path)):
+        other = PPOTrainer(config={**SMALL, "seed": 9}, env="CartPole-v1")
+        try:
+            other.load_checkpoint(path)
+            np.testing.assert_array_equal(_dist_inputs(other), _dist_inputs(t))
+        finally:
+            other.stop()
+
+
+def test_save_returns_rllib_s_checkpoint_file_and_everything_takes_it(tmp_path):
+    """RLlib 1.13's `save()` returned `<dir>/checkpoint_<n:06d>/checkpoint-<n>`; its users
+    restore from it and find the trial folder as its grandparent."""
+    t = PPOTrainer(config=SMALL, env="CartPole-v1")
     try:
-        other.load_checkpoint(str(tmp_path))
-        np.testing.assert_array_equal(_dist_inputs(other), _dist_inputs(t))
+        t.train()
+        returned = t.save(str(tmp_path))
+        assert returned == os.path.join(str(tmp_path), "checkpoint_000001", "checkpoint-1")
+        assert os.path.isfile(returned)
+        restored = Trainer.from_checkpoint(returned)
+        try:
+            assert restored.iteration == 1
+            np.testing.assert_array_equal(_dist_inputs(restored), _dist_inputs(t))
+        finally:
+            restored.stop()
+        t.train()
+        t.restore(returned)
+        assert t.iteration == 1
     finally:
-        other.stop()
+        t.stop()
 
 
 _RESTORE_SCRIPT = textwrap.dedent(

@@ -7,6 +7,7 @@ import pytest
 
 from corral.agents.ppo import PPOTrainer
 from corral.agents.trainer import RESUME_CHECKPOINT_STATE, Trainer
+from corral.tune.trainable import checkpoint_folder
 from corral.utils import checkpoint_files
 
 CONFIG = {
@@ -30,7 +31,7 @@ def _runs(num_workers, tmp_path, drop_resume_state=False):
     straight = PPOTrainer(config={**CONFIG, "num_workers": num_workers}, env="CartPole-v1")
     try:
         _weights_after(straight, 2)
-        path = straight.save(str(tmp_path))
+        path = checkpoint_folder(straight.save(str(tmp_path)))
         expected = _weights_after(straight, 3)
         expected_steps = straight.iteration, straight._timesteps_total
     finally:

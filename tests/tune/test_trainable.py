@@ -7,7 +7,7 @@ import pytest
 
 from corral.tune import CheckpointError, Trainable
 from corral.tune.result import default_results_dir
-from corral.tune.trainable import CHECKPOINT_METADATA_FILE
+from corral.tune.trainable import CHECKPOINT_METADATA_FILE, checkpoint_folder
 
 
 @pytest.fixture(autouse=True)
@@ -148,8 +148,9 @@ def test_save_then_restore_in_a_fresh_instance_continues(cls, monkeypatch):
     trainable.train()
     path = trainable.save()
     trainable.stop()
-    assert path == os.path.join(trainable.logdir, "checkpoint_000002")
-    assert os.path.isfile(os.path.join(path, CHECKPOINT_METADATA_FILE))
+    folder = checkpoint_folder(path)
+    assert folder == os.path.join(trainable.logdir, "checkpoint_000002")
+    assert os.path.isfile(os.path.join(folder, CHECKPOINT_METADATA_FILE))
 
     def refuse(*args, **kwargs):
         raise AssertionError("restore must not unpickle")
@@ -173,11 +174,13 @@ def test_save_places_checkpoint_in_given_parent_and_restore_accepts_a_file_insid
     trainable.train()
     path = trainable.save(str(tmp_path / "ckpts"))
     trainable.stop()
-    assert path == str(tmp_path / "ckpts" / "checkpoint_000001")
-    fresh = Counter()
-    fresh.restore(os.path.join(path, "state", "count.json"))
-    fresh.stop()
-    assert fresh.count == 1 and fresh.iteration == 1
+    # Ray Tune 1.13's return value: the path save_checkpoint returned, moved in place.
+    assert path == str(tmp_path / "ckpts" / "checkpoint_000001" / "state" / "count.json")
+    for restore_from in (path, checkpoint_folder(path)):
+        fresh = Counter()
+        fresh.restore(restore_from)
+        fresh.stop()
+        assert fresh.count == 1 and fresh.iteration == 1
 
 
 def test_save_replaces_an_existing_checkpoint_and_leaves_nothing_else(tmp_path):
@@ -211,7 +214,7 @@ def test_failed_save_leaves_no_checkpoint_and_no_temporary_dir(tmp_path):
 def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
     trainable = Counter()
     trainable.train()
-    path = trainable.save(str(tmp_path))
+    path = checkpoint_folder(trainable.save(str(tmp_path)))
     trainable.__class__ = FailingSave
     with pytest.raises(RuntimeError):
         trainable.save(str(tmp_path))
@@ -243,7 +246,7 @@ def test_bad_save_checkpoint_return_values_are_rejected(tmp_path, saved, error, 
 def saved_checkpoint(tmp_path, cls=Counter):
     trainable = cls()
     trainable.train()
-    path = trainable.save(str(tmp_path))
+    path = checkpoint_folder(trainable.save(str(tmp_path)))
     trainable.stop()
     return path
 

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from corral.tune.trainable import checkpoint_folder
 from corral.utils.filter import FilterManager, MeanStdFilter, NoFilter, RunningStat, get_filter
 
 
@@ -167,7 +168,7 @@ def test_pendulum_ppo_with_mean_std_filter_trains_and_checkpoints(tmp_path):
         batch = trainer.workers.remote_workers()[0].call("sample").result()
         assert abs(float(np.mean(batch["obs"]))) < 3.0
 
-        path = trainer.save(str(tmp_path))
+        path = checkpoint_folder(trainer.save(str(tmp_path)))
         with open(os.path.join(path, "worker_state.json")) as f:
             saved = json.load(f)["filters"]["default_policy"]
         assert saved["type"] == "MeanStdFilter"

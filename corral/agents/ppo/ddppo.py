@@ -237,10 +237,10 @@ class DDPPOTrainer(PPOTrainer):
         if not self.config["keep_local_weights_in_sync"]:
             self._pull_weights()
 
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
+    def save_checkpoint(self, checkpoint_dir: str) -> str:
         """Checkpoints with the workers' current weights (see `Trainer.save_checkpoint`)."""
         self._pull_weights()
-        super().save_checkpoint(checkpoint_dir)
+        return super().save_checkpoint(checkpoint_dir)
 
     def __getstate__(self) -> dict:
         self._pull_weights()

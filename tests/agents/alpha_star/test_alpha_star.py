@@ -16,6 +16,7 @@ from corral.agents.ppo import APPOTrainer
 from corral.agents.registry import get_trainer_class
 from corral.agents.trainer import Trainer
 from corral.tune.registry import register_env
+from corral.tune.trainable import checkpoint_folder
 from tests.fixtures.nim import Nim
 
 register_env("alpha_star_nim", lambda config: Nim(config))
@@ -170,7 +171,7 @@ def test_checkpoints_restore_the_league(tmp_path):
         policies, learning = sorted(local.policy_map), local.get_policies_to_train()
         state = trainer.league_builder.__getstate__()
         weights = trainer.get_weights()
-        path = trainer.save(str(tmp_path))
+        path = checkpoint_folder(trainer.save(str(tmp_path)))
     finally:
         trainer.stop()
     # The league builder's state is JSON beside the weights.
