@@ -62,7 +62,7 @@ from corral.execution.common import (  # noqa: F401  (the names: RLlib 1.13's tr
     steps_trained,
 )
 from corral.execution.train_ops import reduces_per_iteration
-from corral.policy.policy import Policy
+from corral.policy.policy import Policy, learns_by_itself
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
 from corral.tune.trainable import Trainable
 from corral.utils.deprecation import deprecation_warning
@@ -261,9 +261,9 @@ class Trainer(Trainable):
             local = self.workers.local_worker()
             self._learner_group = LearnerGroup(
                 self.config,
-                local.policy_map,
+                self.workers.local_worker().policy_map,
                 self.callbacks,
-                policy_ids=[pid for pid in local.policy_map if local.is_policy_to_train(pid)],
+                policy_ids=self._learned_policies(),
             )
         return self._learner_group
 
@@ -614,10 +614,17 @@ class Trainer(Trainable):
 
     def _sync_learner_policies(self) -> None:
         """The learners train exactly the local worker's policies to train."""
+        self.learner_group.set_policies_to_train(self._learned_policies())
+
+    def _learned_policies(self) -> list[str]:
+        """The local worker's policies to train, but those of one's own that learn by
+        themselves (`learns_by_itself`): the learners train these."""
         local = self.workers.local_worker()
-        self.learner_group.set_policies_to_train(
-            [pid for pid in local.policy_map if local.is_policy_to_train(pid)]
-        )
+        return [
+            pid
+            for pid in local.policy_map
+            if local.is_policy_to_train(pid) and not learns_by_itself(local.policy_map[pid])
+        ]
 
     # -- export and import --------------------------------------------------
 

@@ -388,16 +388,23 @@ class MultiAgentSampler(SamplerBase):
             obs = np.stack([self.slots[i].obs[agent] for i, agent in members])
             trajectories = [self._trajectory(self.slots[i], agent, pid) for i, agent in members]
             plan, takes_views = self._views_of(policy)
-            view_inputs = step_rows = None
+            view_inputs = step_rows = infos = None
             if plan is not None:
                 view_inputs, step_rows = self._agent_views(plan, obs, trajectories)
+                if plan.infos:  # (the infos that came with the agents' observations)
+                    infos = [self.slots[i].episode.last_info_for(a) or {} for i, a in members]
             if self._is_stateful(policy):
                 batch_actions, extra = self._stateful_actions(
-                    policy, obs, explore, trajectories, view_inputs, takes_views
+                    policy, obs, explore, trajectories, view_inputs, takes_views, infos
                 )
             else:
                 batch_actions, extra = policy_actions(
-                    policy, obs, explore, view_inputs=view_inputs, takes_views=takes_views
+                    policy,
+                    obs,
+                    explore,
+                    view_inputs=view_inputs,
+                    takes_views=takes_views,
+                    infos=infos,
                 )
             if step_rows:
                 extra = {**extra, **step_rows}
@@ -463,6 +470,7 @@ class MultiAgentSampler(SamplerBase):
         trajectories: list,
         view_inputs: dict[str, np.ndarray] | None = None,
         takes_views: bool = False,
+        infos: list[dict] | None = None,
     ) -> tuple[np.ndarray, dict]:
         """Actions of a stateful policy: each agent's state, previous action and reward
         go in (RLlib's `state_in_<i>`, `prev_actions`, `prev_rewards` views); the
@@ -476,7 +484,15 @@ class MultiAgentSampler(SamplerBase):
         prev_actions = np.stack([np.asarray(t.prev_action) for t in trajectories])
         prev_rewards = np.array([t.prev_reward for t in trajectories], np.float32)
         actions, extra = policy_actions(
-            policy, obs, explore, states, prev_actions, prev_rewards, view_inputs, takes_views
+            policy,
+            obs,
+            explore,
+            states,
+            prev_actions,
+            prev_rewards,
+            view_inputs,
+            takes_views,
+            infos,
         )
         for k, trajectory in enumerate(trajectories):
             trajectory.state = [

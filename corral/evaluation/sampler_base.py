@@ -202,9 +202,12 @@ def as_fetches(
     `as_flat_action_rows`), the extra fetches as arrays with the RNN states out as
     `state_out_<i>`."""
     fetches = {k: np.asarray(v) for k, v in (extra or {}).items()}
+    rows = as_flat_action_rows(action_space, actions)
     for j, s in enumerate(state_out or []):
-        fetches[f"state_out_{j}"] = np.asarray(s)
-    return as_flat_action_rows(action_space, actions), fetches
+        # (RLlib 1.13 read row i of each state output for env i: rows past the batch
+        # were never read.)
+        fetches[f"state_out_{j}"] = np.asarray(s)[: len(rows)]
+    return rows, fetches
 
 
 def policy_actions(
@@ -216,13 +219,23 @@ def policy_actions(
     prev_rewards: np.ndarray | None = None,
     view_inputs: dict[str, np.ndarray] | None = None,
     takes_views: bool = False,
+    infos: list[dict] | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Actions and extra fetches (with `state_out_<i>`) of a batch of preprocessed
     observations; `state` etc. for stateful policies; `view_inputs`: extra view
-    columns (passed as `view_inputs` when `takes_views`, else in an input dict)."""
+    columns (passed as `view_inputs` when `takes_views`, else in an input dict, with
+    the `infos` given)."""
     if view_inputs is not None:
         return actions_with_views(
-            policy, obs, explore, view_inputs, takes_views, state, prev_actions, prev_rewards
+            policy,
+            obs,
+            explore,
+            view_inputs,
+            takes_views,
+            state,
+            prev_actions,
+            prev_rewards,
+            infos,
         )
     fast = getattr(policy, "compute_actions_from_obs", None)
     if fast is not None:
@@ -273,20 +286,24 @@ def actions_with_views(
     state: list[np.ndarray] | None = None,
     prev_actions: np.ndarray | None = None,
     prev_rewards: np.ndarray | None = None,
+    infos: list[dict] | None = None,
 ) -> tuple[np.ndarray, dict]:
     """One step's actions and fetches with trajectory-view columns for the model:
     passed as `view_inputs` to a policy whose `compute_actions_from_obs` takes them
     (`takes_views`), else in the input dict of `compute_actions_from_input_dict`
-    (with the RNN state and previous action/reward of a stateful policy)."""
+    (with the RNN state, unless a view gives it at other shifts, the previous
+    action/reward of a stateful policy, and the `infos` given)."""
     if takes_views:
         recurrent = () if state is None else (state, prev_actions, prev_rewards)
         return policy.compute_actions_from_obs(obs, explore, *recurrent, view_inputs=view_inputs)
     input_dict: dict[str, Any] = {SampleBatch.OBS: obs, **view_inputs}
     if state is not None:
         for j, s in enumerate(state):
-            input_dict[f"state_in_{j}"] = s
+            input_dict.setdefault(f"state_in_{j}", s)
         input_dict[SampleBatch.PREV_ACTIONS] = prev_actions
         input_dict[SampleBatch.PREV_REWARDS] = prev_rewards
+    if infos is not None:
+        input_dict[SampleBatch.INFOS] = np.array(infos, dtype=object)
     return as_fetches(
         policy.action_space, *policy.compute_actions_from_input_dict(input_dict, explore=explore)
     )

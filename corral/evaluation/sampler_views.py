@@ -47,6 +47,8 @@ class SingleAgentViews:
     _valid: np.ndarray | None
     _step_views: dict[str, np.ndarray]
     _view_compute: Any
+    call_step_hook: bool
+    episodes: list[Any]
 
     def _plan_views(self) -> ViewPlan | None:
         """The policy's extra view columns (see `corral.policy.view_requirement`)."""
@@ -64,6 +66,8 @@ class SingleAgentViews:
         plan = ViewPlan.for_policy(self.policy, native, specs)
         if plan is not None:
             self._view_compute = accepts_view_inputs(self.policy)
+            if plan.infos:  # the episodes keep each step's infos (`_observed_infos`)
+                self.call_step_hook = True
         return plan
 
     def _allocate_views(
@@ -96,9 +100,28 @@ class SingleAgentViews:
         self._step_views = windows.step_views(self.ep_len)
         inputs = windows.acting_inputs(self._step_views)
         recurrent = (self.states, self.prev_actions, self.prev_rewards) if self.recurrent else ()
+        assert self.views is not None
+        if not self.views.infos:
+            return actions_with_views(
+                self.policy, self.obs, explore, inputs, self._view_compute, *recurrent
+            )
+        state, prev_actions, prev_rewards = recurrent or (None, None, None)
         return actions_with_views(
-            self.policy, self.obs, explore, inputs, self._view_compute, *recurrent
+            self.policy,
+            self.obs,
+            explore,
+            inputs,
+            self._view_compute,
+            state,
+            prev_actions,
+            prev_rewards,
+            infos=self._observed_infos(),
         )
+
+    def _observed_infos(self) -> list[dict]:
+        """The infos that came with each sub-env's observation ({} after a reset, as
+        RLlib 1.13's old-gym resets gave none)."""
+        return [episode.last_info_for() or {} for episode in self.episodes]
 
     def _record_step_views(self, buf: dict[str, np.ndarray], t: int) -> None:
         """Row `t` of the view columns kept for training: the past offsets just read."""

@@ -43,6 +43,7 @@ from corral.execution.common import (
     learner_info_by_policy,
     plan_trainer,
 )
+from corral.policy.policy import learns_by_itself
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 from corral.utils.metrics.learner_info import LEARNER_INFO
 from corral.utils.sgd import do_minibatch_sgd
@@ -124,25 +125,43 @@ def _train(trainer: Any, train_batch: Any, policies: Any, num_epochs: int, minib
             f"Cannot train policies {sorted(unknown)}: the local worker has only "
             f"{sorted(local.policy_map.keys())}."
         )
-    learner_group = trainer.learner_group
-    # RLlib trains exactly the policies asked for, `policies_to_train` or not.
-    missing = wanted - set(learner_group.policy_ids)
-    if missing:
-        learner_group.set_policies_to_train(set(learner_group.policy_ids) | missing)
+    # Policies of one's own with their own `learn_on_batch` learn by themselves.
+    by_themselves = {pid for pid in wanted if learns_by_itself(local.get_policy(pid))}
+    info = {
+        pid: _learn_by_itself(local.get_policy(pid), batch.policy_batches[pid])
+        for pid in sorted(by_themselves)
+        if pid in batch.policy_batches
+    }
+    wanted -= by_themselves
     selected = MultiAgentBatch(
         {pid: b for pid, b in batch.policy_batches.items() if pid in wanted}, batch.count
     )
-    results = learner_group.update(
-        batch=selected,
-        num_epochs=max(1, int(num_epochs)),
-        minibatch_size=minibatch,
-        shuffle_batch_per_epoch=True,
-    )
+    if wanted:
+        learner_group = trainer.learner_group
+        # RLlib trains exactly the policies asked for, `policies_to_train` or not.
+        missing = wanted - set(learner_group.policy_ids)
+        if missing:
+            learner_group.set_policies_to_train(set(learner_group.policy_ids) | missing)
+        results = learner_group.update(
+            batch=selected,
+            num_epochs=max(1, int(num_epochs)),
+            minibatch_size=minibatch,
+            shuffle_batch_per_epoch=True,
+        )
+        learned = trainer.learner_info_from(results)
+        info.update({pid: v for pid, v in learned.items() if pid in wanted})
     count_trained(trainer._counters, train_batch)
-    info = trainer.learner_info_from(results)
-    info = {pid: v for pid, v in info.items() if pid in wanted}
     _add_td_errors(local, selected, info)
     return info
+
+
+def _learn_by_itself(policy: Any, batch: Any) -> dict:
+    """RLlib 1.13's `learn_on_batch` of a `Policy` of one's own (`learns_by_itself`): its
+    result is the policy's learner info (None: no stats)."""
+    result = policy.learn_on_batch(batch)
+    if result is None:
+        return {"learner_stats": {}}
+    return result if "learner_stats" in result else {"learner_stats": dict(result)}
 
 
 def _add_td_errors(local: Any, batch: MultiAgentBatch, info: dict) -> None:

@@ -430,6 +430,18 @@ def declared_for(policy: object, attr: str, method: str) -> bool:
     )
 
 
+def learns_by_itself(policy: Any) -> bool:
+    """Whether `policy` is a `Policy` of one's own that overrides RLlib's `learn_on_batch`
+    and gives corral's `Learner` nothing to train (no `make_optimizer`): the trainers then
+    call its `learn_on_batch` with each train batch, as RLlib 1.13's `train_one_step`
+    did (a `TorchPolicy` learns through the learner)."""
+    cls = type(policy)
+    return (
+        getattr(cls, "learn_on_batch", Policy.learn_on_batch) is not Policy.learn_on_batch
+        and getattr(cls, "make_optimizer", Policy.make_optimizer) is Policy.make_optimizer
+    )
+
+
 def state_batches_of(input_dict: dict[str, Any]) -> list:
     """The `state_in_<i>` columns of an input dict, ordered by `i`."""
     keys = [k for k in input_dict if k.startswith("state_in_")]

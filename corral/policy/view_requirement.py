@@ -160,7 +160,9 @@ def declared_views(view_requirements: dict[str, Any]) -> dict[str, ViewRequireme
         if not isinstance(vr, ViewRequirement) or getattr(vr, "_corral_default", False):
             continue
         data_col = vr.data_col or name
-        if name.startswith(_STATE_PREFIXES) or data_col.startswith(_STATE_PREFIXES):
+        if (
+            name.startswith(_STATE_PREFIXES) or data_col.startswith(_STATE_PREFIXES)
+        ) and not is_ranged_state_view(name, vr):
             continue
         if data_col == name and not vr.shift_arr.any():
             continue
@@ -168,6 +170,30 @@ def declared_views(view_requirements: dict[str, Any]) -> dict[str, ViewRequireme
             continue
         out[name] = vr
     return out
+
+
+def is_ranged_state_view(name: str, vr: ViewRequirement) -> bool:
+    """Whether `name` is an RNN state input (`state_in_<i>`) that reads its state output
+    at other shifts than the last step's (e.g. "-2:-1": the last two), which the
+    samplers fill as a view column; the usual shift -1 is the state they carry."""
+    data_col = vr.data_col or name
+    return (
+        name.startswith("state_in_")
+        and data_col.startswith("state_out_")
+        and not (isinstance(vr.shift, (int, np.integer)) and vr.shift == -1)
+    )
+
+
+def acts_by_input_dict(policy: Any) -> bool:
+    """Whether `policy` is a `Policy` of one's own that overrides RLlib's
+    `compute_actions_from_input_dict` (and has no `compute_actions_from_obs`): the
+    samplers then act through it with RLlib 1.13's inference input dict."""
+    from corral.policy.policy import Policy
+
+    if getattr(policy, "compute_actions_from_obs", None) is not None:
+        return False
+    own = getattr(type(policy), "compute_actions_from_input_dict", None)
+    return own is not None and own is not Policy.compute_actions_from_input_dict
 
 
 class ViewColumn:
@@ -188,7 +214,15 @@ class ViewColumn:
         self.data_col = vr.data_col or name
         if vr.index is not None:
             raise ValueError(f"ViewRequirement {name!r}: `index` views are not built; use `shift`.")
-        if vr.batch_repeat_value != 1:
+        state_view = is_ranged_state_view(name, vr)
+        if state_view and vr.used_for_training:
+            raise ValueError(
+                f"ViewRequirement {name!r} (data_col={vr.data_col!r}, shift={vr.shift!r}): "
+                "a state input of other shifts than -1 is built for computing actions "
+                "only; the train batch's state inputs are the states the samplers carry "
+                "(shift -1). Set used_for_training=False."
+            )
+        if vr.batch_repeat_value != 1 and not state_view:
             raise ValueError(
                 f"ViewRequirement {name!r}: batch_repeat_value={vr.batch_repeat_value!r} is "
                 "only built for RNN state views (state_in_<i>); expected 1."
@@ -227,9 +261,12 @@ class ViewPlan:
         specs: `{data_col: (row shape, dtype)}` of the columns the sampler records
             (the previous actions' shape before the first action, ...); a data column
             missing here takes its requirement's `space`.
+        infos: whether the input dict gets the infos that came with the observations.
     """
 
-    def __init__(self, columns: list[ViewColumn], specs: dict[str, tuple[tuple, Any]]) -> None:
+    def __init__(
+        self, columns: list[ViewColumn], specs: dict[str, tuple[tuple, Any]], infos: bool = False
+    ) -> None:
         self.columns = columns
         self.acting = [c for c in columns if c.for_actions]
         self.training = [c for c in columns if c.for_training]
@@ -245,13 +282,17 @@ class ViewPlan:
             if c.depth:
                 self.depths[c.data_col] = max(self.depths.get(c.data_col, 0), c.depth)
         self.pushed_cols = [d for d in self.depths if d != SampleBatch.OBS]
+        # Whether the policy's input dict also gets the infos that came with each
+        # observation (a policy acting through `compute_actions_from_input_dict`).
+        self.infos = infos
 
     @classmethod
     def for_policy(
         cls, policy: Any, native: set[str], specs: dict[str, tuple[tuple, Any]]
     ) -> ViewPlan | None:
         """The plan of `policy`'s declared views (its `view_requirements`, which
-        include its model's), or None when there is none: the sampler then runs
+        include its model's), or None when there is none and the policy does not act
+        through an input dict of its own (`acts_by_input_dict`): the sampler then runs
         exactly as without the trajectory view API. Views of columns the sampler
         writes anyway (`native`, e.g. prev_actions of a stateful policy) are left to it.
         """
@@ -262,7 +303,16 @@ class ViewPlan:
         columns = [
             ViewColumn(name, vr) for name, vr in declared_views(reqs).items() if name not in native
         ]
-        return cls(columns, specs) if columns else None
+        by_input_dict = acts_by_input_dict(policy)
+        if not (columns or by_input_dict):
+            return None
+        specs = dict(specs)
+        for c in columns:  # a data column's own requirement may give its space
+            space = getattr(reqs.get(c.data_col), "space", None)
+            shape = getattr(space, "shape", None)
+            if c.data_col not in specs and shape is not None:
+                specs[c.data_col] = (tuple(shape), np.dtype(space.dtype))  # type: ignore[union-attr]
+        return cls(columns, specs, infos=by_input_dict)
 
     def keep_available(self, available: set[str]) -> None:
         """Drops the columns whose data column the sampler does not record (e.g. one
@@ -270,7 +320,8 @@ class ViewPlan:
         dropped = [c for c in self.columns if c.data_col not in available]
         if not dropped:
             return
-        self.__init__([c for c in self.columns if c not in dropped], self.specs)  # type: ignore[misc]
+        kept = [c for c in self.columns if c not in dropped]
+        self.__init__(kept, self.specs, self.infos)  # type: ignore[misc]
 
     def acting_inputs(self, step_views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The input-dict entries of the columns used for computing actions, from
