@@ -18,9 +18,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from corral.evaluation.backend import wait_all
 from corral.policy.policy import Policy
 from corral.utils.checkpoint_config import qualified_name, resolve_class
 from corral.utils.error import CheckpointError
@@ -41,6 +42,9 @@ class AddedPolicy(NamedTuple):
     action_space: Any
     config: dict
     evaluation_workers: bool
+    # The indices of the trainer's rollout workers that got it (`add_policy(workers=...)`;
+    # 0: the local worker); None: all of them.
+    worker_indices: tuple[int, ...] | None = None
 
     def add_to(self, target: Any, policy_id: str, **extra: Any) -> Any:
         """`target.add_policy(policy_id, ...)` with this class, spaces and config;
@@ -53,6 +57,13 @@ class AddedPolicy(NamedTuple):
             config=self.config,
             **extra,
         )
+
+    def belongs_on(self, worker: Any) -> bool:
+        """Whether the policy belongs on `worker` (a rollout worker of the trainer, or
+        one of its evaluation workers)."""
+        if worker.config.get("in_evaluation"):
+            return self.evaluation_workers
+        return self.worker_indices is None or worker.worker_index in self.worker_indices
 
 
 class PolicyLedger:
@@ -91,7 +102,7 @@ class PolicyLedger:
                 if pid in worker.policy_map:
                     worker.remove_policy(pid)
             for pid, spec in added.items():
-                if pid not in worker.policy_map:
+                if pid not in worker.policy_map and spec.belongs_on(worker):
                     spec.add_to(worker, pid)
             worker.set_policy_mapping_fn(mapping_fn)
             worker.set_policies_to_train(to_train)
@@ -115,10 +126,99 @@ def call_on_workers(
 ) -> None:
     """Calls `worker.<method>(*args, **kwargs)` on every rollout worker of `trainer`, and
     on its evaluation workers too when `evaluation_workers` is True and it has them."""
-    call = functools.partial(_call_method, method, args, kwargs)
-    trainer.workers.foreach_worker(call)
+    call_on_workers_of(trainer.workers, method, *args, **kwargs)
     if evaluation_workers and trainer.evaluation_workers is not None:
-        trainer.evaluation_workers.foreach_worker(call)
+        call_on_workers_of(trainer.evaluation_workers, method, *args, **kwargs)
+
+
+def call_on_workers_of(worker_set: Any, method: str, *args: Any, **kwargs: Any) -> None:
+    """Calls `worker.<method>(*args, **kwargs)` on every worker of a `WorkerSet`."""
+    worker_set.foreach_worker(functools.partial(_call_method, method, args, kwargs))
+
+
+def call_on_given_workers(
+    trainer: Trainer, workers: Iterable[Any], method: str, **kwargs: Any
+) -> tuple[int, ...]:
+    """Calls `worker.<method>(**kwargs)` on each of `workers`: `RolloutWorker`s in this
+    process directly, remote workers' handles in their processes (all waited for).
+
+    Returns:
+        The indices of `trainer`'s own rollout workers among `workers` (0: its local
+        worker), in order.
+
+    Raises:
+        TypeError: an entry is neither a `RolloutWorker` nor a remote worker's handle.
+    """
+    from corral.evaluation.rollout_worker import RolloutWorker
+
+    workers = list(workers)
+    for worker in workers:
+        if not isinstance(worker, RolloutWorker) and not callable(getattr(worker, "apply", None)):
+            raise TypeError(
+                f"`workers` takes RolloutWorkers and remote workers' handles (e.g. "
+                f"`trainer.workers.local_worker()`, `trainer.workers.remote_workers()`), got "
+                f"{worker!r}."
+            )
+    call = functools.partial(_call_method, method, (), kwargs)
+    local, remote = trainer.workers.local_worker(), trainer.workers.remote_workers()
+    futures = []
+    for worker in workers:
+        if isinstance(worker, RolloutWorker):
+            call(worker)
+        else:
+            futures.append(worker.apply(call))
+    wait_all(futures)
+    indices = [0 if worker is local else worker.worker_index for worker in workers]
+    own = [worker is local or any(worker is r for r in remote) for worker in workers]
+    return tuple(i for i, mine in zip(indices, own, strict=True) if mine)
+
+
+def added_policy_spaces(
+    trainer: Trainer,
+    policy_id: str,
+    worker_indices: tuple[int, ...] | None,
+    observation_space: Any,
+    action_space: Any,
+) -> tuple[Any, Any]:
+    """The spaces of a policy just added to `trainer`'s rollout workers of
+    `worker_indices` (None: all): the local worker's copy's, else the first remote
+    one's, else (none of the trainer's workers got it) the spaces given."""
+    if worker_indices is None or 0 in worker_indices:
+        return trainer.workers.local_worker().policy_map.spaces(policy_id)
+    remote = trainer_workers_of(trainer, worker_indices)
+    if not remote:
+        return observation_space, action_space
+    spaces = remote[0].apply(functools.partial(_policy_spaces, policy_id)).result()
+    return spaces[0], spaces[1]
+
+
+def _policy_spaces(policy_id: str, worker: Any) -> tuple[Any, Any]:
+    """In a worker: the (observation, action) spaces of its policy `policy_id`."""
+    return worker.policy_map.spaces(policy_id)  # type: ignore[no-any-return]
+
+
+def trainer_workers_of(trainer: Trainer, worker_indices: Iterable[int]) -> list[Any]:
+    """`trainer`'s rollout workers (the local one, remote handles) with these indices."""
+    wanted = set(worker_indices)
+    local = trainer.workers.local_worker()
+    remote = [w for w in trainer.workers.remote_workers() if w.worker_index in wanted]
+    return ([local] if 0 in wanted else []) + remote
+
+
+def remove_where_present(
+    policy_id: str, policy_mapping_fn: Callable | None, policies_to_train: Any, worker: Any
+) -> None:
+    """In a worker: removes `policy_id` if it has it (a policy added to some workers
+    only), and sets the new mapping fn and policies to train either way."""
+    if policy_id in worker.policy_map:
+        worker.remove_policy(
+            policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train
+        )
+        return
+    if policy_mapping_fn is not None:
+        worker.set_policy_mapping_fn(policy_mapping_fn)
+    if policies_to_train is not None:
+        worker.set_policies_to_train(policies_to_train)
 
 
 def _call_method(method: str, args: tuple, kwargs: dict, worker: Any) -> None:
@@ -139,10 +239,14 @@ def apply_policy_changes(trainer: Trainer, changes: dict, checkpoint_path: str) 
         if pid in local.policy_map:
             trainer.remove_policy(pid)
     for pid, entry in (changes.get("added") or {}).items():
-        if pid in local.policy_map:
+        # (One added to some workers only, without the local one, is in the ledger.)
+        if pid in local.policy_map or pid in trainer._policy_ledger.added:
             continue
         spec = added_policy_from_json(pid, entry, checkpoint_path)
-        spec.add_to(trainer, pid, evaluation_workers=spec.evaluation_workers)
+        workers = None
+        if spec.worker_indices is not None:
+            workers = trainer_workers_of(trainer, spec.worker_indices)
+        spec.add_to(trainer, pid, evaluation_workers=spec.evaluation_workers, workers=workers)
     to_train = changes.get("policies_to_train")
     if to_train is not None:
         to_train = [pid for pid in to_train if pid in local.policy_map]
@@ -162,6 +266,7 @@ def added_policy_to_json(policy_id: str, spec: AddedPolicy) -> dict:
     entry: dict[str, Any] = {
         "policy_class": qualified_name(cls),
         "evaluation_workers": spec.evaluation_workers,
+        "worker_indices": None if spec.worker_indices is None else list(spec.worker_indices),
     }
     problems = []
     if "<locals>" in cls.__qualname__:
@@ -223,4 +328,25 @@ def added_policy_from_json(policy_id: str, entry: dict, checkpoint_path: str) ->
         act_space,
         dict(entry.get("config") or {}),
         bool(entry.get("evaluation_workers", True)),
+        _worker_indices_from_json(entry.get("worker_indices"), policy_id, checkpoint_path),
     )
+
+
+def _worker_indices_from_json(
+    value: Any, policy_id: str, checkpoint_path: str
+) -> tuple[int, ...] | None:
+    """An added policy's `worker_indices` entry (None: all workers).
+
+    Raises:
+        CheckpointError: the entry is not a list of worker indices.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+    ):
+        raise CheckpointError(
+            f"Checkpoint {checkpoint_path}: added policy {policy_id!r} has malformed "
+            f"worker_indices {value!r}; expected a list of rollout-worker indices or null."
+        )
+    return tuple(value)

@@ -11,6 +11,7 @@ evaluates when due. An algorithm is a default config, a policy class and a
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -40,7 +41,15 @@ from corral.agents.config import (
 )
 from corral.agents.config_validation import validate_framework as _validate_framework
 from corral.agents.driver import default_logger, prepare_driver
-from corral.agents.policy_ledger import AddedPolicy, PolicyLedger, call_on_workers
+from corral.agents.policy_ledger import (
+    AddedPolicy,
+    PolicyLedger,
+    added_policy_spaces,
+    call_on_given_workers,
+    call_on_workers,
+    call_on_workers_of,
+    remove_where_present,
+)
 from corral.agents.recovery import MAX_WORKER_FAILURE_RETRIES
 from corral.agents.resources import resource_bundles
 from corral.agents.trainer_checkpoints import RESUME_CHECKPOINT_STATE  # noqa: F401  (old path)
@@ -258,7 +267,6 @@ class Trainer(Trainable):
         samples (and a restored one acts) without paying for them.
         """
         if self._learner_group is None:
-            local = self.workers.local_worker()
             self._learner_group = LearnerGroup(
                 self.config,
                 self.workers.local_worker().policy_map,
@@ -540,7 +548,8 @@ class Trainer(Trainable):
         policy_mapping_fn: Callable | None = None,
         policies_to_train: list[str] | Callable | None = None,
         evaluation_workers: bool = True,
-    ) -> Policy:
+        workers: list[Any] | None = None,
+    ) -> Policy | None:
         """Adds a policy to every rollout worker (and evaluation worker) and the learners.
 
         Spaces left None are taken from the env (the agents `policy_mapping_fn`
@@ -549,30 +558,49 @@ class Trainer(Trainable):
         episodes started afterwards; `policies_to_train` None keeps the current
         list (plus the new policy). Returns the local worker's copy.
 
+        `workers` (RLlib 1.13): the rollout workers to add it to instead of all of
+        them: `RolloutWorker`s (`self.workers.local_worker()`) and remote workers'
+        handles (`self.workers.remote_workers()`). The evaluation workers still get it
+        with `evaluation_workers`; the learners train it when the local worker has it
+        (and it is to be trained). Returns None when `workers` leaves the local worker
+        out (RLlib 1.13's `get_policy`). `remove_policy` then removes it where it is.
+
         The trainer remembers the policy: workers recreated after a failure
-        (`recreate_failed_workers`) get it too, and checkpoints record its id,
-        class, spaces and config so that `restore()` on a fresh trainer adds it
-        again before loading its weights.
+        (`recreate_failed_workers`) get it too (with `workers`, those of the indices
+        it was added to), and checkpoints record its id, class, spaces and config so
+        that `restore()` on a fresh trainer adds it again before loading its weights.
         """
-        call_on_workers(
-            self,
-            "add_policy",
-            evaluation_workers,
-            policy_id=policy_id,
-            policy_cls=policy_cls,
-            observation_space=observation_space,
-            action_space=action_space,
-            config=config,
-            policy_state=policy_state,
-            policy_mapping_fn=policy_mapping_fn,
-            policies_to_train=policies_to_train,
-        )
+        kwargs = {
+            "policy_id": policy_id,
+            "policy_cls": policy_cls,
+            "observation_space": observation_space,
+            "action_space": action_space,
+            "config": config,
+            "policy_state": policy_state,
+            "policy_mapping_fn": policy_mapping_fn,
+            "policies_to_train": policies_to_train,
+        }
+        indices: tuple[int, ...] | None = None
+        if workers is None:
+            call_on_workers(self, "add_policy", evaluation_workers, **kwargs)
+        else:
+            indices = call_on_given_workers(self, workers, "add_policy", **kwargs)
+            if evaluation_workers and self.evaluation_workers is not None:
+                call_on_workers_of(self.evaluation_workers, "add_policy", **kwargs)
+            # A worker that lacked the policy while its weights were sent gets them anew.
+            self.workers.forget_synced_weights(policy_id, indices)
         self._sync_learner_policies()
-        obs_space, act_space = self.workers.local_worker().policy_map.spaces(policy_id)
+        obs_space, act_space = added_policy_spaces(
+            self, policy_id, indices, observation_space, action_space
+        )
         self._policy_ledger.record_added(
             policy_id,
-            AddedPolicy(policy_cls, obs_space, act_space, dict(config or {}), evaluation_workers),
+            AddedPolicy(
+                policy_cls, obs_space, act_space, dict(config or {}), evaluation_workers, indices
+            ),
         )
+        if indices is not None and 0 not in indices:
+            return self.get_policy(policy_id)
         return acting.policy_or_key_error(self, policy_id)
 
     def remove_policy(
@@ -583,15 +611,26 @@ class Trainer(Trainable):
         policies_to_train: list[str] | Callable | None = None,
         evaluation_workers: bool = True,
     ) -> None:
-        """Removes a policy from every rollout worker (and evaluation worker) and the learners."""
-        call_on_workers(
-            self,
-            "remove_policy",
-            evaluation_workers,
-            policy_id=policy_id,
-            policy_mapping_fn=policy_mapping_fn,
-            policies_to_train=policies_to_train,
-        )
+        """Removes a policy from every rollout worker (and evaluation worker) and the
+        learners; one added to some workers only (`add_policy(workers=...)`) from those
+        that have it, the others getting the new mapping fn and policies to train."""
+        added = self._policy_ledger.added.get(policy_id)
+        if added is not None and added.worker_indices is not None:
+            remove = functools.partial(
+                remove_where_present, policy_id, policy_mapping_fn, policies_to_train
+            )
+            self.workers.foreach_worker(remove)
+            if evaluation_workers and self.evaluation_workers is not None:
+                self.evaluation_workers.foreach_worker(remove)
+        else:
+            call_on_workers(
+                self,
+                "remove_policy",
+                evaluation_workers,
+                policy_id=policy_id,
+                policy_mapping_fn=policy_mapping_fn,
+                policies_to_train=policies_to_train,
+            )
         self.learner_group.remove_policy(policy_id)
         self._sync_learner_policies()
         self._policy_ledger.record_removed(policy_id)

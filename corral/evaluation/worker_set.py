@@ -6,7 +6,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from corral.env.env_context import EnvContext
@@ -305,6 +305,13 @@ class WorkerSet:
         return len(self._remote_workers)
 
     # -- fan-out ------------------------------------------------------------
+
+    def forget_synced_weights(self, policy_id: str, worker_indices: Iterable[int]) -> None:
+        """The next `sync_weights` sends policy `policy_id` to the remote workers of these
+        indices even if its version has not changed: it was just added to them, after
+        weights of that id that they had no policy for were sent."""
+        for index in worker_indices:
+            self._synced_seq.get(index, {}).pop(policy_id, None)
 
     def sync_weights(
         self,

@@ -174,6 +174,22 @@ class TargetNetworkMixin(TargetNetworkStateMixin):
         tau = self.target_tau if tau is None else float(tau)
         update_target_network(self.target_source(), self.target_network(), tau)
 
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Loads the model's weights and then moves the target network to them by
+        `update_target()`, as RLlib 1.13's `TargetNetworkMixin.set_weights`: a copy where
+        the target tau is 1 (DQN, R2D2, SlateQ), one soft step of `tau` where it is the
+        config's `tau` (SAC, DDPG, TD3; RLlib 1.13's SAC mixin did the same).
+
+        A policy of a remote rollout worker (`worker_index` > 0 in its config) loads the
+        model's weights only: those are the learner's weights broadcast after each update,
+        and the worker's target network is the driver's, sent on its own
+        (`sync_target_networks`, for worker-side prioritization) or unused, so the
+        broadcasts neither overwrite it nor pay for a copy.
+        """
+        super().set_weights(weights)  # type: ignore[misc]
+        if not self.config.get("worker_index"):  # type: ignore[attr-defined]
+            self.update_target()
+
 
 class ReplayPolicyMixin(_PostprocessMixin):
     """What the replay-trained policies share: their train columns, n-step

@@ -450,9 +450,12 @@ def compute_q_values(
     """RLlib 1.13's `(Q-values [B, A], logits, probs_or_logits, state_out)` of the
     observations of `input_dict` (or of an observation batch).
 
-    `logits` is `[B, A]` (the Q-values) or, with `num_atoms` > 1, `[B, A, num_atoms]`
-    per-atom logits, whose softmax is `probs_or_logits`. A recurrent (R2D2) model runs
-    each row as a sequence of one step from `state_batches` (default: its initial state).
+    The Q-values are the model's `q_logits` (its head methods `get_q_value_distributions`
+    and `get_state_value`, combined as RLlib 1.13 did), what DQN's loss trains. With
+    `num_atoms` > 1, `logits` are the per-atom logits `[B, A, num_atoms]` (with dueling,
+    the combined ones) and `probs_or_logits` their softmax; with `num_atoms` = 1 both are
+    the `[B, A, 1]` ones of RLlib 1.13's head. A recurrent (R2D2) model runs each row as a
+    sequence of one step from `state_batches` (default: its initial state).
     """
     obs = input_dict[SampleBatch.OBS] if isinstance(input_dict, Mapping) else input_dict
     obs = torch.as_tensor(np.asarray(obs) if not torch.is_tensor(obs) else obs)
@@ -460,8 +463,10 @@ def compute_q_values(
     if q_logits is not None:
         logits = q_logits(obs)
         values = model.q_values(logits)
-        probs = torch.softmax(logits, dim=-1) if logits.dim() == 3 else logits
-        return values, logits, probs, list(state_batches or [])
+        if logits.dim() == 3:
+            return values, logits, torch.softmax(logits, dim=-1), list(state_batches or [])
+        ones = torch.ones_like(values).unsqueeze(-1)
+        return values, ones, ones, list(state_batches or [])
     n = len(obs)
     if state_batches is None:
         state_batches = [np.repeat(s[None], n, axis=0) for s in policy.get_initial_state()]
