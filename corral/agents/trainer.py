@@ -73,6 +73,7 @@ from corral.execution.common import (  # noqa: F401  (the names: RLlib 1.13's tr
 from corral.execution.train_ops import reduces_per_iteration
 from corral.policy.policy import Policy, learns_by_itself
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
+from corral.policy.torch_policy import with_learn_fetches
 from corral.tune.trainable import Trainable
 from corral.utils.deprecation import deprecation_warning
 from corral.utils.filter import FilterManager
@@ -452,8 +453,19 @@ class Trainer(Trainable):
         super().log_result(result)
 
     def learner_info_from(self, results: dict | None) -> dict:
-        """Learner results (Stats leaves) -> RLlib's `info/learner` layout."""
-        return learner_info_from(results)
+        """Learner results (Stats leaves) -> RLlib's `info/learner` layout, with the
+        `extra_compute_grad_fetches()` of each policy whose class overrides it (as RLlib
+        1.13's `learn_on_batch` returned them), read after the update."""
+        info = learner_info_from(results)
+        workers = getattr(self, "workers", None)
+        if workers is None:
+            return info
+        local = workers.local_worker()
+        for pid in info:
+            policy = local.get_policy(pid)
+            if getattr(policy, "_learn_fetches", False):
+                info[pid] = with_learn_fetches(policy, info[pid])
+        return info
 
     # -- evaluation ---------------------------------------------------------
 

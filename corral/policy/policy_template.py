@@ -48,15 +48,21 @@ Learning:
   `apply_gradients_fn(policy, _directStepOptimizerSingleton)` to step the optimisers
   (`policy._optimizers`, RLlib's list) with the gradients on the parameters;
 - `extra_learn_fetches_fn(policy) -> dict` -> `extra_compute_grad_fetches()`: added to
-  what `learn_on_batch` and `compute_gradients` return (beside `learner_stats`);
-- `get_batch_divisibility_req(policy) -> int` -> `batch_divisibility_req`: the batches
-  `learn_on_batch` and `compute_gradients` train on are padded to whole chunks of that
-  many rows per trajectory unless their row count divides (RLlib 1.13's
-  `pad_batch_to_sequences_of_same_size`).
+  what `learn_on_batch` and `compute_gradients` return and to a trainer's learner info of
+  the policy (beside `learner_stats`);
+- `get_batch_divisibility_req(policy) -> int` -> `batch_divisibility_req`: the batches a
+  learner trains the policy on (a trainer's, `learn_on_batch`'s, `compute_gradients`') are
+  padded to whole chunks of that many rows per trajectory unless their row count divides
+  (RLlib 1.13's `pad_batch_to_sequences_of_same_size`).
 
 The three gradient hooks give the class its own `learn_step` (a `Learner` then calls it per
 minibatch); they are refused on a base class that has one already (SAC, DDPG, SlateQ, ...),
 whose `learn_step` orders its own updates.
+
+A hand-written `TorchPolicy` subclass overriding RLlib 1.13's methods `extra_action_out`,
+`extra_grad_process` or `extra_compute_grad_fetches` gets the same paths as the hooks
+above (`wire_override_points`, run at class creation by `TorchPolicy.__init_subclass__`):
+the hook functions above are those methods of the built class.
 """
 
 from __future__ import annotations
@@ -69,8 +75,15 @@ import numpy as np
 import torch
 
 from corral.core.learner.learner import load_gradients, params_of
+from corral.policy.rnn_sequencing import divisible_train_batch
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_policy import _OWN_ID, TorchPolicy, _directStepOptimizerSingleton
+from corral.policy.torch_policy import (
+    _OWN_ID,
+    TorchPolicy,
+    _directStepOptimizerSingleton,
+    overrides_hook,
+    with_learn_fetches,
+)
 from corral.utils.numpy import convert_to_numpy
 from corral.utils.spaces import flatten_action_rows, is_nested_action
 
@@ -191,7 +204,7 @@ def build_policy_class(
             "torch policies only (framework='torch')."
         )
     base: type[TorchPolicy] = _base or TorchPolicy
-    own_step = getattr(base, "learn_step", None) is not None
+    own_step = _own_learn_step(base)
     if loss_fn is None and base.loss is TorchPolicy.loss and not own_step:
         raise ValueError(f"build_policy_class(name={name!r}) needs a `loss_fn`.")
     if make_model is not None and make_model_and_action_dist is not None:
@@ -270,6 +283,8 @@ def build_policy_class(
         namespace["make_model"] = make_model_and_dist
     if get_default_config is not None:
         namespace["get_default_config"] = staticmethod(get_default_config)
+    # (The methods RLlib 1.13's hooks stand for; `TorchPolicy.__init_subclass__` wires
+    # those the class has into its acting and learning, `wire_override_points`.)
     if action_sampler_fn or action_distribution_fn or extra_action_out_fn:
         namespace.update(_acting_methods(action_sampler_fn, action_distribution_fn))
     if extra_action_out_fn is not None:
@@ -278,17 +293,19 @@ def build_policy_class(
             return extra_action_out_fn(self, input_dict, state_batches, model, action_dist)
 
         namespace["extra_action_out"] = extra_action_out
-    if gradient_hooks:
-        namespace.update(
-            _gradient_methods(extra_grad_process_fn, compute_gradients_fn, apply_gradients_fn)
-        )
+    if extra_grad_process_fn is not None:
+
+        def extra_grad_process(self, optimizer, loss):
+            return extra_grad_process_fn(self, optimizer, loss)
+
+        namespace["extra_grad_process"] = extra_grad_process
+    if compute_gradients_fn or apply_gradients_fn:
+        namespace.update(_gradient_methods(compute_gradients_fn, apply_gradients_fn))
     if extra_learn_fetches_fn is not None:
         namespace["extra_compute_grad_fetches"] = lambda self: {
             "learner_stats": {},
             **convert_to_numpy(extra_learn_fetches_fn(self)),
         }
-    if gradient_hooks or extra_learn_fetches_fn or get_batch_divisibility_req:
-        namespace.update(_batch_methods(base, compute_gradients_fn, bool(gradient_hooks)))
 
     def with_updates(**overrides: Any) -> type:
         """A variant of this class with some of its functions replaced."""
@@ -368,7 +385,7 @@ def _acting_methods(
     action_sampler_fn: Callable | None, action_distribution_fn: Callable | None
 ) -> dict[str, Any]:
     """`compute_actions_from_obs` as RLlib 1.13's `_compute_action_helper` (through the
-    given hooks) and the default `extra_action_out` (none), for the class's namespace."""
+    given hooks and the class's `extra_action_out`), for the class's namespace."""
     sample = None if action_sampler_fn is None else _sampler_caller(action_sampler_fn)
     distribution = (
         None if action_distribution_fn is None else _distribution_caller(action_distribution_fn)
@@ -455,15 +472,8 @@ def _acting_methods(
 
     # It moves its inputs to the policy's device and its results back (`to_device`).
     compute_actions_from_obs.acts_on_device = True  # type: ignore[attr-defined]
-
-    def extra_action_out(self, input_dict, state_batches, model, action_dist):
-        """RLlib 1.13's `TorchPolicy.extra_action_out`: no extra fetches."""
-        return {}
-
-    return {
-        "compute_actions_from_obs": compute_actions_from_obs,
-        "extra_action_out": extra_action_out,
-    }
+    compute_actions_from_obs.calls_extra_action_out = True  # type: ignore[attr-defined]
+    return {"compute_actions_from_obs": compute_actions_from_obs}
 
 
 # -- learning -------------------------------------------------------------------------------
@@ -517,21 +527,15 @@ def step_with_gradients(
 
 
 def _gradient_methods(
-    extra_grad_process_fn: Callable | None,
-    compute_gradients_fn: Callable | None,
-    apply_gradients_fn: Callable | None,
+    compute_gradients_fn: Callable | None, apply_gradients_fn: Callable | None
 ) -> dict[str, Any]:
     """`learn_step` (compute, process, apply the gradients of one minibatch through the
-    hooks), `extra_grad_process`, and the policy-level `apply_gradients`."""
+    hooks and the class's `extra_grad_process`, where `_processes_grads`), and the
+    policy-level `compute_gradients` and `apply_gradients`."""
     from corral.core.learner.finite import check_finite_update, optimizers_of
     from corral.core.learner.learner import _backward, loss_and_stats
     from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
     from corral.utils.torch_utils import clear_grads
-
-    def extra_grad_process(self, optimizer, loss):
-        """RLlib 1.13's `extra_grad_process`: `extra_grad_process_fn`'s stats."""
-        assert extra_grad_process_fn is not None
-        return extra_grad_process_fn(self, optimizer, loss)
 
     def grads_on_params(self, batch, optimizer, params) -> dict[str, Any]:
         """The loss's gradients left on `params`; returns the stats."""
@@ -547,7 +551,7 @@ def _gradient_methods(
                         ).clone()
             info = dict(info or {})
             return dict(info.get(LEARNER_STATS_KEY, {}))
-        if extra_grad_process_fn is None:
+        if not self._processes_grads:
             return _backward(self, batch, params, optimizer)  # the learner's, with grad_clip
         loss, stats = loss_and_stats(self, self.loss(self.model, self.dist_class, batch), batch)
         clear_grads(params)
@@ -558,7 +562,7 @@ def _gradient_methods(
 
     def learn_step(self, batch, optimizer):
         """One minibatch: the gradients (`compute_gradients_fn`, or the loss's, processed
-        by `extra_grad_process_fn`), then the step (`apply_gradients_fn` with
+        by `extra_grad_process`), then the step (`apply_gradients_fn` with
         `_directStepOptimizerSingleton`, or the optimiser's own)."""
         optimizers = optimizers_of(optimizer)
         self._optimizers = optimizers
@@ -576,20 +580,30 @@ def _gradient_methods(
             step_with_gradients(self, optimizers, _directStepOptimizerSingleton)
         return stats
 
-    def hooked_compute_gradients(self, batch):
-        """`compute_gradients` without `compute_gradients_fn`: the loss's gradients
-        (processed by `extra_grad_process_fn`), one numpy array per parameter."""
+    # (The learner steps it like a policy's own `learn_step`; a class built on it is
+    # still one whose updates come from its loss.)
+    learn_step.hooked = True  # type: ignore[attr-defined]
+
+    def compute_gradients(self, postprocessed_batch):
+        """RLlib 1.13's: `compute_gradients_fn(policy, batch)`, else the loss's gradients
+        (processed by `extra_grad_process`), one numpy array per parameter; the batch is
+        padded to the divisibility requirement first."""
+        if compute_gradients_fn is not None:
+            return compute_gradients_fn(self, divisible_train_batch(self, postprocessed_batch))
         learner = self._own_learner()
         optimizer = learner.optimizers[_OWN_ID]
         self._optimizers = optimizers_of(optimizer)
         params = params_of(self._optimizers)
-        minibatch = next(learner._minibatches(self, batch, 1, None, False, 0))
+        minibatch = next(learner._minibatches(self, postprocessed_batch, 1, None, False, 0))
         try:
             stats = grads_on_params(self, minibatch, optimizer, params)
             grads = [None if p.grad is None else p.grad.detach().cpu().numpy() for p in params]
         finally:
             clear_grads(params)
         return grads, {LEARNER_STATS_KEY: convert_to_numpy(stats)}
+
+    # (RLlib 1.13 returned `compute_gradients_fn`'s result as it was, without the fetches.)
+    compute_gradients.adds_learn_fetches = compute_gradients_fn is not None  # type: ignore[attr-defined]
 
     def apply_gradients(self, gradients):
         """RLlib 1.13's: `apply_gradients_fn(policy, gradients)`, or one optimiser step
@@ -602,57 +616,99 @@ def _gradient_methods(
             step_with_gradients(self, self._optimizers, gradients)
         self.bump_weights_seq()
 
-    methods: dict[str, Any] = {
+    return {
         "learn_step": learn_step,
-        "_hooked_compute_gradients": hooked_compute_gradients,
+        "compute_gradients": compute_gradients,
         "apply_gradients": apply_gradients,
     }
-    if extra_grad_process_fn is not None:
-        methods["extra_grad_process"] = extra_grad_process
-    return methods
 
 
-def _batch_methods(
-    base: type[TorchPolicy], compute_gradients_fn: Callable | None, own_gradients: bool
-) -> dict[str, Any]:
-    """`learn_on_batch` and `compute_gradients` on batches padded to the divisibility
-    requirement, with `extra_compute_grad_fetches()` added to their results."""
-    from corral.policy.rnn_sequencing import pad_batch_to_sequences_of_same_size
+def _own_learn_step(cls: type) -> bool:
+    """Whether `cls` orders its own updates in a `learn_step` (SAC, DDPG, ...), not the
+    one of `_gradient_methods`."""
+    step = getattr(cls, "learn_step", None)
+    return step is not None and not getattr(step, "hooked", False)
 
-    def divisible(self, batch):
-        """`batch`, or a padded copy (`batch_divisibility_req`; recurrent policies' batches
-        are padded into sequences by the learner)."""
-        req = self.batch_divisibility_req
-        if req <= 1 or self.is_recurrent() or batch.zero_padded:
-            return batch
-        batch = batch.copy()
-        pad_batch_to_sequences_of_same_size(
-            batch,
-            max_seq_len=int(self.config["model"]["max_seq_len"]),
-            batch_divisibility_req=req,
-            view_requirements=self.view_requirements,
+
+def _corral_own(method: Any) -> bool:
+    """Whether `method` is corral's (an algorithm's own acting or updates), not a user's."""
+    return str(getattr(method, "__module__", "") or "").startswith("corral.")
+
+
+def _adding_learn_fetches(method: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """`method` (`learn_on_batch` or `compute_gradients`) with the policy's
+    `extra_compute_grad_fetches()` added to the info it returns."""
+    if name == "learn_on_batch":
+
+        def learn_on_batch(self, samples):
+            return with_learn_fetches(self, method(self, samples))
+
+        wrapped: Callable[..., Any] = learn_on_batch
+    else:
+
+        def compute_gradients(self, postprocessed_batch):
+            grads, info = method(self, postprocessed_batch)
+            return grads, with_learn_fetches(self, info)
+
+        wrapped = compute_gradients
+    wrapped.__doc__ = method.__doc__
+    wrapped.adds_learn_fetches = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+def wire_override_points(cls: type[TorchPolicy]) -> None:
+    """Wires a new `TorchPolicy` subclass's overrides of RLlib 1.13's methods into its
+    code paths, once, at its creation (`TorchPolicy.__init_subclass__`); a class that
+    overrides none of them keeps TorchPolicy's (the fast acting path, the learner's own
+    gradient step):
+
+    - `extra_action_out`: the class acts through `_acting_methods`' `compute_actions_from_obs`
+      (RLlib 1.13's: the model's module call, these fetches with `action_dist_inputs`,
+      `action_logp`, `action_prob`);
+    - `extra_grad_process`: the learner steps it through `_gradient_methods`' `learn_step`,
+      which calls it after `backward()` (in place of `grad_clip`'s clipping);
+    - `extra_compute_grad_fetches`: `learn_on_batch` and `compute_gradients` add its dict
+      (`Trainer.learner_info_from` does for a trainer's updates).
+
+    Methods marked `default_path_hook` are not overrides (see there). A class that defines
+    its own acting or `learn_step` beside an override keeps them.
+
+    Raises:
+        NotImplementedError: an override on a class that acts or updates through
+            corral's own code for it (SAC, DDPG, ...), which has no place to call it.
+    """
+    if overrides_hook(cls, "extra_action_out"):
+        acting = cls.compute_actions_from_obs
+        if acting is TorchPolicy.compute_actions_from_obs:
+            hooked = _acting_methods(None, None)["compute_actions_from_obs"]
+            cls.compute_actions_from_obs = hooked  # type: ignore[method-assign]
+        elif not getattr(acting, "calls_extra_action_out", False) and _corral_own(acting):
+            raise NotImplementedError(
+                f"{cls.__name__} overrides extra_action_out, but acts through "
+                f"{acting.__qualname__}, which does not call it; it is built for policies "
+                "acting through TorchPolicy's compute_actions_from_obs (PG, PPO, A2C/A3C, "
+                "IMPALA, APPO, DQN, MARWIL/BC, your own TorchPolicy subclasses)."
+            )
+    cls._processes_grads = overrides_hook(cls, "extra_grad_process")
+    step = getattr(cls, "learn_step", None)
+    if cls._processes_grads and step is None:
+        for name, method in _gradient_methods(None, None).items():
+            if name not in cls.__dict__:
+                setattr(cls, name, method)
+    elif cls._processes_grads and step is not None and _own_learn_step(cls) and _corral_own(step):
+        raise NotImplementedError(
+            f"{cls.__name__} overrides extra_grad_process, but {step.__qualname__} "
+            "orders its own updates, with no gradient step to call it in; it is built for "
+            "policies the learner steps from their loss (TorchPolicy, PG, PPO, A2C, IMPALA, "
+            "APPO, ...)."
         )
-        return batch
-
-    def fetches(self) -> dict[str, Any]:
-        extra = getattr(self, "extra_compute_grad_fetches", None)
-        return dict(extra()) if extra is not None else {}
-
-    def learn_on_batch(self, samples):
-        results = base.learn_on_batch(self, divisible(self, samples))
-        return {**fetches(self), **results}
-
-    def compute_gradients(self, postprocessed_batch):
-        batch = divisible(self, postprocessed_batch)
-        if compute_gradients_fn is not None:
-            return compute_gradients_fn(self, batch)
-        if own_gradients:
-            grads, info = self._hooked_compute_gradients(batch)
-        else:
-            grads, info = base.compute_gradients(self, batch)
-        return grads, {**fetches(self), **info}
-
-    return {"learn_on_batch": learn_on_batch, "compute_gradients": compute_gradients}
+    cls._learn_fetches = overrides_hook(cls, "extra_compute_grad_fetches")
+    if cls._learn_fetches:
+        for name in ("learn_on_batch", "compute_gradients"):
+            method = getattr(cls, name)
+            own = name in cls.__dict__ and not _corral_own(method)
+            if not own and not getattr(method, "adds_learn_fetches", False):
+                setattr(cls, name, _adding_learn_fetches(method, name))
 
 
 def with_updates_of(cls: type, **overrides: Any) -> type:

@@ -251,6 +251,26 @@ def pad_batch_to_sequences_of_same_size(
     batch.max_seq_len = int(padded_rows // len(lengths)) if len(lengths) else max_seq_len
 
 
+def divisible_train_batch(policy: Any, batch: SampleBatch) -> SampleBatch:
+    """The train batch of a feed-forward `policy` with RLlib 1.13's
+    `batch_divisibility_req` (`get_batch_divisibility_req`): `batch` itself where that is
+    1, the policy is recurrent (the learner cuts its batches into sequences), the batch is
+    padded already or its rows divide; else a copy padded to whole chunks of that many
+    rows per trajectory (`pad_batch_to_sequences_of_same_size`; the caller's batch is kept).
+    """
+    req = int(getattr(policy, "batch_divisibility_req", 1))
+    if req <= 1 or batch.zero_padded or policy.is_recurrent():
+        return batch
+    padded = batch.copy(shallow=True)  # (padding puts new columns in; none is changed)
+    pad_batch_to_sequences_of_same_size(
+        padded,
+        max_seq_len=int(policy.config["model"]["max_seq_len"]),
+        batch_divisibility_req=req,
+        view_requirements=policy.view_requirements,
+    )
+    return padded
+
+
 def _valid_rows(lengths: np.ndarray, padded_rows: int) -> np.ndarray:
     """Which of the padded rows are real steps (each sequence's first `length` rows)."""
     if not len(lengths):

@@ -62,6 +62,33 @@ class DirectStepOptimizer:
 _directStepOptimizerSingleton = DirectStepOptimizer()
 
 
+def default_path_hook(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Marks an RLlib 1.13 override point (`extra_action_out`, `extra_grad_process`,
+    `extra_compute_grad_fetches`) whose work the class's own code path already does (e.g.
+    PPO's `vf_preds`, fetched by TorchPolicy's fast acting path): the class keeps that
+    path. A subclass overriding the method with an unmarked one goes through the hooked
+    path that calls it (see `corral.policy.policy_template.wire_override_points`), where
+    `super()` reaches the marked one."""
+    method.default_path_hook = True  # type: ignore[attr-defined]
+    return method
+
+
+def overrides_hook(cls: type, name: str) -> bool:
+    """Whether `cls`'s method `name` is an override of RLlib 1.13's hook, not one marked
+    with `default_path_hook` (TorchPolicy's own defaults are)."""
+    return not getattr(getattr(cls, name, None), "default_path_hook", False)
+
+
+def with_learn_fetches(policy: Any, info: dict[str, Any]) -> dict[str, Any]:
+    """`info` (a `learn_on_batch` / `compute_gradients` info, or a trainer's learner info
+    of the policy) with the policy's `extra_compute_grad_fetches()` beside its keys, as
+    RLlib 1.13 added them (numpy; `info`'s own `learner_stats` win)."""
+    from corral.utils.numpy import convert_to_numpy
+
+    fetches = convert_to_numpy(dict(policy.extra_compute_grad_fetches() or {}))
+    return {**fetches, **info}
+
+
 class TorchPolicy(Policy):
     """A policy with a torch model built by `ModelCatalog` from `config["model"]`."""
 
@@ -78,6 +105,11 @@ class TorchPolicy(Policy):
     # RLlib 1.13's divisibility requirement of train batches (`get_batch_divisibility_req`
     # of `build_policy_class`; 1: none).
     batch_divisibility_req: int = 1
+    # Decided per class at its creation (`__init_subclass__`): whether its learner step
+    # runs `extra_grad_process` after the backward pass (in place of the `grad_clip`
+    # clipping), and whether its learner info has `extra_compute_grad_fetches()` added.
+    _processes_grads: bool = False
+    _learn_fetches: bool = False
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         config = with_model_flags(config)
@@ -196,6 +228,12 @@ class TorchPolicy(Policy):
         # `make_optimizer` it inherits (e.g. DQN's): the learner asks `make_optimizer`.
         if "optimizer" in cls.__dict__ and "make_optimizer" not in cls.__dict__:
             cls.make_optimizer = TorchPolicy.make_optimizer  # type: ignore[method-assign]
+        # RLlib 1.13's other override points (`extra_action_out`, `extra_grad_process`,
+        # `extra_compute_grad_fetches`): a class overriding one acts / learns through the
+        # paths that call it, decided here; the others keep TorchPolicy's.
+        from corral.policy.policy_template import wire_override_points
+
+        wire_override_points(cls)
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         """The optimiser a `Learner` uses for this policy: `optimizer()`'s (RLlib 1.13's
@@ -376,6 +414,23 @@ class TorchPolicy(Policy):
         for i, s in enumerate(state_out):
             extra[f"state_out_{i}"] = s.numpy()
         return actions.numpy(), extra
+
+    @default_path_hook
+    def extra_action_out(
+        self,
+        input_dict: dict[str, Any],
+        state_batches: list[torch.Tensor],
+        model: TorchModelV2,
+        action_dist: Any,
+    ) -> dict[str, Any]:
+        """RLlib 1.13's override point: the extra fetches of an acting step (each a
+        sample-batch column, one row per observation), from the step's input dict (with
+        its `actions`), state, model (just called on it) and action distribution (None
+        under an `action_sampler_fn`). None by default (`compute_actions_from_obs` fetches
+        `vf_preds` itself); a subclass overriding it acts as RLlib's `TorchPolicy` did: the
+        model through its module call, and these fetches with `action_dist_inputs`,
+        `action_logp` and `action_prob` (see `corral.policy.policy_template`)."""
+        return {}
 
     def compute_log_likelihoods(
         self,
@@ -633,6 +688,24 @@ class TorchPolicy(Policy):
             elif isinstance(value, (int, float)):
                 stats[name] = float(value)
         return stats
+
+    @default_path_hook
+    def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict:
+        """RLlib 1.13's override point, called after `loss.backward()` and before the
+        optimiser step of each minibatch (e.g. to clip the gradients on `optimizer`'s
+        parameters); its dict joins the learner stats. A subclass overriding it processes
+        the gradients instead of the learner's `grad_clip` clipping (RLlib's policies
+        clipped here, with `apply_grad_clipping`). By default: nothing (the learner clips)."""
+        return {}
+
+    @default_path_hook
+    def extra_compute_grad_fetches(self) -> dict[str, Any]:
+        """RLlib 1.13's override point: extra values (e.g. TD errors) that a subclass adds
+        to what `learn_on_batch` and `compute_gradients` return and to a trainer's learner
+        info of the policy (beside `learner_stats`)."""
+        from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
+
+        return {LEARNER_STATS_KEY: {}}
 
     def get_tower_stats(self, stats_name: str) -> list[Any]:
         """`model.tower_stats[stats_name]` of each tower (corral trains on one)."""

@@ -25,8 +25,9 @@ from corral.policy.torch_policy import (
     LearningRateSchedule,
     TensorDict,
     TorchPolicy,
+    default_path_hook,
 )
-from corral.utils.torch_utils import explained_variance, loss_term
+from corral.utils.torch_utils import apply_grad_clipping, explained_variance, loss_term
 
 
 class PPOTorchPolicy(
@@ -115,6 +116,26 @@ class PPOTorchPolicy(
                 "cur_lr": self.cur_lr,
             }
         return total_loss, stats
+
+    # RLlib 1.13's PPOTorchPolicy overrode these two; corral's fast paths do their work
+    # (`vf_preds` fetched in acting, `grad_clip` in the learner's step), so PPO keeps those
+    # paths. A subclass overriding one gets these from `super()`, as in RLlib.
+    @default_path_hook
+    def extra_action_out(
+        self,
+        input_dict: dict[str, Any],
+        state_batches: list[torch.Tensor],
+        model: torch.nn.Module,
+        action_dist: Any,
+    ) -> dict[str, Any]:
+        """The value predictions of the acting step's model call (`vf_preds`, which GAE
+        reads)."""
+        return {SampleBatch.VF_PREDS: model.value_function()}
+
+    @default_path_hook
+    def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict:
+        """The gradients clipped to `grad_clip` (`apply_grad_clipping`: `grad_gnorm`)."""
+        return apply_grad_clipping(self, optimizer, loss)
 
     def after_update(self, stats: dict[str, float]) -> dict[str, float]:
         """Adapts the KL coefficient to the mean KL of this update (RLlib's rule)."""

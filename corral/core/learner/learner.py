@@ -51,6 +51,7 @@ from corral.core.learner.training_data import (
 )
 from corral.policy.policy import Policy, declared_for
 from corral.policy.policy_map import PolicyMap
+from corral.policy.rnn_sequencing import divisible_train_batch
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, map_column
 from corral.utils.metrics import MetricsLogger, Stats
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
@@ -523,7 +524,12 @@ class Learner:
         # `[B, T, ...]`) trains on those rows as they are, though it is stateful in acting.
         sequence_rows = getattr(policy, "trains_on_sequence_rows", False)
         if sequence_rows or not (is_recurrent and is_recurrent()):
+            if getattr(policy, "batch_divisibility_req", 1) > 1:
+                # RLlib 1.13's `get_batch_divisibility_req`: rows padded to whole chunks.
+                batch = divisible_train_batch(policy, batch)
             tensors = self._to_device(to_tensors(batch, columns))
+            if batch.zero_padded and (minibatch_size or batch.count) < batch.count:
+                tensors.pop(SampleBatch.SEQ_LENS, None)  # (one per chunk, not per row)
             for idx in self._minibatch_indices(
                 batch.count, num_epochs, minibatch_size, shuffle, num_total_minibatches
             ):
