@@ -75,6 +75,7 @@ from corral.policy.policy import Policy, learns_by_itself
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
 from corral.policy.torch_policy import with_learn_fetches
 from corral.tune.trainable import Trainable
+from corral.utils.checkpoint_config import class_named_by_config
 from corral.utils.deprecation import deprecation_warning
 from corral.utils.filter import FilterManager
 from corral.utils.metrics.learner_info import learner_info_from
@@ -203,6 +204,10 @@ class Trainer(Trainable):
         defaults = self.get_default_config()
         self.config = self.merge_trainer_configs(defaults, config, self._allow_unknown_configs)
         self.raw_user_config = config
+        # A run's params.json given back as a config names its callbacks class.
+        self.config["callbacks"] = class_named_by_config(
+            self.config.get("callbacks"), DefaultCallbacks, "callbacks"
+        )
         # Types and ranges first, so that no later check or setup step trips over a
         # value of the wrong kind with a message that does not name its key.
         check_config_values(self.config, self.get_config_specs())

@@ -115,6 +115,26 @@ def _lookup_loaded(name: str) -> Any:
     return None
 
 
+def class_named_by_config(value: Any, base: type, key: str) -> Any:
+    """`value`, or for a string the class it names as `params.json` writes classes
+    (`module.QualName`), which RLlib 1.x scripts pass back as a config: looked up in
+    the modules already imported (or corral's own), never importing another.
+
+    Raises:
+        ValueError: a string that names no loaded subclass of `base`.
+    """
+    if not isinstance(value, str):
+        return value
+    found = _lookup_loaded(value)
+    if isinstance(found, type) and issubclass(found, base):
+        return found
+    raise ValueError(
+        f"config key {key!r} is the string {value!r}; expected a {base.__name__} subclass "
+        "(a string is taken for the class it names, as params.json writes them, only when "
+        "that class's module is already imported: corral imports nothing a config names)."
+    )
+
+
 # -- envs named by a checkpoint ---------------------------------------------------------
 
 

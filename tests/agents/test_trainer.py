@@ -225,3 +225,31 @@ def test_save_and_restore_roundtrip(trainer, tmp_path):
         assert result["timesteps_total"] == 200
     finally:
         fresh.stop()
+
+
+def test_a_run_s_params_json_given_back_as_config_builds_the_trainer(tmp_path):
+    """RLlib 1.x scripts load a trial's params.json and pass it as a config again (e.g.
+    RLlib 1.13's rnnsac_stateless_cartpole example); classes in it are their names."""
+    from corral.agents.callbacks import DefaultCallbacks
+    from corral.agents.pg import PGTrainer
+
+    class Marked(DefaultCallbacks):
+        pass
+
+    first = PGTrainer(config={"env": "CartPole-v1", "num_workers": 0})
+    try:
+        with open(os.path.join(first.logdir, "params.json")) as f:
+            params = json.load(f)
+    finally:
+        first.stop()
+    assert params["callbacks"] == "corral.agents.callbacks.DefaultCallbacks"
+    again = PGTrainer(config=params)
+    try:
+        assert type(again.callbacks) is DefaultCallbacks
+    finally:
+        again.stop()
+    # Only classes of modules already imported; nothing is imported for a config.
+    with pytest.raises(ValueError, match="'callbacks'.*corral_never_imported.Callbacks"):
+        PGTrainer(config={**params, "callbacks": "corral_never_imported.Callbacks"})
+    with pytest.raises(ValueError, match="callbacks"):  # (nor a class local to a function)
+        PGTrainer(config={**params, "callbacks": Marked.__module__ + ".Marked"})
