@@ -22,7 +22,7 @@ import numpy as np
 from corral.evaluation.episode import Episode
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
-from corral.utils.deprecation import deprecation_warning
+from corral.utils.deprecation import deprecation_warning_once
 from corral.utils.spaces import as_flat_action_rows
 
 if TYPE_CHECKING:
@@ -66,13 +66,13 @@ def compute_single_action(
         KeyError: `policy_id` is not a policy of the local worker.
     """
     if unsquash_actions is not None:
-        deprecation_warning(
+        deprecation_warning_once(
             "Trainer.compute_single_action(`unsquash_actions`=...)",
             "Trainer.compute_single_action(`unsquash_action`=...)",
         )
         unsquash_action = unsquash_actions
     if clip_actions is not None:
-        deprecation_warning(
+        deprecation_warning_once(
             "Trainer.compute_single_action(`clip_actions`=...)",
             "Trainer.compute_single_action(`clip_action`=...)",
         )
@@ -135,7 +135,7 @@ def compute_actions(
     a `state` was given.
     """
     if normalize_actions is not None:
-        deprecation_warning(
+        deprecation_warning_once(
             "Trainer.compute_actions(`normalize_actions`=...)",
             "Trainer.compute_actions(`unsquash_actions`=...)",
         )
@@ -186,7 +186,7 @@ def compute_actions(
 
 def compute_action(trainer: Trainer, *args: Any, **kwargs: Any) -> Any:
     """Deprecated alias of `compute_single_action`."""
-    deprecation_warning("Trainer.compute_action", "Trainer.compute_single_action")
+    deprecation_warning_once("Trainer.compute_action", "Trainer.compute_single_action")
     return trainer.compute_single_action(*args, **kwargs)
 
 

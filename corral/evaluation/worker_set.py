@@ -19,7 +19,7 @@ from corral.evaluation.worker_handle import (
     wait_all_ready,
 )
 from corral.policy.policy import Policy, PolicySpec
-from corral.utils.deprecation import deprecation_warning
+from corral.utils.deprecation import deprecation_warning_once
 
 if TYPE_CHECKING:
     from corral.evaluation.ray_backend import RayPlacement
@@ -396,7 +396,7 @@ class WorkerSet:
         Deprecated in RLlib 1.13 for `is_policy_to_train`; 1.13's returned one bool per
         policy (a slip), this returns the ids as RLlib 1.12 and earlier did.
         """
-        deprecation_warning("WorkerSet.trainable_policies()", "WorkerSet.is_policy_to_train()")
+        deprecation_warning_once("WorkerSet.trainable_policies()", "WorkerSet.is_policy_to_train()")
         local = self.local_worker()
         return [pid for pid in local.policy_map if local.is_policy_to_train(pid)]
 

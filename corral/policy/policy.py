@@ -309,9 +309,9 @@ class Policy:
 
     def get_exploration_info(self) -> dict[str, Any]:
         """Deprecated in RLlib 1.13: `get_exploration_state`."""
-        from corral.utils.deprecation import deprecation_warning
+        from corral.utils.deprecation import deprecation_warning_once
 
-        deprecation_warning(old="Policy.get_exploration_info", new="get_exploration_state")
+        deprecation_warning_once("Policy.get_exploration_info", "get_exploration_state")
         return self.get_exploration_state()
 
     def apply(self, func: Any, *args: Any, **kwargs: Any) -> Any:

@@ -69,6 +69,14 @@ def deprecation_warning(
     logger.warning("DeprecationWarning: %s This will raise an error in the future!", msg)
 
 
+def deprecation_warning_once(old: str, new: str | None = None, *, help: str | None = None) -> None:
+    """`deprecation_warning` the first time `old` is reported in this process: for a
+    deprecated method or argument of a call made per step (RLlib's `Deprecated`
+    decorator logged once too)."""
+    if log_once(f"Deprecated:{old}"):
+        deprecation_warning(old, new, help=help)
+
+
 def Deprecated(  # noqa: N802 (RLlib's name)
     old: str | None = None,
     *,
