@@ -32,7 +32,20 @@ class InfoEnv(gym.Env):
         return obs, 1.0, self.t >= 4, False, {"step": self.t}
 
 
-class RecordingPolicy(Policy):
+class WeightlessPolicy(Policy):
+    """A `Policy` of one's own with no weights, learning nothing."""
+
+    def learn_on_batch(self, samples):
+        return {}
+
+    def get_weights(self):
+        return {}
+
+    def set_weights(self, weights):
+        pass
+
+
+class RecordingPolicy(WeightlessPolicy):
     """Records the input dicts it is given; acts 1 always."""
 
     seen: list
@@ -48,15 +61,6 @@ class RecordingPolicy(Policy):
 
     def compute_actions(self, *args, **kwargs):
         raise AssertionError("the sampler must call the compute_actions_from_input_dict override")
-
-    def learn_on_batch(self, samples):
-        return {}
-
-    def get_weights(self):
-        return {}
-
-    def set_weights(self, weights):
-        pass
 
 
 def _worker(policy_cls, num_envs=1, fragment=8):
@@ -82,7 +86,7 @@ def test_the_override_is_called_with_the_infos_of_each_observation():
         assert all(info == {} for info, o in zip(infos, obs) if o[0] == 0)
 
 
-class RangedStatePolicy(Policy):
+class RangedStatePolicy(WeightlessPolicy):
     """RLlib 1.13's `BareMetalPolicyWithCustomViewReqs` shape: its state input is the last
     two state outputs (shift "-2:-1"); each state out is the step's observation."""
 
@@ -106,15 +110,6 @@ class RangedStatePolicy(Policy):
         self.seen.append((obs[:, 0].copy(), states[:, :, 0].copy()))
         state_out = np.repeat(obs, 3, axis=1).astype(np.float32) + 1.0  # obs + 1, three times
         return np.zeros(len(obs), np.int64), [state_out], {}
-
-    def learn_on_batch(self, samples):
-        return {}
-
-    def get_weights(self):
-        return {}
-
-    def set_weights(self, weights):
-        pass
 
 
 def test_a_ranged_state_view_gives_the_last_two_state_outputs_zeros_before_the_episode():
