@@ -62,16 +62,16 @@ NOT_BUILT: tuple[Feature, ...] = (
     Feature(
         "Tune's third-party searchers",
         "Ray Tune 1.13's wrappers of optimisation libraries other than Optuna, HyperOpt, "
-        "scikit-optimize, Nevergrad, BayesianOptimization, ZOOpt and FLAML (`AxSearch`, "
-        "`TuneBOHB`, `DragonflySearch`, `HEBOSearch`, `SigOptSearch`: hpbandster and "
-        "dragonfly-opt ship no wheels, HEBO's install did not resolve, SigOpt is a web "
-        "service); `corral.tune.suggest` builds `OptunaSearch`, `HyperOptSearch`, "
-        "`SkOptSearch`, `NevergradSearch`, `BayesOptSearch`, `ZOOptSearch`, `BlendSearch` and "
-        "`CFO` (the `optuna`, `hyperopt`, `skopt`, `nevergrad`, `bayesopt`, `zoopt` and "
-        "`flaml` extras), the `Searcher` API, `ConcurrencyLimiter`, `Repeater` and "
-        "`BasicVariantGenerator`: subclass `Searcher` to drive one of the others",
+        "scikit-optimize, Nevergrad, BayesianOptimization, ZOOpt, FLAML and Ax (`TuneBOHB` "
+        "with its scheduler `HyperBandForBOHB`, `DragonflySearch`, `HEBOSearch`, "
+        "`SigOptSearch`: hpbandster and dragonfly-opt ship no wheels, HEBO's install did not "
+        "resolve, SigOpt is a web service); `corral.tune.suggest` builds `OptunaSearch`, "
+        "`HyperOptSearch`, `SkOptSearch`, `NevergradSearch`, `BayesOptSearch`, `ZOOptSearch`, "
+        "`BlendSearch`, `CFO` and `AxSearch` (the `optuna`, `hyperopt`, `skopt`, `nevergrad`, "
+        "`bayesopt`, `zoopt`, `flaml` and `ax` extras), the `Searcher` API, "
+        "`ConcurrencyLimiter`, `Repeater` and `BasicVariantGenerator`: subclass `Searcher` to "
+        "drive one of the others",
         (
-            "tune.suggest.ax",
             "tune.suggest.bohb",
             "tune.suggest.dragonfly",
             "tune.suggest.hebo",

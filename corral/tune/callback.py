@@ -22,7 +22,9 @@ class Callback:
     loop's step counter there too: corral's ``corral train`` display relies on the
     trial's), ``trials`` every trial of the run, ``trial`` the one the event is about.
     Trials run in this process, so ``info`` of those hooks also holds ``trainable=``, the
-    live trainable (a corral addition: under Ray it lives in another process).
+    live trainable (a corral addition: under Ray it lives in another process), except
+    ``on_trial_complete`` of a waiting trial its scheduler ends (``TrialRunner.stop_trial``:
+    it has none).
 
     The hooks about the loop (Ray Tune 1.13's): ``setup`` once before the first trial,
     ``on_step_begin`` / ``on_step_end`` around each step of the loop (one trial's turn:

@@ -17,7 +17,10 @@ which unwinds it. An exception in the function is raised by the trial's ``train(
 
 Checkpoints are the function's own: ``with tune.checkpoint_dir(step) as d:`` gives it a
 directory to write into, which becomes the trial's checkpoint; ``tune.run(train_fn,
-restore=path)`` hands ``path`` to the function's ``checkpoint_dir`` argument. (The
+restore=path)`` hands ``path`` to the function's ``checkpoint_dir`` argument. When the
+trial saves it (a pause, ``tune.run(resume=...)``'s latest), the trainable's progress
+(``training_iteration`` and the totals) is written beside it, and a restore goes on
+counting from there, as Ray Tune's ``.tune_metadata``. (The
 function's state lives in its own variables, so ``checkpoint_freq`` /
 ``checkpoint_at_end`` cannot save it: ``tune.run`` refuses them for a function.)
 """
@@ -25,13 +28,16 @@ function's state lives in its own variables, so ``checkpoint_freq`` /
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import numbers
+import os
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from corral.tune.logger import _write_json_atomically
 from corral.tune.result import DONE, RESULT_DUPLICATE, SHOULD_CHECKPOINT
 from corral.tune.session import (
     DEFAULT_METRIC,
@@ -47,6 +53,10 @@ logger = logging.getLogger(__name__)
 
 # How long stopping a trial waits for its function to unwind before leaving its thread.
 _STOP_TIMEOUT_S = 10.0
+# The file a saved checkpoint of the function gets beside its own files: the trainable's
+# progress then (iteration and totals), which a restore takes back.
+PROGRESS_FILE = ".tune_progress.json"
+_PROGRESS_KEYS = ("iteration", "timesteps_total", "time_total", "episodes_total")
 
 
 class _FunctionReturned(Exception):
@@ -102,7 +112,8 @@ class FunctionTrainable(Trainable):
         return result
 
     def save(self, checkpoint_dir: str | None = None) -> str:
-        """The newest checkpoint the function wrote (``tune.checkpoint_dir``).
+        """The newest checkpoint the function wrote (``tune.checkpoint_dir``), with the
+        trainable's progress now written beside its files (``PROGRESS_FILE``).
 
         Raises:
             CheckpointError: the function has written none.
@@ -113,6 +124,10 @@ class FunctionTrainable(Trainable):
                 f"{self._function_name()} has written no checkpoint: a function trainable "
                 "saves its own state inside `with tune.checkpoint_dir(step) as path:`."
             )
+        progress = self._progress_metadata()
+        _write_json_atomically(
+            os.path.join(checkpoint, PROGRESS_FILE), {k: progress[k] for k in _PROGRESS_KEYS}
+        )
         return checkpoint
 
     def restore(self, checkpoint_path: str, checkpoint_node_ip: str | None = None) -> None:
@@ -126,6 +141,33 @@ class FunctionTrainable(Trainable):
         if self._session is not None:
             raise ValueError("A function trainable restores only before its first train().")
         self._restore_from = checkpoint_path
+        self._restore_progress(checkpoint_path)
+
+    def _restore_progress(self, checkpoint_path: str) -> None:
+        """Counts on from the progress ``save`` wrote beside the checkpoint (none there:
+        from 0).
+
+        Raises:
+            CheckpointError: the progress file is there but not one ``save`` wrote.
+        """
+        path = os.path.join(checkpoint_path, PROGRESS_FILE)
+        if not os.path.isfile(path):
+            return
+        try:
+            with open(path, encoding="utf-8") as f:
+                progress = json.load(f)
+            iteration = progress["iteration"]
+            if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
+                raise ValueError(f"iteration {iteration!r}")
+            time_total = float(progress["time_total"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(
+                f"{path} is not the progress a function trainable's save wrote ({e})"
+            ) from None
+        self._iteration = iteration
+        self._time_total = time_total
+        self._timesteps_total = progress["timesteps_total"]
+        self._episodes_total = progress["episodes_total"]
 
     @classmethod
     def check_restorable(cls, checkpoint_path: str) -> None:

@@ -447,6 +447,31 @@ class TrialRunner:
         trial.experiment_tag = tag
         self._runs[trial.trial_id].restart_from(checkpoint)
 
+    def stop_trial(self, trial: Trial) -> None:
+        """Ends a waiting (pending or paused) trial without running it again, as Ray Tune
+        1.13's ``TrialRunner.stop_trial``: it becomes TERMINATED, the scheduler hears
+        ``on_trial_remove``, the search algorithm ``on_trial_complete`` without a result
+        (it did not end by a result of its own), the callbacks ``on_trial_complete``
+        (without ``trainable=``: it has none). A finished trial is left as it is.
+
+        Raises:
+            ValueError: the trial is live (it takes turns now): a scheduler stops it by
+                returning STOP from ``on_trial_result``.
+        """
+        if trial.is_finished():
+            return
+        if trial.trial_id in self._live:
+            raise ValueError(
+                f"stop_trial({trial}): the trial is running; a scheduler stops a running "
+                "trial by returning TrialScheduler.STOP from on_trial_result"
+            )
+        trial.status = Trial.TERMINATED
+        self.scheduler.on_trial_remove(self, trial)
+        self.search_alg.on_trial_complete(trial.trial_id)
+        iteration = trial.last_result.get(TRAINING_ITERATION, 0)
+        for callback in self.loop.callbacks:
+            callback.on_trial_complete(iteration, self.trials, trial)
+
     def runner_data(self) -> dict[str, Any]:
         """What the run's state records of the runner (Ray Tune 1.13's ``runner_data``,
         the part that applies here): its session name, step counter, start time, and

@@ -11,7 +11,9 @@ import time
 import pytest
 
 from corral import tune
+from corral.tune.error import TuneError
 from corral.tune.result import DONE, TRAINING_ITERATION
+from corral.utils.error import CheckpointError
 
 
 @pytest.fixture(autouse=True)
@@ -153,6 +155,16 @@ def test_checkpoint_dir_checkpoints_are_the_trials_and_restore_hands_one_back(tm
 
     (again,) = tune.run(train_fn, restore=trial.checkpoint, verbose=0).trials
     assert [r["step"] for r in _results(again)] == [3, 4, 5]
+    # The trainable's progress was saved beside the checkpoint and counts on (Ray Tune's
+    # .tune_metadata).
+    first = _results(trial)
+    assert [r[TRAINING_ITERATION] for r in _results(again)] == [4, 5, 6]
+    assert _results(again)[0]["time_total_s"] >= first[-1]["time_total_s"]
+    _write(os.path.join(trial.checkpoint, ".tune_progress.json"), '{"iteration": "x"}')
+    with pytest.raises(TuneError) as info:
+        tune.run(train_fn, restore=trial.checkpoint, verbose=0)
+    assert isinstance(info.value.__cause__, CheckpointError)
+    assert "not the progress a function trainable's save wrote" in str(info.value.__cause__)
 
 
 def test_what_a_function_trainable_cannot_do_is_refused_up_front():
@@ -205,8 +217,8 @@ def test_resources_per_trial_is_checked_and_ray_tune_options_at_defaults_are_acc
     with pytest.raises(ValueError, match="gpu must be a number >= 0, got -1"):
         tune.run(train_fn, resources_per_trial={"gpu": -1}, verbose=0)
     # Ray Tune's third-party searchers that are not built raise naming the class.
-    with pytest.raises(NotImplementedError, match="AxSearch"):
-        tune.run(train_fn, search_alg="ax", verbose=0)
+    with pytest.raises(NotImplementedError, match="HEBOSearch"):
+        tune.run(train_fn, search_alg="hebo", verbose=0)
     with pytest.raises(NotImplementedError, match=r"tune.run\(trial_name_creator="):
         tune.run(train_fn, trial_name_creator=str, verbose=0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'stop_iters'"):
@@ -290,5 +302,5 @@ def test_run_experiments_and_experiment():
     assert os.path.basename(os.path.dirname(trials[0].logdir)) == "second"
     with pytest.raises(ValueError, match="needs a dict with a 'run' key"):
         tune.run_experiments({"bad": {"env": "CartPole-v1"}})
-    with pytest.raises(NotImplementedError, match="AxSearch"):
-        tune.run_experiments([experiment], search_alg="ax")
+    with pytest.raises(NotImplementedError, match="HEBOSearch"):
+        tune.run_experiments([experiment], search_alg="hebo")

@@ -15,7 +15,7 @@ from corral.tune.schedulers import (
     ASHAScheduler,
     AsyncHyperBandScheduler,
     FIFOScheduler,
-    HyperBandScheduler,
+    HyperBandForBOHB,
     MedianStoppingRule,
     PopulationBasedTraining,
     TrialScheduler,
@@ -283,8 +283,8 @@ def test_scheduler_errors(tmp_path):
         PopulationBasedTraining(hyperparam_mutations={"lr": 0.1})
     with pytest.raises(ValueError, match="reduction_factor must be > 1"):
         ASHAScheduler(reduction_factor=1)
-    with pytest.raises(NotImplementedError, match="HyperBandScheduler"):
-        HyperBandScheduler()
+    with pytest.raises(NotImplementedError, match="HyperBandForBOHB"):
+        HyperBandForBOHB()
     with pytest.raises(NotImplementedError, match="PB2"):
         PB2(metric="x")
     with pytest.raises(ValueError, match="Unknown scheduler 'bohb'"):

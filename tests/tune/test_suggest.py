@@ -449,11 +449,12 @@ def test_search_errors(tmp_path):
 def test_third_party_searchers_import_and_raise_by_name():
     # (OptunaSearch and HyperOptSearch are built: tests/tune/test_library_searchers.py;
     # SkOptSearch, NevergradSearch and BayesOptSearch: tests/tune/test_ask_tell_searchers.py;
-    # ZOOptSearch: test_zoopt_search.py; BlendSearch and CFO: test_flaml_search.py.)
-    from corral.tune.suggest.ax import AxSearch
+    # ZOOptSearch: test_zoopt_search.py; BlendSearch and CFO: test_flaml_search.py;
+    # AxSearch: test_ax_search.py.)
     from corral.tune.suggest.hebo import HEBOSearch
+    from corral.tune.suggest.sigopt import SigOptSearch
 
-    for cls in (AxSearch, HEBOSearch):
+    for cls in (SigOptSearch, HEBOSearch):
         with pytest.raises(NotImplementedError, match=f"ray.tune.suggest.*{cls.__name__}"):
             cls(metric="score", mode="max")
     with pytest.raises(NotImplementedError, match="DragonflySearch"):

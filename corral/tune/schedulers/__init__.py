@@ -3,9 +3,10 @@
 ``from corral.tune.schedulers import ASHAScheduler``.
 
 Built: ``FIFOScheduler`` (the default), ``AsyncHyperBandScheduler`` /
-``ASHAScheduler``, ``MedianStoppingRule`` and ``PopulationBasedTraining`` (also
-``synch=True``). Ray Tune's others import and raise ``NotImplementedError`` naming them
-when built.
+``ASHAScheduler``, ``HyperBandScheduler`` (synchronous HyperBand), ``MedianStoppingRule``
+and ``PopulationBasedTraining`` (also ``synch=True``). Ray Tune's others import and raise
+``NotImplementedError`` naming them when built (``HyperBandForBOHB`` serves only
+``TuneBOHB``, which is not built either).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral.tune.schedulers.async_hyperband import ASHAScheduler, AsyncHyperBandScheduler
+from corral.tune.schedulers.hyperband import HyperBandScheduler
 from corral.tune.schedulers.median_stopping_rule import MedianStoppingRule
 from corral.tune.schedulers.pbt import PopulationBasedTraining
 from corral.tune.schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
@@ -22,16 +24,17 @@ def _not_built(name: str, what: str) -> type:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(
             f"corral.tune.schedulers.{name} ({what}) is not built; built here: "
-            "FIFOScheduler, ASHAScheduler (AsyncHyperBandScheduler), MedianStoppingRule, "
-            "PopulationBasedTraining. With the `ray` extra, ray.tune.run takes corral's "
-            "Trainers with all of Ray Tune's schedulers."
+            "FIFOScheduler, ASHAScheduler (AsyncHyperBandScheduler), HyperBandScheduler, "
+            "MedianStoppingRule, PopulationBasedTraining. With the `ray` extra, ray.tune.run "
+            "takes corral's Trainers with all of Ray Tune's schedulers."
         )
 
     return type(name, (TrialScheduler,), {"__init__": __init__, "__doc__": f"Not built: {what}."})
 
 
-HyperBandScheduler = _not_built("HyperBandScheduler", "synchronous HyperBand")
-HyperBandForBOHB = _not_built("HyperBandForBOHB", "HyperBand for BOHB's searcher")
+HyperBandForBOHB = _not_built(
+    "HyperBandForBOHB", "HyperBand for BOHB's searcher, TuneBOHB, which is not built"
+)
 PB2 = _not_built("PB2", "population-based bandits")
 PopulationBasedTrainingReplay = _not_built(
     "PopulationBasedTrainingReplay", "replaying a PBT run's schedule"

@@ -9,10 +9,10 @@ and learns from the results; wrapped in a ``SearchGenerator``), or a name of
 ``OptunaSearch`` (``corral.tune.suggest.optuna``, the ``optuna`` extra) and
 ``HyperOptSearch`` (``corral.tune.suggest.hyperopt``, the ``hyperopt`` extra),
 ``SkOptSearch`` (``skopt``), ``NevergradSearch`` (``nevergrad``) and ``BayesOptSearch``
-(``bayesopt``), ``ZOOptSearch`` (``zoopt``), ``BlendSearch`` and ``CFO`` (``flaml``) drive
-those libraries; Ray Tune's other wrappers of third-party optimisation libraries
-(``AxSearch``, ``HEBOSearch``, ...) are not built: their modules import and their
-classes raise ``NotImplementedError`` (corral/_surface/not_built.py).
+(``bayesopt``), ``ZOOptSearch`` (``zoopt``), ``BlendSearch`` and ``CFO`` (``flaml``) and
+``AxSearch`` (``ax``) drive those libraries; Ray Tune's other wrappers of third-party
+optimisation libraries (``TuneBOHB``, ``HEBOSearch``, ...) are not built: their modules
+import and their classes raise ``NotImplementedError`` (corral/_surface/not_built.py).
 """
 
 from __future__ import annotations

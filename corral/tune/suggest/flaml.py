@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import logging
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from types import ModuleType
@@ -22,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from corral.tune.logger import to_jsonable
 from corral.tune.search import (
     Choice,
     Domain,
@@ -35,15 +32,13 @@ from corral.tune.search import (
     has_domains,
 )
 from corral.tune.suggest.library_searcher import (
-    LibrarySearcher,
+    RecordingSearcher,
     coded_categories,
     flat_point,
     import_library,
     plain,
 )
 from corral.tune.suggest.variant_generator import unflatten_dict
-
-logger = logging.getLogger(__name__)
 
 # How often a suggestion FLAML skips (a config it tried, a finished local search) is
 # asked again at once (Ray Tune asks again at its next step; corral's runner ends a run
@@ -58,7 +53,7 @@ def _import_flaml(searcher: str) -> ModuleType:
         return import_library("flaml", searcher)
 
 
-class _FlamlSearcher(LibrarySearcher):
+class _FlamlSearcher(RecordingSearcher):
     """A FLAML searcher (``_flaml_class``) as a corral ``Searcher``.
 
     Args:
@@ -89,6 +84,8 @@ class _FlamlSearcher(LibrarySearcher):
     """
 
     _flaml_class = ""  # the name of FLAML's class
+    # (A record's outcome is its metric; a point may leave parameters out.)
+    _params_may_lack = True
 
     def __init__(
         self,
@@ -130,11 +127,6 @@ class _FlamlSearcher(LibrarySearcher):
         self._evaluated_rewards = [float(r) for r in rewards or ()]
         self._flaml_kwargs = kwargs
         self._searcher: Any = None  # FLAML's searcher, made at the first suggestion
-        # Every trial suggested, in order: {"trial_id", "params", "value", "live"}
-        # ("params": FLAML's values by name; "value": its metric, None while it runs or
-        # when it failed).
-        self._records: list[dict[str, Any]] = []
-        self._by_id: dict[str, dict[str, Any]] = {}
         self._take_space(space)
 
     # -- the search space ----------------------------------------------------
@@ -255,9 +247,7 @@ class _FlamlSearcher(LibrarySearcher):
         if config is None:
             return None
         params = plain(flat_point(config, self._param_names() or ()))
-        record = {"trial_id": trial_id, "params": params, "value": None, "live": True}
-        self._records.append(record)
-        self._by_id[trial_id] = record
+        self._record(trial_id, params)
         if not self._domains:
             return plain(config)
         return self._suggestion(params)
@@ -272,42 +262,15 @@ class _FlamlSearcher(LibrarySearcher):
             return
         self._searcher.on_trial_result(trial_id, self._flaml_result(record, result))
 
-    def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
-    ) -> None:
-        """Gives FLAML the trial's last result (with its config); a trial that errors,
-        ends without a result, or whose metric is not a finite number is told as an
-        error.
-
-        Raises:
-            ValueError: ``result`` lacks the metric.
-        """
-        record = self._by_id.get(trial_id)
-        if record is None:
-            logger.warning(
-                "%s: trial %s was never suggested; ignored", type(self).__name__, trial_id
-            )
-            return
-        value = None if error or not result else self._result_value(trial_id, result)
-        if not record["live"]:
-            # It ended before and ran again (resume="ERRORED_ONLY"): a new result.
-            if value is None:
-                return
-            record = dict(record)
-            self._records.append(record)
-            self._by_id[trial_id] = record
-        record["live"], record["value"] = False, value
+    def _ended(self, trial_id: str, record: dict[str, Any], result: dict | None) -> None:
+        """Gives FLAML the trial's last result (with its config); a failed trial is told
+        as an error."""
         searcher = self._ready()
-        if value is None:
+        if record["value"] is None:
             searcher.on_trial_complete(trial_id, None, error=True)
         else:
             assert result is not None
             searcher.on_trial_complete(trial_id, self._flaml_result(record, result))
-
-    def observations(self) -> list[tuple[dict[str, Any], float | None]]:
-        """Each ended trial's parameters (FLAML's values by name) and metric (None:
-        failed), in the order they were suggested."""
-        return [(r["params"], r["value"]) for r in self._records if not r["live"]]
 
     # -- state (JSON) ----------------------------------------------------------
 
@@ -315,8 +278,9 @@ class _FlamlSearcher(LibrarySearcher):
         """Every trial suggested, in order (its trial id, parameters, metric and whether
         it runs), and how many of ``points_to_evaluate`` FLAML took."""
         # (FLAML suggests its points first, in order: those told are not suggested.)
-        used = min(len(self._points), len(self._evaluated_rewards) + len(self._records))
-        return to_jsonable({"points_used": used, "trials": self._records})
+        return self._records_state(
+            min(len(self._points), len(self._evaluated_rewards) + len(self._records))
+        )
 
     def set_state(self, state: dict) -> None:
         """Takes the trials of a ``get_state``; the next suggestion comes from a fresh FLAML
@@ -325,39 +289,11 @@ class _FlamlSearcher(LibrarySearcher):
         Raises:
             ValueError: ``state`` is not one ``get_state`` wrote for this search space.
         """
-        name = type(self).__name__
-        try:
-            self._restore_points(state)
-            records = [self._checked_record(r) for r in state["trials"]]
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"Not a state of {name} for this search space: {e}") from None
-        self._records = records
-        self._by_id = {r["trial_id"]: r for r in records}
+        records = self._restored_records(state)
+        self._records, self._by_id = [], {}
+        for record in records:
+            self._keep(record)
         self._searcher = None
-
-    def _checked_record(self, entry: Any) -> dict[str, Any]:
-        trial_id, params, value, live = (
-            entry["trial_id"],
-            entry["params"],
-            entry["value"],
-            entry["live"],
-        )
-        if not isinstance(trial_id, str):
-            raise TypeError(f"trial_id must be a string, got {trial_id!r}")
-        if not isinstance(params, dict):
-            raise TypeError(f"params must be an object, got {params!r}")
-        names = self._param_names()
-        if names is not None and not set(params) <= set(names):
-            raise ValueError(f"params {sorted(params)} are not the parameters {sorted(names)}")
-        if value is not None and (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise TypeError(f"value must be a finite number or null, got {value!r}")
-        if not isinstance(live, bool):
-            raise TypeError(f"live must be true or false, got {live!r}")
-        return {"trial_id": trial_id, "params": params, "value": value, "live": live}
 
 
 class BlendSearch(_FlamlSearcher):

@@ -13,7 +13,8 @@ unnamed. ``points_to_evaluate`` are suggested first, in order.
 
 Its state for ``tune.run(resume=...)`` is JSON: what each trial was suggested and how it
 ended, which a fresh instance replays into the library on restore (the library's own
-objects are never pickled).
+objects are never pickled). ``RecordingSearcher`` keeps that record (each trial's
+parameters and outcome, in order) for the wrappers that replay it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from corral.tune.logger import to_jsonable
 from corral.tune.search import (
     Choice,
     Domain,
@@ -201,6 +203,8 @@ class LibrarySearcher(Searcher):
     _point_needs_every_param = False
     # Whether the library takes a point's choices as indices (else only coded ones).
     _point_choices_as_indices = False
+    # Whether the library suggests every choice as an index (else only coded ones).
+    _suggests_choice_indices = False
 
     def __init__(
         self,
@@ -401,7 +405,16 @@ class LibrarySearcher(Searcher):
         config = {}
         for key, value in params.items():
             domain = self._domains.get(key)
-            config[key] = from_library(domain, value) if domain is not None else plain(value)
+            if domain is None:
+                config[key] = plain(value)
+            elif (
+                self._suggests_choice_indices
+                and isinstance(domain, Choice)
+                and coded_categories(domain) is None
+            ):
+                config[key] = plain(domain.categories[int(value)])
+            else:
+                config[key] = from_library(domain, value)
         return unflatten_dict(config)
 
     def _result_value(self, trial_id: str, result: Mapping) -> float | None:
@@ -440,3 +453,145 @@ class LibrarySearcher(Searcher):
         if isinstance(used, bool) or not isinstance(used, int) or used < 0:
             raise ValueError(f"points_used must be an int >= 0, got {used!r}")
         self._points_used = min(used, len(self._points))
+
+
+class RecordingSearcher(LibrarySearcher):
+    """A ``LibrarySearcher`` that records each trial it suggests, in order: its trial id,
+    its parameters (the library's values by name, JSON), its outcome (a number; None
+    while it runs or when it failed) and whether it runs. That record is its state for
+    ``tune.run(resume=...)``: a subclass makes a fresh library object from it on
+    restore.
+
+    A subclass records a suggestion with ``_record``, hears each ended trial in
+    ``_ended`` (the library is told there) and sets how a record is checked:
+    ``_outcome_key`` (the outcome's key in the state), ``_outcome`` (the outcome of a
+    metric's value), ``_anonymous_records`` (whether a record may lack a trial: a point
+    told outside any trial) and ``_params_may_lack`` (whether a record's parameters may
+    leave out some of the space's).
+    """
+
+    _outcome_key = "value"
+    _anonymous_records = False
+    _params_may_lack = False
+
+    def __init__(
+        self,
+        metric: str | None,
+        mode: str | None,
+        points_to_evaluate: Sequence[Mapping] | None,
+        max_concurrent: int | None = None,
+        use_early_stopped_trials: bool | None = None,
+    ) -> None:
+        super().__init__(metric, mode, points_to_evaluate, max_concurrent, use_early_stopped_trials)
+        # Every point suggested (or told), in order: {"trial_id", "params", outcome key,
+        # "live"}.
+        self._records: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+
+    # -- what a subclass implements ------------------------------------------
+
+    def _outcome(self, value: float) -> float:
+        """The outcome recorded (and told to the library) for the metric's ``value``."""
+        return value
+
+    def _ended(self, trial_id: str, record: dict[str, Any], result: dict | None) -> None:
+        """Tells the library that the trial of ``record`` ended (``record``'s outcome
+        is None: it failed; ``result``: its last result)."""
+        raise NotImplementedError
+
+    # -- records -----------------------------------------------------------------
+
+    def _record(self, trial_id: str | None, params: dict[str, Any], live: bool = True) -> dict:
+        """Records ``params`` suggested to ``trial_id`` (None: a point told outside any
+        trial), running (outcome None); returns the record."""
+        return self._keep(
+            {"trial_id": trial_id, "params": params, self._outcome_key: None, "live": live}
+        )
+
+    def _keep(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Appends ``record`` to the records (the latest of its trial id); returns it."""
+        self._records.append(record)
+        if record["trial_id"] is not None:
+            self._by_id[record["trial_id"]] = record
+        return record
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        """Records the trial's outcome and tells the library; a trial that errors, ends
+        without a result, or whose metric is not a finite number counts as failed (its
+        outcome None). A trial that ended before and ran again (``resume=
+        "ERRORED_ONLY"``) is a new record, if it has an outcome this time.
+
+        Raises:
+            ValueError: ``result`` lacks the metric.
+        """
+        record = self._by_id.get(trial_id)
+        if record is None:
+            logger.warning(
+                "%s: trial %s was never suggested; ignored", type(self).__name__, trial_id
+            )
+            return
+        value = None if error or not result else self._result_value(trial_id, result)
+        outcome = None if value is None else self._outcome(value)
+        if not record["live"]:
+            if outcome is None:
+                return
+            record = self._keep(dict(record))
+        record["live"], record[self._outcome_key] = False, outcome
+        self._ended(trial_id, record, result)
+
+    def observations(self) -> list[tuple[dict[str, Any], float | None]]:
+        """Each ended point's parameters (the library's values by name) and outcome
+        (None: failed), in order."""
+        return [(r["params"], r[self._outcome_key]) for r in self._records if not r["live"]]
+
+    # -- state (JSON) ----------------------------------------------------------
+
+    def _records_state(self, points_used: int | None = None) -> dict:
+        """The state: the records and how many of ``points_to_evaluate`` were used."""
+        used = self._points_used if points_used is None else points_used
+        return to_jsonable({"points_used": used, "trials": self._records})
+
+    def _restored_records(self, state: Mapping) -> list[dict[str, Any]]:
+        """The records of a ``_records_state``, checked (the subclass keeps them, with
+        ``_keep``); takes its points used.
+
+        Raises:
+            ValueError: ``state`` is not one written for this search space.
+        """
+        try:
+            self._restore_points(state)
+            return [self._checked_record(r) for r in state["trials"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(
+                f"Not a state of {type(self).__name__} for this search space: {e}"
+            ) from None
+
+    def _checked_record(self, entry: Any) -> dict[str, Any]:
+        key = self._outcome_key
+        trial_id, params, outcome, live = (
+            entry["trial_id"],
+            entry["params"],
+            entry[key],
+            entry["live"],
+        )
+        if not isinstance(trial_id, str) and not (trial_id is None and self._anonymous_records):
+            kind = "a string or null" if self._anonymous_records else "a string"
+            raise TypeError(f"trial_id must be {kind}, got {trial_id!r}")
+        if not isinstance(params, dict):
+            raise TypeError(f"params must be an object, got {params!r}")
+        names = self._param_names()
+        if names is not None and not (
+            set(params) <= set(names) if self._params_may_lack else set(params) == set(names)
+        ):
+            raise ValueError(f"params {sorted(params)} are not the parameters {sorted(names)}")
+        if outcome is not None and (
+            isinstance(outcome, bool)
+            or not isinstance(outcome, int | float)
+            or not math.isfinite(outcome)
+        ):
+            raise TypeError(f"{key} must be a finite number or null, got {outcome!r}")
+        if not isinstance(live, bool):
+            raise TypeError(f"live must be true or false, got {live!r}")
+        return {"trial_id": trial_id, "params": params, key: outcome, "live": live}

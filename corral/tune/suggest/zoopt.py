@@ -16,7 +16,7 @@ import numpy as np
 
 from corral.tune.search import Choice, Domain, RandInt, Uniform
 from corral.tune.suggest.ask_tell import AskTellSearcher
-from corral.tune.suggest.library_searcher import coded_categories, import_library
+from corral.tune.suggest.library_searcher import import_library
 from corral.tune.suggest.suggestion import Searcher
 
 # The precision of a converted uniform's values (Ray Tune's): ZOOpt rounds them to it.
@@ -67,6 +67,7 @@ class ZOOptSearch(AskTellSearcher):
     """
 
     _point_choices_as_indices = True
+    _suggests_choice_indices = True
 
     def __init__(
         self,
@@ -176,15 +177,6 @@ class ZOOptSearch(AskTellSearcher):
 
     def _param_names(self) -> list[str] | None:
         return list(self._space or ())
-
-    def _suggestion(self, params: Mapping[str, Any]) -> dict:
-        # (Choices are searched by index: a plain category is given back as itself; the
-        # others are coded choices, which the base class decodes.)
-        decoded = dict(params)
-        for key, domain in self._domains.items():
-            if isinstance(domain, Choice) and coded_categories(domain) is None:
-                decoded[key] = domain.categories[int(params[key])]
-        return super()._suggestion(decoded)
 
     # -- the optimizer -------------------------------------------------------
 
