@@ -59,6 +59,14 @@ The three gradient hooks give the class its own `learn_step` (a `Learner` then c
 minibatch); they are refused on a base class that has one already (SAC, DDPG, SlateQ, ...),
 whose `learn_step` orders its own updates.
 
+A hand-written `TorchPolicy` subclass may give its `__init__`'s call of
+`TorchPolicy.__init__` RLlib 1.13's keywords instead: `loss=` (a `loss_fn`),
+`action_sampler_fn=` / `action_distribution_fn=`, `model=` with `action_distribution_class=`,
+`max_seq_len=`, `get_batch_divisibility_req=`. The functions are then the instance's
+(`bind_policy_functions`): an instance given an acting function acts through the hooked
+`compute_actions_from_obs` above, the others (and other classes) keep the fast path. A
+`with_updates` of such a class gives its own functions precedence over them.
+
 A hand-written `TorchPolicy` subclass overriding RLlib 1.13's methods `extra_action_out`,
 `extra_grad_process` or `extra_compute_grad_fetches` gets the same paths as the hooks
 above (`wire_override_points`, run at class creation by `TorchPolicy.__init_subclass__`):
@@ -69,6 +77,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from types import MethodType
 from typing import Any
 
 import numpy as np
@@ -81,6 +90,7 @@ from corral.policy.torch_policy import (
     _OWN_ID,
     TorchPolicy,
     _directStepOptimizerSingleton,
+    batch_divisibility_req_of,
     overrides_hook,
     with_learn_fetches,
 )
@@ -205,7 +215,14 @@ def build_policy_class(
         )
     base: type[TorchPolicy] = _base or TorchPolicy
     own_step = _own_learn_step(base)
-    if loss_fn is None and base.loss is TorchPolicy.loss and not own_step:
+    # (A base with an `__init__` of its own may give its instances their loss, RLlib
+    # 1.13's `TorchPolicy.__init__(..., loss=)`.)
+    if (
+        loss_fn is None
+        and base.loss is TorchPolicy.loss
+        and base.__init__ is TorchPolicy.__init__
+        and not own_step
+    ):
         raise ValueError(f"build_policy_class(name={name!r}) needs a `loss_fn`.")
     if make_model is not None and make_model_and_action_dist is not None:
         raise ValueError(
@@ -233,14 +250,17 @@ def build_policy_class(
         if before_init is not None:
             before_init(self, observation_space, action_space, config)
         base.__init__(self, observation_space, action_space, config)  # type: ignore[misc]
+        # This class's functions win over those the base's `__init__` bound to the
+        # instance (RLlib 1.13's `TorchPolicy.__init__(..., loss=, action_sampler_fn=)`).
+        unbind_policy_functions(
+            self,
+            loss=loss_fn is not None,
+            acting=bool(action_sampler_fn or action_distribution_fn),
+        )
         if get_batch_divisibility_req is not None:
-            req = get_batch_divisibility_req(self)
-            if not isinstance(req, (int, np.integer)) or isinstance(req, bool) or req < 1:
-                raise ValueError(
-                    f"{name}: get_batch_divisibility_req returned {req!r}; expected an "
-                    "int >= 1 (rows a train batch must be a multiple of)."
-                )
-            self.batch_divisibility_req = int(req)
+            self.batch_divisibility_req = batch_divisibility_req_of(
+                self, get_batch_divisibility_req
+            )
         if before_loss_init is not None:
             before_loss_init(self, observation_space, action_space, config)
         if after_init is not None:
@@ -250,9 +270,7 @@ def build_policy_class(
 
     namespace: dict[str, Any] = {"__init__": __init__, "_template_kwargs": original_kwargs}
     if loss_fn is not None:
-        namespace["loss"] = lambda self, model, dist_class, train_batch: loss_fn(
-            self, model, dist_class, train_batch
-        )
+        namespace["loss"] = loss_method(loss_fn)
         # A user's loss may read any column (rewards, custom postprocessing columns).
         namespace["train_columns"] = None
     if stats_fn is not None:
@@ -316,6 +334,49 @@ def build_policy_class(
     cls = type(name, bases, namespace)
     cls.__qualname__ = name
     return cls
+
+
+def loss_method(loss_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """RLlib 1.13's loss function `loss_fn(policy, model, dist_class, train_batch)` as the
+    policy's `loss(model, dist_class, train_batch)` method (a bare tensor, a list of them
+    or `(loss, stats)`; see `corral.core.learner.learner.loss_and_stats`)."""
+
+    def loss(self, model, dist_class, train_batch):
+        return loss_fn(self, model, dist_class, train_batch)
+
+    return loss
+
+
+def bind_policy_functions(
+    policy: TorchPolicy,
+    loss_fn: Callable | None,
+    action_sampler_fn: Callable | None,
+    action_distribution_fn: Callable | None,
+) -> None:
+    """Gives one policy (not its class) RLlib 1.13's functions of
+    `TorchPolicy.__init__(..., loss=, action_sampler_fn=, action_distribution_fn=)`, as
+    `build_policy_class` gives them to a class: `loss_fn` as its `loss` (reading any
+    column: `train_columns` None), the acting functions through `_acting_methods`'
+    `compute_actions_from_obs`. Policies built without them keep their class's methods
+    (the fast acting path)."""
+    attrs = vars(policy)
+    if loss_fn is not None:
+        attrs["loss"] = MethodType(loss_method(loss_fn), policy)
+        attrs["train_columns"] = None
+    if action_sampler_fn is not None or action_distribution_fn is not None:
+        acting = _acting_methods(action_sampler_fn, action_distribution_fn)
+        attrs["compute_actions_from_obs"] = MethodType(acting["compute_actions_from_obs"], policy)
+
+
+def unbind_policy_functions(policy: TorchPolicy, *, loss: bool, acting: bool) -> None:
+    """Drops the functions `bind_policy_functions` gave `policy` (the loss, the acting
+    path), so that its class's methods are called again."""
+    attrs = vars(policy)
+    if loss and "loss" in attrs:
+        del attrs["loss"]
+        attrs.pop("train_columns", None)
+    if acting:
+        attrs.pop("compute_actions_from_obs", None)
 
 
 # -- acting ---------------------------------------------------------------------------------
@@ -640,8 +701,8 @@ def _adding_learn_fetches(method: Callable[..., Any], name: str) -> Callable[...
     `extra_compute_grad_fetches()` added to the info it returns."""
     if name == "learn_on_batch":
 
-        def learn_on_batch(self, samples):
-            return with_learn_fetches(self, method(self, samples))
+        def learn_on_batch(self, postprocessed_batch):
+            return with_learn_fetches(self, method(self, postprocessed_batch))
 
         wrapped: Callable[..., Any] = learn_on_batch
     else:

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from corral.models import ModelCatalog
+from corral.models import MODEL_DEFAULTS, ModelCatalog
 from corral.models.preprocessors import preprocessor_for_space
 from corral.models.torch.torch_action_dist import TorchCategorical
 from corral.models.torch.torch_modelv2 import TorchModelV2
@@ -79,6 +79,23 @@ def overrides_hook(cls: type, name: str) -> bool:
     return not getattr(getattr(cls, name, None), "default_path_hook", False)
 
 
+def batch_divisibility_req_of(policy: Any, req: int | Callable[[Any], int]) -> int:
+    """RLlib 1.13's `get_batch_divisibility_req` of `policy` (an int, or `fn(policy) ->
+    int`, called here): the row count its train batches must be a multiple of.
+
+    Raises:
+        ValueError: it is (or returned) not an int >= 1.
+    """
+    value = req(policy) if callable(req) else req
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(
+            f"{type(policy).__name__}: get_batch_divisibility_req "
+            f"{'returned ' if callable(req) else '= '}{value!r}; expected an int >= 1 (rows "
+            "a train batch must be a multiple of)."
+        )
+    return int(value)
+
+
 def with_learn_fetches(policy: Any, info: dict[str, Any]) -> dict[str, Any]:
     """`info` (a `learn_on_batch` / `compute_gradients` info, or a trainer's learner info
     of the policy) with the policy's `extra_compute_grad_fetches()` beside its keys, as
@@ -111,7 +128,90 @@ class TorchPolicy(Policy):
     _processes_grads: bool = False
     _learn_fetches: bool = False
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: dict,
+        *,
+        model: TorchModelV2 | None = None,
+        loss: Callable[..., Any] | None = None,
+        action_distribution_class: type | None = None,
+        action_sampler_fn: Callable[..., Any] | None = None,
+        action_distribution_fn: Callable[..., Any] | None = None,
+        max_seq_len: int | None = None,
+        get_batch_divisibility_req: int | Callable[[Any], int] | None = None,
+    ) -> None:
+        """Builds the policy: its model (the catalog's for `config["model"]`, unless
+        `model` is given), action distribution class, exploration and preprocessor.
+
+        The keyword arguments are RLlib 1.13's, for subclasses that build their own
+        model and loss (`TorchPolicy.__init__(self, obs_space, action_space, config,
+        model=model, loss=loss_fn, action_distribution_class=dist_class)`):
+
+        Args:
+            observation_space: the env's observation space.
+            action_space: the env's action space.
+            config: the policy's config (a trainer's, with `model`, `lr`, ...).
+            model: the policy's model (a `TorchModelV2`, e.g. from
+                `ModelCatalog.get_model_v2`), used instead of the catalog's; it needs
+                `action_distribution_class`, unless `action_sampler_fn` or
+                `action_distribution_fn` gives the actions.
+            loss: `fn(policy, model, dist_class, train_batch) -> loss tensor` (or a list
+                of them, summed), the policy's `loss` (as `build_policy_class`'s
+                `loss_fn`; its stats come from `extra_grad_info`); default: the class's
+                `loss` method.
+            action_distribution_class: the action distribution class (a
+                `TorchDistributionWrapper`); default: the catalog's for `action_space`.
+            action_sampler_fn: `fn(policy, model, input_dict, state_batches, explore=,
+                timestep=) -> (actions, logp, state_out)` or `(actions, logp,
+                dist_inputs, state_out)`: acting without the distribution and the
+                exploration (see `corral.policy.policy_template`).
+            action_distribution_fn: `fn(policy, model, input_dict=, state_batches=,
+                seq_lens=, explore=, timestep=, is_training=) -> (dist_inputs,
+                dist_class, state_out)`: acting through it instead of the model call; the
+                exploration picks from `dist_class(dist_inputs, model)`.
+            max_seq_len: the longest sequence a recurrent model trains on; default: the
+                model config's `max_seq_len` (20, RLlib 1.13's default here), which it
+                replaces in the policy's config.
+            get_batch_divisibility_req: an int, or `fn(policy) -> int` called at the end of
+                `__init__`: the policy's `batch_divisibility_req` (train batches are
+                padded to whole chunks of that many rows); default 1.
+
+        Raises:
+            ValueError: `model` without `action_distribution_class` and without an
+                acting function, both acting functions, or a bad `max_seq_len` /
+                `get_batch_divisibility_req`.
+        """
+        name = type(self).__name__
+        if action_sampler_fn is not None and action_distribution_fn is not None:
+            raise ValueError(
+                f"{name}: give TorchPolicy.__init__ an action_sampler_fn or an "
+                "action_distribution_fn, not both (the sampler would replace the "
+                "distribution function's model call and exploration)."
+            )
+        if (
+            model is not None
+            and action_distribution_class is None
+            and action_sampler_fn is None
+            and action_distribution_fn is None
+        ):
+            raise ValueError(
+                f"{name}: TorchPolicy.__init__ got a model ({type(model).__name__}) but no "
+                "action_distribution_class; pass the class (e.g. the first item of "
+                "ModelCatalog.get_action_dist(action_space, config['model'], "
+                "framework='torch')), or an action_sampler_fn / action_distribution_fn."
+            )
+        if max_seq_len is not None:
+            if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int | np.integer):
+                raise ValueError(
+                    f"{name}: max_seq_len={max_seq_len!r}; expected an int >= 1 (the longest "
+                    "training sequence of a recurrent model)."
+                )
+            if max_seq_len < 1:
+                raise ValueError(f"{name}: max_seq_len={max_seq_len}; expected an int >= 1.")
+            # (The learner cuts a recurrent policy's sequences at its config's value.)
+            config = {**config, "model": {**config["model"], "max_seq_len": int(max_seq_len)}}
         config = with_model_flags(config)
         super().__init__(observation_space, action_space, config)
         # `_disable_preprocessor_api`: the model is built for the env's observation space
@@ -119,7 +219,7 @@ class TorchPolicy(Policy):
         # the flat rows the sampler keeps back into them).
         self.raw_obs_model = bool(config.get("_disable_preprocessor_api"))
         if self.raw_obs_model:
-            self._check_raw_observations_built()
+            self._check_raw_observations_built(own_model=model is not None)
         if nests_actions(self) and not type(self).nested_actions_built:
             raise NotImplementedError(
                 f"_disable_action_flattening=True: {type(self).__name__} reads its "
@@ -137,10 +237,21 @@ class TorchPolicy(Policy):
         self.device = torch.device("cpu")
         # True once `to_device` ran: acting moves inputs there and results back.
         self._device_inference = False
-        self.dist_class, num_outputs = ModelCatalog.get_action_dist(
-            action_space, config["model"], framework="torch"
-        )
-        self.model: TorchModelV2 = self.make_model(num_outputs)
+        self.model: TorchModelV2
+        if model is None:
+            self.dist_class, num_outputs = ModelCatalog.get_action_dist(
+                action_space, config["model"], framework="torch"
+            )
+            self.model = self.make_model(num_outputs)
+            if action_distribution_class is not None:
+                self.dist_class = action_distribution_class
+        else:
+            self.dist_class = action_distribution_class
+            self.model = model
+        # RLlib 1.13's attributes: the longest training sequence and the acting functions.
+        self.max_seq_len = int(config["model"].get("max_seq_len", MODEL_DEFAULTS["max_seq_len"]))
+        self.action_sampler_fn = action_sampler_fn
+        self.action_distribution_fn = action_distribution_fn
         # RLlib 1.13's per-tower loss terms (`model.tower_stats["policy_loss"] = ...`),
         # which RLlib-style losses fill and `extra_grad_info` reports.
         if not hasattr(self.model, "tower_stats"):
@@ -185,6 +296,15 @@ class TorchPolicy(Policy):
         columns = getattr(self, "train_columns", None)
         if views and columns is not None:
             self.train_columns = (*columns, *views)
+        if loss is not None or action_sampler_fn or action_distribution_fn:
+            # (Per policy: instances built without them keep their class's methods.)
+            from corral.policy.policy_template import bind_policy_functions
+
+            bind_policy_functions(self, loss, action_sampler_fn, action_distribution_fn)
+        if get_batch_divisibility_req is not None:
+            self.batch_divisibility_req = batch_divisibility_req_of(
+                self, get_batch_divisibility_req
+            )
 
     # -- construction -------------------------------------------------------
 
@@ -199,14 +319,15 @@ class TorchPolicy(Policy):
             framework="torch",
         )
 
-    def _check_raw_observations_built(self) -> None:
+    def _check_raw_observations_built(self, own_model: bool = False) -> None:
         """Refuses `_disable_preprocessor_api` where this class's model would not take
         the raw observations, and beside a `custom_preprocessor` (RLlib 1.13 uses no
-        preprocessor at all then)."""
+        preprocessor at all then). `own_model`: the model was given to `__init__` (built
+        by the caller for the policy's observation space, the env's)."""
         cls = type(self)
         built = cls.raw_observations_built
         if built is None:
-            built = cls.make_model is TorchPolicy.make_model
+            built = own_model or cls.make_model is TorchPolicy.make_model
         if not built:
             raise NotImplementedError(
                 f"_disable_preprocessor_api=True: {cls.__name__} builds its own model for "
@@ -308,16 +429,18 @@ class TorchPolicy(Policy):
             NotImplementedError: the policy acts through its own
                 `compute_actions_from_obs` (SAC, DDPG, TD3), which runs on the CPU only.
         """
-        own = type(self).compute_actions_from_obs
-        # (An override marked `acts_on_device`, e.g. `build_policy_class`'s acting hooks,
+        # (The instance's: `__init__`'s acting functions may have chosen the hooked path.
+        # An override marked `acts_on_device`, e.g. `build_policy_class`'s acting hooks,
         # moves its inputs and results itself.)
+        acting = self.compute_actions_from_obs
+        own = getattr(acting, "__func__", acting)
         if own is not TorchPolicy.compute_actions_from_obs and not getattr(
             own, "acts_on_device", False
         ):
             raise NotImplementedError(
                 f"num_gpus_per_worker: {type(self).__name__} acts through its own "
-                f"compute_actions_from_obs ({own.__qualname__}), which runs on the CPU; "
-                "rollout-worker GPUs are built for policies acting through "
+                f"compute_actions_from_obs ({getattr(own, '__qualname__', own)}), which "
+                "runs on the CPU; rollout-worker GPUs are built for policies acting through "
                 "TorchPolicy's (PPO, APPO, IMPALA, PG, A2C/A3C, DQN, MARWIL/BC). Set "
                 "num_gpus_per_worker=0."
             )
@@ -721,8 +844,9 @@ class TorchPolicy(Policy):
 
         return with_updates_of(cls, **overrides)
 
-    def learn_on_batch(self, samples: SampleBatch) -> dict:
-        """One update on `samples` (all rows, one minibatch) by this policy's own learner.
+    def learn_on_batch(self, postprocessed_batch: SampleBatch) -> dict:
+        """One update on `postprocessed_batch` (all rows, one minibatch) by this policy's
+        own learner.
 
         Returns:
             RLlib 1.13's info: `{"learner_stats": {...}, "num_agent_steps_trained": n,
@@ -730,7 +854,7 @@ class TorchPolicy(Policy):
         """
         from corral.utils.metrics.learner_info import learner_info_from
 
-        results = self._own_learner().update(batch=samples)
+        results = self._own_learner().update(batch=postprocessed_batch)
         return learner_info_from(results)[_OWN_ID]
 
     # -- RLlib 1.13's multi-device API: load a batch once, learn on slices of it --
