@@ -257,6 +257,9 @@ def build_policy_class(
             loss=loss_fn is not None,
             acting=bool(action_sampler_fn or action_distribution_fn),
         )
+        if action_sampler_fn or action_distribution_fn:  # (RLlib 1.13's attributes)
+            self.action_sampler_fn = action_sampler_fn
+            self.action_distribution_fn = action_distribution_fn
         if get_batch_divisibility_req is not None:
             self.batch_divisibility_req = batch_divisibility_req_of(
                 self, get_batch_divisibility_req
@@ -440,6 +443,30 @@ def _distribution_caller(fn: Callable) -> Callable[..., Any]:
         )
 
     return call
+
+
+def distribution_inputs(
+    policy: Any,
+    obs: torch.Tensor,
+    state: list[np.ndarray] | None,
+    prev_actions: Any = None,
+    prev_rewards: Any = None,
+) -> tuple[Any, type]:
+    """`(dist_inputs, dist_class)` of a batch of observations through the policy's
+    `action_distribution_fn` (explore off), as RLlib 1.13's `compute_log_likelihoods`
+    asked it; `state`: the RNN states, one row per observation."""
+    input_dict: dict[str, Any] = {SampleBatch.OBS: obs, "is_training": False}
+    if prev_actions is not None:
+        input_dict[SampleBatch.PREV_ACTIONS] = policy._tensor(np.asarray(prev_actions))
+    if prev_rewards is not None:
+        input_dict[SampleBatch.PREV_REWARDS] = policy._tensor(np.asarray(prev_rewards))
+    states = [policy._tensor(np.asarray(s)) for s in state or []]
+    seq_lens = torch.ones(len(obs), dtype=torch.int32, device=obs.device) if states else None
+    call = _distribution_caller(policy.action_distribution_fn)
+    dist_inputs, dist_class, _ = call(
+        policy, policy.model, input_dict, states, seq_lens, False, policy.global_timestep
+    )
+    return dist_inputs, dist_class
 
 
 def _acting_methods(

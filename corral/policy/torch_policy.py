@@ -569,13 +569,32 @@ class TorchPolicy(Policy):
         acting (a stateful one one step per row from `state_batches`, by default its
         initial state). `actions_normalized=False`: the actions are in the env's bounds
         and are normalised first where the policy acts normalised (`normalize_actions`).
-        Tuple/Dict actions may come nested or as flat rows."""
+        Tuple/Dict actions may come nested or as flat rows. With an
+        `action_distribution_fn`, the distribution is the one it gives.
+
+        Raises:
+            ValueError: the policy acts through an `action_sampler_fn` alone, which
+                gives actions but no distribution to score them under.
+        """
+        if self.action_sampler_fn is not None and self.action_distribution_fn is None:
+            raise ValueError(
+                f"{type(self).__name__}.compute_log_likelihoods: the policy samples its "
+                "actions with an action_sampler_fn and has no action_distribution_fn, so "
+                "there is no distribution to compute log-likelihoods under (as in RLlib 1.13)."
+            )
         obs = np.asarray(obs_batch, np.float32)
         if not actions_normalized and self.config.get("normalize_actions"):
             actions = normalize_action(actions, self.action_space_struct)
         with torch.inference_mode(), self._device_scope():
             obs_t = self._tensor(obs)
             state = self._state_batches(state_batches, len(obs))
+            if self.action_distribution_fn is not None:
+                from corral.policy.policy_template import distribution_inputs
+
+                dist_inputs, dist_class = distribution_inputs(
+                    self, obs_t, state, prev_action_batch, prev_reward_batch
+                )
+                return dist_class(dist_inputs, self.model).logp(_as_tensors(actions, obs_t.device))
             if state is not None:
                 step = self._fast_rnn_step or self._rnn_step_through_forward
                 dist_inputs, _, _ = step(

@@ -339,6 +339,17 @@ def test_action_distribution_fn_gives_the_distribution():
         extra[SampleBatch.ACTION_DIST_INPUTS], 100.0 * logits.detach().numpy(), rtol=1e-4
     )
     assert seen == [(False, False)]
+    # Log-likelihoods are scored under the distribution it gives (RLlib 1.13's).
+    actions = np.array([0, 1, 1, 0, 1])
+    expected = TorchCategorical(100.0 * logits.detach(), policy.model).logp(torch.tensor(actions))
+    got = policy.compute_log_likelihoods(actions, obs)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_log_likelihoods_need_a_distribution_beside_an_action_sampler_fn():
+    policy = SamplerPolicy(OBS_SPACE, ACT_SPACE, {"greedy_sampler": True})
+    with pytest.raises(ValueError, match="action_sampler_fn.*no action_distribution_fn"):
+        policy.compute_log_likelihoods(np.array([0, 1]), np.zeros((2, 4), np.float32))
 
 
 # -- max_seq_len, get_batch_divisibility_req --------------------------------------------------
