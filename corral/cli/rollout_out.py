@@ -186,8 +186,8 @@ class _MultiAgentRecorder(MultiAgentEnv):
             self._flush()
         return obs, rewards, terminateds, truncateds, infos
 
-    def render(self) -> Any:
-        return self.env.render()
+    def render(self, mode: str | None = None) -> Any:
+        return self.env.render() if mode is None else self.env.render(mode)
 
     def close(self) -> None:
         self._flush()

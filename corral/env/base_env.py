@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from corral.utils.keyword_aliases import keyword_aliases
+
 # The agent id of a single-agent env's agent in RLlib's per-agent dicts.
 DUMMY_AGENT_ID = "agent0"
 
 # RLlib 1.x's marker of an asynchronous reset (`try_reset` returning it means the new
 # observation arrives with the next `poll`). corral's resets always return at once.
 ASYNC_RESET_RETURN = "async_reset_return"
+
+
+def sub_environments(envs: list[Any], as_dict: bool = False) -> list[Any] | dict[int, Any]:
+    """`envs`, or with `as_dict` `{env_id: sub_env}` (what RLlib 1.13's
+    `get_sub_environments(as_dict=True)` returns; env ids are the sub-envs' indexes)."""
+    return dict(enumerate(envs)) if as_dict else envs
 
 
 def with_dummy_agent_id(
@@ -40,8 +48,10 @@ class BaseEnv:
     # Whether the sub-envs are multi-agent (their values are already per-agent dicts).
     multi_agent: bool = False
 
-    def get_sub_environments(self) -> list[Any]:
-        """The individual sub-environments (e.g. `gymnasium.Env` objects)."""
+    def get_sub_environments(self, as_dict: bool = False) -> Any:
+        """The individual sub-environments (e.g. `gymnasium.Env` objects) in a list; with
+        `as_dict`, `{env_id: sub_env}` (see `sub_environments`). (Typed `Any`: the type
+        depends on `as_dict`.)"""
         raise NotImplementedError
 
     def step_all(self, actions: list[Any]) -> list[tuple]:
@@ -142,14 +152,18 @@ class BaseEnv:
             for agent, value in per_agent.items()
         )
 
+    @keyword_aliases(agent_ids="agent_id")
     def observation_space_sample(self, agent_id: list | None = None) -> dict[Any, dict]:
         """A random observation as `{0: {agent_id: obs}}` (for a multi-agent env, of
-        the agents in `agent_id`, all when None)."""
+        the agents in `agent_id`, all when None; `agent_ids` is RLlib 1.13's
+        `MultiAgentEnvWrapper`'s name of it)."""
         return self._space_sample("observation", agent_id)
 
+    @keyword_aliases(agent_ids="agent_id")
     def action_space_sample(self, agent_id: list | None = None) -> dict[Any, dict]:
         """A random action as `{0: {agent_id: action}}` (for a multi-agent env, of
-        the agents in `agent_id`, all when None): what `send_actions` takes for env 0."""
+        the agents in `agent_id`, all when None; also named `agent_ids`): what
+        `send_actions` takes for env 0."""
         return self._space_sample("action", agent_id)
 
     def _space_sample(self, kind: str, agent_ids: list | None) -> dict[Any, dict]:

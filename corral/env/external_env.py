@@ -26,7 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.env.base_env import BaseEnv
+from corral.env.base_env import BaseEnv, sub_environments
 from corral.utils.error import EnvError
 
 # Seconds `get_action` waits for the policy before it raises (RLlib's).
@@ -283,8 +283,8 @@ class ExternalEnvWrapper(BaseEnv):
         if external_env.ident is None:  # not started yet
             external_env.start()
 
-    def get_sub_environments(self) -> list[Any]:
-        return [self.external_env]
+    def get_sub_environments(self, as_dict: bool = False) -> Any:
+        return sub_environments([self.external_env], as_dict)
 
     def try_render(self, env_id: int | None = None) -> Any:
         return None

@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.env.base_env import BaseEnv
+from corral.env.base_env import BaseEnv, sub_environments
 from corral.utils.deprecation import log_once
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,16 @@ class MultiAgentEnv(gym.Env):
     agents: list[Any] = []
     observation_spaces: dict[Any, gym.Space] | None = None
     action_spaces: dict[Any, gym.Space] | None = None
+
+    def step(self, action_dict: dict) -> Any:  # type: ignore[override]  # dicts per agent
+        """Steps the agents in `action_dict` (agent id -> action); returns `(obs,
+        rewards, terminateds, truncateds, infos)` dicts keyed by agent id (a subclass's)."""
+        raise NotImplementedError
+
+    def render(self, mode: str | None = None) -> Any:
+        """Renders the env (RLlib 1.13's default: nothing, returns None). Subclasses
+        render as their `render_mode` (or RLlib 1.x's `mode`) says."""
+        return None
 
     def get_observation_space(self, agent_id: Any) -> gym.Space:
         if self.observation_spaces is not None:
@@ -187,8 +197,8 @@ class MultiAgentEnvWrapper(BaseEnv):
         self.envs = list(envs)
         self.num_envs = len(self.envs)
 
-    def get_sub_environments(self) -> list[MultiAgentEnv]:
-        return self.envs
+    def get_sub_environments(self, as_dict: bool = False) -> Any:
+        return sub_environments(self.envs, as_dict)
 
 
 def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> type:

@@ -34,7 +34,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.env.base_env import BaseEnv
+from corral.env.base_env import BaseEnv, sub_environments
 from corral.utils.error import EnvError
 
 # The values of the `vectorize_mode` config key.
@@ -205,9 +205,9 @@ class BatchedVectorEnv(BaseEnv):
             for i in range(self.num_envs)
         ]
 
-    def get_sub_environments(self) -> list[Any]:
-        """One `SubEnvView` per sub-env."""
-        return self.envs
+    def get_sub_environments(self, as_dict: bool = False) -> Any:
+        """One `SubEnvView` per sub-env (`{env_id: view}` with `as_dict`)."""
+        return sub_environments(self.envs, as_dict)
 
     def try_render(self, env_id: int | None = None) -> Any:
         return None

@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import gymnasium as gym
 
+from corral.env.multi_agent_env import MultiAgentEnv
 from corral.env.vector_env import VectorizedGymEnv
 from corral.utils.child_process import serve, start_forked
 from corral.utils.error import EnvError
@@ -285,7 +286,8 @@ def can_render(env: Any) -> bool:
         return True
     unwrapped = getattr(env, "unwrapped", env)
     render = getattr(type(unwrapped), "render", None)
-    own_render = render is not None and render is not gym.Env.render
+    # (`MultiAgentEnv.render` is RLlib 1.13's default, which renders nothing.)
+    own_render = render is not None and render not in (gym.Env.render, MultiAgentEnv.render)
     return own_render and getattr(env, "spec", None) is None
 
 

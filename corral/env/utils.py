@@ -181,6 +181,23 @@ def record_env_wrapper(env: Any, record_env: Any, log_dir: str | None, policy_co
     return wrap_record_video(env, record_env, log_dir, prefix="rl-video")
 
 
+def render_in_mode(env: Any, mode: str | None) -> Any:
+    """`env.render()` for RLlib 1.x's `render(mode)`: Gymnasium and PettingZoo envs take
+    their mode when they are created (`render_mode`), so `mode` must be None or that one.
+
+    Raises:
+        ValueError: `mode` is not the env's `render_mode`.
+    """
+    own = getattr(env, "render_mode", None)
+    if mode is not None and mode != own:
+        raise ValueError(
+            f"render(mode={mode!r}): {type(env).__name__} was created with "
+            f"render_mode={own!r}, and a Gymnasium/PettingZoo env cannot switch modes; "
+            f"create it with render_mode={mode!r}."
+        )
+    return env.render()
+
+
 def __getattr__(name: str) -> Any:
     # `VideoMonitor` subclasses a Gymnasium wrapper: imported on first use (start-up time).
     if name == "VideoMonitor":

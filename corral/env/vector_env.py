@@ -24,7 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.env.base_env import BaseEnv
+from corral.env.base_env import BaseEnv, sub_environments
 from corral.utils.deprecation import deprecation_warning
 from corral.utils.error import EnvError
 
@@ -168,8 +168,8 @@ class VectorizedGymEnv(VectorEnv, BaseEnv):
         `RemoteVectorEnv` steps its processes in parallel."""
         return [env.step(a) for env, a in zip(self.envs, actions)]
 
-    def get_sub_environments(self) -> list[gym.Env]:
-        return self.envs
+    def get_sub_environments(self, as_dict: bool = False) -> Any:
+        return sub_environments(self.envs, as_dict)
 
     def try_render_at(self, index: int | None = None) -> Any:
         return self.try_render(index)
@@ -289,8 +289,9 @@ class VectorEnvWrapper(BaseEnv):
         terminateds = [bool(d) and not t for d, t in zip(dones, truncateds)]
         return obs, rewards, terminateds, truncateds, infos
 
-    def get_sub_environments(self) -> list[VectorSubEnv]:
-        return self.envs
+    def get_sub_environments(self, as_dict: bool = False) -> Any:
+        """One `VectorSubEnv` per sub-env (`{env_id: view}` with `as_dict`)."""
+        return sub_environments(self.envs, as_dict)
 
     def worker_env(self) -> VectorEnv:
         return self.vector_env

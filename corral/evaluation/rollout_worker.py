@@ -57,6 +57,7 @@ from corral.policy.sample_batch import (
 from corral.utils import numpy_compat
 from corral.utils.compression import compress_batch
 from corral.utils.filter import Filter, NoFilter, get_filter
+from corral.utils.keyword_aliases import keyword_aliases
 from corral.utils.sgd import do_minibatch_sgd
 
 if TYPE_CHECKING:
@@ -967,7 +968,12 @@ class RolloutWorker:
 
     # RLlib 1.x names for the same thing.
     save = get_state
-    restore = set_state
+
+    @keyword_aliases(state="objs")
+    def restore(self, objs: dict[str, Any]) -> None:
+        """`set_state` by RLlib 1.x's name (`objs`: what `save()` returned; `state`, its
+        `set_state` name, also works)."""
+        self.set_state(objs)
 
     def is_policy_to_train(self, policy_id: str, batch: Any = None) -> bool:
         ptt = self.policies_to_train
@@ -997,18 +1003,35 @@ class RolloutWorker:
         }
 
     def compute_gradients(
-        self, samples: SampleBatch | MultiAgentBatch
+        self, samples: SampleBatch | MultiAgentBatch, single_agent: bool | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Each trainable policy's gradients on its batch, without a step: for a
         `SampleBatch`, (gradients, info) of the default policy; for a `MultiAgentBatch`,
-        ({policy id: gradients}, {policy id: info}), as RLlib 1.13."""
+        ({policy id: gradients}, {policy id: info}), as RLlib 1.13.
+
+        Args:
+            samples: the batch.
+            single_agent: RLlib 1.13's switch: True gives the default policy's
+                (gradients, info) (of its batch in a `MultiAgentBatch`), False the per-policy
+                dicts even for a `SampleBatch`; both add the info's `batch_count` (the
+                batch's size) as 1.13 does. None: by the type of `samples` (above).
+        """
+        if single_agent is True:
+            batch = samples
+            if isinstance(samples, MultiAgentBatch):
+                batch = samples.policy_batches[DEFAULT_POLICY_ID]
+            grads, info = self.policy_map[DEFAULT_POLICY_ID].compute_gradients(batch)
+            return grads, {**info, "batch_count": samples.count}
         out = {
             pid: self.policy_map[pid].compute_gradients(batch)
             for pid, batch in self._policy_batches(samples).items()
         }
-        if isinstance(samples, SampleBatch):
+        if isinstance(samples, SampleBatch) and single_agent is None:
             return out[DEFAULT_POLICY_ID] if out else ([], {})
-        return {pid: g for pid, (g, _) in out.items()}, {pid: i for pid, (_, i) in out.items()}
+        infos: dict[str, Any] = {pid: i for pid, (_, i) in out.items()}
+        if single_agent is False:
+            infos["batch_count"] = samples.count
+        return {pid: g for pid, (g, _) in out.items()}, infos
 
     def apply_gradients(self, grads: Any) -> None:
         """One optimiser step of each policy with gradients from `compute_gradients`

@@ -125,6 +125,28 @@ class MultiAgentSampleBatchBuilder:
         self.agent_builders.clear()
         self.agent_to_policy.clear()
 
+    def check_missing_dones(self) -> None:
+        """Checks, when the env says every agent is done (`"__all__"`), that each agent
+        with pending rows got its last one: a done row (`dones`, or RLlib's newer
+        `terminateds` / `truncateds`) last.
+
+        Raises:
+            ValueError: an agent's last pending row is not done.
+        """
+        for agent_id, builder in self.agent_builders.items():
+            flags = [
+                builder.buffers[key][-1]
+                for key in (SampleBatch.DONES, SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
+                if builder.buffers.get(key)
+            ]
+            if not any(bool(flag) for flag in flags):
+                raise ValueError(
+                    "The environment terminated for all agents, but there is no last "
+                    f"observation of agent {agent_id!r} (policy "
+                    f"{self.agent_to_policy[agent_id]!r}): include the last observation of "
+                    "each live agent when setting '__all__' done, or set no_done_at_end=True."
+                )
+
     def build_and_reset(self, episode: Any = None) -> MultiAgentBatch:
         """Postprocesses what is pending and returns everything as a `MultiAgentBatch`."""
         self.postprocess_batch_so_far(episode)

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from corral.utils.keyword_aliases import keyword_aliases
+
 DEFAULT_POLICY_ID = "default_policy"
 
 
@@ -214,15 +216,49 @@ class SampleBatch(dict):
         window[inside] = column[rows[inside]]
         return window[None]
 
-    def slice(self, start: int, end: int) -> SampleBatch:
-        """Rows `start` to `end` (views, not copies)."""
-        return SampleBatch(
-            {
-                k: v[start:end] if type(v) is np.ndarray else map_column(lambda a: a[start:end], v)
-                for k, v in self.items()
-                if k != self.SEQ_LENS
-            }
-        )
+    def slice(
+        self,
+        start: int,
+        end: int,
+        state_start: int | None = None,
+        state_end: int | None = None,
+    ) -> SampleBatch:
+        """Rows `start` to `end` (views, not copies).
+
+        `state_start` / `state_end` (RLlib 1.13's, for a batch of sequences): the
+        sequences `state_start` to `state_end` whose rows these are; the slice then
+        keeps their `state_in_*` rows and `seq_lens` (the last one cut to the rows
+        taken). Without them, or in a batch without `seq_lens`, `seq_lens` is dropped.
+
+        Raises:
+            ValueError: only one of `state_start` and `state_end` is given, or the
+                sequences hold fewer rows than the slice.
+        """
+        by_sequence = (state_start is not None or state_end is not None) and self.SEQ_LENS in self
+        data = {
+            k: v[start:end] if type(v) is np.ndarray else map_column(lambda a: a[start:end], v)
+            for k, v in self.items()
+            if k != self.SEQ_LENS and not (by_sequence and k.startswith("state_in_"))
+        }
+        if not by_sequence:
+            return SampleBatch(data)
+        if state_start is None or state_end is None:
+            raise ValueError(f"slice(state_start={state_start}, state_end={state_end}): give both.")
+        for key, value in self.items():
+            if key.startswith("state_in_"):
+                data[key] = value[state_start:state_end]
+        seq_lens = np.array(self[self.SEQ_LENS][state_start:state_end])
+        rows = len(range(self.count)[start:end])
+        held = int(seq_lens.sum())
+        if held < rows:
+            raise ValueError(
+                f"slice({start}, {end}, {state_start}, {state_end}): sequences "
+                f"{state_start} to {state_end} hold {held} rows, the slice {rows}."
+            )
+        if len(seq_lens):
+            seq_lens[-1] -= held - rows
+        data[self.SEQ_LENS] = seq_lens
+        return SampleBatch(data)
 
     def take(self, indices: np.ndarray) -> SampleBatch:
         """Rows at `indices` (a copy)."""
@@ -308,6 +344,7 @@ class SampleBatch(dict):
             raise ValueError(f"timeslices size must be >= 1, got {size}")
         return [self.slice(i, min(i + size, self.count)) for i in range(0, self.count, size)]
 
+    @keyword_aliases(exclude_states="exclude_states_and_seq_lens")
     def right_zero_pad(
         self, max_seq_len: int, exclude_states_and_seq_lens: bool = True
     ) -> SampleBatch:
@@ -315,7 +352,7 @@ class SampleBatch(dict):
         sets `zero_padded` and `max_seq_len` (RLlib 1.13's flags).
 
         `seq_lens` stays as it is; the `state_in_*` columns too unless
-        `exclude_states_and_seq_lens` is False.
+        `exclude_states_and_seq_lens` (RLlib 1.13's `exclude_states`) is False.
 
         Raises:
             ValueError: the batch has no `seq_lens`, or a sequence is longer than

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from corral.utils.keyword_aliases import keyword_aliases
+
 try:
     import lz4.block as _lz4_block
 except ImportError:  # pragma: no cover - lz4 is a required dependency
@@ -39,8 +41,10 @@ def _require_lz4() -> Any:
     return _lz4_block
 
 
+@keyword_aliases(data="array")
 def pack(array: Any) -> bytes:
-    """One array (e.g. one observation) as LZ4-compressed bytes with its dtype and shape."""
+    """One array (e.g. one observation) as LZ4-compressed bytes with its dtype and shape
+    (`data`: RLlib 1.13's name of `array`)."""
     lz4_block = _require_lz4()
     arr = np.asarray(array)  # not ascontiguousarray: it turns 0-d arrays into 1-d ones
     if arr.dtype == object:
@@ -92,8 +96,10 @@ def unpack_column(column: Any) -> np.ndarray:
     return np.stack([unpack(row) for row in column])
 
 
+@keyword_aliases(data="value")
 def is_compressed(value: Any) -> bool:
-    """Whether `value` is a packed row (bytes) or a packed column (object array of them)."""
+    """Whether `value` (RLlib 1.13: `data`) is a packed row (bytes) or a packed column
+    (object array of them)."""
     if isinstance(value, (bytes, bytearray)):
         return bytes(value[: len(_MAGIC)]) == _MAGIC
     if isinstance(value, np.ndarray) and value.dtype == object and value.ndim == 1:

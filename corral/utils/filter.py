@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from corral.utils.keyword_aliases import keyword_aliases
+
 
 class Filter:
     """Base class: maps an observation (or a batch of them) to a filtered one."""
@@ -323,6 +325,7 @@ class FilterManager:
     ``train()``)."""
 
     @staticmethod
+    @keyword_aliases(remotes="remote_workers")
     def synchronize(
         local_filters: dict[str, Filter],
         remote_workers: Iterable[Any],
@@ -334,7 +337,8 @@ class FilterManager:
 
         Args:
             local_filters: the driver's filters by policy id, updated in place.
-            remote_workers: worker handles with ``.call(method, ...) -> Future``.
+            remote_workers: worker handles with ``.call(method, ...) -> Future``
+                (RLlib 1.13's name: ``remotes``).
         """
         from corral.evaluation.backend import wait_all
 

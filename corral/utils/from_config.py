@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from corral.utils.keyword_aliases import keyword_aliases
+
 
 def from_config(cls: Any, config: Any = None, **kwargs: Any) -> Any:
     """An instance built from `config` (see the module doc).
@@ -69,9 +71,11 @@ def from_file(cls: Any, filename: str, *args: Any, **kwargs: Any) -> Any:
     return from_config(cls, config, **kwargs)
 
 
+@keyword_aliases(type_="type_name")
 def lookup_type(cls: Any, type_name: str) -> Any:
-    """The class `type_name` names: a dotted path, or a class of that name (any case,
-    ignoring `_`) in the module of `cls` or among its subclasses; None if none."""
+    """The class `type_name` (RLlib 1.13: `type_`) names: a dotted path, or a class of that
+    name (any case, ignoring `_`) in the module of `cls` or among its subclasses; None if
+    none."""
     if "." in type_name:
         module_name, _, attr = type_name.rpartition(".")
         try:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from corral.utils._nest import flatten, map_structure
+from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 
 __all__ = [
     "LARGE_INTEGER",
@@ -75,9 +76,15 @@ def concat_aligned(items: list[np.ndarray], time_major: bool | None = None) -> n
     return np.concatenate(items, axis=axis)
 
 
-def convert_to_numpy(x: Any, reduce_type: bool = True) -> Any:
+def convert_to_numpy(
+    x: Any, reduce_type: bool = True, reduce_floats: Any = DEPRECATED_VALUE
+) -> Any:
     """Tensors in a structure -> numpy (0-d -> Python numbers); with `reduce_type`, float
-    arrays become float32 and int arrays int32."""
+    arrays become float32 and int arrays int32. `reduce_floats`: RLlib 1.13's deprecated
+    name of `reduce_type` (it warns, and is used when given)."""
+    if reduce_floats != DEPRECATED_VALUE:
+        deprecation_warning(old="convert_to_numpy(reduce_floats)", new="reduce_type", error=False)
+        reduce_type = reduce_floats
 
     def convert(item: Any) -> Any:
         if _is_tensor(item):

@@ -269,6 +269,8 @@ class QMixTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
             "model": {**config["model"], "n_agents": self.n_agents},
             "grad_clip": config.get("grad_norm_clipping", config.get("grad_clip")),
         }
+        # RLlib 1.13's `cur_epsilon` (see `set_epsilon`).
+        self.cur_epsilon = 1.0
         TorchPolicy.__init__(self, obs_space, action_space, config)
         self.mixer: nn.Module | None = None
         if mixer_name == "qmix":
@@ -477,6 +479,20 @@ class QMixTorchPolicy(TargetNetworkStateMixin, TorchPolicy):
         )
 
     # -- weights and targets -------------------------------------------------------------
+
+    def set_epsilon(self, epsilon: float) -> None:
+        """Sets `cur_epsilon`, RLlib 1.13's record of an epsilon, kept in the policy's
+        state. As in 1.13, acting does not read it: the epsilon of each step comes from
+        the `exploration_config`'s schedule (`policy.exploration.epsilon()`)."""
+        self.cur_epsilon = float(epsilon)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {**super().extra_state(), "cur_epsilon": self.cur_epsilon}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        super().set_extra_state(state)
+        if "cur_epsilon" in state:
+            self.set_epsilon(state["cur_epsilon"])
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """The agent network's weights and the mixer's (prefixed `mixer.`)."""

@@ -18,6 +18,7 @@ import numpy as np
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from corral.env.utils import is_atari  # noqa: F401 - RLlib 1.13's name here too
+from corral.utils.keyword_aliases import keyword_aliases
 
 
 class ChannelsLast(gym.ObservationWrapper):
@@ -140,6 +141,11 @@ class NoopResetEnv(gym.Wrapper):
                 obs, info = self.env.reset()
         return obs, info
 
+    @keyword_aliases(ac="action")
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
+        """The wrapped env's step (`ac`: RLlib 1.13's name of `action`)."""
+        return self.env.step(action)
+
 
 class ClipRewardEnv(gym.RewardWrapper):
     """Rewards clipped to their sign (-1, 0 or 1)."""
@@ -156,8 +162,13 @@ class FireResetEnv(gym.Wrapper):
         for action in (1, 2):
             obs, _, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
-                self.env.reset(**kwargs)
+                obs, info = self.env.reset()
         return obs, info
+
+    @keyword_aliases(ac="action")
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
+        """The wrapped env's step (`ac`: RLlib 1.13's name of `action`)."""
+        return self.env.step(action)
 
 
 class EpisodicLifeEnv(gym.Wrapper):
@@ -220,7 +231,9 @@ class WarpFrame(gym.ObservationWrapper):
         self.width = self.height = dim
         self.observation_space = gym.spaces.Box(0, 255, (dim, dim, 1), dtype=np.uint8)
 
+    @keyword_aliases(frame="observation")
     def observation(self, observation: Any) -> np.ndarray:
+        """The frame grey and resized (`frame`: RLlib 1.13's name of `observation`)."""
         from corral.utils.images import resize, rgb2gray
 
         return resize(rgb2gray(np.asarray(observation)), self.height, self.width)[:, :, None]

@@ -189,12 +189,17 @@ class DMEnv(gym.Env):
             {"discount": time_step.discount},
         )
 
-    def render(self) -> Any:
+    def render(self, mode: str | None = None) -> Any:
         """The latest observation (an image for envs that observe pixels), as RLlib does.
 
+        Args:
+            mode: RLlib 1.13's argument: None or "rgb_array" (the only mode).
+
         Raises:
-            ValueError: before the first `reset()`.
+            ValueError: before the first `reset()`, or a `mode` other than "rgb_array".
         """
+        if mode not in (None, "rgb_array"):
+            raise ValueError(f"DMEnv renders 'rgb_array' frames only, not {mode!r}.")
         if self._prev_obs is None:
             raise ValueError("Environment not started: reset() it before rendering.")
         return self._prev_obs

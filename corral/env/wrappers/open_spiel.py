@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.env.multi_agent_env import MultiAgentEnv
+from corral.utils.keyword_aliases import keyword_aliases
 
 INSTALL_HINT = "pip install corral[open-spiel]"
 # What a player's reward loses when its action was illegal (RLlib's penalty).
@@ -103,6 +104,7 @@ class OpenSpielEnv(MultiAgentEnv):
         self.agents = list(self.possible_agents)
         return self._observe()
 
+    @keyword_aliases(action="action_dict")
     def step(  # type: ignore[override]  # multi-agent: dicts keyed by player
         self, action_dict: dict
     ) -> tuple[dict[int, np.ndarray], dict[int, float], dict, dict, dict[int, dict]]:
@@ -180,12 +182,22 @@ class OpenSpielEnv(MultiAgentEnv):
             p = np.asarray(probs, dtype=np.float64)
             self.state.apply_action(int(outcomes[self._rng.choice(len(outcomes), p=p / p.sum())]))
 
-    def render(self) -> str:
-        """The game state as OpenSpiel prints it.
+    def render(self, mode: str | None = None) -> str | None:
+        """The game state as OpenSpiel prints it; with RLlib 1.13's `mode="human"`,
+        printed instead (and None returned).
 
         Raises:
             RuntimeError: before the first `reset()`.
+            ValueError: a `mode` other than None, "ansi" (the text) or "human".
         """
+        if mode not in (None, "ansi", "human"):
+            raise ValueError(
+                f"OpenSpielEnv renders its state as text: mode None, 'ansi' or 'human', "
+                f"not {mode!r}."
+            )
         if self.state is None:
             raise RuntimeError("OpenSpielEnv.render() before reset(): call reset() first.")
+        if mode == "human":
+            print(self.state)
+            return None
         return str(self.state)

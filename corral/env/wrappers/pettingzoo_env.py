@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from corral.env.multi_agent_env import MultiAgentEnv
+from corral.env.utils import render_in_mode
+from corral.utils.keyword_aliases import keyword_aliases
 
 ALL = "__all__"
 
@@ -65,6 +67,7 @@ class PettingZooEnv(MultiAgentEnv):
         agent = self.env.agent_selection
         return {agent: self.env.observe(agent)}, {agent: self.env.infos.get(agent, {})}
 
+    @keyword_aliases(action="action_dict")
     def step(self, action_dict: dict):
         if not self.is_aec:
             return self._step_parallel(action_dict)
@@ -104,8 +107,10 @@ class PettingZooEnv(MultiAgentEnv):
         truncateds[ALL] = over and not terminateds[ALL]
         return obs, rewards, terminateds, truncateds, infos
 
-    def render(self) -> Any:
-        return self.env.render()
+    def render(self, mode: str | None = None) -> Any:
+        """The PettingZoo env's `render()` (`mode`: RLlib 1.13's argument, None or the
+        env's `render_mode`, which PettingZoo takes when the env is created)."""
+        return render_in_mode(self.env, mode)
 
     def close(self) -> None:
         self.env.close()

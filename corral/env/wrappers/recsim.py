@@ -37,6 +37,7 @@ import numpy as np
 
 from corral.env.recommender_system import InterestEvolutionEnv
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.keyword_aliases import keyword_aliases
 from corral.utils.spaces.space_utils import convert_element_to_space_type
 
 
@@ -88,6 +89,7 @@ class RecSimObservationSpaceWrapper(gym.ObservationWrapper):
         )
         self._sampled_obs = self.observation_space.sample()
 
+    @keyword_aliases(obs="observation")
     def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
         """RecSim's observation with its documents keyed by position."""
         docs = {str(i): doc for i, doc in enumerate(observation["doc"].values())}
@@ -149,6 +151,7 @@ class RecSimObservationBanditWrapper(gym.ObservationWrapper):
         )
         self._sampled_obs = self.observation_space.sample()
 
+    @keyword_aliases(obs="observation")
     def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
         """RecSim's observation with its documents stacked under ``"item"``."""
         items = np.stack([np.asarray(d) for d in observation["doc"].values()])

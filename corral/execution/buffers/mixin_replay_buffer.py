@@ -9,6 +9,7 @@ RLlib's newer buffer API is `corral.utils.replay_buffers.MultiAgentMixInReplayBu
 
 from __future__ import annotations
 
+import platform
 import random
 from collections import defaultdict
 from typing import Any
@@ -51,6 +52,11 @@ class MixInMultiAgentReplayBuffer:
         )
         self.last_added_batches: defaultdict[str, list[SampleBatch]] = defaultdict(list)
         self.num_added = 0
+
+    def get_host(self) -> str:
+        """The name of the machine this buffer lives on (`platform.node()`, as RLlib
+        1.13's)."""
+        return platform.node()
 
     def add_batch(self, batch: Any) -> None:
         """Adds a `SampleBatch` (the default policy's) or each policy batch of a

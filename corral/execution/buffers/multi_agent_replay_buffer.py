@@ -6,13 +6,20 @@ corral's `corral.utils.replay_buffers.MultiAgentReplayBuffer`.
 
 from __future__ import annotations
 
-from typing import Any
+import platform
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from corral.policy.sample_batch import MultiAgentBatch
 from corral.utils.deprecation import DEPRECATED_VALUE, deprecation_warning
 from corral.utils.replay_buffers.multi_agent_replay_buffer import (
     MultiAgentReplayBuffer as _Buffer,
 )
+
+T = TypeVar("T")
+
+# The buffer built last in this process (`get_instance_for_testing`).
+_local_replay_buffer: MultiAgentReplayBuffer | None = None
 
 
 class MultiAgentReplayBuffer:
@@ -76,6 +83,23 @@ class MultiAgentReplayBuffer:
             replay_mode=replay_mode,
         )
         self.num_added = 0
+        global _local_replay_buffer
+        _local_replay_buffer = self
+
+    @staticmethod
+    def get_instance_for_testing() -> MultiAgentReplayBuffer | None:
+        """The buffer built last in this process (RLlib 1.13's test helper), or None."""
+        return _local_replay_buffer
+
+    def get_host(self) -> str:
+        """The name of the machine this buffer lives on (`platform.node()`; RLlib 1.13
+        asks its replay actors, to place them)."""
+        return platform.node()
+
+    def apply(self, func: Callable[..., T], *_args: Any, **kwargs: Any) -> T:
+        """`func(self, *_args, **kwargs)` (RLlib 1.13's way to run code on a buffer that
+        may live in a replay actor)."""
+        return func(self, *_args, **kwargs)
 
     @property
     def replay_buffers(self) -> dict:

@@ -17,6 +17,7 @@ import torch
 
 from corral.models.action_dist import ActionDistribution
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.utils.keyword_aliases import keyword_aliases
 from corral.utils.numpy import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT, SMALL_NUMBER
 from corral.utils.spaces import action_leaves, flat_action_size, flatten_space, is_nested_action
 
@@ -334,6 +335,7 @@ class TorchSlateMultiCategorical(TorchCategorical):
             raise RuntimeError("sampled_action_logp() called before sample().")
         return super().logp(self._last_index)
 
+    @keyword_aliases(x="actions")  # RLlib 1.13 names it `x` here
     def logp(self, actions: TensorType) -> TensorType:
         index = self.slate_index(actions)
         logp = super().logp(index.clamp(min=0))
@@ -460,6 +462,7 @@ class TorchSquashedGaussian(TorchDistributionWrapper):
         self.last_sample = self._squash(self.mean)
         return self.last_sample
 
+    @keyword_aliases(x="actions")  # RLlib 1.13 names it `x` here
     def logp(self, actions: TensorType) -> TensorType:
         return self._raw_logp(self._unsquash(actions))
 
@@ -523,6 +526,7 @@ class TorchBeta(TorchDistributionWrapper):
         self.last_sample = self._squash(self.dist.mean)
         return self.last_sample
 
+    @keyword_aliases(x="actions")  # RLlib 1.13 names it `x` here
     def logp(self, actions: TensorType) -> TensorType:
         unit = (actions - self.low) / (self.high - self.low)
         unit = torch.clamp(unit, SMALL_NUMBER, 1.0 - SMALL_NUMBER)
@@ -562,6 +566,7 @@ class TorchDirichlet(TorchDistributionWrapper):
         self.last_sample = torch.softmax(self.dist.concentration, dim=-1)
         return self.last_sample
 
+    @keyword_aliases(x="actions")  # RLlib 1.13 names it `x` here
     def logp(self, actions: TensorType) -> TensorType:
         # On the simplex: clip away zeros from rounding, then renormalise.
         actions = torch.clamp(actions, min=self.epsilon)
@@ -666,6 +671,7 @@ class TorchMultiActionDistribution(TorchDistributionWrapper):
         self.last_sample = self._flat([c.deterministic_sample() for c in self.children])
         return self.last_sample
 
+    @keyword_aliases(x="actions")  # RLlib 1.13 names it `x` here
     def logp(self, actions: TensorType) -> TensorType:
         parts = self._split(actions)
         return torch.stack([c.logp(a) for c, a in zip(self.children, parts)], -1).sum(-1)

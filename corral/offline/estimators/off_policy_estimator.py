@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
+from corral.utils.deprecation import deprecation_warning
 
 
 class OffPolicyEstimate(NamedTuple):
@@ -100,6 +101,22 @@ class OffPolicyEstimator:
         return action_log_likelihood(
             self.policy, batch[SampleBatch.OBS], batch[SampleBatch.ACTIONS]
         )
+
+    def action_prob(self, batch: SampleBatch) -> np.ndarray:
+        """Deprecated in RLlib 1.13 (use `action_log_likelihood`): pi(a_t | s_t) under the
+        target policy, for each row of `batch` (the probabilities, as 1.13's returned)."""
+        deprecation_warning(
+            old="OffPolicyEstimator.action_prob", new="action_log_likelihood", error=False
+        )
+        return np.exp(self.action_log_likelihood(batch))
+
+    @classmethod
+    def create(cls, ioctx: Any) -> OffPolicyEstimator:
+        """Deprecated in RLlib 1.13: `create_from_io_context(ioctx)`."""
+        deprecation_warning(
+            old="OffPolicyEstimator.create", new="create_from_io_context", error=False
+        )
+        return cls.create_from_io_context(ioctx)
 
     def importance_ratios(self, episode: SampleBatch) -> np.ndarray:
         """rho_t = pi(a_t | s_t) / mu(a_t | s_t) for each step of an episode."""

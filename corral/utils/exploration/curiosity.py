@@ -283,7 +283,7 @@ class Curiosity(DelegatingExploration):
 
     # -- reporting and state --------------------------------------------------
 
-    def get_info(self) -> dict[str, Any]:
+    def get_info(self, sess: Any = None) -> dict[str, Any]:
         return {**self._last_losses, **super().get_info()}
 
 

@@ -121,7 +121,7 @@ class EpsilonGreedy(Exploration):
                 actions = np.where(take_random, random_actions, actions)
         return actions
 
-    def get_info(self) -> dict[str, Any]:
+    def get_info(self, sess: Any = None) -> dict[str, Any]:
         return {"cur_epsilon": self.epsilon()}
 
 

@@ -84,8 +84,9 @@ class Exploration:
     def on_episode_end(self, policy: Any = None, **kwargs: Any) -> None:
         """Hook at the end of each episode."""
 
-    def get_info(self) -> dict[str, Any]:
-        """Values worth reporting (e.g. the current epsilon)."""
+    def get_info(self, sess: Any = None) -> dict[str, Any]:
+        """Values worth reporting (e.g. the current epsilon). `sess` (here and in
+        `get_state` / `set_state`): RLlib 1.13's TensorFlow session, unused by torch."""
         return {}
 
     def get_exploration_optimizer(self, optimizers: list[Any]) -> list[Any]:
@@ -94,11 +95,11 @@ class Exploration:
         keeps its ICM optimizer to itself (it steps it in `postprocess_trajectory`)."""
         return optimizers
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self, sess: Any = None) -> dict[str, Any]:
         """JSON-able state, saved with the policy."""
         return {"last_timestep": self.last_timestep}
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any], sess: Any = None) -> None:
         self.last_timestep = int(state.get("last_timestep", self.last_timestep))
 
 
@@ -137,13 +138,13 @@ class DelegatingExploration(Exploration):
     def on_episode_end(self, policy: Any = None, **kwargs: Any) -> None:
         self.exploration_submodule.on_episode_end(policy=policy, **kwargs)
 
-    def get_info(self) -> dict[str, Any]:
+    def get_info(self, sess: Any = None) -> dict[str, Any]:
         return self.exploration_submodule.get_info()
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self, sess: Any = None) -> dict[str, Any]:
         return {**super().get_state(), "sub_exploration": self.exploration_submodule.get_state()}
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any], sess: Any = None) -> None:
         super().set_state(state)
         if "sub_exploration" in state:
             self.exploration_submodule.set_state(state["sub_exploration"])

@@ -80,5 +80,5 @@ class GaussianNoise(Exploration):
     def _noise(self, deterministic: torch.Tensor) -> torch.Tensor:
         return self.stddev * torch.randn_like(deterministic)
 
-    def get_info(self) -> dict[str, Any]:
+    def get_info(self, sess: Any = None) -> dict[str, Any]:
         return {"cur_scale": self.scale()}

@@ -67,10 +67,10 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
     def on_episode_start(self, policy: Any = None, **kwargs: Any) -> None:
         self.ou_state = torch.zeros_like(self.ou_state)
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self, sess: Any = None) -> dict[str, Any]:
         return {**super().get_state(), "ou_state": self.ou_state.tolist()}
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any], sess: Any = None) -> None:
         super().set_state(state)
         if "ou_state" in state:
             self.ou_state = torch.as_tensor(state["ou_state"], dtype=torch.float32).reshape(

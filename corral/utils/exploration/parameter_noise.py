@@ -239,17 +239,17 @@ class ParameterNoise(Exploration):
 
     # -- reporting and state --------------------------------------------------
 
-    def get_info(self) -> dict[str, Any]:
+    def get_info(self, sess: Any = None) -> dict[str, Any]:
         return {"cur_stddev": self.stddev, **self.sub_exploration.get_info()}
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self, sess: Any = None) -> dict[str, Any]:
         return {
             **super().get_state(),
             "cur_stddev": self.stddev,
             "sub_exploration": self.sub_exploration.get_state(),
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any], sess: Any = None) -> None:
         """Takes over a saved scale (and sub-exploration); the episode's noise is
         re-drawn at that scale."""
         super().set_state(state)

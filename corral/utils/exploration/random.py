@@ -16,8 +16,16 @@ class Random(Exploration):
         self, action_distribution: Any, timestep: int | None = None, explore: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor]:
         self._timestep(timestep)
+        return self.get_torch_exploration_action(action_distribution, explore)
+
+    def get_torch_exploration_action(
+        self, action_dist: Any, explore: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """RLlib 1.13's torch half of `get_exploration_action` (the timestep untouched):
+        one uniformly random action per row of `action_dist.inputs` when `explore`, else
+        the distribution's mode; and zero log-likelihoods."""
         if explore:
-            actions = random_actions(self.action_space, action_distribution.inputs.shape[0])
+            actions = random_actions(self.action_space, action_dist.inputs.shape[0])
         else:
-            actions = action_distribution.deterministic_sample()
+            actions = action_dist.deterministic_sample()
         return actions, zero_logp(actions)

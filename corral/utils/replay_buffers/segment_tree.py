@@ -33,6 +33,9 @@ element, sequentially):
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,26 +51,80 @@ def _block_size(capacity: int) -> int:
     return min(capacity, 1 << round(math.log2(target)))
 
 
+# RLlib 1.13's Python combining functions and the ufuncs that compute them on arrays.
+_UFUNCS: dict[Any, np.ufunc] = {operator.add: np.add, min: np.minimum, max: np.maximum}
+
+
+def _as_ufunc(fn: Callable[[Any, Any], Any]) -> np.ufunc:
+    """`fn` as a numpy ufunc (see `SegmentTree`'s `operation`)."""
+    if isinstance(fn, np.ufunc):
+        return fn
+    known = _UFUNCS.get(fn)
+    if known is not None:
+        return known
+    if not callable(fn):
+        raise TypeError(f"SegmentTree's operation must be callable, got {fn!r}.")
+    return np.frompyfunc(fn, 2, 1)
+
+
 class SegmentTree:
     """Leaves whose blocks and root hold `op` of what is below them.
 
     Args:
         capacity: number of leaves (a power of two).
-        op: a numpy ufunc that is associative (np.add, np.minimum).
-        neutral: the value of an empty leaf for `op` (0 for a sum, inf for a min).
+        operation: how two values combine: a numpy ufunc that is associative (np.add,
+            np.minimum, np.maximum), or RLlib 1.13's Python callable (`operator.add`,
+            `min`, `max`: their ufuncs; any other two-argument callable runs through
+            `np.frompyfunc`, slowly). corral's older name: `op`.
+        neutral_element: the value of an empty leaf for `operation` (None: 0.0 for a
+            sum, -inf for a max, +inf otherwise, as RLlib 1.13). Older name: `neutral`.
+
+    Raises:
+        ValueError: `capacity` is not a power of two, or no `operation` is given.
+        TypeError: both names of one argument are given.
     """
 
-    def __init__(self, capacity: int, op: np.ufunc, neutral: float) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        operation: Callable[[Any, Any], Any] | None = None,
+        neutral_element: float | None = None,
+        *,
+        op: Callable[[Any, Any], Any] | None = None,
+        neutral: float | None = None,
+    ) -> None:
         if capacity < 1 or capacity & (capacity - 1):
             raise ValueError(f"Segment tree capacity must be a power of two, got {capacity}.")
+        if operation is not None and op is not None:
+            raise TypeError("SegmentTree: pass `operation` (or its older name `op`), not both.")
+        if neutral_element is not None and neutral is not None:
+            raise TypeError(
+                "SegmentTree: pass `neutral_element` (or its older name `neutral`), not both."
+            )
+        fn = operation if operation is not None else op
+        if fn is None:
+            raise ValueError("SegmentTree needs an `operation` (e.g. np.add or operator.add).")
         self.capacity = capacity
-        self.op = op
-        self.neutral = neutral
+        self.op = _as_ufunc(fn)
+        # RLlib 1.13's name of the combining function (as it was given).
+        self.operation = fn
+        if neutral_element is None:
+            neutral_element = neutral
+        if neutral_element is None:
+            neutral_element = (
+                0.0 if self.op is np.add else -np.inf if self.op is np.maximum else np.inf
+            )
+        self.neutral = float(neutral_element)
         self.block_size = _block_size(capacity)
-        self.leaves = np.full(capacity, neutral, dtype=np.float64)
-        self.blocks = np.full(capacity // self.block_size, neutral, dtype=np.float64)
+        self.leaves = np.full(capacity, self.neutral, dtype=np.float64)
+        self.blocks = np.full(capacity // self.block_size, self.neutral, dtype=np.float64)
         # Blocks [used_blocks:] have never been written: they hold `neutral`.
         self.used_blocks = 0
+
+    @property
+    def neutral_element(self) -> float:
+        """RLlib 1.13's name of `neutral`."""
+        return self.neutral
 
     def __setitem__(self, idx: np.ndarray | int, value: np.ndarray | float) -> None:
         set_leaves([self], idx, value)
@@ -75,11 +132,68 @@ class SegmentTree:
     def __getitem__(self, idx: np.ndarray | int) -> np.ndarray:
         return self.leaves[np.asarray(idx)]
 
-    def reduce(self) -> float:
-        """`op` over all leaves (the root)."""
-        if self.used_blocks == 0:
+    def reduce(self, start: int = 0, end: int | None = None) -> float:
+        """`op` over the leaves `start` to `end` (excluded; None: to the last, negative:
+        counted from the end, as RLlib 1.13): by default all of them (the root). An
+        empty range gives the neutral element."""
+        if start == 0 and end is None:
+            if self.used_blocks == 0:
+                return float(self.neutral)
+            return float(self.op.reduce(self.blocks[: self.used_blocks]))
+        if end is None:
+            end = self.capacity
+        elif end < 0:
+            end += self.capacity
+        if not 0 <= start <= self.capacity or not 0 <= end <= self.capacity:
+            raise IndexError(f"reduce({start}, {end}) is out of range for {self.capacity} leaves.")
+        if start >= end:
             return float(self.neutral)
-        return float(self.op.reduce(self.blocks[: self.used_blocks]))
+        k = self.block_size
+        # Whole blocks from their values, the partial blocks at the ends from leaves.
+        first, last = -(-start // k), end // k
+        if first >= last:
+            return float(self.op.reduce(self.leaves[start:end]))
+        parts = [
+            self.leaves[start : first * k],
+            self.blocks[first:last],
+            self.leaves[last * k : end],
+        ]
+        return float(self.op.reduce(np.concatenate(parts)))
+
+    def get_state(self) -> list[float]:
+        """RLlib 1.13's state: `2 * capacity` values, the leaves at `[capacity:]` and at
+        each `i` in `[1, capacity)` `op` of the values at `2i` and `2i + 1` (a binary
+        tree over them; index 0 is unused and holds the neutral element)."""
+        value = np.full(2 * self.capacity, self.neutral, dtype=np.float64)
+        level = self.leaves
+        value[self.capacity :] = level
+        while len(level) > 1:
+            level = self.op(level[0::2], level[1::2])
+            value[len(level) : 2 * len(level)] = level
+        return value.tolist()
+
+    def set_state(self, state: Sequence[float] | np.ndarray) -> None:
+        """Restores the leaves from `get_state()`'s values (`2 * capacity` of them, as
+        RLlib 1.13's; only the leaves at `[capacity:]` are read) or from the leaves alone
+        (`capacity` values).
+
+        Raises:
+            ValueError: `state` has another length.
+        """
+        values = np.asarray(state, dtype=np.float64).reshape(-1)
+        if len(values) == 2 * self.capacity:
+            values = values[self.capacity :]
+        elif len(values) != self.capacity:
+            raise ValueError(
+                f"A segment tree state of {len(values)} values does not fit capacity "
+                f"{self.capacity} (2 * capacity values, or the capacity's leaves)."
+            )
+        self.leaves[:] = values
+        self.blocks[:] = self.neutral
+        written = np.flatnonzero(values != self.neutral)
+        self.used_blocks = int(written[-1]) // self.block_size + 1 if len(written) else 0
+        if self.used_blocks:
+            self._refresh_blocks(np.arange(self.used_blocks))
 
     def _refresh_block(self, block: int) -> None:
         """Recomputes block `block`'s value from its leaves."""
@@ -152,8 +266,9 @@ class SumSegmentTree(SegmentTree):
         # block_leaves @ _triangle: each row's cumulative sums (its first row is ones).
         self._triangle = np.triu(np.ones((self.block_size, self.block_size)))
 
-    def sum(self) -> float:
-        return self.reduce()
+    def sum(self, start: int = 0, end: int | None = None) -> float:
+        """The sum of the leaves `start` to `end` (excluded; see `reduce`), all by default."""
+        return self.reduce(start, end)
 
     def _refresh_blocks(self, blocks: np.ndarray) -> None:
         # The rows' sums as one matrix-vector product (1 us for 64 blocks of 32 leaves,
@@ -191,5 +306,7 @@ class MinSegmentTree(SegmentTree):
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity, np.minimum, np.inf)
 
-    def min(self) -> float:
-        return self.reduce()
+    def min(self, start: int = 0, end: int | None = None) -> float:
+        """The minimum of the leaves `start` to `end` (excluded; see `reduce`), all by
+        default."""
+        return self.reduce(start, end)

@@ -15,9 +15,13 @@ class FlexDict(gym.spaces.Dict):
             raise ValueError("Use either FlexDict(spaces=dict(...)) or FlexDict(foo=x, bar=z)")
         super().__init__(spaces if spaces is not None else spaces_kwargs)
 
-    def __setitem__(self, key: Any, space: gym.Space) -> None:
+    def assertSpace(self, space: Any) -> None:  # noqa: N802 (RLlib's name)
+        """Raises `TypeError` unless `space` is a Gymnasium space (what an entry must be)."""
         if not isinstance(space, gym.Space):
             raise TypeError(f"Values of the dict should be gymnasium spaces, got {space!r}")
+
+    def __setitem__(self, key: Any, space: gym.Space) -> None:
+        self.assertSpace(space)
         self.spaces[key] = space
 
     def __repr__(self) -> str:

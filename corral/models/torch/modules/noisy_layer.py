@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from corral.models.torch.fcnet import get_activation
+from corral.utils.keyword_aliases import keyword_aliases
 
 
 class NoisyLinear(nn.Module):
@@ -62,6 +63,7 @@ class NoisyLayer(NoisyLinear):
         act = get_activation(activation)
         self.activation = act() if act is not None else None
 
+    @keyword_aliases(inputs="x")  # RLlib 1.13's name
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = super().forward(x)
         return self.activation(y) if self.activation is not None else y
