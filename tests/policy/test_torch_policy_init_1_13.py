@@ -230,10 +230,7 @@ def greedy_sampler(policy, model, input_dict, state_batches, explore, timestep):
 
 def categorical_loss(policy, model, dist_class, train_batch):
     # (dist_class is None: the sampler function picks the actions.)
-    policy.loss_rows.append(len(train_batch[SampleBatch.OBS]))
-    logits, _ = model(train_batch)
-    logp = TorchCategorical(logits, model).logp(train_batch[SampleBatch.ACTIONS])
-    return -torch.mean(logp * train_batch[Postprocessing.ADVANTAGES])
+    return reinforce_loss(policy, model, TorchCategorical, train_batch)
 
 
 class SamplerPolicy(OwnModelPolicy):
