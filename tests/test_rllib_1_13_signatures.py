@@ -641,3 +641,13 @@ def test_flexdict_assert_space():
     space["a"] = gym.spaces.Discrete(2)
     with pytest.raises(TypeError, match="gymnasium spaces"):
         space["b"] = "not a space"
+
+
+def test_a_base_env_of_one_s_own_has_no_sub_environments_by_default():
+    from corral.env.base_env import BaseEnv
+
+    class Own(BaseEnv):  # (RLlib 1.13: a BaseEnv need not hold gym envs)
+        pass
+
+    assert Own().get_sub_environments() == []
+    assert Own().get_sub_environments(as_dict=True) == {}

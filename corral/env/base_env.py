@@ -50,9 +50,10 @@ class BaseEnv:
 
     def get_sub_environments(self, as_dict: bool = False) -> Any:
         """The individual sub-environments (e.g. `gymnasium.Env` objects) in a list; with
-        `as_dict`, `{env_id: sub_env}` (see `sub_environments`). (Typed `Any`: the type
-        depends on `as_dict`.)"""
-        raise NotImplementedError
+        `as_dict`, `{env_id: sub_env}` (see `sub_environments`). None by default (a
+        `BaseEnv` of one's own may hold no gym envs), as in RLlib 1.13. (Typed `Any`: the
+        type depends on `as_dict`.)"""
+        return {} if as_dict else []
 
     def step_all(self, actions: list[Any]) -> list[tuple]:
         """Steps each sub-env with its action; returns their 5-tuples in order."""
