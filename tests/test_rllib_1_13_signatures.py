@@ -651,3 +651,22 @@ def test_a_base_env_of_one_s_own_has_no_sub_environments_by_default():
 
     assert Own().get_sub_environments() == []
     assert Own().get_sub_environments(as_dict=True) == {}
+
+
+def test_torch_policy_learn_on_batch_takes_policy_s_keyword_samples():
+    from corral.agents.pg import DEFAULT_CONFIG, PGTorchPolicy
+
+    policy = PGTorchPolicy(
+        gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2), dict(DEFAULT_CONFIG)
+    )
+    batch = SampleBatch(
+        {
+            "obs": np.zeros((4, 4), np.float32),
+            "actions": np.zeros(4, np.int64),
+            "rewards": np.ones(4, np.float32),
+            "advantages": np.ones(4, np.float32),
+        }
+    )
+    # (RLlib 1.13's Policy and QMix name it `samples`, its TorchPolicy `postprocessed_batch`.)
+    assert "learner_stats" in policy.learn_on_batch(samples=batch)
+    assert "learner_stats" in policy.learn_on_batch(postprocessed_batch=batch)

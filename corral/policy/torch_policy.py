@@ -33,6 +33,7 @@ from corral.utils.exploration import (
     make_exploration,
 )
 from corral.utils.exploration.exploration import overrides
+from corral.utils.keyword_aliases import keyword_aliases
 from corral.utils.schedules import make_schedule
 from corral.utils.spaces import (
     flatten_action_rows,
@@ -863,6 +864,7 @@ class TorchPolicy(Policy):
 
         return with_updates_of(cls, **overrides)
 
+    @keyword_aliases(samples="postprocessed_batch")  # (the name of `Policy`'s and QMix's)
     def learn_on_batch(self, postprocessed_batch: SampleBatch) -> dict:
         """One update on `postprocessed_batch` (all rows, one minibatch) by this policy's
         own learner.
