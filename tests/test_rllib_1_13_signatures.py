@@ -670,3 +670,12 @@ def test_torch_policy_learn_on_batch_takes_policy_s_keyword_samples():
     # (RLlib 1.13's Policy and QMix name it `samples`, its TorchPolicy `postprocessed_batch`.)
     assert "learner_stats" in policy.learn_on_batch(samples=batch)
     assert "learner_stats" in policy.learn_on_batch(postprocessed_batch=batch)
+
+
+def test_ppo_extra_grad_process_takes_local_optimizer():
+    import inspect
+
+    from corral.agents.ppo.ppo_torch_policy import PPOTorchPolicy
+
+    params = list(inspect.signature(PPOTorchPolicy.extra_grad_process).parameters)
+    assert params[1:] == ["local_optimizer", "loss"]  # (RLlib 1.13's PPO names)

@@ -133,9 +133,13 @@ class PPOTorchPolicy(
         return {SampleBatch.VF_PREDS: model.value_function()}
 
     @default_path_hook
-    def extra_grad_process(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> dict:
-        """The gradients clipped to `grad_clip` (`apply_grad_clipping`: `grad_gnorm`)."""
-        return apply_grad_clipping(self, optimizer, loss)
+    def extra_grad_process(
+        self, local_optimizer: torch.optim.Optimizer, loss: torch.Tensor
+    ) -> dict:
+        """The gradients clipped to `grad_clip` (`apply_grad_clipping`: `grad_gnorm`).
+        (RLlib 1.13's PPO names the optimizer `local_optimizer`, its TorchPolicy
+        `optimizer`.)"""
+        return apply_grad_clipping(self, local_optimizer, loss)
 
     def after_update(self, stats: dict[str, float]) -> dict[str, float]:
         """Adapts the KL coefficient to the mean KL of this update (RLlib's rule)."""
