@@ -228,12 +228,18 @@ class SampleBatch(dict):
         `state_start` / `state_end` (RLlib 1.13's, for a batch of sequences): the
         sequences `state_start` to `state_end` whose rows these are; the slice then
         keeps their `state_in_*` rows and `seq_lens` (the last one cut to the rows
-        taken). Without them, or in a batch without `seq_lens`, `seq_lens` is dropped.
+        taken). Without them, a batch of sequences (`seq_lens`, one `state_in_*` row per
+        sequence) is cut at the sequences the rows lie in, as RLlib 1.13 worked them
+        out: the first and last one shortened to the rows taken. In a batch without
+        `seq_lens`, or one whose `state_in_*` columns have a row per step, `seq_lens`
+        is dropped.
 
         Raises:
             ValueError: only one of `state_start` and `state_end` is given, or the
                 sequences hold fewer rows than the slice.
         """
+        if state_start is None and state_end is None and self.SEQ_LENS in self:
+            return self._slice_sequences(start, end)
         by_sequence = (state_start is not None or state_end is not None) and self.SEQ_LENS in self
         data = {
             k: v[start:end] if type(v) is np.ndarray else map_column(lambda a: a[start:end], v)
@@ -258,6 +264,32 @@ class SampleBatch(dict):
         if len(seq_lens):
             seq_lens[-1] -= held - rows
         data[self.SEQ_LENS] = seq_lens
+        return SampleBatch(data)
+
+    def _slice_sequences(self, start: int, end: int) -> SampleBatch:
+        """`slice(start, end)` of a batch with `seq_lens` and no sequence bounds given."""
+        seq_lens = np.asarray(self[self.SEQ_LENS])
+        states = [k for k in self if k.startswith("state_in_")]
+        start, end, _ = slice(start, end).indices(self.count)
+        if not len(seq_lens) or any(len(self[k]) != len(seq_lens) for k in states):
+            data = {k: map_column(lambda a: a[start:end], v) for k, v in self.items()}
+            data.pop(self.SEQ_LENS)
+            return SampleBatch(data)
+        ends = np.cumsum(seq_lens)
+        first = int(np.searchsorted(ends, start, side="right"))
+        last = int(np.searchsorted(ends, end, side="left")) if end > start else first - 1
+        cut = np.array(seq_lens[first : last + 1])
+        if len(cut):
+            cut[-1] -= int(ends[last]) - end
+            cut[0] -= start - (int(ends[first - 1]) if first else 0)
+        data = {
+            k: map_column(lambda a: a[start:end], v)
+            for k, v in self.items()
+            if k != self.SEQ_LENS and k not in states
+        }
+        for key in states:
+            data[key] = self[key][first : last + 1]
+        data[self.SEQ_LENS] = cut
         return SampleBatch(data)
 
     def take(self, indices: np.ndarray) -> SampleBatch:

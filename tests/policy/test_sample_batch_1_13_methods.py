@@ -170,3 +170,34 @@ def test_multi_agent_timeslices_lock_steps_across_agents():
         ma.timeslices(0)
     with pytest.raises(ValueError, match=r"needs columns \['eps_id'\]"):
         MultiAgentBatch({"p": batch(2)}, 2).timeslices(1)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "states", "seq_lens"),
+    [
+        (0, 10, [0, 1, 2], [4, 3, 3]),
+        (0, 4, [0], [4]),
+        (2, 6, [0, 1], [2, 2]),
+        (1, 3, [0], [2]),
+        (5, 9, [1, 2], [2, 2]),
+        (9, 10, [2], [1]),
+    ],
+)
+def test_slice_of_a_batch_of_sequences_finds_their_states(start, end, states, seq_lens):
+    """RLlib 1.13: without sequence bounds, the slice keeps the sequences its rows lie in
+    (their state_in rows), the first and last cut to the rows taken."""
+    batch = SampleBatch(
+        {
+            "obs": np.arange(10),
+            "state_in_0": np.array([[0.0], [1.0], [2.0]]),
+            SampleBatch.SEQ_LENS: np.array([4, 3, 3]),
+        }
+    )
+    part = batch.slice(start, end)
+    np.testing.assert_array_equal(part["obs"], np.arange(start, end))
+    np.testing.assert_array_equal(part["state_in_0"].ravel(), states)
+    np.testing.assert_array_equal(part[SampleBatch.SEQ_LENS], seq_lens)
+    # A batch whose state_in column has a row per step keeps the rows and drops seq_lens.
+    per_step = SampleBatch({"obs": np.arange(4), "state_in_0": np.arange(4), "seq_lens": [4]})
+    assert SampleBatch.SEQ_LENS not in per_step.slice(1, 3)
+    np.testing.assert_array_equal(per_step.slice(1, 3)["state_in_0"], [1, 2])
