@@ -5,7 +5,14 @@ Importing this package must stay cheap (no torch): the command line and
 plain scripts import it before deciding what to build.
 """
 
+from corral.tune import track
 from corral.tune.callback import Callback
+from corral.tune.durable_trainable import (
+    DurableTrainable,
+    durable,
+    make_checkpoint_dir,
+    save_checkpoint,
+)
 from corral.tune.error import TuneError
 from corral.tune.experiment import Experiment, run_experiments
 from corral.tune.progress_reporter import CLIReporter, JupyterNotebookReporter, ProgressReporter
@@ -51,6 +58,7 @@ __all__ = [
     "CLIReporter",
     "Callback",
     "CheckpointError",
+    "DurableTrainable",
     "Experiment",
     "ExperimentAnalysis",
     "ExportFormat",
@@ -66,6 +74,7 @@ __all__ = [
     "choice",
     "create_scheduler",
     "create_searcher",
+    "durable",
     "function",
     "get_trial_dir",
     "get_trial_id",
@@ -73,6 +82,7 @@ __all__ = [
     "get_trial_resources",
     "grid_search",
     "is_session_enabled",
+    "make_checkpoint_dir",
     "lograndint",
     "loguniform",
     "qlograndint",
@@ -83,6 +93,7 @@ __all__ = [
     "randint",
     "randn",
     "sample_from",
+    "track",
     "uniform",
     "register_env",
     "register_input",
@@ -90,5 +101,6 @@ __all__ = [
     "report",
     "run",
     "run_experiments",
+    "save_checkpoint",
     "with_parameters",
 ]

@@ -15,7 +15,6 @@ import math
 import os
 import shutil
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,9 +38,6 @@ from corral.tune.trainable import Trainable, checkpoint_folder, checkpoint_to_ob
 from corral.tune.trial import Trial
 
 logger = logging.getLogger(__name__)
-
-# The file in a trial's logdir that holds its trainable's tracebacks (Ray Tune's name).
-ERROR_FILE = "error.txt"
 
 
 @dataclass
@@ -71,6 +67,9 @@ class TrialLoop:
             result flattened); None: no one does.
         steps: the loop's step counter (Ray Tune's ``TrialRunner`` iteration): the steps
             taken so far, what the callbacks' ``on_step_begin`` / ``on_step_end`` get.
+        stopping_criterion: ``tune.run(stop={...})``'s criteria, for the trials'
+            ``stopping_criterion`` / ``should_stop`` (``should_stop`` above is the rule
+            the loop asks).
     """
 
     should_stop: StopFn
@@ -85,6 +84,7 @@ class TrialLoop:
     runner: Any = None
     search_alg: Any = None
     steps: int = 0
+    stopping_criterion: dict = field(default_factory=dict)
 
     def run(
         self,
@@ -152,6 +152,7 @@ class TrialRun:
     ) -> None:
         self.loop = loop
         self.trial = trial
+        trial._loop = loop  # (the trial's settings: tune.run's, this loop's)
         self.trials = trials if trials is not None else [trial]
         self._build = trainable
         self.trainable: Trainable | None = None
@@ -258,10 +259,11 @@ class TrialRun:
 
     def _start(self) -> None:
         trial = self.trial
-        trial.status = "RUNNING"
+        trial.set_status(Trial.RUNNING)
         trial.interrupted = False
         build = self._build
         self.trainable = built = self._trainable_call(build) if callable(build) else build
+        trial.set_runner(built)
         trial.logdir = trial.logdir or built.logdir
         restored_folder = False
         if isinstance(self._restore, bytes):
@@ -327,6 +329,7 @@ class TrialRun:
     def _stop_trainable(self) -> None:
         built, self.trainable = self.trainable, None
         if built is not None:
+            self.trial.set_runner(None)
             built.stop()
             if self.loop.verbose >= 1 and self.trial.status != "RUNNING":
                 print(f"Trial {self.trial} {self.trial.status} after {built.iteration} iterations")
@@ -549,7 +552,7 @@ class TrialRunner:
                 run = self._runs[trial.trial_id] = TrialRun(
                     self.loop, trial, self._build(trial), self.trials, restore=trial.checkpoint
                 )
-            trial.status = Trial.RUNNING
+            trial.set_status(Trial.RUNNING)
             self._live[trial.trial_id] = run
             self._save_state()
         return bool(self._live)
@@ -636,16 +639,8 @@ class TrialRunner:
 def record_failure(trial: Trial, error: BaseException) -> None:
     """Records the trainable's ``error`` on ``trial``: ``error``, ``num_failures``,
     ``error_msg`` (the traceback) and, in the trial's logdir, ``error.txt`` (appended to,
-    one traceback per failure, as Ray Tune writes it)."""
-    trial.error = error
-    trial.num_failures += 1
-    trial.error_msg = "".join(traceback.format_exception(error))
-    if trial.logdir and os.path.isdir(trial.logdir):
-        trial.error_file = os.path.join(trial.logdir, ERROR_FILE)
-        when = time.strftime("%Y-%m-%d_%H-%M-%S")
-        with open(trial.error_file, "a", encoding="utf-8") as f:
-            f.write(f"Failure # {trial.num_failures} (occurred at {when})\n")
-            f.write(trial.error_msg + "\n")
+    one traceback per failure, as Ray Tune writes it): ``Trial.write_error_log``."""
+    trial.write_error_log(error)
 
 
 class CheckpointKeeper:
@@ -668,9 +663,7 @@ class CheckpointKeeper:
     def save(self, trial: Trial, trainable: Trainable) -> str:
         """Saves a checkpoint of ``trainable``, records it on ``trial``, prunes; returns it."""
         path = trainable.save()
-        trial.checkpoint = path
-        trial.checkpoints = [(p, r) for p, r in trial.checkpoints if p != path]
-        trial.checkpoints.append((path, trial.last_result))
+        trial.on_checkpoint(path)
         if self.num is not None and len(trial.checkpoints) > self.num:
             self._prune(trial)
         return path

@@ -19,7 +19,6 @@ import json
 import logging
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -61,7 +60,7 @@ from corral.tune.suggest.variant_generator import (
 )
 from corral.tune.syncer import check_sync_config
 from corral.tune.trainable import Trainable, TrialInfo
-from corral.tune.trial import Trial
+from corral.tune.trial import Trial, _safe_tag
 
 # `TrialLoop` and `CheckpointKeeper` are the loop `tune.run` and `corral train` share
 # (`CheckpointKeeper` importable from here as before it got its own module).
@@ -664,6 +663,7 @@ def run(
         verbose=verbose,
         # Tune's fail_fast="raise" re-raises the first error: no recovery.
         max_failures=0 if fail_fast == "raise" else max_failures,
+        stopping_criterion=dict(stop) if isinstance(stop, Mapping) else {},
     )
     if on_ray:
         if is_function:
@@ -1000,8 +1000,3 @@ def _trial_logger_creator(trial: Trial, experiment_dir: str) -> Callable[[dict],
         return UnifiedLogger(config, trial.logdir, trial=trial)
 
     return create
-
-
-def _safe_tag(tag: str, max_length: int = 80) -> str:
-    # Grid values can hold "/" or spaces; keep folder names portable and short.
-    return re.sub(r"[^A-Za-z0-9._=,+-]", "_", tag)[:max_length]
