@@ -9,29 +9,10 @@ import os
 import pytest
 
 from corral import tune
-from corral.tune import Trainable
 from corral.tune.schedulers import HyperBandForBOHB, HyperBandScheduler, create_scheduler
 from corral.tune.suggest import Searcher
 from corral.tune.trial import Trial
-
-
-class Scored(Trainable):
-    """Adds `lr` to its score each iteration (its checkpointed state); done at
-    `done_at` iterations if the config sets it."""
-
-    def setup(self, config):
-        self.score = 0.0
-
-    def step(self):
-        self.score += self.config["lr"]
-        done = self.iteration + 1 == self.config.get("done_at")
-        return {"score": self.score, "done": done}
-
-    def save_checkpoint(self, checkpoint_dir):
-        return {"score": self.score}
-
-    def load_checkpoint(self, checkpoint):
-        self.score = checkpoint["score"]
+from tests.fixtures.trainables import Scored
 
 
 class Events(tune.Callback):

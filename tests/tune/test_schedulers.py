@@ -9,7 +9,6 @@ import os
 import pytest
 
 from corral import tune
-from corral.tune import Trainable
 from corral.tune.schedulers import (
     PB2,
     ASHAScheduler,
@@ -23,23 +22,7 @@ from corral.tune.schedulers import (
 )
 from corral.tune.schedulers.pbt import explore
 from corral.tune.trial import Trial
-
-
-class Scored(Trainable):
-    """Adds `lr` to its score each iteration; the score is its checkpointed state."""
-
-    def setup(self, config):
-        self.score = 0.0
-
-    def step(self):
-        self.score += self.config["lr"]
-        return {"score": self.score, "lr": self.config["lr"]}
-
-    def save_checkpoint(self, checkpoint_dir):
-        return {"score": self.score}
-
-    def load_checkpoint(self, checkpoint):
-        self.score = checkpoint["score"]
+from tests.fixtures.trainables import Scored
 
 
 class Order(tune.Callback):
