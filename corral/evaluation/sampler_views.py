@@ -101,21 +101,9 @@ class SingleAgentViews:
         inputs = windows.acting_inputs(self._step_views)
         recurrent = (self.states, self.prev_actions, self.prev_rewards) if self.recurrent else ()
         assert self.views is not None
-        if not self.views.infos:
-            return actions_with_views(
-                self.policy, self.obs, explore, inputs, self._view_compute, *recurrent
-            )
-        state, prev_actions, prev_rewards = recurrent or (None, None, None)
+        infos = self._observed_infos() if self.views.infos else None
         return actions_with_views(
-            self.policy,
-            self.obs,
-            explore,
-            inputs,
-            self._view_compute,
-            state,
-            prev_actions,
-            prev_rewards,
-            infos=self._observed_infos(),
+            self.policy, self.obs, explore, inputs, self._view_compute, *recurrent, infos=infos
         )
 
     def _observed_infos(self) -> list[dict]:

@@ -7,28 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from corral.agents.ppo import PPOTrainer
-from corral.env.multi_agent_env import make_multi_agent
-
-TwoCartPoles = make_multi_agent("CartPole-v1")
+from tests.fixtures.two_cartpoles import TwoCartPoles, trainer_config
 
 
 def test_added_policy_starts_from_the_given_state_everywhere():
     trainer = PPOTrainer(
         env=TwoCartPoles,
-        config={
-            "num_workers": 1,
-            "rollout_fragment_length": 16,
-            "train_batch_size": 32,
-            "sgd_minibatch_size": 16,
-            "num_sgd_iter": 1,
-            "model": {"fcnet_hiddens": [8]},
-            "seed": 0,
-            "env_config": {"num_agents": 2},
-            "multiagent": {
-                "policies": {"p0", "p1"},
-                "policy_mapping_fn": lambda agent_id, episode, worker, **kw: f"p{agent_id}",
-            },
-        },
+        config=trainer_config(),
     )
     try:
         trainer.train()

@@ -11,28 +11,7 @@ import numpy as np
 import pytest
 
 from corral.agents.ppo import PPOTrainer
-from corral.env.multi_agent_env import make_multi_agent
-
-TwoCartPoles = make_multi_agent("CartPole-v1")
-
-
-def map_to_p0_and_p1(agent_id, episode, worker, **kwargs):
-    return f"p{agent_id}"
-
-
-def trainer_config(**overrides) -> dict:
-    return {
-        "num_workers": 1,
-        "rollout_fragment_length": 16,
-        "train_batch_size": 32,
-        "sgd_minibatch_size": 16,
-        "num_sgd_iter": 1,
-        "model": {"fcnet_hiddens": [8]},
-        "seed": 0,
-        "env_config": {"num_agents": 2},
-        "multiagent": {"policies": {"p0", "p1"}, "policy_mapping_fn": map_to_p0_and_p1},
-        **overrides,
-    }
+from tests.fixtures.two_cartpoles import TwoCartPoles, map_to_p0_and_p1, trainer_config
 
 
 def policy_ids(trainer, worker_set=None) -> list[list[str]]:

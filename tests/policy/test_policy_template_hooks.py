@@ -15,14 +15,9 @@ from corral.models.torch.torch_action_dist import TorchCategorical
 from corral.policy.policy_template import build_policy_class
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import _directStepOptimizerSingleton
+from tests.fixtures.configs import SMALL_CARTPOLE
 
-CONFIG = {
-    "env": "CartPole-v1",
-    "num_workers": 0,
-    "rollout_fragment_length": 20,
-    "train_batch_size": 40,
-    "seed": 0,
-}
+CONFIG = SMALL_CARTPOLE
 
 
 def trainer_with(policy_class, **config):

@@ -22,16 +22,11 @@ from corral.models import ModelCatalog
 from corral.models.torch.torch_action_dist import TorchCategorical
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TorchPolicy
+from tests.fixtures.configs import SMALL_CARTPOLE
 
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT_SPACE = gym.spaces.Discrete(2)
-CONFIG = {
-    "env": "CartPole-v1",
-    "num_workers": 0,
-    "rollout_fragment_length": 20,
-    "train_batch_size": 40,
-    "seed": 0,
-}
+CONFIG = SMALL_CARTPOLE
 
 
 def reinforce_loss(policy, model, dist_class, train_batch):

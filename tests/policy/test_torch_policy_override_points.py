@@ -18,14 +18,9 @@ from corral.agents.sac.sac_torch_policy import SACTorchPolicy
 from corral.agents.trainer_template import build_trainer
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TorchPolicy
+from tests.fixtures.configs import SMALL_CARTPOLE
 
-CONFIG = {
-    "env": "CartPole-v1",
-    "num_workers": 0,
-    "rollout_fragment_length": 20,
-    "train_batch_size": 40,
-    "seed": 0,
-}
+CONFIG = SMALL_CARTPOLE
 
 
 def trainer_of(trainer_class, policy_class, **config):
