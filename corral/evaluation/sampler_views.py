@@ -99,11 +99,23 @@ class SingleAgentViews:
         windows.push(SampleBatch.OBS, self.obs)
         self._step_views = windows.step_views(self.ep_len)
         inputs = windows.acting_inputs(self._step_views)
-        recurrent = (self.states, self.prev_actions, self.prev_rewards) if self.recurrent else ()
+        state, prev_actions, prev_rewards = (
+            (self.states, self.prev_actions, self.prev_rewards)
+            if self.recurrent
+            else (None, None, None)
+        )
         assert self.views is not None
         infos = self._observed_infos() if self.views.infos else None
         return actions_with_views(
-            self.policy, self.obs, explore, inputs, self._view_compute, *recurrent, infos=infos
+            self.policy,
+            self.obs,
+            explore,
+            inputs,
+            self._view_compute,
+            state,
+            prev_actions,
+            prev_rewards,
+            infos,
         )
 
     def _observed_infos(self) -> list[dict]:
