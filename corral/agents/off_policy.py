@@ -225,18 +225,39 @@ class OffPolicyTrainer(Trainer):
 
     @learner_results_per_iteration
     def training_step(self) -> dict:
-        cfg = self.config
         batch = synchronous_parallel_sample(self.workers)
-        sampled = count_sampled(self._counters, batch)
-        self.local_replay_buffer.add(self.replay_columns(batch))
-        if sampled < cfg["learning_starts"]:
-            return self._last_learner_info
+        self.store_sampled(batch)
+        trained = self.train_on_replay(batch.env_steps())
+        if trained is not None:
+            self.reprioritize(*trained)
+            self._maybe_update_targets()
+            self.sync_workers_after_update()
+        return self._last_learner_info
 
-        self._train_credit += batch.env_steps() * self.updates_per_env_step()
+    # -- the parts of one step (Ape-X's 1.13 methods call them too) -----------
+
+    def store_sampled(self, batch: SampleBatch | MultiAgentBatch) -> None:
+        """Counts a sampled batch and adds its transitions to the replay buffer."""
+        count_sampled(self._counters, batch)
+        self.local_replay_buffer.add(self.replay_columns(batch))
+
+    def train_on_replay(self, env_steps: int) -> tuple[MultiAgentBatch, MultiAgentBatch] | None:
+        """Gradient steps for `env_steps` newly sampled env steps (`updates_per_env_step`;
+        none before `learning_starts`): that many train batches replayed and the learners
+        updated on them.
+
+        Returns:
+            (the rows as replayed, as the learners trained on them), or None when no
+            gradient step was due.
+        """
+        cfg = self.config
+        if self._counters[NUM_ENV_STEPS_SAMPLED] < cfg["learning_starts"]:
+            return None
+        self._train_credit += env_steps * self.updates_per_env_step()
         num_updates = int(self._train_credit)
         self._train_credit -= num_updates
         if num_updates == 0:
-            return self._last_learner_info
+            return None
         prioritized = self.local_replay_buffer.prioritized
         if prioritized:
             self.local_replay_buffer.beta = self._annealed_beta()
@@ -244,15 +265,22 @@ class OffPolicyTrainer(Trainer):
         if prioritized:
             self._start_td_error_logs(train_batch)
         results = update_learners(self, train_batch, minibatch_size=minibatch_size)
-        if prioritized:
-            self._update_priorities(replayed, train_batch)
-        self._maybe_update_targets()
-        self.workers.sync_weights(global_vars={"timestep": sampled})
-        if cfg.get("worker_side_prioritization"):
-            self._sync_worker_targets()
         if results is not None:  # (None: `train()` reduces the iteration's results)
             self._last_learner_info = self.learner_info_from(results)
-        return self._last_learner_info
+        return replayed, train_batch
+
+    def reprioritize(self, replayed: MultiAgentBatch, train_batch: MultiAgentBatch) -> None:
+        """With prioritized replay, the trained rows' new priorities (`_update_priorities`)."""
+        if self.local_replay_buffer.prioritized:
+            self._update_priorities(replayed, train_batch)
+
+    def sync_workers_after_update(self) -> None:
+        """The new weights to the workers, with the env steps sampled so far as their
+        `timestep` (and with `worker_side_prioritization` the target networks they
+        prioritize with)."""
+        self.workers.sync_weights(global_vars={"timestep": self._counters[NUM_ENV_STEPS_SAMPLED]})
+        if self.config.get("worker_side_prioritization"):
+            self._sync_worker_targets()
 
     # -- what an algorithm replays (R2D2 replays sequences) ------------------
 
