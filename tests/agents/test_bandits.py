@@ -22,9 +22,14 @@ from corral.agents.bandit.bandit_torch_model import (
     ParametricLinearModelThompsonSampling,
     ParametricLinearModelUCB,
 )
-from corral.agents.bandit.bandit_torch_policy import REGRET
+from corral.agents.bandit.bandit_torch_policy import (
+    REGRET,
+    BanditPolicyOverrides,
+    init_cum_regret,
+)
 from corral.agents.registry import get_trainer_class
 from corral.policy.sample_batch import SampleBatch
+from corral.policy.torch_policy import TorchPolicy
 from corral.utils.error import UnsupportedSpaceException
 from corral.utils.exploration import ThompsonSampling, UpperConfidenceBound
 
@@ -251,6 +256,31 @@ def test_a_batch_without_regret_trains_without_the_metric():
     info = policy.learn_on_batch(batch)
     assert "cumulative_regret" not in info["learner_stats"]
     assert policy.model.regressions()[0].precision.trace() > 2.0
+
+
+def test_the_overrides_bring_learn_on_batch_to_a_policy_of_ones_own():
+    # RLlib 1.13 mixed `BanditPolicyOverrides` into its bandit policies; a policy of one's
+    # own with the bandit model gets the update and the regret from it.
+    class BanditModelPolicy(TorchPolicy):
+        make_model = BanditTorchPolicy.make_model
+        make_optimizer = BanditTorchPolicy.make_optimizer
+
+        def __init__(self, observation_space, action_space, config):
+            super().__init__(observation_space, action_space, config)
+            init_cum_regret(self)
+
+    class OwnBanditPolicy(BanditPolicyOverrides, BanditModelPolicy):
+        pass
+
+    assert BanditTorchPolicy.learn_on_batch is BanditPolicyOverrides.learn_on_batch
+    config = {**DEFAULT_CONFIG, "exploration_config": {"type": "UpperConfidenceBound"}}
+    policy = OwnBanditPolicy(TwoContextBandit.observation_space, gym.spaces.Discrete(3), config)
+    batch, rewards = _context_batch()
+    stats = policy.learn_on_batch(batch)["learner_stats"]
+    assert stats["cumulative_regret"] == pytest.approx(np.sum(10.0 - rewards))
+    x = batch[SampleBatch.OBS][batch[SampleBatch.ACTIONS] == 1].astype(np.float64)
+    precision = policy.model.regressions()[1].precision.numpy()
+    np.testing.assert_allclose(precision, np.eye(2) + x.T @ x, rtol=1e-5)
 
 
 def test_postprocessing_reads_the_episode_regret():

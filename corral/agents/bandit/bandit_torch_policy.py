@@ -182,6 +182,22 @@ class BanditPolicyOverrides:
             self._regret_reported = True
         return {"update_latency": time.perf_counter() - start}
 
+    def learn_on_batch(self, samples: SampleBatch) -> dict:
+        """One closed-form update on `samples` (RLlib 1.13's override); an `infos`
+        column (an RLlib-style batch) gives the rows' regret, summed into the learner
+        stat `cumulative_regret`.
+
+        Returns:
+            The policy's learner info (`update_latency`, `cumulative_regret` when the
+            env reports regret).
+        """
+        if REGRET not in samples:
+            regret = _regret_column(samples, None)
+            if regret is not None:
+                samples = samples.copy()
+                samples[REGRET] = regret
+        return super().learn_on_batch(samples)  # type: ignore[misc]
+
     def after_update(self, stats: dict[str, Any]) -> dict[str, Any]:
         """`cumulative_regret` after this update: the regret of every row trained on."""
         if self._regret_reported:
@@ -219,16 +235,6 @@ class BanditTorchPolicy(BanditPolicyOverrides, TorchPolicy):
         snapshots them and checks them finite after each update); `learn_step`
         updates them in closed form and never steps it."""
         return torch.optim.SGD(self.model.parameters(), lr=0.0)
-
-    def learn_on_batch(self, samples: SampleBatch) -> dict:
-        """One closed-form update on `samples`; an `infos` column (an RLlib-style
-        batch) gives the rows' regret."""
-        if REGRET not in samples:
-            regret = _regret_column(samples, None)
-            if regret is not None:
-                samples = samples.copy()
-                samples[REGRET] = regret
-        return TorchPolicy.learn_on_batch(self, samples)
 
     def extra_state(self) -> dict[str, Any]:
         """The regret summed so far (restored with the models' statistics)."""

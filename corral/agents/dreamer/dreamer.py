@@ -33,7 +33,11 @@ import numpy as np
 
 from corral.agents.config import with_common_config
 from corral.agents.dreamer.dreamer_model import DreamerModel
-from corral.agents.dreamer.dreamer_torch_policy import DreamerTorchPolicy, preprocess_episode
+from corral.agents.dreamer.dreamer_torch_policy import (
+    LOG_GIF,
+    DreamerTorchPolicy,
+    preprocess_episode,
+)
 from corral.agents.trainer import Trainer
 from corral.evaluation.worker_set import WorkerSet
 from corral.execution.common import NUM_AGENT_STEPS_SAMPLED, NUM_ENV_STEPS_SAMPLED
@@ -42,6 +46,8 @@ from corral.execution.train_ops import learner_results_per_iteration, update_lea
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
 from corral.utils import config_spec as cs
+from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
+from corral.utils.numpy import convert_to_numpy
 
 DEFAULT_CONFIG = with_common_config(
     {
@@ -215,8 +221,10 @@ class DreamerIteration:
         dreamer_train_iters: gradient steps per call.
         batch_size: chunks per gradient step.
         act_repeat: env frames per env step.
-        learn: `fn(batch of chunks) -> learner info` of one gradient step (default: the
-            worker's `learn_on_batch`).
+        learn: `fn(batch of chunks) -> learner info` of one gradient step
+            (``{policy_id: {"learner_stats": ...}}``, or None when `train()` reduces the
+            learners' results at the iteration's end; default: the worker's
+            `learn_on_batch`).
     """
 
     def __init__(
@@ -236,12 +244,36 @@ class DreamerIteration:
         self.learn = learn or worker.learn_on_batch
 
     def __call__(self, samples: SampleBatch | MultiAgentBatch) -> Any:
-        """Trains, stores `samples`; returns the last gradient step's learner info."""
+        """Trains, stores `samples`; returns the last gradient step's learner info, with
+        the video summary its loss made (`log_gif`, if any) as `postprocess_gif` lays it
+        out."""
         fetches = None
         for _ in range(self.dreamer_train_iters):
             fetches = self.learn(self.episode_buffer.sample(self.batch_size))
+        if fetches:
+            stats = self.policy_stats(fetches)
+            if LOG_GIF in stats:
+                stats[LOG_GIF] = self.postprocess_gif(stats[LOG_GIF])
         self.episode_buffer.add(_policy_batch(samples))
         return fetches
+
+    def postprocess_gif(self, gif: Any) -> np.ndarray:
+        """A video summary ``[B, T, C, H, W]`` with values in [0, 1] (`log_summary`'s) as
+        one video ``[1, T, C, H, B * W]`` of uint8 (values times 255, clipped to
+        0..255): the B videos side by side along the width.
+
+        Args:
+            gif: the videos (array or tensor).
+        """
+        frames = np.clip(255 * convert_to_numpy(gif), 0, 255).astype(np.uint8)
+        b, t, c, h, w = frames.shape
+        return frames.transpose(1, 2, 3, 0, 4).reshape(1, t, c, h, b * w)
+
+    def policy_stats(self, fetches: dict) -> dict:
+        """The default policy's learner stats in a learner info dict (`fetches`, as
+        `learn_on_batch` returns it); the dict itself, so that changing it changes
+        `fetches`."""
+        return fetches[DEFAULT_POLICY_ID][LEARNER_STATS_KEY]
 
 
 def _policy_batch(samples: SampleBatch | MultiAgentBatch) -> SampleBatch:
@@ -362,7 +394,8 @@ class DREAMERTrainer(Trainer):
         batch = MultiAgentBatch(
             {DEFAULT_POLICY_ID: chunks}, chunks.count * self.episode_buffer.length
         )
-        return update_learners(self, batch)
+        results = update_learners(self, batch)
+        return None if results is None else self.learner_info_from(results)
 
 
 def _valid_frame_skip(value: Any) -> bool:

@@ -39,6 +39,8 @@ from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_mixins import clip_and_step
 from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
+from corral.utils.numpy import convert_to_numpy
 from corral.utils.torch_utils import make_adam
 
 # The batch key that asks `dreamer_loss` for a video summary (RLlib 1.13's).
@@ -326,7 +328,13 @@ class DreamerTorchPolicy(TorchPolicy):
     trains_on_sequence_rows = True
     # The model reads the observations as the env gives them (images are not flattened).
     raw_observations_built = True
-    train_columns: tuple[str, ...] = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS)
+    # (A batch with a `LOG_GIF` column also gets the loss's video summary, `learn_on_batch`.)
+    train_columns: tuple[str, ...] = (
+        SampleBatch.OBS,
+        SampleBatch.ACTIONS,
+        SampleBatch.REWARDS,
+        LOG_GIF,
+    )
 
     @staticmethod
     def get_default_config() -> dict:
@@ -424,6 +432,16 @@ class DreamerTorchPolicy(TorchPolicy):
         )
         self.stats_dict = {k: v.detach() for k, v in self.stats_dict.items()}
         return {k: v for k, v in self.stats_dict.items() if k != LOG_GIF}
+
+    def learn_on_batch(self, postprocessed_batch: SampleBatch) -> dict:
+        """`TorchPolicy.learn_on_batch`; a batch with a "log_gif" column also gets the
+        video summary its loss made (`log_summary`, as a numpy array) in the learner
+        stats, where RLlib 1.13's `dreamer_stats` returned it (the learners report
+        scalars only)."""
+        info = super().learn_on_batch(postprocessed_batch)
+        if LOG_GIF in postprocessed_batch and LOG_GIF in self.stats_dict:
+            info[LEARNER_STATS_KEY][LOG_GIF] = convert_to_numpy(self.stats_dict[LOG_GIF])
+        return info
 
     def extra_grad_info(self, train_batch: TensorDict) -> dict[str, Any]:
         return dreamer_stats(self, train_batch)

@@ -166,6 +166,9 @@ class MAMLLoss:
             learners clip theirs (None: no clipping).
 
     Attributes:
+        rows: ``rows[step][task]``, the rows of each adaptation step of each task (all
+            columns; RLlib 1.13 kept one such nesting per column, `split_placeholders`).
+        task_indices: the task index of each position ``task`` of `rows`.
         loss: the meta-loss (scalar tensor with the graph through the inner steps).
         mean_policy_loss, mean_kl_loss, mean_vf_loss, mean_entropy: the outer terms,
             averaged over tasks (detached; the policy loss is minus the surrogate).
@@ -206,17 +209,28 @@ class MAMLLoss:
                 f"The batch has task indices up to {max(tasks)} x {steps} inner steps, but "
                 f"only {len(cur_kl_coeff)} KL coefficients (one per worker and inner step)."
             )
+        # The rows step-major, then by task (RLlib 1.13's layout), and the block sizes.
+        self.task_indices = list(tasks)
+        order = torch.cat([tasks[i][s] for s in range(steps + 1) for i in self.task_indices])
+        split = [[len(tasks[i][s]) for i in self.task_indices] for s in range(steps + 1)]
+        columns = {
+            name: self.split_placeholders(column.index_select(0, order), split)
+            for name, column in train_batch.items()
+        }
+        self.rows: list[list[TensorDict]] = [
+            [{name: parts[s][t] for name, parts in columns.items()} for t in range(len(tasks))]
+            for s in range(steps + 1)
+        ]
         params: dict[str, torch.Tensor] = {
             name: p for name, p in model.named_parameters() if p.requires_grad
         }
         task_losses, terms, inner_kls = [], [], []
         self.inner_kl_slots: list[int] = []
-        for i, rows in tasks.items():
+        for t, i in enumerate(self.task_indices):
             fast = params
             penalties = []
             for s in range(steps):
-                part = _take(train_batch, rows[s])
-                loss, _, kl, _, _ = self.ppo_loss(fast, part, clip_loss=False)
+                loss, _, kl, _, _ = self.compute_losses(fast, s, t)
                 # create_graph: theta' stays a function of theta (the second-order term).
                 grads: Sequence[torch.Tensor | None] = torch.autograd.grad(
                     loss, list(fast.values()), create_graph=True, allow_unused=True
@@ -230,13 +244,56 @@ class MAMLLoss:
                 penalties.append(cur_kl_coeff[i * steps + s] * kl)
                 inner_kls.append(kl.detach())
                 self.inner_kl_slots.append(i * steps + s)
-            outer, surr, kl, vf, entropy = self.ppo_loss(fast, _take(train_batch, rows[steps]))
+            outer, surr, kl, vf, entropy = self.compute_losses(fast, steps, t, clip_loss=True)
             task_losses.append(outer + torch.stack(penalties).mean())
             terms.append(torch.stack([-surr, kl, vf, entropy]).detach())
         self.loss = torch.stack(task_losses).mean()
         means = torch.stack(terms).mean(0)
         self.mean_policy_loss, self.mean_kl_loss, self.mean_vf_loss, self.mean_entropy = means
         self.inner_kls = torch.stack(inner_kls)
+
+    def compute_losses(
+        self,
+        model: dict[str, torch.Tensor] | torch.nn.Module,
+        inner_adapt_iter: int,
+        task_iter: int,
+        clip_loss: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`PPOLoss`'s (total, surrogate, KL, value, entropy) terms of the model with the
+        given parameters on the rows of adaptation step `inner_adapt_iter` of the task at
+        position `task_iter` (of `task_indices`).
+
+        Args:
+            model: the parameters by name, as the model's `named_parameters()` names them
+                (e.g. adapted ones), or a module whose parameters have those names (RLlib
+                1.13 passed its adapted functional copy of the model).
+            inner_adapt_iter: the adaptation step (0: before adaptation).
+            task_iter: the task's position in `rows[inner_adapt_iter]`.
+            clip_loss: PPO's clipped surrogate (the outer objective), else the unclipped
+                one (the inner steps').
+        """
+        params: dict[str, torch.Tensor] = (
+            dict(model.named_parameters()) if isinstance(model, torch.nn.Module) else model
+        )
+        return self.ppo_loss(params, self.rows[inner_adapt_iter][task_iter], clip_loss=clip_loss)
+
+    def split_placeholders(
+        self, placeholder: torch.Tensor, split: torch.Tensor | Sequence[Sequence[int]]
+    ) -> list[tuple[torch.Tensor, ...]]:
+        """A column of rows laid out step-major, then by task, cut into its blocks:
+        ``out[step][task]``.
+
+        Args:
+            placeholder: the column (rows along dim 0).
+            split: the block sizes, ``[steps + 1, tasks]`` (RLlib 1.13's "split"
+                array): row ``s`` holds each task's row count of adaptation step ``s``.
+
+        Raises:
+            RuntimeError: the sizes do not add up to the column's rows.
+        """
+        sizes = [[int(n) for n in row] for row in split]
+        per_step = torch.split(placeholder, [sum(row) for row in sizes], dim=0)
+        return [torch.split(block, row, dim=0) for block, row in zip(per_step, sizes)]
 
     def ppo_loss(
         self, params: dict[str, torch.Tensor], rows: TensorDict, clip_loss: bool = True
@@ -304,10 +361,6 @@ def _clipped(grads: Sequence[torch.Tensor | None], max_norm: float) -> list[torc
     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in present]))
     scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
     return [None if g is None else g * scale for g in grads]
-
-
-def _take(batch: TensorDict, rows: torch.Tensor) -> TensorDict:
-    return {k: v.index_select(0, rows) for k, v in batch.items()}
 
 
 class KLCoeffMixin:

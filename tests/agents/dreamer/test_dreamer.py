@@ -15,7 +15,11 @@ import pytest
 import torch
 
 from corral.agents.dreamer import DEFAULT_CONFIG, DREAMERTrainer
-from corral.agents.dreamer.dreamer import EpisodicBuffer, total_sampled_timesteps
+from corral.agents.dreamer.dreamer import (
+    DreamerIteration,
+    EpisodicBuffer,
+    total_sampled_timesteps,
+)
 from corral.agents.dreamer.dreamer_model import (
     RSSM,
     ActionDecoder,
@@ -25,6 +29,7 @@ from corral.agents.dreamer.dreamer_model import (
     DreamerModel,
 )
 from corral.agents.dreamer.dreamer_torch_policy import (
+    LOG_GIF,
     compute_dreamer_loss,
     lambda_return,
     log_summary,
@@ -441,6 +446,55 @@ def test_checkpoint_restore_gives_the_same_actions_networks_and_optimisers(tmp_p
         )
     finally:
         restored.stop()
+
+
+# -- DreamerIteration's logging (RLlib 1.13's policy_stats and postprocess_gif) -------------
+
+
+def _iteration(**kwargs) -> DreamerIteration:
+    return DreamerIteration(None, EpisodicBuffer(), 1, 1, 1, learn=lambda b: None, **kwargs)
+
+
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_postprocess_gif_lays_the_videos_side_by_side_as_uint8(as_tensor):
+    gif = np.random.default_rng(0).uniform(-0.2, 1.2, (2, 3, 3, 4, 5)).astype(np.float32)
+    frames = _iteration().postprocess_gif(torch.from_numpy(gif) if as_tensor else gif)
+    assert frames.shape == (1, 3, 3, 4, 10) and frames.dtype == np.uint8
+    scaled = np.clip(255 * gif, 0, 255).astype(np.uint8)  # (out of range values clipped)
+    for b in range(2):
+        np.testing.assert_array_equal(frames[0, :, :, :, b * 5 : (b + 1) * 5], scaled[b])
+    assert frames.min() == 0 and frames.max() == 255
+
+
+def test_policy_stats_are_the_default_policys_learner_stats():
+    stats = {"model_loss": 1.0}
+    fetches = {"default_policy": {"learner_stats": stats, "num_agent_steps_trained": 3}}
+    assert _iteration().policy_stats(fetches) is stats
+
+
+def test_iteration_returns_the_loss_video_summary_postprocessed():
+    trainer = _trainer(batch_length=7)
+    try:
+        worker = trainer.workers.local_worker()
+        trainer.episode_buffer.add(trainer._sample())  # (one 10-step episode)
+
+        def learn_with_video(chunks: SampleBatch) -> dict:
+            chunks[LOG_GIF] = np.ones(chunks.count, bool)  # RLlib's switch of the summary
+            return worker.learn_on_batch(chunks)
+
+        iteration = DreamerIteration(
+            worker, trainer.episode_buffer, 2, 3, 1, learn=learn_with_video
+        )
+        stats = iteration(trainer._sample())["default_policy"]["learner_stats"]
+        # 3 chunks of 7 frames: true, predicted and error frames stacked along the height.
+        assert stats[LOG_GIF].shape == (1, 7, 3, 3 * 64, 3 * 64)
+        assert stats[LOG_GIF].dtype == np.uint8 and math.isfinite(stats["model_loss"])
+        # Without the column, no video (and the plain learner stats).
+        plain = DreamerIteration(worker, trainer.episode_buffer, 1, 3, 1)
+        stats = plain(trainer._sample())["default_policy"]["learner_stats"]
+        assert LOG_GIF not in stats and math.isfinite(stats["model_loss"])
+    finally:
+        trainer.stop()
 
 
 # -- spaces and config ---------------------------------------------------------------------

@@ -294,3 +294,65 @@ def test_task_rows_keep_the_task_indices_of_a_batch_with_gaps():
     assert list(rows) == [1, 2]
     assert [r.tolist() for r in rows[1]] == [[1, 4], [3]]
     assert [r.tolist() for r in rows[2]] == [[0], [2, 5]]
+
+
+# -- RLlib 1.13's MAMLLoss methods: split_placeholders, compute_losses ------------------------
+
+
+def _meta_loss(policy: MAMLTorchPolicy, batch: dict, steps: int) -> MAMLLoss:
+    cfg = policy.config
+    return MAMLLoss(
+        policy.model,
+        policy.dist_class,
+        batch,
+        policy.functional_forward,
+        cur_kl_coeff=[0.1] * 3 * steps,
+        inner_lr=cfg["inner_lr"],
+        inner_adaptation_steps=steps,
+        entropy_coeff=0.01,
+        clip_param=cfg["clip_param"],
+        vf_clip_param=cfg["vf_clip_param"],
+        vf_loss_coeff=cfg["vf_loss_coeff"],
+    )
+
+
+@pytest.mark.parametrize("as_array", [False, True])
+def test_split_placeholders_cuts_rllibs_step_major_layout(as_array):
+    policy = _policy(worker_index=0)
+    policy.model.double()
+    meta = _meta_loss(policy, _meta_batch(policy, 2, 1), 1)
+    split = [[2, 3], [1, 4]]  # step 0: task 0 has 2 rows, task 1 3; step 1: 1 and 4
+    parts = meta.split_placeholders(torch.arange(10), np.array(split) if as_array else split)
+    assert [[p.tolist() for p in step] for step in parts] == [
+        [[0, 1], [2, 3, 4]],
+        [[5], [6, 7, 8, 9]],
+    ]
+    with pytest.raises(RuntimeError):
+        meta.split_placeholders(torch.arange(9), split)
+
+
+def test_meta_loss_rows_and_compute_losses_are_each_tasks_step():
+    policy = _policy(worker_index=0, num_workers=3, inner_adaptation_steps=2)
+    policy.model.double()
+    batch = _meta_batch(policy, 3, 2)
+    keep = batch[TASK_INDEX] != 1  # a batch with a gap: task 1's worker was dropped
+    batch = {k: v[keep] for k, v in batch.items()}
+    meta = _meta_loss(policy, batch, 2)
+    assert meta.task_indices == [0, 2]
+    params = {k: p.detach() for k, p in policy.model.named_parameters()}
+    for step in range(3):
+        for t, task in enumerate(meta.task_indices):
+            rows = meta.rows[step][t]
+            mine = (batch[TASK_INDEX] == task) & (batch[ADAPT_STEP] == step)
+            for name, column in batch.items():  # the rows of that task and step, in order
+                torch.testing.assert_close(rows[name], column[mine], rtol=0, atol=0)
+            for clip in (False, True):
+                expected = meta.ppo_loss(params, rows, clip_loss=clip)
+                by_params = meta.compute_losses(params, step, t, clip_loss=clip)
+                by_module = meta.compute_losses(policy.model, step, t, clip_loss=clip)
+                for a, b, c in zip(expected, by_params, by_module):
+                    torch.testing.assert_close(a, b)
+                    torch.testing.assert_close(a.detach(), c.detach())
+    # RLlib's default: the unclipped surrogate (the inner steps').
+    default = meta.compute_losses(params, 0, 0)[0]
+    torch.testing.assert_close(default, meta.ppo_loss(params, meta.rows[0][0], clip_loss=False)[0])
