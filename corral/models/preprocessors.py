@@ -121,16 +121,37 @@ class Preprocessor:
         self.shape = tuple(self._init_shape(original_space, self._options))
         self._size = int(np.prod(self.shape))
         self._i = 0
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.shape, np.float32)
-        if type(self)._init_shape is not Preprocessor._init_shape:
-            return  # a user's own output: no structure to restore
-        # As in RLlib: models can restore the structure of flattened Dict/Tuple/Repeated
-        # observations (`restore_original_dimensions`).
-        # An env that declared an old `gym.spaces` space shows models that very space:
-        # RLlib 1.x models check `isinstance(orig_space, gym.spaces.Dict)`.
-        from corral.env.gym_compat import gym_space_of
+        self._observation_space: gym.spaces.Box | None = None
 
-        self.observation_space.original_space = gym_space_of(original_space)
+    # The bounds of `observation_space`. Flattened values are unbounded (RLlib 1.13
+    # declared [-1, 1] for every preprocessor, which flattened Box parts exceed).
+    _low, _high = -np.inf, np.inf
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """The space of the preprocessed observations (RLlib 1.13's property): a float32
+        `Box` of `shape`, built once per `shape` (a subclass may set `shape` after
+        ``__init__``, as RLlib 1.13's user preprocessors did).
+
+        For corral's flattening preprocessors it carries the env's space as
+        `original_space`, as in RLlib: models restore the structure of flattened
+        Dict/Tuple/Repeated observations with it (`restore_original_dimensions`); a user
+        preprocessor's own output (`_init_shape` overridden, or another `shape`) has no
+        structure to restore.
+        """
+        shape = tuple(self.shape)
+        space = self._observation_space
+        if space is None or space.shape != shape:
+            space = gym.spaces.Box(self._low, self._high, shape, np.float32)
+            own_shape = type(self)._init_shape is not Preprocessor._init_shape
+            if not own_shape and shape == (_flat_size(self.original_space),):
+                # An env that declared an old `gym.spaces` space shows models that very
+                # space: RLlib 1.x models check `isinstance(orig_space, gym.spaces.Dict)`.
+                from corral.env.gym_compat import gym_space_of
+
+                space.original_space = gym_space_of(self.original_space)  # type: ignore[attr-defined]
+            self._observation_space = space
+        return space
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
         """The shape of a preprocessed observation (RLlib's hook; this class's: one flat
@@ -191,7 +212,11 @@ class NoPreprocessor(Preprocessor):
         self._options = options or {}
         self._i = 0
         self.shape = original_space.shape
-        self.observation_space = original_space
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """The env's own Box (RLlib 1.13's: observations pass unchanged)."""
+        return self._obs_space
 
     def transform(self, observation: Any) -> np.ndarray:
         return np.asarray(observation, dtype=np.float32)
@@ -222,10 +247,10 @@ class OneHotPreprocessor(Preprocessor):
 class AtariRamPreprocessor(Preprocessor):
     """Atari RAM observations (128 bytes) scaled to [-1, 1)."""
 
-    def __init__(self, obs_space: gym.Space, options: dict | None = None) -> None:
-        super().__init__(obs_space, options)
-        self.shape = (128,)
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, self.shape, np.float32)
+    _low, _high = -1.0, 1.0
+
+    def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
+        return (128,)
 
     def transform(self, observation: Any) -> np.ndarray:
         return (np.asarray(observation, dtype=np.float32) - 128.0) / 128.0
@@ -243,6 +268,8 @@ class GenericPixelPreprocessor(Preprocessor):
     ``atari`` extra), as RLlib did.
     """
 
+    _low, _high = -1.0, 1.0
+
     def __init__(self, obs_space: gym.Space, options: dict | None = None) -> None:
         try:
             import cv2
@@ -254,7 +281,6 @@ class GenericPixelPreprocessor(Preprocessor):
             ) from err
         self._resize = cv2.resize
         super().__init__(obs_space, options)
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, self.shape, np.float32)
 
     def _init_shape(self, obs_space: gym.Space, options: dict) -> tuple[int, ...]:
         from corral.models.model_defaults import MODEL_DEFAULTS

@@ -96,26 +96,62 @@ class RunningStat:
     Welford's update, generalised to merging whole batches or other ``RunningStat`` s
     (Chan, Golub & LeVeque 1979): merging is exact, so the driver's merge of several
     workers' statistics equals the statistics of all their observations together.
+
+    As in RLlib 1.13, ``n``, ``mean``, ``var``, ``std`` and ``shape`` are read-only
+    properties; the statistics change through `push`, `push_batch`, `update` and
+    `set_state`.
+
+    Args:
+        shape: the shape of one observation (None: a scalar, ``()``).
     """
 
-    def __init__(self, shape: Sequence[int] = ()) -> None:
-        self.shape = tuple(int(s) for s in shape)
-        self.n = 0
-        self.mean = np.zeros(self.shape, np.float64)
-        self.m2 = np.zeros(self.shape, np.float64)
+    def __init__(self, shape: Sequence[int] | None = ()) -> None:
+        self._shape = tuple(int(s) for s in (shape or ()))
+        self._n = 0
+        self._mean = np.zeros(self._shape, np.float64)
+        self._m2 = np.zeros(self._shape, np.float64)
+
+    @property
+    def n(self) -> int:
+        """How many observations the statistics hold."""
+        return self._n
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Their mean, of `shape` (zeros before the first)."""
+        return self._mean
+
+    @property
+    def m2(self) -> np.ndarray:
+        """Their sum of squared deviations from `mean` (RLlib 1.13's private ``_S``)."""
+        return self._m2
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of one observation."""
+        return self._shape
 
     def _merge(self, n: int, mean: np.ndarray, m2: np.ndarray) -> None:
         if n == 0:
             return
-        total = self.n + n
-        delta = mean - self.mean
-        self.mean = self.mean + delta * (n / total)
-        self.m2 = self.m2 + m2 + delta * delta * (self.n * n / total)
-        self.n = total
+        total = self._n + n
+        delta = mean - self._mean
+        self._mean = self._mean + delta * (n / total)
+        self._m2 = self._m2 + m2 + delta * delta * (self._n * n / total)
+        self._n = total
 
     def push(self, x: np.ndarray) -> None:
-        """Add one observation of ``shape``."""
+        """Add one observation of `shape`.
+
+        Raises:
+            ValueError: `x` is not of `shape` (as RLlib 1.13's).
+        """
         x = np.asarray(x, np.float64)
+        if x.shape != self._shape:
+            raise ValueError(
+                f"RunningStat.push: an observation of shape {self._shape} was expected, got "
+                f"one of shape {x.shape}: {x}."
+            )
         self._merge(1, x, np.zeros_like(x))
 
     def push_batch(self, xs: np.ndarray) -> None:
@@ -132,27 +168,36 @@ class RunningStat:
 
     @property
     def var(self) -> np.ndarray:
-        """Sample variance (``ddof=1``); 1 while fewer than two observations arrived."""
-        if self.n < 2:
-            return np.ones(self.shape, np.float64)
-        return self.m2 / (self.n - 1)
+        """Sample variance (``ddof=1``); while fewer than two observations arrived,
+        ``mean ** 2`` (RLlib 1.13's: zeros before the first, the observation squared
+        after it)."""
+        if self._n < 2:
+            return np.square(self._mean)
+        return self._m2 / (self._n - 1)
 
     @property
     def std(self) -> np.ndarray:
+        """``sqrt(var)``."""
         return np.sqrt(self.var)
 
     def copy(self) -> RunningStat:
-        out = RunningStat(self.shape)
-        out.n, out.mean, out.m2 = self.n, self.mean.copy(), self.m2.copy()
+        out = RunningStat(self._shape)
+        out._n, out._mean, out._m2 = self._n, self._mean.copy(), self._m2.copy()
         return out
 
     def get_state(self) -> dict[str, Any]:
-        return {"n": self.n, "mean": self.mean.tolist(), "m2": self.m2.tolist()}
+        return {"n": self._n, "mean": self._mean.tolist(), "m2": self._m2.tolist()}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.n = int(state["n"])
-        self.mean = np.asarray(state["mean"], np.float64).reshape(self.shape)
-        self.m2 = np.asarray(state["m2"], np.float64).reshape(self.shape)
+        self._n = int(state["n"])
+        self._mean = np.asarray(state["mean"], np.float64).reshape(self._shape)
+        self._m2 = np.asarray(state["m2"], np.float64).reshape(self._shape)
+
+    def __repr__(self) -> str:
+        return (
+            f"RunningStat(n={self._n}, mean_mean={np.mean(self._mean)}, "
+            f"mean_std={np.mean(self.std)})"
+        )
 
 
 class MeanStdFilter(Filter):

@@ -3,6 +3,8 @@ and the suite's env creators (`corral.env.dm_control_suite`)."""
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import os
 import subprocess
 import sys
@@ -88,6 +90,21 @@ def test_dm_env_episode_flags_rewards_and_observations():
     env.reset()
     obs, reward, terminated, truncated, info = env.step(np.int64(1))
     assert (reward, terminated, truncated, info["discount"]) == (-1.0, True, False, 0.0)
+
+
+def test_spaces_are_rllib_1_13_s_read_only_properties():
+    classes = [DMEnv]
+    if importlib.util.find_spec("dm_control") is not None:
+        from corral.env.wrappers.dm_control_wrapper import DMCEnv
+
+        classes.append(DMCEnv)
+    for cls in classes:
+        for name in ("observation_space", "action_space"):
+            assert isinstance(inspect.getattr_static(cls, name), property), (cls, name)
+    env = DMEnv(_Countdown())
+    assert env.observation_space is env.observation_space  # converted once
+    with pytest.raises(AttributeError):
+        env.action_space = gym.spaces.Discrete(3)
 
 
 def test_dm_env_without_seeding_api_warns_once():

@@ -81,6 +81,24 @@ def test_relative_attention_is_one_segment_or_memory_plus_segment():
     torch.testing.assert_close(tail, whole[:, 2:])
 
 
+def test_rel_shift_is_rllib_1_13_s_transposed_shift():
+    # RLlib 1.13's static `rel_shift`: query i's row of scores by encoding (row k encodes
+    # the distance L - 1 - k) becomes its row by key (key j is L - T + i - j steps back).
+    torch.manual_seed(2)
+    batch, steps, length, heads = 2, 3, 7, 2
+    x = torch.randn(batch, steps, length, heads)
+    out = RelativeMultiHeadAttention.rel_shift(x)
+    assert out.shape == x.shape
+    for i in range(steps):
+        for j in range(length):
+            if j <= length - steps + i:  # keys up to the query: the score of their distance
+                torch.testing.assert_close(out[:, i, j], x[:, i, steps - 1 - i + j])
+            else:  # (masked) keys after it: a zero, then the next query's first scores
+                offset = j - (length - steps + i) - 2
+                expected = torch.zeros(batch, heads) if offset < 0 else x[:, i + 1, offset]
+                torch.testing.assert_close(out[:, i, j], expected)
+
+
 def test_state_is_each_units_memory_window():
     model = _wrapper()
     state = model.get_initial_state()

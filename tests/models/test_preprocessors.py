@@ -1,5 +1,7 @@
 """Preprocessors: every observation space becomes the float32 array the model reads."""
 
+import inspect
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -65,3 +67,33 @@ def test_preprocessors_take_rllib_1_13_s_keywords():
     assert NoPreprocessor(obs_space=box, options={}).shape == (3,)
     one_hot = OneHotPreprocessor(obs_space=gym.spaces.Discrete(4), options={})
     assert one_hot.shape == (4,) and one_hot.original_space == gym.spaces.Discrete(4)
+
+
+def test_observation_space_is_rllib_1_13_s_property():
+    from corral.models.preprocessors import AtariRamPreprocessor, Preprocessor
+
+    for cls in (Preprocessor, NoPreprocessor):
+        assert isinstance(inspect.getattr_static(cls, "observation_space"), property)
+    box = gym.spaces.Box(-2.0, 2.0, (3,), np.float32)
+    assert NoPreprocessor(box).observation_space is box  # the env's own space
+    space = gym.spaces.Dict({"a": gym.spaces.Discrete(3), "b": box})
+    flat = preprocessor_for_space(space).observation_space
+    assert isinstance(flat, gym.spaces.Box) and flat.shape == (6,) and flat.dtype == np.float32
+    assert flat.original_space == space  # what restore_original_dimensions reads
+    ram = AtariRamPreprocessor(gym.spaces.Box(0, 255, (128,), np.uint8)).observation_space
+    assert ram.shape == (128,) and ram.low.min() == -1.0 and ram.high.max() == 1.0
+
+    class Halves(Preprocessor):
+        """An RLlib 1.13 user preprocessor setting its shape after ``__init__``."""
+
+        def __init__(self, obs_space, options=None):
+            super().__init__(obs_space, options)
+            self.shape = (2,)
+
+        def transform(self, observation):
+            return np.asarray(observation, np.float32)[:2]
+
+    halves = Halves(box)
+    assert halves.observation_space.shape == (2,)  # follows `shape`, as 1.13's property
+    assert not hasattr(halves.observation_space, "original_space")
+    assert halves.observation_space is halves.observation_space

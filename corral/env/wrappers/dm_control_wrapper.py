@@ -136,19 +136,19 @@ class DMCEnv(gym.Env):
         low, high = _bounds([self._env.action_spec()])
         self._true_action_space = gym.spaces.Box(low, high, dtype=np.float32)
         self._norm_action_space = gym.spaces.Box(-1.0, 1.0, shape=low.shape, dtype=np.float32)
-        self.action_space = self._norm_action_space
 
         low, high = _bounds(self._env.observation_spec().values())
         self._state_space = gym.spaces.Box(low, high, dtype=np.float32)
+        self._observation_space: gym.spaces.Box
         if self._from_pixels:
             shape = (3, height, width) if channels_first else (height, width, 3)
             if self.preprocess:
-                self.observation_space = gym.spaces.Box(-0.5, 0.5, shape=shape, dtype=np.float32)
+                self._observation_space = gym.spaces.Box(-0.5, 0.5, shape=shape, dtype=np.float32)
             else:
-                self.observation_space = gym.spaces.Box(0, 255, shape=shape, dtype=np.uint8)
+                self._observation_space = gym.spaces.Box(0, 255, shape=shape, dtype=np.uint8)
             self._check_renderer()
         else:
-            self.observation_space = self._state_space
+            self._observation_space = self._state_space
         # The flat state after the latest reset or step (RLlib's `current_state`).
         self.current_state: np.ndarray | None = None
 
@@ -162,6 +162,18 @@ class DMCEnv(gym.Env):
     def dm_env(self) -> Any:
         """The wrapped dm_control `control.Environment`."""
         return self._env
+
+    @property
+    def observation_space(self) -> gym.spaces.Box:  # type: ignore[override]
+        """What `reset` and `step` observe (RLlib 1.13's read-only property): the frames'
+        Box with `from_pixels`, else `state_space`."""
+        return self._observation_space
+
+    @property
+    def action_space(self) -> gym.spaces.Box:  # type: ignore[override]
+        """The actions `step` takes (RLlib 1.13's read-only property): a Box in [-1, 1] per
+        dimension, rescaled to the task's bounds."""
+        return self._norm_action_space
 
     @property
     def state_space(self) -> gym.spaces.Box:

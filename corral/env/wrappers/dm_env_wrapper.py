@@ -146,10 +146,22 @@ class DMEnv(gym.Env):
         self._env = dm_env
         self._obs_spec = dm_env.observation_spec()
         self._action_spec = dm_env.action_spec()
-        self.observation_space = spec_to_space(self._obs_spec)
-        self.action_space = spec_to_space(self._action_spec)
+        self._observation_space = spec_to_space(self._obs_spec)
+        self._action_space = spec_to_space(self._action_spec)
         self.render_mode = "rgb_array"
         self._prev_obs: Any = None
+
+    @property
+    def observation_space(self) -> gym.Space:  # type: ignore[override]
+        """The observation spec as a Gymnasium space (`spec_to_space`; RLlib 1.13's
+        read-only property, converted once)."""
+        return self._observation_space
+
+    @property
+    def action_space(self) -> gym.Space:  # type: ignore[override]
+        """The action spec as a Gymnasium space (`spec_to_space`; RLlib 1.13's read-only
+        property, converted once)."""
+        return self._action_space
 
     @property
     def dm_env(self) -> Any:

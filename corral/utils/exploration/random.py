@@ -29,3 +29,17 @@ class Random(Exploration):
         else:
             actions = action_dist.deterministic_sample()
         return actions, zero_logp(actions)
+
+    def get_tf_exploration_action_op(self, action_dist: Any, explore: Any) -> Any:
+        """RLlib 1.13's TensorFlow half of `get_exploration_action` (a graph op).
+
+        Raises:
+            TensorFlowOnlyError: always; corral runs on PyTorch only: use
+                `get_torch_exploration_action(action_dist, explore)`.
+        """
+        from corral._surface import TensorFlowOnlyError
+
+        raise TensorFlowOnlyError(
+            "Random.get_tf_exploration_action_op() builds a TensorFlow graph op; corral runs "
+            "on PyTorch only: use Random.get_torch_exploration_action(action_dist, explore)."
+        )

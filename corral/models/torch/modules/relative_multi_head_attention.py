@@ -97,13 +97,9 @@ class RelativeMultiHeadAttention(nn.Module):
         positions = positions.reshape(tau + steps, heads, dim)
         content = torch.einsum("bihd,bjhd->bijh", queries + self._uvar, keys)
         by_distance = torch.einsum("bihd,khd->bikh", queries + self._vvar, positions)
-        # Query i (at tau + i) and key j are tau + i - j apart: row k = steps - 1 - i + j
-        # of the encodings (clamped where j is in i's future, which the mask hides).
+        scores = (content + self.rel_shift(by_distance)) / dim**0.5
         i = torch.arange(steps, device=inputs.device)[:, None]
         j = torch.arange(tau + steps, device=inputs.device)[None, :]
-        index = (steps - 1 - i + j).clamp(max=tau + steps - 1)
-        position = by_distance.gather(2, index[None, :, :, None].expand(batch, -1, -1, heads))
-        scores = (content + position) / dim**0.5
         hidden = j > tau + i
         if window is not None:
             hidden = hidden | (j < tau + i - window)
@@ -111,3 +107,23 @@ class RelativeMultiHeadAttention(nn.Module):
         weights = torch.softmax(scores, dim=2)
         out = torch.einsum("bijh,bjhd->bihd", weights, values)
         return self._linear_layer(out.reshape(batch, steps, heads * dim))
+
+    @staticmethod
+    def rel_shift(x: TensorType) -> TensorType:
+        """Transformer-XL's relative shift (RLlib 1.13's, the transposed form of Dai et
+        al.'s): scores by encoding row -> scores by key.
+
+        ``x [B, T, L, H]`` holds, for each of the ``T`` queries (the last ``T`` of ``L``
+        steps), its score against each of the ``L`` position encodings, row ``k`` encoding
+        the distance ``L - 1 - k``. The result ``[B, T, L, H]`` holds query ``i``'s score for
+        key ``j`` (which lies ``L - T + i - j`` steps back): ``x[:, i, T - 1 - i + j]`` for
+        every key up to the query itself (``j <= L - T + i``). The entries of keys after the
+        query (which causal attention masks) hold what the shift moves there: a 0 at
+        ``j = L - T + i + 1``, then the next query's first scores.
+        """
+        batch, steps, length, heads = x.shape
+        # One zero column in front of each query's row, then the rows read as L + 1 rows
+        # of T: dropping the first T values shifts row i left by T - 1 - i.
+        padded = torch.nn.functional.pad(x, (0, 0, 1, 0))
+        shifted = padded.reshape(batch, length + 1, steps, heads)[:, 1:]
+        return shifted.reshape(batch, steps, length, heads)
