@@ -204,15 +204,31 @@ class MultiAgentEnvWrapper(BaseEnv):
 def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> type:
     """A `MultiAgentEnv` class running `config["num_agents"]` copies of a single-agent env.
 
-    Agent i acts in copy i; the episode ends when every copy has ended.
+    Agent i acts in copy i; the episode ends when every copy has ended. The rest of the
+    config goes to a creator (as RLlib 1.13 passed it on). `render()` renders the first
+    copy (RLlib 1.13's), with Gymnasium's API: that copy renders as its `render_mode`
+    says. For a Gymnasium id, the first copy is created with the config's
+    `"render_mode"` (or, without one, the mode a `render_env` / `record_env` worker
+    asks for); a creator gets `"render_mode"` in its config, like any other key.
     """
 
     class MultiEnv(MultiAgentEnv):
         def __init__(self, config: dict | None = None) -> None:
+            # What a `render_env` / `record_env` worker asks its env for (see RolloutWorker).
+            wanted = getattr(config, "_render_mode", None)
             config = dict(config or {})
             num = int(config.pop("num_agents", 1))
             if isinstance(env_name_or_creator, str):
-                self.envs = [gym.make(env_name_or_creator) for _ in range(num)]
+                from corral.env.utils import _supported_render_mode
+
+                mode = config.get("render_mode")
+                if mode is None and wanted:
+                    mode = _supported_render_mode(env_name_or_creator, wanted)
+                # Only the first copy is rendered: it alone gets the mode.
+                self.envs = [
+                    gym.make(env_name_or_creator, **({"render_mode": mode} if i == 0 else {}))
+                    for i in range(num)
+                ]
             else:
                 from corral.env.gym_compat import ensure_gymnasium_env
 
@@ -222,7 +238,24 @@ def make_multi_agent(env_name_or_creator: str | Callable[[dict], gym.Env]) -> ty
             self.agents = list(self.possible_agents)
             self.observation_space = self.envs[0].observation_space
             self.action_space = self.envs[0].action_space
+            self.render_mode = getattr(self.envs[0], "render_mode", None)
+            self.metadata = getattr(self.envs[0], "metadata", self.metadata)
             self._done: set[int] = set()
+
+        def render(self, mode: str | None = None) -> Any:
+            """The first copy's `render()` (RLlib 1.13's `render(mode)`; `mode`: None or
+            that copy's `render_mode`, see `corral.env.utils.render_in_mode`)."""
+            from corral.env.utils import render_in_mode
+
+            return render_in_mode(self.envs[0], mode)
+
+        @property
+        def can_render(self) -> bool:
+            """Whether `render()` draws something: whether the first copy does (what
+            `render_env` asks, see `corral.env.remote_vector_env.can_render`)."""
+            from corral.env.remote_vector_env import can_render
+
+            return can_render(self.envs[0])
 
         def reset(self, *, seed: int | None = None, options: dict | None = None):
             self._done = set()

@@ -278,10 +278,13 @@ def can_render(env: Any) -> bool:
     """Whether `render()` on `env` draws or returns something.
 
     A Gymnasium env renders only when created with a `render_mode`; a custom
-    env without one renders when its class defines `render` (RLlib 1.x envs).
+    env without one renders when its class defines `render` (RLlib 1.x envs). An env
+    that knows better says so with a bool `can_render` attribute (a sub-env in its own
+    process; `make_multi_agent`'s env, which renders its first copy).
     """
-    if isinstance(env, RemoteSubEnv):
-        return env.can_render
+    answer = getattr(env, "can_render", None)
+    if isinstance(answer, bool):
+        return answer
     if getattr(env, "render_mode", None) is not None:
         return True
     unwrapped = getattr(env, "unwrapped", env)

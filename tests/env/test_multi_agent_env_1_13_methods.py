@@ -1,10 +1,12 @@
 """RLlib 1.13's `MultiAgentEnv` methods: `get_agent_ids` and the per-agent
-`*_space_contains` / `*_space_sample` (incl. 1.13's "preferred format" of spaces)."""
+`*_space_contains` / `*_space_sample` (incl. 1.13's "preferred format" of spaces), and
+`make_multi_agent`'s `render`."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from corral.env.multi_agent_env import MultiAgentEnv
 
@@ -77,3 +79,38 @@ def test_no_spaces_cannot_check_or_sample(caplog):
     assert env.action_space_sample() == {}
     assert env.observation_space_contains({0: 1}) is True  # RLlib 1.13's answer
     assert "declares no" in caplog.text
+
+
+def test_make_multi_agent_renders_its_first_copy():
+    from corral.env.env_context import EnvContext
+    from corral.env.multi_agent_env import make_multi_agent
+    from corral.env.remote_vector_env import can_render
+
+    pytest.importorskip("pygame", reason="CartPole draws its frames with pygame")
+    env = make_multi_agent("CartPole-v1")({"num_agents": 2, "render_mode": "rgb_array"})
+    env.reset(seed=0)
+    env.step({0: 0, 1: 1})
+    frame = env.render()
+    assert env.render_mode == "rgb_array" and frame.shape == (400, 600, 3)
+    np.testing.assert_array_equal(frame, env.envs[0].render())
+    np.testing.assert_array_equal(env.render(mode="rgb_array"), frame)  # RLlib 1.x's call
+    assert env.envs[1].render_mode is None  # only the rendered copy draws
+    with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+        env.render(mode="human")
+
+    # A creator gets the config (render_mode included), as RLlib 1.13 passed it on.
+    made = make_multi_agent(lambda c: gym.make("CartPole-v1", render_mode=c.get("render_mode")))
+    env = made({"num_agents": 3, "render_mode": "rgb_array"})
+    env.reset(seed=1)
+    assert env.render().shape == (400, 600, 3)
+
+    # A `record_env` worker's request reaches the first copy of a Gymnasium id.
+    context = EnvContext({"num_agents": 2}, worker_index=0)
+    context._render_mode = "rgb_array"
+    env = make_multi_agent("CartPole-v1")(context)
+    env.reset(seed=2)
+    assert env.render().shape == (400, 600, 3)
+    # What `render_env` asks: the env renders when its first copy does.
+    assert can_render(env)
+    unrendered = make_multi_agent("CartPole-v1")({"num_agents": 1})
+    assert unrendered.render_mode is None and not can_render(unrendered)
