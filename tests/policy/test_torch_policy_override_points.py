@@ -104,6 +104,64 @@ def test_ppo_subclass_extra_action_out_gets_vf_preds_from_super():
         trainer.stop()
 
 
+def _with_entropy_of_step(policy_class):
+    """A subclass of `policy_class` adding a fetch to what `super().extra_action_out` gives."""
+
+    class WithEntropy(policy_class):
+        def extra_action_out(self, input_dict, state_batches, model, action_dist):
+            fetches = super().extra_action_out(input_dict, state_batches, model, action_dist)
+            fetches["entropy_of_step"] = action_dist.entropy()
+            return fetches
+
+    return WithEntropy
+
+
+def test_a2c_subclass_extra_action_out_gets_vf_preds_from_super():
+    from corral.agents.a3c import A2CTrainer
+    from corral.agents.a3c.a3c_torch_policy import A3CTorchPolicy
+
+    trainer = trainer_of(A2CTrainer, _with_entropy_of_step(A3CTorchPolicy))
+    try:
+        batch = trainer.workers.local_worker().sample()
+        policy = trainer.get_policy()
+        assert batch["entropy_of_step"].shape == (batch.count,)
+        # A3C's extra_action_out (RLlib 1.13's `vf_preds_fetches`): the values GAE reads.
+        np.testing.assert_allclose(
+            batch[SampleBatch.VF_PREDS], policy.value(batch[SampleBatch.OBS]), atol=1e-5
+        )
+        result = trainer.train()
+        assert "policy_loss" in result["info"]["learner"]["default_policy"]["learner_stats"]
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("vtrace", [False, True])
+def test_appo_subclass_extra_action_out_gets_vf_preds_from_super(vtrace):
+    from corral.agents.ppo import APPOTrainer
+    from corral.agents.ppo.appo_torch_policy import APPOTorchPolicy
+
+    trainer = trainer_of(
+        APPOTrainer,
+        _with_entropy_of_step(APPOTorchPolicy),
+        vtrace=vtrace,
+        min_time_s_per_reporting=0,
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+        policy = trainer.get_policy()
+        assert batch["entropy_of_step"].shape == (batch.count,)
+        if vtrace:  # RLlib 1.13's `add_values`: V-trace computes its values in the loss
+            assert SampleBatch.VF_PREDS not in batch
+        else:  # GAE on the workers reads them
+            np.testing.assert_allclose(
+                batch[SampleBatch.VF_PREDS], policy.value(batch[SampleBatch.OBS]), atol=1e-5
+            )
+            assert SampleBatch.ADVANTAGES in batch
+        trainer.train()
+    finally:
+        trainer.stop()
+
+
 def test_dqn_subclass_extra_action_out_reaches_the_sample_batch():
     class QFetching(DQNTorchPolicy):
         def extra_action_out(self, input_dict, state_batches, model, action_dist):

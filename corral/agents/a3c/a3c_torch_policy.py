@@ -25,6 +25,7 @@ from corral.policy.torch_policy import (
     LearningRateSchedule,
     TensorDict,
     TorchPolicy,
+    default_path_hook,
 )
 from corral.utils.torch_utils import explained_variance, loss_term
 
@@ -90,6 +91,21 @@ class A3CTorchPolicy(AdvantagesMixin, LearningRateSchedule, EntropyCoeffSchedule
                 "cur_lr": self.cur_lr,
             }
         return loss, stats
+
+    # RLlib 1.13's A3C acts with `vf_preds_fetches` as its `extra_action_out_fn`; corral's
+    # fast acting path fetches the values itself, so A3C keeps that path. A subclass
+    # overriding `extra_action_out` gets them from `super()`, as in RLlib (and PPO).
+    @default_path_hook
+    def extra_action_out(
+        self,
+        input_dict: dict[str, Any],
+        state_batches: list[torch.Tensor],
+        model: torch.nn.Module,
+        action_dist: Any,
+    ) -> dict[str, Any]:
+        """The value predictions of the acting step's model call (`vf_preds`, which GAE
+        reads): `vf_preds_fetches`."""
+        return vf_preds_fetches(self, input_dict, state_batches, model, action_dist)
 
 
 # -- RLlib 1.13's function forms (`build_policy_class` pieces) of this policy --------------

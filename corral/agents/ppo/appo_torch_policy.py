@@ -38,6 +38,7 @@ from corral.policy.torch_policy import (
     LearningRateSchedule,
     TensorDict,
     TorchPolicy,
+    default_path_hook,
 )
 from corral.utils.torch_utils import explained_variance, loss_term
 
@@ -171,6 +172,21 @@ class APPOTorchPolicy(
                 stats["cur_kl_coeff"] = self.kl_coeff
                 stats["kl"] = kl  # RLlib 1.13's name (what `UpdateKL` reads)
         return total, stats
+
+    # RLlib 1.13's APPO acts with `add_values` as its `extra_action_out_fn`; corral's fast
+    # acting path fetches the values itself, so APPO keeps that path. A subclass
+    # overriding `extra_action_out` gets them from `super()`, as in RLlib (and PPO).
+    @default_path_hook
+    def extra_action_out(
+        self,
+        input_dict: dict[str, Any],
+        state_batches: list[torch.Tensor],
+        model: torch.nn.Module,
+        action_dist: Any,
+    ) -> dict[str, Any]:
+        """The value predictions of the acting step's model call (`vf_preds`) where GAE
+        needs them (`vtrace=False`); none under V-trace: `add_values`."""
+        return add_values(self, input_dict, state_batches, model, action_dist)
 
     def target_update_frequency(self) -> int:
         """Learner updates between two target refreshes."""

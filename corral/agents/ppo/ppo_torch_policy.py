@@ -129,8 +129,10 @@ class PPOTorchPolicy(
         action_dist: Any,
     ) -> dict[str, Any]:
         """The value predictions of the acting step's model call (`vf_preds`, which GAE
-        reads)."""
-        return {SampleBatch.VF_PREDS: model.value_function()}
+        reads): A3C's `vf_preds_fetches`."""
+        from corral.agents.a3c.a3c_torch_policy import vf_preds_fetches
+
+        return vf_preds_fetches(self, input_dict, state_batches, model, action_dist)
 
     @default_path_hook
     def extra_grad_process(
