@@ -1,0 +1,191 @@
+"""RLlib 1.13's own unit tests, run against corral under the porting rule (test data only).
+
+RLlib 1.13's wheel ships 58 unit-test files (`rllib/**/tests/test_*.py`). This script copies
+them into a scratch folder outside the repository, applies the porting rule of
+docs/migrating.md to them (`ray.rllib` -> `corral`, `ray.tune` -> `corral.tune`, `import
+ray` dropped, `ray.init(...)` / `ray.shutdown()` replaced by `pass` so that the `setUpClass`
+bodies they were alone in stay Python), and runs each file with pytest in its own process.
+Nothing of RLlib is copied into corral: the tests are a yardstick of RLlib 1.x behaviour.
+
+Two mappings keep the tests importable as they were: their imports of one another
+(`ray.rllib.evaluation.tests.test_rollout_worker`) point at the copied tests, and
+`ray.rllib.examples` at a copy of RLlib's examples package (envs and models the tests
+use). Ray's own `conftest.py` files are left out, and so are the tests of RLlib's example
+envs (`examples/env/tests`, whose envs import `collections.Iterable`, gone since Python 3.10).
+
+Files that only test Ray or TensorFlow (`SKIPPED` below) are not run. Many of the others
+have tests outside what corral promises (TensorFlow paths, private attributes, Ray's
+`ray.get`, RLlib's test data files, which the wheel does not ship): the summary counts
+them as failures; docs/migrating.md says which and why.
+
+Usage:
+    python scripts/rllib_1_13_tests.py --download            # fetch ray==1.13.0's wheel first
+    python scripts/rllib_1_13_tests.py --rllib PATH/TO/rllib  # an unpacked `rllib` package
+    python scripts/rllib_1_13_tests.py --download -k rollout_worker   # only matching files
+
+Prints one JSON line per file and a summary line (passed / failed / errors per file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+# Test files of Ray's cluster or of TensorFlow alone: nothing of corral's to measure.
+SKIPPED = {
+    "tests/test_perf.py": "times Ray actors",
+    "tests/test_gpus.py": "needs GPUs through Ray's resources",
+    "tests/test_ray_client.py": "Ray client",
+    "tests/test_placement_groups.py": "Ray placement groups through Tune on a Ray cluster",
+    "tests/test_dependency_tf.py": "TensorFlow",
+    "tests/test_eager_support.py": "TensorFlow eager mode",
+    "tests/test_execution.py": "Ray actors (ray.remote) in RLlib's execution operators",
+    "agents/tests/test_memory_leaks.py": "Ray's memory leak checker",
+    "utils/tests/test_taskpool.py": "Ray's TaskPool of object refs",
+}
+
+# The porting rule (docs/migrating.md), plus the two test-data mappings described above;
+# in order: the more specific rules first.
+REWRITES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"ray\.rllib\.examples"), "rllib_examples_support"),
+    (re.compile(r"ray\.rllib\.((?:[a-z_]+\.)*tests)\b"), r"rllib_tests.\1"),
+    (re.compile(r"^([ \t]*)import ray\.tune as tune[ \t]*$", re.M), r"\1from corral import tune"),
+    (re.compile(r"ray\.rllib"), "corral"),
+    (re.compile(r"ray\.tune"), "corral.tune"),
+    (
+        re.compile(r"^([ \t]*)from ray import tune([ \t]*(#.*)?)$", re.M),
+        r"\1from corral import tune\2",
+    ),
+    (re.compile(r"^[ \t]*import ray[ \t]*(#.*)?\n", re.M), ""),
+    (re.compile(r"^([ \t]*)ray\.init\(.*\)[ \t]*(#.*)?$", re.M), r"\1pass"),
+    (re.compile(r"^([ \t]*)ray\.shutdown\(\)[ \t]*(#.*)?$", re.M), r"\1pass"),
+]
+
+SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
+
+
+def download_rllib(cache: Path) -> Path:
+    """RLlib 1.13's package from ray 1.13.0's wheel (downloaded with pip into `cache`)."""
+    rllib = cache / "rllib"
+    if rllib.is_dir():
+        return rllib
+    cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "ray==1.13.0",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.9",
+            "--platform",
+            "manylinux2014_x86_64",
+            "-d",
+            str(cache),
+        ],
+        check=True,
+    )
+    wheel = next(cache.glob("ray-1.13.0-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith("ray/rllib/"):
+                zf.extract(name, cache / "unpacked")
+    shutil.move(str(cache / "unpacked" / "ray" / "rllib"), str(rllib))
+    return rllib
+
+
+def rewrite(source: str) -> str:
+    """`source` under the porting rule and the test-data mappings."""
+    for pattern, replacement in REWRITES:
+        source = pattern.sub(replacement, source)
+    return source
+
+
+def prepare(rllib: Path, work: Path) -> list[Path]:
+    """Copies RLlib's tests and examples into `work`, rewritten; the test files to run."""
+    tests_root, examples = work / "rllib_tests", work / "rllib_examples_support"
+    shutil.copytree(rllib / "examples", examples)
+    for path in rllib.rglob("tests/*.py"):
+        relative = path.relative_to(rllib)
+        if relative.parts[0] == "examples" or path.name == "conftest.py":
+            continue
+        target = tests_root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    for folder in [tests_root, *(p for p in tests_root.rglob("*") if p.is_dir())]:
+        (folder / "__init__.py").touch()
+    for path in work.rglob("*.py"):
+        path.write_text(rewrite(path.read_text()))
+    return sorted(
+        p for p in tests_root.rglob("test_*.py") if str(p.relative_to(tests_root)) not in SKIPPED
+    )
+
+
+def run_file(test: Path, work: Path, timeout: float) -> dict:
+    """One test file in its own pytest process: its counts and the last line."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(work),
+        "CORRAL_RESULTS_DIR": str(work / "results"),
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test.name],
+            cwd=test.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        last = (proc.stdout.strip().splitlines() or [""])[-1]
+    except subprocess.TimeoutExpired:
+        last = f"timed out after {timeout:.0f} s"
+    counts = {kind.rstrip("s"): int(n) for n, kind in SUMMARY.findall(last)}
+    return {"file": str(test.relative_to(work / "rllib_tests")), **counts, "last_line": last}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--rllib", type=Path, help="an unpacked RLlib 1.13 `rllib` package")
+    source.add_argument("--download", action="store_true", help="pip-download ray==1.13.0")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rllib113")
+    parser.add_argument("-k", default="", help="run only files whose path contains this")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per file")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = parser.parse_args()
+    rllib = download_rllib(args.cache) if args.download else args.rllib
+    work = Path(tempfile.mkdtemp(prefix="rllib113_tests_"))
+    try:
+        results = []
+        for test in prepare(rllib, work):
+            if args.k in str(test):
+                results.append(run_file(test, work, args.timeout))
+                print(json.dumps(results[-1]), flush=True)
+        total = {key: sum(r.get(key, 0) for r in results) for key in ("passed", "failed", "error")}
+        clean = sum(
+            1 for r in results if r.get("passed") and not r.get("failed") and not r.get("error")
+        )
+        print(
+            json.dumps({"summary": True, "files": len(results), "files_all_passed": clean, **total})
+        )
+    finally:
+        if args.keep:
+            print(f"kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
