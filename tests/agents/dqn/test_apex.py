@@ -7,19 +7,12 @@ import numpy as np
 import pytest
 
 from corral.agents.dqn import ApexTrainer
+from tests.fixtures.configs import SMALL_DQN
 
 CONFIG = {
+    **SMALL_DQN,
     "num_workers": 2,
-    "min_iter_time_s": 0,
-    "timesteps_per_iteration": 64,
-    "learning_starts": 32,
-    "rollout_fragment_length": 8,
-    "train_batch_size": 16,
-    "model": {"fcnet_hiddens": [16]},
-    "hiddens": [16],
     "replay_buffer_config": {"capacity": 1000},
-    "target_network_update_freq": 32,
-    "seed": 0,
 }
 
 STEP_METHODS = (

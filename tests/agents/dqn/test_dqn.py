@@ -19,18 +19,7 @@ from corral.agents.registry import get_trainer_class
 from corral.agents.trainer import Trainer
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.replay_buffers import N_STEP
-
-FAST = {
-    "min_iter_time_s": 0,
-    "timesteps_per_iteration": 64,
-    "learning_starts": 32,
-    "rollout_fragment_length": 8,
-    "train_batch_size": 16,
-    "model": {"fcnet_hiddens": [16]},
-    "hiddens": [16],
-    "target_network_update_freq": 32,
-    "seed": 0,
-}
+from tests.fixtures.configs import SMALL_DQN
 
 
 def linear_policy(**overrides):
@@ -152,7 +141,7 @@ def test_target_update_copies_weights_and_is_checkpointed():
     ],
 )
 def test_trainers_run_one_iteration(cls, extra):
-    config = {**FAST, **extra}
+    config = {**SMALL_DQN, **extra}
     if cls is SimpleQTrainer:
         config.pop("hiddens")
     trainer = cls(config=config, env="CartPole-v1")
@@ -168,7 +157,7 @@ def test_trainers_run_one_iteration(cls, extra):
 
 def test_apex_runs_with_per_worker_epsilons():
     config = {
-        **FAST,
+        **SMALL_DQN,
         "num_workers": 2,
         "replay_buffer_config": {"capacity": 1000},
         "target_network_update_freq": 100,
@@ -213,7 +202,7 @@ def test_default_config_keeps_rllib_defaults():
 
 @pytest.mark.parametrize("store", [True, False])
 def test_replay_buffer_restored_from_checkpoint(store, tmp_path):
-    config = {**FAST, "store_buffer_in_checkpoints": store}
+    config = {**SMALL_DQN, "store_buffer_in_checkpoints": store}
     trainer = DQNTrainer(config=config, env="CartPole-v1")
     try:
         trainer.train()
@@ -345,7 +334,7 @@ def test_dqn_builds_q_models_with_rllib_1_13_arguments_and_layer_norm_for_parame
         return [m for m in policy.model.modules() if isinstance(m, torch.nn.LayerNorm)]
 
     plain = DQNTrainer(
-        env="CartPole-v1", config={**FAST, "model": {"custom_model": Rllib113QModel}}
+        env="CartPole-v1", config={**SMALL_DQN, "model": {"custom_model": Rllib113QModel}}
     )
     try:
         assert plain.get_policy().model.seen == {"use_noisy": False, "add_layer_norm": False}
@@ -354,7 +343,7 @@ def test_dqn_builds_q_models_with_rllib_1_13_arguments_and_layer_norm_for_parame
     finally:
         plain.stop()
     config = {
-        **FAST,
+        **SMALL_DQN,
         "hiddens": [16],
         "dueling": True,
         "exploration_config": {"type": "ParameterNoise"},
