@@ -438,7 +438,8 @@ COMMON_CONFIG: TrainerConfigDict = {
     # episodes finished in them are reported, the steps as `timesteps_this_iter`).
     "evaluation_duration_unit": "episodes",
     # (RLlib 1.13) Whether every result carries the last evaluation results, also
-    # in iterations that did not evaluate (none before the first evaluation).
+    # in iterations that did not evaluate (before the first evaluation: the
+    # `episode_reward_max/min/mean` keys as NaN).
     "always_attach_evaluation_results": False,
     # (RLlib 1.13) Report each custom metric as the list of its episodes' values
     # (`custom_metrics/<name>`) instead of `<name>_mean`, `_min` and `_max`, in

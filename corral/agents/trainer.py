@@ -246,8 +246,15 @@ class Trainer(Trainable):
         self._defer_learner_results = False
         self.evaluation_workers: WorkerSet | None = None
         # The last evaluation's results (RLlib's name), attached to every later result
-        # with `always_attach_evaluation_results`.
-        self.evaluation_metrics: dict = {}
+        # with `always_attach_evaluation_results`. Before the first evaluation, RLlib 1.13's
+        # placeholder: the reward keys as NaN, so Tune stop criteria on them find a value.
+        self.evaluation_metrics: dict = {
+            "evaluation": {
+                "episode_reward_max": float("nan"),
+                "episode_reward_min": float("nan"),
+                "episode_reward_mean": float("nan"),
+            }
+        }
         if self.config["evaluation_num_workers"] > 0 or self.config["evaluation_interval"]:
             eval_config = self._evaluation_config()
             self.evaluation_workers = self._make_workers(
