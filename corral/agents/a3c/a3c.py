@@ -101,6 +101,31 @@ def sample_and_compute_gradients(worker: Any) -> dict[str, Any]:
     }
 
 
+def take_optimizer_grads_per_step(config: dict) -> None:
+    """Moves RLlib's `optimizer: {"grads_per_step": n}` onto A3C's `grads_per_step`.
+
+    RLlib's asynchronous-gradients optimiser read the key there, and RLlib 1.13's configs
+    still carry it (1.13 ignored it); corral's `optimizer` dict is Adam's keyword arguments,
+    which would refuse it. Its meaning is A3C's own key's: gradients applied per step.
+
+    Raises:
+        ValueError: the value is not an int >= 1, or `grads_per_step` is set to another.
+    """
+    optimizer = config.get("optimizer")
+    if not isinstance(optimizer, dict) or "grads_per_step" not in optimizer:
+        return
+    value = optimizer.pop("grads_per_step")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"optimizer.grads_per_step must be an int >= 1, got {value!r}.")
+    own = config["grads_per_step"]
+    if own not in (value, DEFAULT_CONFIG["grads_per_step"]):
+        raise ValueError(
+            f"optimizer.grads_per_step={value} and grads_per_step={own} disagree: set "
+            "grads_per_step only (A3C's key; `optimizer` holds Adam's arguments)."
+        )
+    config["grads_per_step"] = value
+
+
 class A3CTrainer(Trainer):
     """Asynchronous advantage actor-critic: workers' gradients applied as they arrive."""
 
@@ -110,6 +135,7 @@ class A3CTrainer(Trainer):
     _policy_class = A3CTorchPolicy
 
     def validate_config(self, config: dict) -> None:
+        take_optimizer_grads_per_step(config)
         super().validate_config(config)
         if config["entropy_coeff"] < 0:
             raise ValueError(f"`entropy_coeff` must be >= 0.0, got {config['entropy_coeff']}.")

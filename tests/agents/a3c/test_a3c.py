@@ -97,3 +97,18 @@ def test_trains_asynchronously_with_remote_workers():
 def test_remote_learners_are_refused():
     with pytest.raises(NotImplementedError, match="num_learners"):
         A3CTrainer(config={**CONFIG, "num_learners": 1})
+
+
+def test_rllib_optimizer_grads_per_step_is_a3cs_grads_per_step():
+    # RLlib configs put it under `optimizer` (Adam's keyword arguments in corral).
+    trainer = A3CTrainer(config={**CONFIG, "optimizer": {"grads_per_step": 3, "eps": 1e-7}})
+    try:
+        assert trainer.config["grads_per_step"] == 3
+        assert trainer.config["optimizer"] == {"eps": 1e-7}
+        assert trainer.train()["num_env_steps_trained"] >= 30  # 3 gradients of 10 steps
+    finally:
+        trainer.stop()
+    with pytest.raises(ValueError, match="grads_per_step=2 and grads_per_step=4"):
+        A3CTrainer(config={**CONFIG, "grads_per_step": 4, "optimizer": {"grads_per_step": 2}})
+    with pytest.raises(ValueError, match="optimizer.grads_per_step must be an int >= 1, got 0"):
+        A3CTrainer(config={**CONFIG, "optimizer": {"grads_per_step": 0}})
