@@ -5,17 +5,19 @@ from __future__ import annotations
 import glob
 import os
 from typing import Any
-from urllib.parse import urlparse
 
-from corral.offline.json_writer import WINDOWS_DRIVES
+from corral.offline.json_writer import local_path_of
 
 
-def _check_local(pattern: str) -> None:
-    if urlparse(pattern).scheme not in ("", *WINDOWS_DRIVES):
+def _local(pattern: str) -> str:
+    """`pattern`, or the path of a local `file://` URI; other URIs are refused."""
+    local = local_path_of(pattern)
+    if local is None:
         raise ValueError(
             f"Input {pattern!r} is a URI; corral reads experiences from local files only "
             "(mount the remote storage and give its local path)."
         )
+    return local
 
 
 def expand_inputs(inputs: Any, suffixes: tuple[str, ...]) -> list[str]:
@@ -36,8 +38,7 @@ def expand_inputs(inputs: Any, suffixes: tuple[str, ...]) -> list[str]:
         )
     files: list[str] = []
     for entry in entries:
-        _check_local(entry)
-        path = os.path.abspath(os.path.expanduser(entry))
+        path = os.path.abspath(os.path.expanduser(_local(entry)))
         if os.path.isdir(path):
             found = [
                 os.path.join(path, name)

@@ -26,11 +26,9 @@ D4RL_PREFIX = "d4rl."
 
 
 def _registered_input(name: str) -> Any:
-    from corral.tune.registry import RLLIB_INPUT, global_registry
+    from corral.tune.registry import registry_contains_input, registry_get_input
 
-    if global_registry.contains(RLLIB_INPUT, name):
-        return global_registry.get(RLLIB_INPUT, name)
-    return None
+    return registry_get_input(name) if registry_contains_input(name) else None
 
 
 def _checked(reader: Any, source: Any) -> InputReader:

@@ -7,7 +7,7 @@ import logging
 import os
 from datetime import datetime
 from typing import IO, Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from corral.offline.columns import batch_to_json
 from corral.offline.input_reader import SampleBatchType
@@ -22,16 +22,29 @@ WINDOWS_DRIVES = [chr(i) for i in range(ord("c"), ord("z") + 1)]
 DEFAULT_COMPRESS_COLUMNS = frozenset(["obs", "new_obs"])
 
 
+def local_path_of(path: str) -> str | None:
+    """`path` as a local path: itself, or the path of a local `file://` URI (RLlib's
+    readers and writers took those); None for another URI (remote storage)."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", *WINDOWS_DRIVES):
+        return path
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return unquote(parsed.path)
+    return None
+
+
 def local_output_dir(path: str, what: str) -> str:
-    """`path` as an absolute local folder (created); URIs are refused (no remote storage)."""
+    """`path` (or a `file://` URI) as an absolute local folder (created); other URIs are
+    refused (no remote storage)."""
     if not isinstance(path, str) or not path:
         raise ValueError(f"{what} must be a folder path, got {path!r}.")
-    if urlparse(path).scheme not in ("", *WINDOWS_DRIVES):
+    local = local_path_of(path)
+    if local is None:
         raise ValueError(
             f"{what}={path!r} is a URI; corral writes experiences to local folders only "
             "(mount the remote storage and give its local path)."
         )
-    path = os.path.abspath(os.path.expanduser(path))
+    path = os.path.abspath(os.path.expanduser(local))
     os.makedirs(path, exist_ok=True)
     return path
 

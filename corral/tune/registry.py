@@ -156,6 +156,20 @@ def register_input(name: str, input_creator: Callable[[Any], Any]) -> None:
     global_registry.register(RLLIB_INPUT, name, input_creator)
 
 
+def registry_contains_input(name: str) -> bool:
+    """Whether ``register_input`` registered an input under ``name`` (Ray Tune 1.13's)."""
+    return global_registry.contains(RLLIB_INPUT, name)
+
+
+def registry_get_input(name: str) -> Callable[[Any], Any]:
+    """The input creator ``register_input`` registered under ``name`` (Ray Tune 1.13's).
+
+    Raises:
+        ValueError: nothing is registered under ``name`` (the message lists what is).
+    """
+    return global_registry.get(RLLIB_INPUT, name)
+
+
 # corral's own named envs: name -> "module:Class" (imported when an env is made; a user's
 # `register_env` of the same name replaces it).
 BUILTIN_ENVS: dict[str, str] = {

@@ -163,6 +163,20 @@ def test_reader_inputs_folder_glob_file_list_and_errors(tmp_path):
         JsonReader([str(tmp_path / "missing.json")])
 
 
+def test_local_file_uris_are_read_and_written(tmp_path):
+    # RLlib's readers and writers took `file://` URIs of local paths.
+    writer = JsonWriter(f"file://{tmp_path / 'out dir'}")
+    writer.write(_batch(seed=0))
+    writer.close()
+    [written] = glob.glob(str(tmp_path / "out dir" / "*.json"))
+    assert JsonReader(f"file://{written}").files == [written]
+    assert JsonReader("file://localhost" + str(tmp_path / "out%20dir")).files == [written]
+    with pytest.raises(ValueError, match="is a URI"):
+        JsonReader("file://otherhost/data.json")
+    with pytest.raises(ValueError, match="is a URI"):
+        JsonWriter("s3://bucket/out")
+
+
 class _Counting:
     def __init__(self, tag: int) -> None:
         self.tag = tag

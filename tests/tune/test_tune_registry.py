@@ -10,7 +10,10 @@ from corral.tune.registry import (
     _global_registry,
     global_registry,
     register_env,
+    register_input,
     register_trainable,
+    registry_contains_input,
+    registry_get_input,
 )
 
 
@@ -72,3 +75,15 @@ def test_import_corral_tune_does_not_import_torch():
         "assert before or 'torch' not in sys.modules, 'corral.tune imported torch'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_registry_get_input_returns_the_registered_creator():
+    def creator(ioctx):
+        return ("reader", ioctx)
+
+    assert not registry_contains_input("test_registry_input")
+    register_input("test_registry_input", creator)
+    assert registry_contains_input("test_registry_input")
+    assert registry_get_input("test_registry_input") is creator
+    with pytest.raises(ValueError, match="test_registry_inputt.*test_registry_input"):
+        registry_get_input("test_registry_inputt")
