@@ -175,6 +175,8 @@ def test_grid_search_and_num_samples_make_one_trial_each(tmp_path):
         ("grid_2_lr=0.01", 0.01),
         ("grid_3_lr=0.001", 0.001),
     ]
+    # All of them in one experiment folder under --local-dir, as RLlib's trials were.
+    assert {s.experiment for s in specs} == {"grid"}
     assert all(s.config["gamma"] == 0.9 for s in specs)
     [one] = specs_of(train_args("--num-samples", "1", "--experiment-name", "mine", "--torch"))
     assert one.name == "mine" and one.config == {"framework": "torch"}
@@ -429,8 +431,9 @@ def test_training_stops_at_the_criterion_and_checkpoints(scripted, tmp_path, cap
         "checkpoint_000002",
         "checkpoint_000003",
     ]
-    # The trial folder is named like the default one, inside --local-dir.
-    assert os.path.dirname(trainer.logdir) == str(tmp_path)
+    # The trial folder is named like the default one, in <--local-dir>/<experiment>/ (RLlib
+    # 1.13's `rllib train` layout; the experiment of the flags is "default").
+    assert os.path.dirname(trainer.logdir) == str(tmp_path / "default")
     assert os.path.basename(trainer.logdir).startswith("ScriptedTrainer_CartPole-v1_")
     out, err = capsys.readouterr()
     assert err.count("iter ") == 3 and "reward n/a" in err
@@ -547,7 +550,7 @@ def test_train_then_evaluate_cartpole(tmp_path, capsys):
     assert cli.main(argv) == 0
     out, err = capsys.readouterr()
     assert err.count("iter ") == 2
-    [trial] = local_dir.iterdir()
+    [trial] = (local_dir / "default").iterdir()
     assert trial.name.startswith("PPO_CartPole-v1_")
     checkpoint = trial / "checkpoint_000002"
     assert (trial / "params.json").is_file() and checkpoint.is_dir()
@@ -567,7 +570,8 @@ def test_train_then_evaluate_cartpole(tmp_path, capsys):
     assert all(r >= 1 for r in rewards)
     assert lines[-1] == f"Mean reward over 2 episodes: {sum(rewards) / 2:.2f}"
     # Evaluating writes no trial folder anywhere.
-    assert list(local_dir.iterdir()) == [trial]
+    assert list(local_dir.iterdir()) == [trial.parent]
+    assert list(trial.parent.iterdir()) == [trial]
     assert not os.path.exists(os.environ["CORRAL_RESULTS_DIR"])
 
 
@@ -737,7 +741,7 @@ def test_console_script_train_evaluate_plot_config(tmp_path):
         "--stop", '{"training_iteration": 2}', "--checkpoint-at-end", "--local-dir", str(local),
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-2000:]
-    [trial] = local.iterdir()
+    [trial] = (local / "default").iterdir()
     checkpoint = trial / "checkpoint_000002"
     assert f"last checkpoint: {checkpoint}" in trained.stdout
 
@@ -773,7 +777,7 @@ def test_keep_checkpoints_num_and_restore(tmp_path, capsys):
         "--no-progress",
     )  # fmt: skip
     assert cli.main(argv) == 0
-    [trial] = local.iterdir()
+    [trial] = (local / "default").iterdir()
     kept = sorted(p.name for p in trial.iterdir() if p.name.startswith("checkpoint_"))
     assert kept == ["checkpoint_000002", "checkpoint_000003"]
     capsys.readouterr()

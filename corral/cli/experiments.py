@@ -57,6 +57,9 @@ class TrainSpec:
     restore: str | None = None
     # Trials per grid combination (`--num-samples` or the file's); None: one.
     num_samples: int | None = None
+    # The experiment a trial of a grid belongs to (its folder under `local_dir`, which
+    # all its trials share); empty: `name`.
+    experiment: str = ""
 
 
 def load_experiments(path: str, extra_keys: tuple[str, ...] = ()) -> dict[str, dict]:
@@ -153,7 +156,12 @@ def _trials_of(spec: TrainSpec, num_samples: int | None) -> list[TrainSpec]:
     if len(variants) == 1:
         return [dataclasses.replace(spec, config=variants[0][0])]
     return [
-        dataclasses.replace(spec, name=f"{spec.name}_{i}" + (f"_{tag}" if tag else ""), config=c)
+        dataclasses.replace(
+            spec,
+            name=f"{spec.name}_{i}" + (f"_{tag}" if tag else ""),
+            config=c,
+            experiment=spec.experiment or spec.name,
+        )
         for i, (c, tag) in enumerate(variants)
     ]
 

@@ -86,7 +86,11 @@ def add_train_arguments(train: argparse.ArgumentParser) -> None:
         help="result key ranking checkpoints (default training_iteration; 'min-KEY': lowest best)",
     )
     train.add_argument("--restore", help="checkpoint to restore before training")
-    train.add_argument("--local-dir", help="directory for the trial folders (logs, checkpoints)")
+    train.add_argument(
+        "--local-dir",
+        help="directory for the experiments: trial folders (logs, checkpoints) go in "
+        "<local-dir>/<experiment name>/",
+    )
     train.add_argument(
         "-f",
         "--config-file",
@@ -158,7 +162,11 @@ def _add_rllib_1_13_flags(train: argparse.ArgumentParser) -> None:
     rllib.add_argument("--torch", action="store_true", help="--framework torch")
     rllib.add_argument("--eager", action="store_true", help="--framework tf2 (not built)")
     rllib.add_argument("--trace", action="store_true", help="--framework tf2 (not built)")
-    rllib.add_argument("--experiment-name", help="the experiment's name (folder and display)")
+    rllib.add_argument(
+        "--experiment-name",
+        help="the experiment's name: its folder under --local-dir and its display "
+        "(default: 'default', or the experiment's key in a -f file)",
+    )
     rllib.add_argument(
         "--resources-per-trial",
         type=common.json_object,
@@ -318,16 +326,20 @@ class TrainProgress(Callback):
 
 
 def _local_dir_logger_creator(trainer_class: Any, spec: TrainSpec) -> Callable[[dict], Any]:
-    """The trainer's default logger creator, with the trial folder under ``--local-dir``."""
+    """The trainer's default logger creator, with the trial folder in
+    ``<--local-dir>/<experiment name>/`` (RLlib 1.13's ``rllib train`` layout: the name is
+    ``--experiment-name``, the file's experiment name, or ``default``)."""
     from corral.agents.driver import default_logger
     from corral.env.utils import env_id_of
 
-    local_dir = os.path.abspath(os.path.expanduser(spec.local_dir or "."))
+    experiment_dir = os.path.join(
+        os.path.abspath(os.path.expanduser(spec.local_dir or ".")), spec.experiment or spec.name
+    )
     trainer_name = getattr(trainer_class, "_name", trainer_class.__name__)
 
     def create(config: dict) -> Any:
         # Called while the trainer is built, so a bad env spec is a one-line error too.
-        return default_logger(trainer_name, env_id_of(spec.env), config, local_dir)
+        return default_logger(trainer_name, env_id_of(spec.env), config, experiment_dir)
 
     return create
 
