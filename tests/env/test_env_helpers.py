@@ -365,11 +365,11 @@ def test_compressed_replay_buffer_is_smaller_and_samples_plain_rows():
     rng = np.random.default_rng(0)
     batch = _image_batch(200, rng)
     plain, packed = ReplayBuffer(200, seed=0), ReplayBuffer(200, seed=0)
-    plain.add(batch)
+    plain.add_timesteps(batch)
     compressed = batch.copy()
     for key in ("obs", "new_obs"):
         compressed[key] = pack_column(compressed[key])
-    packed.add(compressed)
+    packed.add_timesteps(compressed)
     assert _storage_bytes(packed) * 5 < _storage_bytes(plain)
     a, b = plain.sample(32), packed.sample(32)
     for key in a:

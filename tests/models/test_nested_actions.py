@@ -333,7 +333,7 @@ def test_replay_buffers_keep_nested_columns():
     nested = nest_action_rows(ACTIONS, flat)
     batch = SampleBatch({"obs": np.arange(8, dtype=np.float32), "actions": nested})
     for buffer in (ReplayBuffer(16, seed=0), ReservoirBuffer(4, seed=0)):
-        buffer.add(batch)
+        buffer.add_timesteps(batch)
         sampled = buffer.sample(6)
         _check_nested(sampled["actions"], 6)
         rows = sampled["obs"].astype(np.int64)  # which rows were drawn

@@ -33,8 +33,8 @@ def rows(start, n, eps_id=0):
 
 def test_ring_buffer_overwrites_oldest_and_drops_infos():
     buf = ReplayBuffer(5, seed=0)
-    buf.add(rows(0, 3))
-    buf.add(rows(3, 4))
+    buf.add_timesteps(rows(0, 3))
+    buf.add_timesteps(rows(3, 4))
     assert len(buf) == 5
     sample = buf.sample(200)
     assert "infos" not in sample
@@ -45,7 +45,7 @@ def test_ring_buffer_overwrites_oldest_and_drops_infos():
 
 def test_batch_larger_than_capacity_keeps_the_last_rows():
     buf = ReplayBuffer(4, seed=0)
-    buf.add(rows(0, 10))
+    buf.add_timesteps(rows(0, 10))
     assert sorted(set(buf.sample(100)["rewards"].tolist())) == [6.0, 7.0, 8.0, 9.0]
 
 
@@ -53,17 +53,17 @@ def test_add_rejects_other_columns_and_empty_sample():
     buf = ReplayBuffer(4)
     with pytest.raises(ValueError, match="empty"):
         buf.sample(1)
-    buf.add(rows(0, 2))
+    buf.add_timesteps(rows(0, 2))
     bad = rows(0, 2)
     bad["extra"] = np.zeros(2)
     with pytest.raises(ValueError, match="columns"):
-        buf.add(bad)
+        buf.add_timesteps(bad)
 
 
 def test_state_roundtrip_keeps_rows_order_and_rng(tmp_path):
     buf = ReplayBuffer(6, seed=3)
     for i in range(4):
-        buf.add(rows(3 * i, 3))
+        buf.add_timesteps(rows(3 * i, 3))
     checkpoints.write_array_state(str(tmp_path), "buf", buf.get_state())
     restored = ReplayBuffer(6, seed=99)
     restored.set_state(checkpoints.read_array_state(str(tmp_path), "buf"))
@@ -72,8 +72,8 @@ def test_state_roundtrip_keeps_rows_order_and_rng(tmp_path):
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
     # The next add overwrites the oldest row in both.
-    buf.add(rows(100, 1))
-    restored.add(rows(100, 1))
+    buf.add_timesteps(rows(100, 1))
+    restored.add_timesteps(rows(100, 1))
     assert sorted(buf.sample(200)["rewards"]) == sorted(restored.sample(200)["rewards"])
 
 
@@ -89,7 +89,7 @@ def test_prioritized_sampling_frequencies_match_priorities():
     alpha = 0.7
     priorities = np.array([0.5, 1.0, 2.0, 4.0, 0.1, 3.0, 1.5])
     buf = PrioritizedReplayBuffer(8, alpha=alpha, seed=1)
-    buf.add(rows(0, len(priorities)), priorities=priorities)
+    buf.add_timesteps(rows(0, len(priorities)), priorities=priorities)
     n = 40_000
     idx = buf.sample(n, beta=0.4)[BATCH_INDEXES]
     observed = np.bincount(idx, minlength=len(priorities))
@@ -103,7 +103,7 @@ def test_importance_weights_follow_schaul_et_al():
     alpha, beta = 0.6, 0.5
     priorities = np.array([1.0, 2.0, 4.0])
     buf = PrioritizedReplayBuffer(4, alpha=alpha, seed=1)
-    buf.add(rows(0, 3), priorities=priorities)
+    buf.add_timesteps(rows(0, 3), priorities=priorities)
     sample = buf.sample(100, beta=beta)
     probs = priorities**alpha / np.sum(priorities**alpha)
     weights = (3 * probs) ** -beta
@@ -113,9 +113,9 @@ def test_importance_weights_follow_schaul_et_al():
 
 def test_new_rows_get_max_priority_and_updates_apply():
     buf = PrioritizedReplayBuffer(4, alpha=1.0, seed=0)
-    buf.add(rows(0, 2))
+    buf.add_timesteps(rows(0, 2))
     buf.update_priorities(np.array([0, 1]), np.array([1e-6, 5.0]))
-    buf.add(rows(2, 1))  # priority 5.0 (the max so far)
+    buf.add_timesteps(rows(2, 1))  # priority 5.0 (the max so far)
     idx = buf.sample(10_000)[BATCH_INDEXES]
     counts = np.bincount(idx, minlength=3)
     assert counts[0] < 5 and abs(counts[1] - counts[2]) < 600
@@ -131,7 +131,7 @@ def test_new_rows_get_max_priority_and_updates_apply():
 
 def test_prioritized_state_roundtrip(tmp_path):
     buf = PrioritizedReplayBuffer(4, alpha=0.6, seed=0)
-    buf.add(rows(0, 6), priorities=np.arange(1.0, 7.0))
+    buf.add_timesteps(rows(0, 6), priorities=np.arange(1.0, 7.0))
     checkpoints.write_array_state(str(tmp_path), "p", buf.get_state())
     restored = PrioritizedReplayBuffer(4, alpha=0.6, seed=5)
     restored.set_state(checkpoints.read_array_state(str(tmp_path), "p"))

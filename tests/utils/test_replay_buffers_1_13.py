@@ -270,7 +270,7 @@ def test_reservoir_keeps_a_uniform_sample_of_all_rows():
     buf = ReservoirBuffer(capacity=1000, seed=0)
     total = 20000
     for start in range(0, total, 50):
-        buf.add(rows(start, 50))
+        buf.add_timesteps(rows(start, 50))
     assert len(buf) == 1000
     kept = buf._storage["rewards"]
     assert len(np.unique(kept)) == 1000
@@ -281,9 +281,99 @@ def test_reservoir_keeps_a_uniform_sample_of_all_rows():
     # A ring buffer would hold only the last 1000 rows.
     fifo = ReplayBuffer(1000, seed=0)
     for start in range(0, total, 50):
-        fifo.add(rows(start, 50))
+        fifo.add_timesteps(rows(start, 50))
     assert fifo._storage["rewards"].min() == total - 1000
     assert buf.stats()["num_add_calls"] == total
+
+
+def test_timesteps_buffer_keeps_each_added_batch_as_one_item():
+    buf = ReplayBuffer(capacity=10, seed=0)
+    for i in range(3):
+        buf.add(rows(10 * i, 4))
+    # Three items of four timesteps: 12 >= 10 timesteps wrapped the next slot to 0.
+    assert len(buf) == 3
+    stats = buf.stats()
+    assert stats["added_count"] == 12 and stats["num_entries"] == 3
+    assert stats["added_count_wrapped"] == 0 and stats["eviction_started"]
+    sample = buf.sample(2)
+    assert sample.count == 8 and buf.stats()["sampled_count"] == 8
+    # Each item comes back whole: four consecutive ids.
+    for start in (0, 4):
+        ids = sample["rewards"][start : start + 4]
+        assert ids[0] % 10 == 0 and np.array_equal(ids, ids[0] + np.arange(4))
+    buf.add(rows(100, 4))  # overwrites slot 0, the first batch
+    assert len(buf) == 3
+    assert 0.0 not in buf.sample(200)["rewards"]
+    restored = ReplayBuffer(capacity=10, seed=0)
+    restored.add(rows(0, 1))
+    restored.set_state(buf.get_state())
+    assert len(restored) == 3 and restored.stats()["added_count"] == 16
+    assert sorted(set(restored.sample(300)["rewards"][::4])) == [10.0, 20.0, 100.0]
+
+
+def test_one_row_items_then_a_larger_batch_keep_their_slots():
+    buf = PrioritizedReplayBuffer(capacity=4, alpha=1.0, seed=0)
+    buf.add(rows(0, 1), weight=1e-9)
+    buf.add(rows(1, 1), weight=1.0)
+    buf.add(rows(2, 3), weight=1.0)  # one item of three rows after two one-row items
+    assert len(buf) == 3 and buf.stats()["added_count"] == 5
+    sample = buf.sample(300, beta=0.5)
+    assert 0.0 not in sample["rewards"]
+    # The three-row item repeats its weight and slot on each of its rows.
+    assert set(sample[BATCH_INDEXES].tolist()) == {1, 2}
+    assert np.count_nonzero(sample[BATCH_INDEXES] == 2) % 3 == 0
+    with pytest.raises(ValueError, match="add_timesteps"):
+        buf.add(rows(5, 2), priorities=[1.0, 2.0])
+
+
+def test_timesteps_buffer_stores_multi_agent_batches():
+    buf = PrioritizedReplayBuffer(capacity=100, alpha=0.5, seed=0)
+    for i in range(2):
+        buf.add(MultiAgentBatch({"a": rows(10 * i, 2), "b": rows(10 * i + 5, 2)}, 2))
+    assert len(buf) == 2 and buf.stats()["added_count"] == 4
+    sample = buf.sample(3, beta=0.5)
+    assert isinstance(sample, MultiAgentBatch) and sample.count == 6
+    assert sample.policy_batches["a"].count == 6
+    restored = PrioritizedReplayBuffer(capacity=100, alpha=0.5, seed=0)
+    restored.set_state(buf.get_state())
+    assert len(restored) == 2
+    assert set(restored.sample(50).policy_batches["b"]["rewards"].tolist()) == {5, 6, 15, 16}
+
+
+def test_multi_agent_buffer_stores_timesteps_and_counts_the_policies_samples():
+    buf = MultiAgentReplayBuffer(capacity=10, seed=0)
+    buf.add(MultiAgentBatch({"a": rows(0, 3), "b": rows(10, 2)}, 3))
+    assert len(buf) == 5  # one item per timestep of each policy
+    sample = buf.sample(4)
+    assert sample.policy_batches["a"].count == 4 == sample.policy_batches["b"].count
+    assert sample.count == 8  # RLlib 1.13: the sum of the policies' samples
+
+
+def test_sequences_state_restores_into_a_buffer_of_another_sequence_length():
+    buf = MultiAgentPrioritizedReplayBuffer(
+        capacity=15, replay_sequence_length=2, learning_starts=0, prioritized_replay_alpha=1.0
+    )
+    for i in range(5):
+        buf.add(rows(1000 * i, 2))  # one episode of two steps: one sequence each
+    assert len(buf) == 5
+    restored = MultiAgentPrioritizedReplayBuffer(capacity=15, learning_starts=0)
+    restored.set_state(buf.get_state())
+    sample = restored.sample(3).policy_batches[DEFAULT_POLICY_ID]
+    assert sample.count == 6 and sample["obs"].shape == (6, 1)
+    np.testing.assert_array_equal(sample[SampleBatch.SEQ_LENS], [2, 2, 2])
+
+
+def test_reservoir_of_two_row_batches_samples_whole_batches():
+    buf = ReservoirBuffer(capacity=100, seed=0)
+    for i in range(1000):
+        buf.add(rows(2 * i, 2))
+    # Items fill it while it holds fewer than 100 timesteps (RLlib 1.13's rule).
+    assert len(buf) == 49
+    sample = buf.sample(500)
+    assert sample.count == 1000
+    np.testing.assert_array_equal(sample["rewards"][1::2], sample["rewards"][::2] + 1)
+    # A uniform sample of all 2000 ids (a ring would hold only the last ~100).
+    assert 700 < sample["rewards"].mean() < 1300
 
 
 def test_reservoir_of_episodes_keeps_early_and_late_ones():

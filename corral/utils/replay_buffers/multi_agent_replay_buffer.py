@@ -45,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 _SEQ_LEN = "_seq_len"  # stored per sequence; returned as `seq_lens`
 
+# The `add` methods of corral's buffers, which `add_timesteps` stands for row by row.
+_OWN_ADDS = frozenset({ReplayBuffer.add, PrioritizedReplayBuffer.add})
+
 
 class ReplayMode(str, Enum):
     """How a multi-agent buffer replays the policies' rows (RLlib 1.13's replay modes)."""
@@ -252,10 +255,12 @@ class MultiAgentReplayBuffer:
             batch, kwargs = _initial_priorities(
                 policy_id, batch, kwargs, self._storage_unit is StorageUnit.TIMESTEPS
             )
-        if isinstance(buf, ReplayBuffer):
-            return buf.add(batch, **kwargs)
-        # Another class (`underlying_buffer_config`) gets timesteps one by one, as in RLlib.
-        slices = batch.timeslices(1) if self._storage_unit is StorageUnit.TIMESTEPS else [batch]
+        timesteps = self._storage_unit is StorageUnit.TIMESTEPS
+        if type(buf).add in _OWN_ADDS:
+            # Each row (sequence) an item, as RLlib adds timesteps: in one write.
+            return buf.add_timesteps(batch, **kwargs) if timesteps else buf.add(batch, **kwargs)
+        # Another `add` (`underlying_buffer_config`) gets timesteps one by one, as in RLlib.
+        slices = batch.timeslices(1) if timesteps else [batch]
         for time_slice in slices:
             buf.add(time_slice, **kwargs)
         return None
@@ -268,8 +273,9 @@ class MultiAgentReplayBuffer:
         policy_ids: list[str] | None = None,
         **kwargs: Any,
     ) -> MultiAgentBatch:
-        """`num_items` rows (or sequences, or items) from each policy's buffer; in
-        lockstep mode, `num_items` env steps with the rows of every policy at those steps.
+        """`num_items` rows (or sequences, or items) from each policy's buffer, counted as
+        the sum of the policies' counts (RLlib 1.13); in lockstep mode, `num_items` env
+        steps with the rows of every policy at those steps.
 
         Args:
             num_items: rows (items) per policy.
@@ -299,9 +305,10 @@ class MultiAgentReplayBuffer:
             if buf is None or len(buf) == 0:
                 continue
             out[pid] = self._from_stored(self._sample_stored(buf, num_items, kwargs))
-        return MultiAgentBatch(out, max((b.count for b in out.values()), default=0))
+        # (Its env steps are those of the policies' samples together, as in RLlib 1.13.)
+        return MultiAgentBatch(out, sum(b.count for b in out.values()))
 
-    def _sample_stored(self, buf: Any, num_items: int, kwargs: dict) -> SampleBatch:
+    def _sample_stored(self, buf: Any, num_items: int, kwargs: dict) -> Any:
         """`num_items` items of one policy buffer, as stored (sequences: [B, T, ...])."""
         if isinstance(buf, PrioritizedReplayBuffer):
             if kwargs:
@@ -310,8 +317,12 @@ class MultiAgentReplayBuffer:
         return buf.sample(num_items, **kwargs)
 
     def _from_stored(self, sample: SampleBatch) -> SampleBatch:
-        """Stored sequences as rows (with `seq_lens`); other samples as they are."""
-        return _from_sequences(sample) if self.replay_sequence_length > 1 else sample
+        """Stored sequences as rows (with `seq_lens`); other samples as they are. (The
+        stored items tell: a state saved with `replay_sequence_length > 1` restores
+        sequences into a buffer built with another length, as RLlib 1.13's items do.)"""
+        if isinstance(sample, SampleBatch) and _SEQ_LEN in sample:
+            return _from_sequences(sample)
+        return sample
 
     @Deprecated(old="MultiAgentReplayBuffer.add_batch()", new="add()", error=False)
     def add_batch(self, batch: SampleBatch | MultiAgentBatch, **kwargs: Any) -> None:

@@ -24,6 +24,11 @@ def adjust_nstep(n_step: int, gamma: float, batch: SampleBatch) -> SampleBatch:
 
     The batch may hold several trajectories, told apart by `eps_id` (rows of
     one trajectory contiguous and in time order). Adds the `n_step` column.
+
+    Raises:
+        AssertionError: a trajectory is done before its last row (RLlib 1.13's error:
+            "Unexpected done in middle of trajectory!"), e.g. a batch of several
+            episodes without an `eps_id` column.
     """
     if n_step < 1:
         raise ValueError(f"n_step must be >= 1, got {n_step}.")
@@ -36,6 +41,7 @@ def adjust_nstep(n_step: int, gamma: float, batch: SampleBatch) -> SampleBatch:
         run_end = np.repeat(ends, np.diff(np.append(0, ends)))
     else:
         run_end = np.full(count, count)
+    _check_done_only_at_ends(batch, run_end)
     k = np.minimum(n_step, run_end - rows)
     rewards = batch[SampleBatch.REWARDS]
     returns = np.zeros(count, np.float64)
@@ -54,3 +60,24 @@ def adjust_nstep(n_step: int, gamma: float, batch: SampleBatch) -> SampleBatch:
             batch[column] = batch[column][last]
     batch[N_STEP] = k.astype(np.int32)
     return batch
+
+
+def _check_done_only_at_ends(batch: SampleBatch, run_end: np.ndarray) -> None:
+    """Raises when a row before the last of its trajectory is done (terminated or
+    truncated): its n-step return would run into the next episode."""
+    done = None
+    for column in (SampleBatch.DONES, SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS):
+        if column in batch:
+            flags = np.asarray(batch[column], bool)
+            done = flags if done is None else done | flags
+    if done is None or not len(done):
+        return
+    middle = np.flatnonzero(done & (np.arange(len(done)) < run_end - 1))
+    if len(middle):
+        row = int(middle[0])
+        # (RLlib 1.13 asserted this: its callers catch AssertionError.)
+        raise AssertionError(
+            f"Unexpected done in middle of trajectory! Row {row} is done, but its trajectory "
+            f"goes on to row {int(run_end[row]) - 1}; adjust_nstep needs one episode per "
+            "trajectory (several told apart by an eps_id column), done only in its last row."
+        )

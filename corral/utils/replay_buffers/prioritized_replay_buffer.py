@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from corral.policy.sample_batch import SampleBatch
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
 from corral.utils.replay_buffers.replay_buffer import ReplayBuffer, StorageUnit
 from corral.utils.replay_buffers.segment_tree import (
     MinSegmentTree,
@@ -28,9 +28,9 @@ BATCH_INDEXES = "batch_indexes"
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """A `ReplayBuffer` that samples rows in proportion to priority^alpha.
+    """A `ReplayBuffer` that samples items in proportion to priority^alpha.
 
-    With a storage unit other than timesteps, an item (sequence, episode) has one
+    An item of several rows (a batch added whole, a sequence, an episode) has one
     priority, and a sample repeats its weight and index on each of its rows.
 
     Args:
@@ -62,43 +62,61 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def add(
         self,
+        batch: SampleBatch | MultiAgentBatch,
+        priorities: np.ndarray | None = None,
+        weight: float | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """Stores `batch` as one item (see `ReplayBuffer.add`) with priority `weight`
+        (default: the largest priority seen so far, so that every new item is replayed
+        at least once with high probability).
+
+        Args:
+            batch: the item.
+            priorities: a one-row item's priority, as a sequence of one.
+            weight: the priority of every item added (RLlib 1.13's argument).
+            **kwargs: RLlib's other call arguments; ignored.
+
+        Raises:
+            ValueError: `priorities` for more than one row (`add_timesteps` takes them).
+        """
+        return super().add(batch, priorities=priorities, weight=weight)
+
+    def add_timesteps(
+        self,
         batch: SampleBatch,
         priorities: np.ndarray | None = None,
         weight: float | None = None,
         **kwargs: Any,
     ) -> np.ndarray:
-        """Adds rows with the given priorities (default: the largest priority seen so far,
-        so that every new transition is replayed at least once with high probability).
+        """Stores each row of `batch` as an item of its own (see
+        `ReplayBuffer.add_timesteps`), with the given priorities (default: the largest
+        priority seen so far).
 
         Args:
             batch: the rows.
-            priorities: one per row (timesteps storage only).
-            weight: one priority for every row or item added (RLlib 1.13's argument).
+            priorities: one per row.
+            weight: one priority for every row.
             **kwargs: RLlib's other call arguments; ignored.
 
         Raises:
-            ValueError: `priorities` of the wrong length, or given to a buffer of items.
+            ValueError: `priorities` of the wrong length.
         """
         n = batch.count
         if weight is not None:
             priorities = np.full(n, float(weight))
-        if self._items is not None:
-            if priorities is not None and weight is None:
-                raise ValueError(
-                    "Per-row priorities need the timesteps storage unit; give `weight` "
-                    "(one priority for every item added) instead."
-                )
-            idx = super().add(batch)
-            if len(idx):
-                scale = self._max_priority if weight is None else float(weight)
-                self._set_priorities(idx, np.full(len(idx), scale))
-            return idx
         if priorities is not None:
             priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
             if len(priorities) != n:
                 raise ValueError(f"Got {len(priorities)} priorities for a batch of {n} rows.")
+        if self._items is not None:  # (rows stored as items of the list)
+            rows = batch.timeslices(1)
+            weights = [None] * n if priorities is None else priorities.tolist()
+            slots = [self._add_items(row, weight=w) for row, w in zip(rows, weights)]
+            return np.concatenate(slots) if slots else np.zeros(0, np.int64)
+        if priorities is not None:
             priorities = priorities[max(0, n - self.capacity) :]
-        idx = super().add(batch)
+        idx = super().add_timesteps(batch)
         if len(idx) == 0:
             return idx
         if priorities is None:
@@ -110,7 +128,30 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._set_priorities(idx, priorities)
         return idx
 
-    def sample(self, num_items: int, beta: float = 0.4, **kwargs: Any) -> SampleBatch:
+    def _add_items(
+        self,
+        batch: SampleBatch | MultiAgentBatch,
+        priorities: np.ndarray | None = None,
+        weight: float | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        if priorities is not None and weight is None:
+            priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+            if len(priorities) != 1:
+                raise ValueError(
+                    f"Got {len(priorities)} priorities for one item; give `weight` (one "
+                    "priority for every item added), or add rows with add_timesteps()."
+                )
+            weight = float(priorities[0])
+        idx = super()._add_items(batch)
+        if len(idx):
+            scale = self._max_priority if weight is None else float(weight)
+            self._set_priorities(idx, np.full(len(idx), scale))
+        return idx
+
+    def sample(
+        self, num_items: int, beta: float = 0.4, **kwargs: Any
+    ) -> SampleBatch | MultiAgentBatch:
         """`num_items` rows (items) drawn with P(i) ∝ p_i^alpha, with columns `weights`
         (importance weights, max-normalised) and `batch_indexes` (for
         `update_priorities`)."""
@@ -123,6 +164,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         # P: w_i = (P(i) / P_min)^-beta = (p_i^alpha / min_k p_k^alpha)^-beta.
         weights = (self._sum_tree.leaves[idx] / self._min_tree.min()) ** -beta
         batch = self._take(idx)
+        if isinstance(batch, MultiAgentBatch):  # (items of all policies: no weights, as in RLlib)
+            return batch
         if self._items is not None:  # one weight and index per row of each item
             counts = [self._items[i].count for i in idx]
             weights, idx = np.repeat(weights, counts), np.repeat(idx, counts)

@@ -1,23 +1,29 @@
 """`ReplayBuffer`: a fixed-capacity ring buffer of transitions (uniform replay).
 
-Storage is one preallocated numpy array per column, created on the first
-`add` from that batch's columns (dtype and per-row shape); later batches
-must have the same columns. When full, the oldest rows are overwritten.
+As in RLlib 1.13, every `add(batch)` call stores one item: with the
+"timesteps" storage unit the batch itself (`len()` counts items and
+`sample(n)` returns `n` of them, concatenated), with "sequences" each
+sequence of its `seq_lens`, with "episodes" each of its complete episodes
+(first `t` 0, last row done). The capacity counts timesteps: once the items
+added since the last wrap hold `capacity` timesteps, the next item overwrites
+the first slot again (RLlib's rule).
 
-RLlib 1.13's other storage units (`StorageUnit`) keep whole items instead:
-`"sequences"` cuts a batch at its `seq_lens`, `"episodes"` stores only
-complete episodes (first `t` 0, last row done). Items are kept in a list, a
-sample of `num_items` items is their rows concatenated, and the capacity still
-counts timesteps: once the items added since the last wrap hold `capacity`
-timesteps, the next item overwrites the first slot again (RLlib's rule).
+Items of one row (the one-step fragments of DQN-like algorithms, and what
+`add_timesteps` makes of every row of its batch) are kept in a ring of
+preallocated numpy arrays, one per column, created on the first add from that
+batch's columns (dtype and per-row shape); later rows must have the same
+columns. Items of several rows, MultiAgentBatches, sequences and episodes are
+kept in a list; a "timesteps" buffer moves its rows into that list (one item
+each, in their slots) the first time it gets such an item.
 """
 
 from __future__ import annotations
 
 import logging
 import platform
+from collections.abc import Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import psutil
@@ -110,8 +116,8 @@ class ReplayBuffer:
             raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity}.")
         self.capacity = int(capacity)
         self._storage_unit = storage_unit_of(storage_unit)
-        # The items of the other storage units (None: rows in `_storage`).
-        self._items: list[SampleBatch] | None = (
+        # The items when they are not rows of the ring (None: rows in `_storage`).
+        self._items: list[SampleBatch | MultiAgentBatch] | None = (
             None if self._storage_unit is StorageUnit.TIMESTEPS else []
         )
         self._steps_since_wrap = 0
@@ -132,14 +138,41 @@ class ReplayBuffer:
         """What one stored item is."""
         return self._storage_unit
 
-    def add(self, batch: SampleBatch, **kwargs: Any) -> np.ndarray:
-        """Appends the rows of `batch` (infos dropped); returns their buffer indices.
+    def add(self, batch: SampleBatch | MultiAgentBatch, **kwargs: Any) -> np.ndarray:
+        """Stores `batch` as one item (with "sequences" or "episodes": each of its
+        sequences or complete episodes; infos are dropped); returns the slots written.
 
-        A batch larger than the capacity keeps only its last `capacity` rows. With
-        another storage unit, stores the batch's items and returns their slots.
+        Args:
+            batch: the item; with the "timesteps" unit a MultiAgentBatch may be one too.
+            **kwargs: arguments of a subclass's `add` (a prioritized buffer's `weight`).
+        """
+        if batch.count == 0:
+            return np.zeros(0, np.int64)
+        if self._items is None:
+            if batch.count == 1 and not isinstance(batch, MultiAgentBatch):
+                return self.add_timesteps(batch, **kwargs)
+            self._use_items()
+        return self._add_items(batch, **kwargs)
+
+    def add_timesteps(self, batch: SampleBatch, **kwargs: Any) -> np.ndarray:
+        """Stores each row of `batch` as an item of its own, as adding its
+        `timeslices(1)` one by one does (RLlib 1.13's `MultiAgentReplayBuffer` adds
+        timesteps so), in one write; returns their slots.
+
+        A batch larger than the capacity keeps only its last `capacity` rows.
+
+        Raises:
+            ValueError: the buffer's storage unit is not "timesteps", or the rows have
+                other columns than those stored.
         """
         if self._items is not None:
-            return self._add_items(batch)
+            if self._storage_unit is not StorageUnit.TIMESTEPS:
+                raise ValueError(
+                    f"add_timesteps stores rows, but this buffer's storage_unit is "
+                    f"{self._storage_unit.value!r}; use add()."
+                )
+            slots = [self._add_items(row, **kwargs) for row in batch.timeslices(1)]
+            return np.concatenate(slots) if slots else np.zeros(0, np.int64)
         # A nested column (`_disable_action_flattening`'s actions) is kept leaf by leaf.
         kept = leaf_columns({k: v for k, v in batch.items() if k not in _SKIPPED_COLUMNS})
         columns = {k: np.asarray(v) for k, v in kept.items()}
@@ -171,6 +204,14 @@ class ReplayBuffer:
         self._num_added += n
         return idx
 
+    def _use_items(self) -> None:
+        """Moves the rows of a "timesteps" buffer into the item list (its first item of
+        several rows): each row becomes an item of its own, in its slot."""
+        self._items = [self._read(np.asarray([slot])) for slot in range(self._size)]
+        # (Rows are one-step items: the steps since the last wrap are the next slot.)
+        self._steps_since_wrap = self._next
+        self._storage = {}
+
     def _allocate(self, columns: dict[str, np.ndarray]) -> None:
         self._storage = {
             k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in columns.items()
@@ -178,13 +219,13 @@ class ReplayBuffer:
 
     # -- sampling -----------------------------------------------------------
 
-    def sample(self, num_items: int, **kwargs: Any) -> SampleBatch:
-        """`num_items` rows (items) drawn uniformly with replacement."""
+    def sample(self, num_items: int, **kwargs: Any) -> SampleBatch | MultiAgentBatch:
+        """`num_items` items drawn uniformly with replacement, concatenated."""
         self._check_not_empty()
         idx = self._rng.integers(0, self._size, size=num_items)
         return self._take(idx)
 
-    def _take(self, idx: np.ndarray) -> SampleBatch:
+    def _take(self, idx: np.ndarray) -> SampleBatch | MultiAgentBatch:
         if self._items is not None:
             batch = self._read(idx)
             self._num_sampled += batch.count
@@ -192,11 +233,12 @@ class ReplayBuffer:
         self._num_sampled += len(idx)
         return self._read(idx)
 
-    def _read(self, idx: np.ndarray) -> SampleBatch:
+    def _read(self, idx: np.ndarray) -> SampleBatch | MultiAgentBatch:
         """The rows (items, concatenated) at `idx`, as stored; counts no sample."""
         if self._items is not None:
             items = [self._items[i] for i in idx]
-            return items[0].copy() if len(items) == 1 else concat_samples(items)
+            batch = items[0].copy() if len(items) == 1 else concat_samples(items)
+            return batch.decompress_if_needed()  # (packed observations unpacked)
         # Columns stored LZ4-packed (`compress_observations`) are unpacked for the learner.
         return SampleBatch(
             nested_columns({k: unpack_column(v[idx]) for k, v in self._storage.items()})
@@ -204,8 +246,12 @@ class ReplayBuffer:
 
     # -- items (storage units other than timesteps) ----------------------------
 
-    def _add_items(self, batch: SampleBatch) -> np.ndarray:
+    def _add_items(self, batch: SampleBatch | MultiAgentBatch, **kwargs: Any) -> np.ndarray:
+        """Stores the items of `batch` in the item list; returns their slots."""
         if isinstance(batch, MultiAgentBatch):
+            if self._storage_unit is StorageUnit.TIMESTEPS:
+                warn_replay_buffer_capacity(item=batch, capacity=self.capacity / batch.count)
+                return np.asarray([self._store_item(batch)], np.int64)
             raise ValueError(
                 f"Cannot add a MultiAgentBatch to a ReplayBuffer with storage_unit "
                 f"{self._storage_unit.value!r}; add its policy batches."
@@ -219,6 +265,8 @@ class ReplayBuffer:
     def _split(self, batch: SampleBatch) -> list[SampleBatch]:
         """The batch's items (copies, infos dropped) for this buffer's storage unit."""
         kept = SampleBatch({k: v for k, v in batch.items() if k != SampleBatch.INFOS})
+        if self._storage_unit is StorageUnit.TIMESTEPS:
+            return [kept]
         if self._storage_unit is StorageUnit.SEQUENCES:
             return split_sequences(kept)
         episodes = []
@@ -232,7 +280,7 @@ class ReplayBuffer:
                 )
         return episodes
 
-    def _store_item(self, item: SampleBatch) -> int:
+    def _store_item(self, item: SampleBatch | MultiAgentBatch) -> int:
         """Writes one item at the next slot (RLlib's wrap rule); returns the slot (-1:
         not kept)."""
         assert self._items is not None
@@ -257,11 +305,23 @@ class ReplayBuffer:
     # -- state --------------------------------------------------------------
 
     def stats(self, debug: bool = False) -> dict[str, Any]:
+        """RLlib 1.13's statistics (`added_count`: timesteps added, `added_count_wrapped`:
+        since the last wrap, `eviction_started`, `sampled_count`, `est_size_bytes`,
+        `num_entries`: items held) and corral's names of some (`size`, `num_added`,
+        `num_sampled`) with the `capacity`."""
         if self._items is not None:
             size_bytes = sum(item.size_bytes() for item in self._items)
+            since_wrap = self._steps_since_wrap
         else:
             size_bytes = sum(v.nbytes for v in self._storage.values())
+            since_wrap = self._next  # (one-step items: the next slot)
         return {
+            "added_count": self._num_added,
+            "added_count_wrapped": since_wrap,
+            # (The first wrap comes once `capacity` timesteps were added.)
+            "eviction_started": self._num_added >= self.capacity,
+            "sampled_count": self._num_sampled,
+            "num_entries": self._size,
             "capacity": self.capacity,
             "size": self._size,
             "num_added": self._num_added,
@@ -299,28 +359,47 @@ class ReplayBuffer:
         }
 
     def _items_state(self) -> dict[str, Any]:
-        """The items as concatenated columns plus each item's length per column."""
+        """The items as concatenated columns plus each item's length per column (items
+        that are MultiAgentBatches: so per policy, with each item's env steps)."""
         assert self._items is not None
-        keys = list(self._items[0]) if self._items else []
-        return {
+        state: dict[str, Any] = {
             "capacity": self.capacity,
             "storage_unit": self._storage_unit.value,
             "num_added": self._num_added,
             "num_sampled": self._num_sampled,
             "next": self._next,
             "steps_since_wrap": self._steps_since_wrap,
-            "columns": {k: np.concatenate([item[k] for item in self._items]) for k in keys},
-            "lengths": {k: np.asarray([len(item[k]) for item in self._items]) for k in keys},
             "rng": self._rng.bit_generator.state,
         }
+        items = self._items
+        if items and isinstance(items[0], MultiAgentBatch):
+            multi_agent = [item.as_multi_agent() for item in items]
+            policy_ids = list(dict.fromkeys(p for item in multi_agent for p in item.policy_batches))
+            state["env_steps"] = np.asarray([item.count for item in multi_agent], np.int64)
+            state["policies"] = {
+                pid: _columns_state(
+                    [item.policy_batches.get(pid, SampleBatch()) for item in multi_agent]
+                )
+                for pid in policy_ids
+            }
+        else:
+            state.update(_columns_state(items))
+        return state
 
     def _set_items_state(self, state: dict[str, Any]) -> None:
-        columns, lengths = state["columns"], state["lengths"]
-        num_items = len(next(iter(lengths.values()))) if lengths else 0
-        cuts = {k: np.cumsum(lengths[k])[:-1] for k in columns}
-        parts = {k: np.split(np.asarray(v), cuts[k]) for k, v in columns.items()}
-        self._items = [SampleBatch({k: parts[k][i] for k in columns}) for i in range(num_items)]
-        self._size = num_items
+        if "policies" in state:
+            per_policy = {pid: _items_of(s) for pid, s in state["policies"].items()}
+            env_steps = np.asarray(state["env_steps"]).tolist()
+            self._items = [
+                MultiAgentBatch(
+                    {pid: b[i] for pid, b in per_policy.items() if b[i].count}, int(steps)
+                )
+                for i, steps in enumerate(env_steps)
+            ]
+        else:
+            self._items = list(_items_of(state))
+        self._storage = {}
+        self._size = len(self._items)
         self._next = int(state["next"])
         self._steps_since_wrap = int(state["steps_since_wrap"])
         self._num_added = int(state.get("num_added", 0))
@@ -329,16 +408,18 @@ class ReplayBuffer:
             self._rng.bit_generator.state = state["rng"]
 
     def set_state(self, state: dict[str, Any]) -> None:
-        if self._items is not None:
+        if "lengths" in state or "policies" in state:  # a state of items
             self._set_items_state(state)
             return
+        if self._items is not None and self._storage_unit is StorageUnit.TIMESTEPS:
+            self._items = None  # (a "timesteps" buffer's state of rows)
         columns = state["columns"]
         self._storage, self._next, self._size = {}, 0, 0
         if columns:
             n = len(next(iter(columns.values())))
             if n:
                 packed = set(state.get("compressed_columns", ()))
-                self.add(
+                self.add_timesteps(
                     SampleBatch(
                         {
                             k: pack_column(v) if k in packed else np.asarray(v)
@@ -356,6 +437,33 @@ class ReplayBuffer:
         if self._items is not None or self._size < self.capacity:
             return np.arange(self._size)
         return (self._next + np.arange(self.capacity)) % self.capacity
+
+
+def _columns_state(items: Sequence[SampleBatch | MultiAgentBatch]) -> dict[str, Any]:
+    """Items as their columns concatenated plus each item's length per column (0 where
+    an item lacks the column; a nested column is kept leaf by leaf)."""
+    leaves = [leaf_columns(cast("SampleBatch", item)) for item in items]
+    keys = list(dict.fromkeys(k for item in leaves for k in item))
+    return {
+        "columns": {k: np.concatenate([item[k] for item in leaves if k in item]) for k in keys},
+        "lengths": {
+            k: np.asarray([len(item[k]) if k in item else 0 for item in leaves]) for k in keys
+        },
+    }
+
+
+def _items_of(state: dict[str, Any]) -> list[SampleBatch]:
+    """The items of a `_columns_state`."""
+    columns, lengths = state["columns"], state["lengths"]
+    num_items = len(next(iter(lengths.values()))) if lengths else 0
+    parts = {
+        k: np.split(np.asarray(v), np.cumsum(np.asarray(lengths[k]))[:-1])
+        for k, v in columns.items()
+    }
+    return [
+        SampleBatch(nested_columns({k: parts[k][i] for k in columns if lengths[k][i]}))
+        for i in range(num_items)
+    ]
 
 
 def is_complete_episode(episode: SampleBatch) -> bool:

@@ -13,18 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from corral.policy.sample_batch import SampleBatch, leaf_columns
+from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, leaf_columns
 from corral.utils.replay_buffers.replay_buffer import ReplayBuffer, StorageUnit
 
 __all__ = ["ReservoirBuffer"]
 
 
 class ReservoirBuffer(ReplayBuffer):
-    """A `ReplayBuffer` that keeps a uniform sample of all rows (items) added.
+    """A `ReplayBuffer` that keeps a uniform sample of all items added.
 
-    With the timesteps storage unit the reservoir holds `capacity` rows; with
-    "sequences" or "episodes" it holds the items added while the buffer filled
-    (`capacity` timesteps), and each later item replaces one of them by the same rule.
+    One-row items (`add_timesteps`' rows) fill `capacity` slots; items of several rows
+    (a batch added whole, sequences, episodes) fill the buffer while it holds fewer
+    than `capacity` timesteps, and each later item replaces one of them by the same rule.
 
     Args:
         capacity: rows (timesteps) held.
@@ -44,15 +44,15 @@ class ReservoirBuffer(ReplayBuffer):
         self._num_add_calls = 0  # items (rows) offered to the reservoir so far
         self._num_evicted = 0
 
-    def add(self, batch: SampleBatch, **kwargs: Any) -> np.ndarray:
-        """Offers the rows (items) of `batch` to the reservoir; returns the slots of
-        those kept."""
+    def add_timesteps(self, batch: SampleBatch, **kwargs: Any) -> np.ndarray:
+        """Offers each row of `batch` to the reservoir as an item of its own (see
+        `ReplayBuffer.add_timesteps`); returns the slots of those kept."""
         if self._items is not None:
-            return super().add(batch)
+            return super().add_timesteps(batch)
         n = batch.count
         # Rows that fill the buffer are all kept (it never wrapped: `_next == _size`).
         head = min(n, self.capacity - self._size)
-        kept = super().add(batch[:head]) if head else np.zeros(0, np.int64)
+        kept = super().add_timesteps(batch[:head]) if head else np.zeros(0, np.int64)
         self._num_add_calls += head
         if head == n:
             return kept
@@ -77,7 +77,7 @@ class ReservoirBuffer(ReplayBuffer):
         self._num_evicted += len(rows)
         return np.concatenate([kept, slots[rows]])
 
-    def _store_item(self, item: SampleBatch) -> int:
+    def _store_item(self, item: SampleBatch | MultiAgentBatch) -> int:
         assert self._items is not None
         self._num_add_calls += 1
         if self._num_added + item.count < self.capacity or not self._items:
