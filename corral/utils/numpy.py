@@ -118,8 +118,15 @@ def flatten_inputs_to_1d_tensor(
     """The numpy form of ``torch_utils.flatten_inputs_to_1d_tensor``."""
     import gymnasium as gym
 
+    from corral.env.gym_compat import convert_space
+
     flat_inputs = flatten(inputs)
-    flat_spaces = flatten(spaces_struct) if spaces_struct is not None else [None] * len(flat_inputs)
+    # (Old `gym.spaces` leaves are read as their Gymnasium equals.)
+    flat_spaces = (
+        [convert_space(s) for s in flatten(spaces_struct)]
+        if spaces_struct is not None
+        else [None] * len(flat_inputs)
+    )
     batch = time = None
     out = []
     for array, space in zip(flat_inputs, flat_spaces):

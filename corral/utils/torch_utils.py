@@ -362,10 +362,16 @@ def flatten_inputs_to_1d_tensor(
     """A (nested) structure of [B, ...] (or [B, T, ...]) tensors -> one [B, n] ([B, T, n]).
 
     Leaves of a ``Discrete``/``MultiDiscrete`` space (in `spaces_struct`, same structure)
-    are one-hot encoded; others are flattened and cast to float.
+    are one-hot encoded (old `gym.spaces` ones too); others are flattened and cast to float.
     """
+    from corral.env.gym_compat import convert_space
+
     flat_inputs = flatten(inputs)
-    flat_spaces = flatten(spaces_struct) if spaces_struct is not None else [None] * len(flat_inputs)
+    flat_spaces = (
+        [convert_space(s) for s in flatten(spaces_struct)]
+        if spaces_struct is not None
+        else [None] * len(flat_inputs)
+    )
     batch = time = None
     out = []
     for tensor, space in zip(flat_inputs, flat_spaces):

@@ -98,6 +98,16 @@ def test_flatten_inputs_and_td_errors():
     assert stats["mean_td_error"].item() == 2.0 and Policy.td_error.tolist() == [1.0, 3.0]
 
 
+def test_flatten_inputs_one_hot_encodes_old_gym_spaces():
+    old_gym = pytest.importorskip("gym")
+    inputs = {"a": torch.tensor([3, 0]), "b": torch.tensor([[1, 0], [0, 2]])}
+    spaces = {"a": old_gym.spaces.Discrete(4), "b": old_gym.spaces.MultiDiscrete([2, 3])}
+    out = tu.flatten_inputs_to_1d_tensor(inputs, spaces)
+    assert out.tolist() == [[0, 0, 0, 1, 0, 1, 1, 0, 0], [1, 0, 0, 0, 1, 0, 0, 0, 1]]
+    np_out = rnp.flatten_inputs_to_1d_tensor({k: v.numpy() for k, v in inputs.items()}, spaces)
+    np.testing.assert_array_equal(np_out, out.numpy())
+
+
 def test_swish_and_seed():
     swish = tu.Swish()
     assert swish(torch.zeros(2)).tolist() == [0.0, 0.0]
