@@ -78,8 +78,10 @@ from corral.tune.trainable import Trainable
 from corral.utils.checkpoint_config import class_named_by_config
 from corral.utils.deprecation import deprecation_warning
 from corral.utils.filter import FilterManager
+from corral.utils.metrics import TRAINING_ITERATION_TIMER
 from corral.utils.metrics.learner_info import learner_info_from
 from corral.utils.sys_usage import SysUsage
+from corral.utils.timer import TimerStat
 
 __all__ = [
     "COMMON_CONFIG",
@@ -228,6 +230,10 @@ class Trainer(Trainable):
             )
         self.callbacks: DefaultCallbacks = make_callbacks(self.config["callbacks"])
         self._counters: dict[str, int] = defaultdict(int)
+        # RLlib 1.13's timers (`with self._timers[SAMPLE_TIMER]: ...` in a
+        # `training_iteration` of one's own); each result reports them under "timers".
+        self._timers: defaultdict[str, TimerStat] = defaultdict(TimerStat)
+        self._trained_this_iter = 0
         # The execution plan's iterator (RLlib 1.x's name), when the class has a plan.
         self.train_exec_impl = None
         self._episode_history: list[RolloutMetrics] = []
@@ -367,9 +373,12 @@ class Trainer(Trainable):
         # A step that reads no learner results (`learner_results_per_iteration`): its
         # updates keep their metrics, reduced once below.
         defer = self._defer_learner_results = reduces_per_iteration(step)
+        timer = self._timers[TRAINING_ITERATION_TIMER]
         try:
             while True:
+                step_start = time.perf_counter()
                 learner_info = step()
+                timer.push(time.perf_counter() - step_start)
                 steps = steps_sampled(self._counters, count_steps_by) - steps_before
                 trained = steps_trained(self._counters, count_steps_by) - trained_before
                 if (
@@ -385,6 +394,8 @@ class Trainer(Trainable):
             learner_info = self._iteration_learner_info(
                 self.learner_info_from(group.reduce_metrics())
             )
+        # (What `compile_results` reports as `num_*_trained_this_iter`.)
+        self._trained_this_iter = trained
         return self._compile_results(learner_info, steps)
 
     def _iteration_learner_info(self, learner_info: dict) -> dict:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from corral.execution.common import attach_plan_trainer
+from corral.agents import trainer_results
+from corral.execution.common import STEPS_TRAINED_THIS_ITER_COUNTER, attach_plan_trainer
 from corral.execution.local_iterator import LocalIterator, next_ready
 
 if TYPE_CHECKING:
@@ -73,7 +74,14 @@ def next_result(trainer: Trainer) -> dict:
             f"{result!r:.200}, expected a result dict (end the plan with "
             "StandardMetricsReporting(train_op, workers, config))."
         )
-    return dict(result)
+    result = dict(result)
+    trainer_results.add_rllib_1_13_sections(
+        result,
+        trainer,
+        result.get("timesteps_this_iter", 0),
+        trainer._counters.get(STEPS_TRAINED_THIS_ITER_COUNTER, 0),
+    )
+    return result
 
 
 def plan_kwargs(trainer: Trainer) -> dict:

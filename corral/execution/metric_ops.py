@@ -71,6 +71,17 @@ def add_training_results(
     return result
 
 
+def timer_results(timers: Mapping[str, Any]) -> dict[str, float]:
+    """RLlib 1.13's `timers` of a result: each `TimerStat`'s mean as `<name>_time_ms`
+    and, where it counted units, `<name>_throughput` (units per second)."""
+    out = {}
+    for name, timer in timers.items():
+        out[f"{name}_time_ms"] = round(timer.mean * 1000, 3)
+        if timer.has_units_processed():
+            out[f"{name}_throughput"] = round(timer.mean_throughput, 3)
+    return out
+
+
 def _config_value(config: Mapping[str, Any], key: str, old_key: str, default: Any) -> Any:
     """An RLlib 1.13 key, else its pre-1.13 name (a trainer's config has both in step)."""
     value = config.get(key)
@@ -203,12 +214,7 @@ class CollectMetrics:
             extra_info=info,
             timesteps_total=total,
         )
-        timers = {}
-        for name, timer in metrics.timers.items():
-            timers[f"{name}_time_ms"] = round(timer.mean * 1000, 3)
-            if timer.has_units_processed():
-                timers[f"{name}_throughput"] = round(timer.mean_throughput, 3)
-        result["timers"] = timers
+        result["timers"] = timer_results(metrics.timers)
         result.setdefault("custom_metrics", {}).update(custom_from_info)
         result.setdefault("episode_media", {})
         return result

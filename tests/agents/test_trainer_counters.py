@@ -67,3 +67,26 @@ def test_default_training_step_counts_through_the_helper():
         assert counters["num_env_steps_trained"] == counters["num_env_steps_sampled"]
     finally:
         trainer.stop()
+
+
+def test_results_report_every_step_counter_before_the_first_training_step():
+    from corral.agents.dqn import DQNTrainer
+
+    # `learning_starts` above the first iteration's steps: nothing is trained yet.
+    trainer = DQNTrainer(
+        config={
+            "env": "CartPole-v1",
+            "num_workers": 0,
+            "learning_starts": 10_000,
+            "min_sample_timesteps_per_reporting": 50,
+            "min_time_s_per_reporting": 0,
+            "model": {"fcnet_hiddens": [8]},
+        }
+    )
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    assert result["num_env_steps_sampled"] >= 50
+    for name in ("num_env_steps_trained", "num_agent_steps_trained"):
+        assert result[name] == 0 and result["info"][name] == 0
