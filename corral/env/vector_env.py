@@ -121,7 +121,8 @@ class VectorEnv:
 
 
 class VectorizedGymEnv(VectorEnv, BaseEnv):
-    """A list of `gymnasium.Env` sub-envs with the same spaces.
+    """A list of `gymnasium.Env` sub-envs with the same spaces (old gym API envs given
+    to it are converted, as the workers convert them: `ensure_gymnasium_env`).
 
     The sampler resets and steps each sub-env itself (`get_sub_environments`, `step_all`);
     there is no auto-reset, so the sampler decides when a sub-env starts a new episode
@@ -134,9 +135,11 @@ class VectorizedGymEnv(VectorEnv, BaseEnv):
         observation_space: gym.Space | None = None,
         action_space: gym.Space | None = None,
     ) -> None:
+        from corral.env.gym_compat import ensure_gymnasium_env
+
         if not envs:
             raise ValueError("A vector env needs at least one sub-environment, got none.")
-        self.envs = list(envs)
+        self.envs = [ensure_gymnasium_env(env) for env in envs]
         super().__init__(
             observation_space or self.envs[0].observation_space,
             action_space or self.envs[0].action_space,
@@ -175,6 +178,12 @@ class VectorizedGymEnv(VectorEnv, BaseEnv):
         return self.try_render(index)
 
     def to_base_env(self, *args: Any, **kwargs: Any) -> BaseEnv:
+        return self
+
+    @property
+    def vector_env(self) -> VectorizedGymEnv:
+        """RLlib 1.13's `async_env.vector_env` (the `VectorEnv` inside the worker's
+        `BaseEnv`): this env itself, which is both."""
         return self
 
 

@@ -30,6 +30,7 @@ from corral.evaluation.obs_check import ObservationCheck
 from corral.evaluation.sampler_base import (
     SamplerBase,
     clip_rewards_in_place,
+    initial_state_of,
     nonfinite_reward_error,
     policy_actions,
     postprocess_trajectory,
@@ -391,6 +392,8 @@ class MultiAgentSampler(SamplerBase):
             view_inputs = step_rows = infos = None
             if plan is not None:
                 view_inputs, step_rows = self._agent_views(plan, obs, trajectories)
+                if plan.ids:
+                    view_inputs.update(_id_inputs(plan.ids, self.slots, members, trajectories))
                 if plan.infos:  # (the infos that came with the agents' observations)
                     infos = [self.slots[i].episode.last_info_for(a) or {} for i, a in members]
             if self._is_stateful(policy):
@@ -459,7 +462,7 @@ class MultiAgentSampler(SamplerBase):
         policy whose `get_initial_state()` is not empty); asked once per policy."""
         known = self._stateful.get(id(policy))
         if known is None or known[0] is not policy:
-            known = self._stateful[id(policy)] = (policy, bool(policy.get_initial_state()))
+            known = self._stateful[id(policy)] = (policy, bool(initial_state_of(policy)))
         return known[1]
 
     def _stateful_actions(
@@ -477,7 +480,7 @@ class MultiAgentSampler(SamplerBase):
         returned `state_out_<i>` become the agents' states for their next step."""
         for trajectory in trajectories:
             if trajectory.state is None:  # the agent's first step in this episode
-                trajectory.state = [np.asarray(s) for s in policy.get_initial_state()]
+                trajectory.state = initial_state_of(policy)
                 trajectory.prev_action = _zero_action(policy.action_space)
         n_states = len(trajectories[0].state)
         states = [np.stack([t.state[j] for t in trajectories]) for j in range(n_states)]
@@ -626,10 +629,22 @@ class MultiAgentSampler(SamplerBase):
         )
 
 
+def _id_inputs(
+    names: tuple[str, ...], slots: list, members: list[tuple[int, Any]], trajectories: list
+) -> dict[str, np.ndarray]:
+    """The id columns `names` of the acting agents' steps (`members`: (sub-env, agent))."""
+    values = {
+        SampleBatch.EPS_ID: [slots[i].episode.episode_id for i, _ in members],
+        SampleBatch.ENV_ID: [i for i, _ in members],
+        SampleBatch.AGENT_INDEX: [t.agent_index for t in trajectories],
+        SampleBatch.T: [t.steps for t in trajectories],
+    }
+    return {name: np.asarray(values[name], np.int64) for name in names}
+
+
 def _native_columns(policy: Any) -> set[str]:
     """The columns the multi-agent sampler writes itself for `policy`'s agents."""
-    initial_state = getattr(policy, "get_initial_state", None)
-    return sampler_columns(bool(initial_state is not None and initial_state()))
+    return sampler_columns(hasattr(policy, "get_initial_state") and bool(initial_state_of(policy)))
 
 
 def _specs(policy: Any) -> dict[str, tuple[tuple, Any]]:

@@ -169,7 +169,11 @@ class RolloutWorker:
         else:
             self._original_kwargs.update(policy_specs=policy_specs, config=config)
         if config is None:
-            # Built by hand with RLlib 1.13's keywords (`policy_spec=...`, ...).
+            # Built by hand with RLlib 1.13's keywords (`policy_spec=...`, ...). As in
+            # RLlib 1.13, `extra_python_environs` go into this process's environment
+            # first (a trainer's workers get theirs when their process starts).
+            for key, value in (rllib_keywords.get("extra_python_environs") or {}).items():
+                os.environ[key] = str(value)
             policy_specs, config = worker_config_from_kwargs(
                 policy_spec or rllib_keywords.pop("policy", None), policy_config, rllib_keywords
             )
@@ -629,7 +633,8 @@ class RolloutWorker:
                 policy.observation_space, (getattr(policy, "config", None) or {}).get("model")
             )
         self.preprocessors[policy_id] = preprocessor
-        shape = getattr(getattr(policy, "preprocessor", None), "shape", None)
+        # (The preprocessor's shape: a `Policy` of one's own filters its observations too.)
+        shape = getattr(preprocessor, "shape", None)
         filter_config = self.config.get("observation_filter", "NoFilter")
         if shape is None or filter_config == "NoFilter":
             self.filters[policy_id] = NoFilter()

@@ -30,6 +30,7 @@ from corral.evaluation.sampler_base import (
     SubEnvRestarts,
     acting_of,
     clip_rewards_in_place,
+    initial_state_of,
     nonfinite_reward_error,
     postprocess_trajectory,
     restart_enabled,
@@ -195,7 +196,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
 
     def _reset_recurrent_inputs(self) -> None:
         n = self.num_envs
-        self.initial_state = self.policy.get_initial_state()
+        self.initial_state = initial_state_of(self.policy)
         self.states = [np.repeat(s[None], n, axis=0) for s in self.initial_state]
         space = self.policy.action_space
         dtype: type[np.number] = np.float32

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
 from corral.utils.exploration.exploration import overrides
 from corral.utils.spaces import as_flat_action_rows, unflatten_actions
+from corral.utils.spaces.space_utils import clip_action, unsquash_action
 
 # The columns both samplers write themselves (plus the previous action and reward for
 # stateful policies): a trajectory view of any other column, or with a shift, is built
@@ -63,6 +65,26 @@ def sampler_columns(recurrent: bool) -> set[str]:
 
 
 logger = logging.getLogger(__name__)
+
+
+def initial_state_of(policy: Any) -> list[np.ndarray]:
+    """`policy.get_initial_state()`; for a recurrent policy (`is_recurrent()`) whose
+    `get_initial_state()` is empty, zeros of the spaces of its `state_in_<i>` view
+    requirements that read `state_out_<i>` at the last step (RLlib 1.13's collectors
+    filled a state input from its requirement's space, zeros at an episode's start)."""
+    state = [np.asarray(s) for s in policy.get_initial_state()]
+    if state or not policy.is_recurrent():
+        return state
+    reqs = dict(getattr(getattr(policy, "model", None), "view_requirements", None) or {})
+    reqs.update(getattr(policy, "view_requirements", None) or {})
+    while True:
+        vr: Any = reqs.get(f"state_in_{len(state)}")
+        space: Any = getattr(vr, "space", None)
+        shape = getattr(space, "shape", None)
+        if shape is None or vr.data_col != f"state_out_{len(state)}" or vr.shift != -1:
+            return state
+        state.append(np.zeros(shape, space.dtype))
+
 
 # How many rebuilt copies of a sub-env may raise in a row (in reset()) before
 # the sampler gives up on it.
@@ -267,14 +289,29 @@ def acting_of(policy: Any) -> Callable[..., tuple[np.ndarray, dict]]:
 def to_env_of(policy: Any) -> Callable[[np.ndarray, bool, bool], Any]:
     """`to_env(actions, unsquash, clip)`: the env's actions of a batch of `policy`'s
     actions. A `TorchPolicy`'s `to_env_actions` (normalised Box actions unsquashed /
-    clipped, nested ones rebuilt), or for a `Policy` of one's own, its flat-kept
-    Tuple/Dict actions rebuilt and the rest as they are."""
+    clipped, nested ones rebuilt), or for a `Policy` of one's own, as RLlib 1.13's
+    sampler did for any policy: Box actions unsquashed from [-1, 1] onto the space's
+    bounds (`normalize_actions`, bounded Boxes) or else clipped (`clip_actions`), its
+    flat-kept Tuple/Dict actions rebuilt (their Box leaves likewise), the rest as they
+    are. The batch keeps the actions the policy returned."""
     to_env = getattr(policy, "to_env_actions", None)
     if to_env is not None:
         return to_env  # type: ignore[no-any-return]
-    if isinstance(policy.action_space, gym.spaces.Tuple | gym.spaces.Dict):
-        return functools.partial(unflatten_actions, policy.action_space)
+    space = policy.action_space
+    if isinstance(space, gym.spaces.Tuple | gym.spaces.Dict):
+        return functools.partial(unflatten_actions, space)
+    if isinstance(space, gym.spaces.Box):
+        return functools.partial(_box_actions_to_env, space)
     return lambda actions, unsquash, clip: actions
+
+
+def _box_actions_to_env(space: gym.spaces.Box, actions: Any, unsquash: bool, clip: bool) -> Any:
+    """A batch of a `Policy` of one's own's Box actions for the env (`to_env_of`)."""
+    if unsquash:
+        return unsquash_action(np.asarray(actions), space)
+    if clip:
+        return clip_action(np.asarray(actions), space)
+    return actions
 
 
 def actions_with_views(
@@ -309,6 +346,38 @@ def actions_with_views(
     )
 
 
+# The next `unroll_id` of this process (RLlib 1.13 counted them per process too).
+_next_unroll_id = 0
+_unroll_id_lock = threading.Lock()  # (async and external-env samplers run in threads)
+
+
+def add_unroll_ids(batch: SampleBatch) -> None:
+    """Adds RLlib 1.13's `unroll_id` column to a sampled `batch` in place: one new id,
+    unique in this process, per trajectory piece (a run of rows of one episode: what a
+    sampler hands out of an episode at a time), increasing with sampling. Kept when the
+    batch has one already.
+    """
+    global _next_unroll_id
+    n = batch.count
+    if SampleBatch.UNROLL_ID in batch or not n:
+        return
+    if n == 1:  # (one-step fragments of off-policy algorithms: no arrays to compare)
+        with _unroll_id_lock:
+            batch[SampleBatch.UNROLL_ID] = np.full(1, _next_unroll_id, np.int64)
+            _next_unroll_id += 1
+        return
+    starts = np.zeros(n, np.int64)
+    starts[0] = 1
+    if SampleBatch.EPS_ID in batch:
+        eps_id = np.asarray(batch[SampleBatch.EPS_ID])
+        starts[1:] = eps_id[1:] != eps_id[:-1]
+    pieces = np.cumsum(starts)
+    with _unroll_id_lock:
+        first = _next_unroll_id
+        _next_unroll_id += int(pieces[-1])
+    batch[SampleBatch.UNROLL_ID] = pieces + (first - 1)
+
+
 def postprocess_trajectory(
     sampler: Any,
     policy_id: str,
@@ -333,6 +402,7 @@ def postprocess_trajectory(
     worker = sampler.worker
     policy_map = worker.policy_map
     policy = policy_map[policy_id]
+    add_unroll_ids(batch)
     others = other_agent_batches if other_agent_batches is not None else {}
     # `_disable_action_flattening`: the policy sees (and the batch keeps) nested actions.
     batch = with_nested_actions(policy, batch)

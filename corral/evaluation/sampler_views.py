@@ -38,6 +38,7 @@ class SingleAgentViews:
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
     ep_len: np.ndarray
+    eps_ids: np.ndarray
     states: list[np.ndarray]
     prev_actions: np.ndarray
     prev_rewards: np.ndarray
@@ -99,12 +100,14 @@ class SingleAgentViews:
         windows.push(SampleBatch.OBS, self.obs)
         self._step_views = windows.step_views(self.ep_len)
         inputs = windows.acting_inputs(self._step_views)
+        assert self.views is not None
+        if self.views.ids:
+            inputs.update(self._id_inputs(self.views.ids))
         state, prev_actions, prev_rewards = (
             (self.states, self.prev_actions, self.prev_rewards)
             if self.recurrent
             else (None, None, None)
         )
-        assert self.views is not None
         infos = self._observed_infos() if self.views.infos else None
         return actions_with_views(
             self.policy,
@@ -117,6 +120,17 @@ class SingleAgentViews:
             prev_rewards,
             infos,
         )
+
+    def _id_inputs(self, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """The id columns `names` of each sub-env's step about to act."""
+        n = len(self.ep_len)
+        values = {
+            SampleBatch.EPS_ID: self.eps_ids.copy(),
+            SampleBatch.ENV_ID: np.arange(n, dtype=np.int64),
+            SampleBatch.AGENT_INDEX: np.zeros(n, np.int64),
+            SampleBatch.T: self.ep_len.copy(),
+        }
+        return {name: values[name] for name in names}
 
     def _observed_infos(self) -> list[dict]:
         """The infos that came with each sub-env's observation ({} after a reset, as

@@ -172,6 +172,53 @@ def declared_views(view_requirements: dict[str, Any]) -> dict[str, ViewRequireme
     return out
 
 
+# The default views a `Policy` of one's own keeps (`bare_policy_views`).
+_BARE_POLICY_VIEWS = (SampleBatch.PREV_ACTIONS, SampleBatch.PREV_REWARDS)
+
+
+def bare_policy_views(policy: Any, view_requirements: dict[str, Any]) -> dict[str, ViewRequirement]:
+    """The previous action and reward views of a `Policy` of one's own (one without a
+    `TorchPolicy`'s `compute_actions_from_obs`), while its `view_requirements` keep them.
+
+    RLlib 1.13 pruned the default views only in a `TorchPolicy` / `TFPolicy` (the dummy
+    batch run through its loss); any other `Policy` kept them, so it got `prev_actions`
+    and `prev_rewards` when acting and its batches had them. A `TorchPolicy` acts
+    without them unless it declares them (a recurrent one gets them from the samplers,
+    which carry them themselves).
+    """
+    if getattr(policy, "compute_actions_from_obs", None) is not None:
+        return {}
+    out: dict[str, ViewRequirement] = {}
+    for name in _BARE_POLICY_VIEWS:
+        vr = view_requirements.get(name)
+        if isinstance(vr, ViewRequirement) and (
+            vr.used_for_compute_actions or vr.used_for_training
+        ):
+            out[name] = vr
+    return out
+
+
+# The id columns the samplers know of each step when it acts (its own values, shift 0).
+ID_COLUMNS = (SampleBatch.EPS_ID, SampleBatch.ENV_ID, SampleBatch.AGENT_INDEX, SampleBatch.T)
+
+
+def acting_id_columns(view_requirements: dict[str, Any]) -> tuple[str, ...]:
+    """The id columns (`ID_COLUMNS`) whose requirement is used for computing actions
+    (RLlib 1.13's defaults are: `eps_id`, `agent_index`, `t`), for the input dict of a
+    policy acting through `compute_actions_from_input_dict`: each step's own values."""
+    out = []
+    for name in ID_COLUMNS:
+        vr = view_requirements.get(name)
+        if (
+            isinstance(vr, ViewRequirement)
+            and vr.used_for_compute_actions
+            and vr.data_col in (None, name)
+            and not vr.shift_arr.any()
+        ):
+            out.append(name)
+    return tuple(out)
+
+
 def is_ranged_state_view(name: str, vr: ViewRequirement) -> bool:
     """Whether `name` is an RNN state input (`state_in_<i>`) that reads its state output
     at other shifts than the last step's (e.g. "-2:-1": the last two), which the
@@ -262,10 +309,15 @@ class ViewPlan:
             (the previous actions' shape before the first action, ...); a data column
             missing here takes its requirement's `space`.
         infos: whether the input dict gets the infos that came with the observations.
+        ids: the id columns (`ID_COLUMNS`) the input dict gets, each step's own.
     """
 
     def __init__(
-        self, columns: list[ViewColumn], specs: dict[str, tuple[tuple, Any]], infos: bool = False
+        self,
+        columns: list[ViewColumn],
+        specs: dict[str, tuple[tuple, Any]],
+        infos: bool = False,
+        ids: tuple[str, ...] = (),
     ) -> None:
         self.columns = columns
         self.acting = [c for c in columns if c.for_actions]
@@ -285,6 +337,7 @@ class ViewPlan:
         # Whether the policy's input dict also gets the infos that came with each
         # observation (a policy acting through `compute_actions_from_input_dict`).
         self.infos = infos
+        self.ids = ids
 
     @classmethod
     def for_policy(
@@ -300,9 +353,9 @@ class ViewPlan:
         model_reqs = getattr(getattr(policy, "model", None), "view_requirements", None)
         for name, vr in (model_reqs or {}).items():
             reqs.setdefault(name, vr)
-        columns = [
-            ViewColumn(name, vr) for name, vr in declared_views(reqs).items() if name not in native
-        ]
+        declared = declared_views(reqs)
+        declared.update(bare_policy_views(policy, reqs))
+        columns = [ViewColumn(name, vr) for name, vr in declared.items() if name not in native]
         by_input_dict = acts_by_input_dict(policy)
         if not (columns or by_input_dict):
             return None
@@ -312,7 +365,8 @@ class ViewPlan:
             shape = getattr(space, "shape", None)
             if c.data_col not in specs and shape is not None:
                 specs[c.data_col] = (tuple(shape), np.dtype(space.dtype))  # type: ignore[union-attr]
-        return cls(columns, specs, infos=by_input_dict)
+        ids = acting_id_columns(reqs) if by_input_dict else ()
+        return cls(columns, specs, infos=by_input_dict, ids=ids)
 
     def keep_available(self, available: set[str]) -> None:
         """Drops the columns whose data column the sampler does not record (e.g. one
@@ -321,7 +375,7 @@ class ViewPlan:
         if not dropped:
             return
         kept = [c for c in self.columns if c not in dropped]
-        self.__init__(kept, self.specs, self.infos)  # type: ignore[misc]
+        self.__init__(kept, self.specs, self.infos, self.ids)  # type: ignore[misc]
 
     def acting_inputs(self, step_views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The input-dict entries of the columns used for computing actions, from
