@@ -75,6 +75,10 @@ def convert_space(space: Any) -> Any:
     if cached is not None:
         return cached
     new = _convert(space)
+    # RLlib's preprocessed observation spaces name the env's space they flatten.
+    original = getattr(space, "original_space", None)
+    if original is not None:
+        new.original_space = convert_space(original)
     link_spaces(space, new)
     return new
 

@@ -296,6 +296,8 @@ class ModelCatalog:
             UnsupportedSpaceException: for observation spaces that cannot be flattened.
         """
         _check_framework(framework)
+        # (Old gym spaces, as RLlib 1.x code passes them, as their Gymnasium equals.)
+        obs_space, action_space = convert_space(obs_space), convert_space(action_space)
         config = {**MODEL_DEFAULTS, **(model_config or {})}
         # The recurrent wrappers: the (default or custom) model's features feed an LSTM or
         # a GTrXL.

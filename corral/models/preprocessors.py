@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from corral.env.gym_compat import convert_space
 from corral.utils.error import UnsupportedSpaceException
 from corral.utils.spaces.repeated import Repeated
 
@@ -113,7 +114,7 @@ class Preprocessor:
     """
 
     def __init__(self, obs_space: gym.Space, options: dict | None = None) -> None:
-        original_space = obs_space
+        original_space = convert_space(obs_space)  # (an old gym space: its Gymnasium equal)
         self.original_space = original_space
         self._obs_space = original_space
         self._options = options or {}
@@ -314,6 +315,7 @@ def get_preprocessor(space: gym.Space) -> type[Preprocessor]:
     frames are resized (``GenericPixelPreprocessor``), Tuple, Dict and ``Repeated`` spaces
     flatten; any other space passes through (``NoPreprocessor``).
     """
+    space = convert_space(space)
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         return OneHotPreprocessor
     if getattr(space, "shape", None) == ATARI_RAM_OBS_SHAPE:
@@ -400,6 +402,7 @@ def preprocessor_for_space(space: gym.Space, options: dict | None = None) -> Pre
                 error=False,
             )
         return cls(space, options)
+    space = convert_space(space)
     if isinstance(space, gym.spaces.Box):
         if space.shape == ATARI_OBS_SHAPE:
             return GenericPixelPreprocessor(space, options)

@@ -378,3 +378,48 @@ def test_repeated_of_old_spaces_nests_in_old_dicts_converts_and_trains():
         assert trainer.train()["timesteps_total"] >= 16
     finally:
         trainer.stop()
+
+
+def test_model_catalog_builds_models_and_preprocessors_for_old_spaces():
+    from corral.models import ModelCatalog
+    from corral.models.preprocessors import DictFlatteningPreprocessor, get_preprocessor
+    from corral.models.torch.fcnet import FullyConnectedNetwork
+    from corral.models.torch.visionnet import VisionNetwork
+
+    vector = gym.spaces.Box(0.0, 1.0, shape=(3,), dtype=np.float32)
+    model = ModelCatalog.get_model_v2(vector, gym.spaces.Discrete(5), 5, {})
+    assert isinstance(model, FullyConnectedNetwork)
+    out, state = model({"obs": torch.zeros(1, 3)})
+    assert out.shape == (1, 5) and state == []
+    image = gym.spaces.Box(0.0, 1.0, shape=(84, 84, 3), dtype=np.float32)
+    assert isinstance(
+        ModelCatalog.get_model_v2(image, gym.spaces.Discrete(5), 5, {}), VisionNetwork
+    )
+    nested = gym.spaces.Dict({"a": gym.spaces.Discrete(3), "b": vector})
+    assert get_preprocessor(nested) is DictFlatteningPreprocessor
+    prep = ModelCatalog.get_preprocessor_for_space(nested)
+    assert isinstance(prep, DictFlatteningPreprocessor) and prep.shape == (6,)
+    assert prep.transform({"a": 1, "b": np.ones(3, np.float32)}).tolist() == [0, 1, 0, 1, 1, 1]
+    # A flattened space names its original (nested) space, as RLlib's did.
+    flat = gym.spaces.Box(-1.0, 1.0, shape=(6,), dtype=np.float32)
+    flat.original_space = nested
+    assert isinstance(convert_space(flat).original_space, gymnasium.spaces.Dict)
+
+
+def test_es_and_ars_workers_convert_an_old_gym_env():
+    from corral.agents.ars import ARSTrainer
+    from corral.agents.es import ESTrainer
+
+    small = {
+        "num_workers": 0,
+        "noise_size": 10_000,
+        "model": {"fcnet_hiddens": [8]},
+        "env_config": {"corridor_length": 3},
+    }
+    es = {**small, "episodes_per_batch": 2, "train_batch_size": 2}
+    for trainer_cls, config in ((ESTrainer, es), (ARSTrainer, {**small, "num_rollouts": 1})):
+        trainer = trainer_cls(config=config, env=OldCorridor)
+        try:
+            assert trainer.train()["timesteps_total"] > 0
+        finally:
+            trainer.stop()

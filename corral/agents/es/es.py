@@ -52,6 +52,7 @@ from corral.agents.es.es_torch_policy import ESTorchPolicy
 from corral.agents.trainer import NUM_AGENT_STEPS_SAMPLED, NUM_ENV_STEPS_SAMPLED, Trainer
 from corral.core.learner import LearnerGroup
 from corral.env.env_context import EnvContext
+from corral.env.gym_compat import ensure_gymnasium_env
 from corral.evaluation.backend import Future, wait_all
 from corral.evaluation.worker_handle import WorkerSpec, start_worker, wait_all_ready
 from corral.evaluation.worker_set import WORKER_START_TIMEOUT_S, WorkerSet
@@ -246,8 +247,13 @@ class Worker:
             torch.manual_seed(self._seed)
         self._rng = np.random.default_rng(self._seed)
         self.noise = SharedNoiseTable(_resolve_noise(noise))
-        self.env = env_creator(
-            EnvContext(self.config.get("env_config") or {}, worker_index, remote=worker_index > 0)
+        # (An old gym API env is converted, as rollout workers convert theirs.)
+        self.env = ensure_gymnasium_env(
+            env_creator(
+                EnvContext(
+                    self.config.get("env_config") or {}, worker_index, remote=worker_index > 0
+                )
+            )
         )
         if not isinstance(self.env, gym.Env):
             raise ValueError(
