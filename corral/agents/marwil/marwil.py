@@ -21,7 +21,7 @@ from corral.agents.trainer import (
 from corral.execution import synchronous_parallel_sample
 from corral.execution.learner_stream import LearnerStream
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch
-from corral.utils.config_spec import Float, Int, Optional
+from corral.utils.config_spec import Float, Int, Optional, Schedule
 from corral.utils.replay_buffers import MultiAgentReplayBuffer
 
 DEFAULT_CONFIG = with_common_config(
@@ -47,6 +47,10 @@ DEFAULT_CONFIG = with_common_config(
         "grad_clip": None,
         # Adam's learning rate.
         "lr": 1e-4,
+        # (corral) [[timestep, lr], ...] piecewise-linear learning-rate schedule over the
+        # steps read (None: constant `lr`), as PG's, PPO's, A3C's ... (RLlib 1.13's
+        # MARWIL has none).
+        "lr_schedule": None,
         # Update rate of the moving average c^2 of the squared advantages (1e-8 in
         # the paper).
         "moving_average_sqd_adv_norm_update_rate": 1e-8,
@@ -77,6 +81,7 @@ CONFIG_SPECS = {
     "replay_buffer_size": Int(1, integral_float_ok=True),
     "learning_starts": Int(0, integral_float_ok=True),
     "bc_logstd_coeff": Float(0),
+    "lr_schedule": Schedule(Float(0)),
 }
 
 # The columns MARWIL's loss reads (the rest of an input batch is not kept).

@@ -17,7 +17,7 @@ import torch
 
 from corral.evaluation.postprocessing import compute_advantages
 from corral.policy.sample_batch import SampleBatch
-from corral.policy.torch_policy import TensorDict, TorchPolicy
+from corral.policy.torch_policy import LearningRateSchedule, TensorDict, TorchPolicy
 from corral.utils.torch_utils import explained_variance
 
 
@@ -102,6 +102,7 @@ def stats(policy: Any, train_batch: TensorDict) -> dict[str, Any]:
     out = {
         "policy_loss": tower.get("policy_loss"),
         "total_loss": tower.get("total_loss"),
+        "cur_lr": getattr(policy, "cur_lr", None),
     }
     if policy.config["beta"] != 0.0:
         out["moving_average_sqd_adv_norm"] = policy._moving_average_sqd_adv_norm.clone()
@@ -110,8 +111,9 @@ def stats(policy: Any, train_batch: TensorDict) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-class MARWILTorchPolicy(TorchPolicy):
-    """MARWIL (and BC): `postprocess_trajectory` adds discounted returns, `loss` is MARWIL's."""
+class MARWILTorchPolicy(LearningRateSchedule, TorchPolicy):
+    """MARWIL (and BC): `postprocess_trajectory` adds discounted returns, `loss` is MARWIL's;
+    the learning rate follows `lr_schedule`."""
 
     @staticmethod
     def get_default_config() -> dict:
@@ -128,6 +130,7 @@ class MARWILTorchPolicy(TorchPolicy):
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: dict) -> None:
         TorchPolicy.__init__(self, observation_space, action_space, config)
+        LearningRateSchedule.__init__(self, config["lr"], config.get("lr_schedule"))
         setup_mixins(self, observation_space, action_space, config)
 
     def postprocess_trajectory(

@@ -129,3 +129,26 @@ def test_bc_imitates_the_actions_it_reads():
     finally:
         trainer.stop()
     assert losses[-1] < losses[0]
+
+
+def test_lr_schedule_sets_the_rate_of_each_update():
+    # Also what lets a PG config (which has the key) be given to BC, as RLlib 1.13 could.
+    from corral.agents.pg import DEFAULT_CONFIG as PG_CONFIG
+
+    config = {**PG_CONFIG, "env": "CartPole-v1", "seed": 0, "beta": 0.0}
+    config.update(train_batch_size=100, rollout_fragment_length=100, min_time_s_per_reporting=0)
+    config.update(min_sample_timesteps_per_reporting=0, lr_schedule=[[0, 1e-2], [400, 1e-3]])
+    trainer = BCTrainer(config=config)
+    try:
+        rates = [
+            trainer.train()["info"]["learner"]["default_policy"]["learner_stats"]["cur_lr"]
+            for _ in range(5)
+        ]
+        optimizer = trainer.learner_group.local_learner.optimizers["default_policy"]
+    finally:
+        trainer.stop()
+    assert rates[0] == pytest.approx(1e-2) and rates[-1] == pytest.approx(1e-3)
+    assert all(a > b for a, b in zip(rates[:4], rates[1:4]))
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    with pytest.raises(TypeError, match="lr_schedule"):
+        BCTrainer(config={"env": "CartPole-v1", "lr_schedule": "fast"})
