@@ -124,6 +124,34 @@ def test_a_multi_agent_env_without_a_render_of_its_own_is_not_rendered():
     assert can_render(_Drawn())
 
 
+def test_multi_agent_env_wrapper_is_built_from_make_env_existing_envs_and_num_envs():
+    first = _two_agents()
+    made = []
+
+    def make_env(index):
+        made.append(index)
+        return _two_agents()
+
+    ma = MultiAgentEnvWrapper(make_env, [first], 3)
+    assert made == [1, 2] and ma.num_envs == 3 and ma.get_sub_environments()[0] is first
+    assert MultiAgentEnvWrapper(make_env=make_env, existing_envs=[], num_envs=1).num_envs == 1
+    with pytest.raises(ValueError, match="make_env"):
+        MultiAgentEnvWrapper(None, [first], 2)
+    # The asynchronous interface: no reward before the first step; an ended sub-env takes
+    # no action until `try_reset`.
+    obs, rewards, dones, _, _ = ma.poll()
+    assert rewards == {0: {}, 1: {}, 2: {}} and dones[0] == {"__all__": False}
+    ended = {0: 1, 1: 1}  # action 1 ends each agent's episode
+    ma.send_actions({i: ended for i in range(3)})
+    assert all(d["__all__"] for d in ma.poll()[2].values())
+    with pytest.raises(ValueError, match="Env 0 is already done"):
+        ma.send_actions({i: ended for i in range(3)})
+    for i in range(3):
+        assert sorted(ma.try_reset(i)[i]) == [0, 1]
+    ma.send_actions({i: {0: 0, 1: 0} for i in range(3)})
+    assert ma.poll()[1][2] == {0: 1.0, 1: 1.0}
+
+
 def test_multi_agent_env_wrapper_space_samples_take_agent_ids():
     two = _two_agents()
     ma = MultiAgentEnvWrapper([two])

@@ -192,13 +192,17 @@ class BaseEnv:
         pending = getattr(self, "_polled", None)
         if pending is None:
             n = self.num_envs
+            # No reward yet: an empty dict per multi-agent sub-env (RLlib 1.13's).
+            no_reward: list[Any] = [{} for _ in range(n)] if self.multi_agent else [None] * n
             not_done: Any = {} if self.multi_agent else False
-            pending = (self._poll_reset_all(), [None] * n, [not_done] * n, [{}] * n)
+            pending = (self._poll_reset_all(), no_reward, [not_done] * n, [{}] * n)
         obs, rewards, dones, infos = pending
         self._polled: tuple[list, list, list, list] | None = ([], [], [], [])
         polled: tuple[dict, dict, dict, dict, dict]
         if self.multi_agent:
             done_dicts = [{**d, "__all__": bool(d.get("__all__"))} for d in dones]
+            # Ended sub-envs take no actions until `try_reset` (RLlib 1.13's rule).
+            self._ended = {i for i, d in enumerate(done_dicts) if d["__all__"]}
             polled = (
                 dict(enumerate(obs)),
                 dict(enumerate(rewards)),
@@ -219,10 +223,18 @@ class BaseEnv:
 
     def send_actions(self, action_dict: Mapping[int, Mapping[Any, Any]]) -> None:
         """Steps every sub-env with `action_dict[env_id]` (per agent; a single agent's
-        action under `"agent0"`); the results come with the next `poll()`."""
+        action under `"agent0"`); the results come with the next `poll()`.
+
+        Raises:
+            ValueError: an action for a multi-agent sub-env whose episode ended (`poll`
+                said `"__all__"`) and that was not `try_reset` since.
+        """
         if getattr(self, "_polled", None) is None:
             raise RuntimeError("send_actions() before the first poll(): poll() resets the envs.")
         if self.multi_agent:
+            ended = sorted(set(action_dict) & getattr(self, "_ended", set()))
+            if ended:
+                raise ValueError(f"Env {ended[0]} is already done: call try_reset({ended[0]}).")
             actions = [dict(action_dict[i]) for i in range(self.num_envs)]
         else:
             actions = [action_dict[i][DUMMY_AGENT_ID] for i in range(self.num_envs)]
@@ -232,6 +244,7 @@ class BaseEnv:
         """Resets sub-env `env_id`; returns `{env_id: {agent_id: obs}}`."""
         index = env_id or 0
         obs = self._poll_reset_at(index)
+        getattr(self, "_ended", set()).discard(index)
         return {index: obs if self.multi_agent else {DUMMY_AGENT_ID: obs}}
 
     # The sub-env calls behind `poll`; subclasses that step their sub-envs another way

@@ -187,15 +187,44 @@ class MultiAgentEnv(gym.Env):
 
 
 class MultiAgentEnvWrapper(BaseEnv):
-    """The n `MultiAgentEnv` sub-envs of one rollout worker, as a `BaseEnv`."""
+    """The n `MultiAgentEnv` sub-envs of one rollout worker, as a `BaseEnv`.
+
+    Built from the sub-envs (`MultiAgentEnvWrapper(envs)`), or as RLlib 1.13 builds it:
+    `MultiAgentEnvWrapper(make_env, existing_envs, num_envs)`, where `make_env(i)` makes
+    sub-env `i` for each of the `num_envs` that `existing_envs` lacks (an old gym API env
+    is converted, see `corral.env.gym_compat.ensure_gymnasium_env`).
+
+    Raises:
+        ValueError: there is no sub-env, or sub-envs are missing and there is no `make_env`.
+    """
 
     multi_agent = True
 
-    def __init__(self, envs: list[MultiAgentEnv]) -> None:
+    def __init__(
+        self,
+        make_env: Callable[[int], Any] | list[MultiAgentEnv] | None = None,
+        existing_envs: list[MultiAgentEnv] | None = None,
+        num_envs: int | None = None,
+    ) -> None:
+        if isinstance(make_env, list):  # corral's form: the sub-envs
+            existing_envs = make_env + list(existing_envs or [])
+            make_env = None
+        envs = list(existing_envs or [])
+        wanted = len(envs) if num_envs is None else num_envs
+        if len(envs) < wanted:
+            if make_env is None:
+                raise ValueError(
+                    f"MultiAgentEnvWrapper: num_envs={wanted} with {len(envs)} existing "
+                    "sub-environments needs `make_env` to make the others."
+                )
+            from corral.env.gym_compat import ensure_gymnasium_env
+
+            envs += [ensure_gymnasium_env(make_env(i)) for i in range(len(envs), wanted)]
         if not envs:
             raise ValueError("MultiAgentEnvWrapper needs at least one sub-environment.")
-        self.envs = list(envs)
-        self.num_envs = len(self.envs)
+        self.make_env = make_env
+        self.envs = envs
+        self.num_envs = len(envs)
 
     def get_sub_environments(self, as_dict: bool = False) -> Any:
         return sub_environments(self.envs, as_dict)
