@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from corral.policy.sample_batch import SampleBatch
-from corral.utils._nest import flatten, map_structure
+from corral.utils._nest import flatten
 
 
 def trajectory_boundaries(n: int, id_columns: Sequence[Any]) -> np.ndarray:
@@ -102,7 +102,8 @@ def chop_into_sequences(
 
     Args:
         feature_columns: per-row columns (nested structures of them with
-            `handle_nested_data`).
+            `handle_nested_data`, whose columns come back as lists of their padded
+            leaves, dicts in sorted key order: RLlib 1.13's `tree.flatten`).
         state_columns: the recurrent states, per row (the first row of each sequence is
             kept), or already one per sequence (`states_already_reduced_to_init`).
         max_seq_len: the longest sequence.
@@ -118,10 +119,14 @@ def chop_into_sequences(
         `[4, 4, 8, 8, 8, 8]` and `max_seq_len=3` give `[4, 4, 0, 8, 8, 8, 8, 0, 0]`
         and seq_lens `[2, 3, 1]`.
     """
-    leaves = [flatten(c)[0] if handle_nested_data else c for c in feature_columns]
+    # Each column's leaves (RLlib: a list is one column, not a structure).
+    columns = [
+        flatten(np.asarray(c) if isinstance(c, list) else c) if handle_nested_data else [c]
+        for c in feature_columns
+    ]
     n = (
-        len(leaves[0])
-        if leaves
+        len(columns[0][0])
+        if columns
         else len(np.asarray(episode_ids if episode_ids is not None else []))
     )
     if seq_lens is None or len(seq_lens) == 0:
@@ -150,12 +155,8 @@ def chop_into_sequences(
             return padded
         return padded.reshape(len(lengths), length, *padded.shape[1:])[order].reshape(padded.shape)
 
-    features = [
-        map_structure(lambda c: reorder(pad(c)), column)
-        if handle_nested_data
-        else reorder(pad(column))
-        for column in feature_columns
-    ]
+    padded = [[reorder(pad(leaf)) for leaf in leaves] for leaves in columns]
+    features: list[Any] = padded if handle_nested_data else [leaves[0] for leaves in padded]
     initial = [
         np.asarray(s) if states_already_reduced_to_init else np.asarray(s)[starts]
         for s in state_columns

@@ -53,10 +53,20 @@ def test_chop_into_sequences_options():
         shuffle=True,
         handle_nested_data=True,
     )
-    rows = f_pad[0]["a"].reshape(3, 3)
-    for row, length, state in zip(rows, seq_lens, s_init[0]):
+    # (A nested column comes back as the list of its padded leaves, RLlib 1.13's.)
+    a, b = f_pad[0]
+    for row, length, state in zip(a.reshape(3, 3), seq_lens, s_init[0]):
         assert row[0] == state and row[:length].tolist() == list(range(state, state + length))
-    assert (f_pad[0]["b"] == f_pad[0]["a"] * 10).all()
+    assert (b == a * 10).all()
+    # A list is one column, not a structure.
+    f_pad, _, seq_lens = chop_into_sequences(
+        feature_columns=[[1, 2, 3]],
+        state_columns=[],
+        episode_ids=[0, 0, 1],
+        max_seq_len=2,
+        handle_nested_data=True,
+    )
+    assert [leaf.tolist() for leaf in f_pad[0]] == [[1, 2, 3, 0]]
 
 
 def test_pad_batch_to_sequences_of_same_size_for_a_recurrent_batch():
