@@ -136,7 +136,8 @@ def run_file(test: Path, work: Path, timeout: float) -> dict:
     """One test file in its own pytest process: its counts and the last line."""
     env = {
         **os.environ,
-        "PYTHONPATH": str(work),
+        # (After the scratch folder, any PYTHONPATH given: e.g. a checkout of corral to test.)
+        "PYTHONPATH": os.pathsep.join(p for p in (str(work), os.environ.get("PYTHONPATH")) if p),
         "CORRAL_RESULTS_DIR": str(work / "results"),
     }
     try:
