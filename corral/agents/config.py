@@ -462,7 +462,10 @@ COMMON_CONFIG: TrainerConfigDict = {
     # minimum (replaces `timesteps_per_iteration`).
     "min_sample_timesteps_per_reporting": None,
     # (RLlib 1.13) Arguments for the output, read by writers as
-    # `ioctx.output_config`; {"format": "parquet"} writes Parquet files.
+    # `ioctx.output_config` (any keys: a custom writer's own too); {"format":
+    # "parquet"} writes Parquet files; `output="dataset"` reads "format", "path" and
+    # "max_num_samples_per_file" (batches per file). "store_infos" (bool, RLlib 1.13:
+    # write each step's `infos` column) is accepted at False only: True is not built.
     "output_config": {},
     # (RLlib 1.13) TensorFlow eager only: retraces allowed per function; unused by
     # torch.

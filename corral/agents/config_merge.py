@@ -63,6 +63,7 @@ ALLOW_UNKNOWN_SUBKEYS: list[str] = [
     "extra_python_environs_for_driver",
     "extra_python_environs_for_worker",
     "input_config",
+    "output_config",
     "logger_config",
 ]
 

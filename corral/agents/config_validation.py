@@ -26,6 +26,7 @@ from corral.utils.config_spec import (
     Bool,
     CallableSpec,
     ClassOrFactory,
+    ConfigKeyError,
     Dict,
     Float,
     InstanceOf,
@@ -194,7 +195,7 @@ def _common_specs() -> dict[str, Spec]:
         "min_time_s_per_reporting": Optional(Float(0)),
         "min_train_timesteps_per_reporting": Optional(Int(0)),
         "min_sample_timesteps_per_reporting": Optional(Int(0)),
-        "output_config": Dict(),
+        "output_config": Dict({"store_infos": Bool()}),
         "eager_max_retraces": Optional(Int(0)),
         "_tf_policy_handles_more_than_one_loss": Bool(),
         "_disable_preprocessor_api": Bool(),
@@ -310,7 +311,26 @@ def _check_env_splits(config: Mapping[str, Any]) -> None:
         )
 
 
-def _policy_specs(multiagent: dict) -> dict[str, Any]:
+def multiagent_policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
+    """The `multiagent` config dict's policies as {policy id: PolicySpec}, after RLlib
+    1.13's checks of its keys.
+
+    Raises:
+        ConfigKeyError: (a `KeyError` and a `ValueError`) a key that COMMON_CONFIG's
+            `multiagent` lacks, or a policy id that is not a str.
+        ValueError: a policy spec of the wrong form.
+    """
+    allowed = COMMON_CONFIG["multiagent"]
+    unknown = [key for key in multiagent if key not in allowed]
+    if unknown:
+        raise ConfigKeyError(
+            f"{unknown_key_error(unknown[0], allowed, 'multiagent/')} (You have invalid keys "
+            "in your 'multiagent' config dict.)"
+        )
+    return _policy_specs(multiagent)
+
+
+def _policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
     """Normalise `multiagent["policies"]` into {policy id: PolicySpec}."""
     from corral.policy.policy import PolicySpec
 
@@ -321,7 +341,7 @@ def _policy_specs(multiagent: dict) -> dict[str, Any]:
         # A collection of ids: each gets a default spec (class and spaces inferred).
         for pid in policies:
             if not isinstance(pid, str):
-                raise ValueError(f"Policy keys must be strs, got {type(pid)}")
+                raise ConfigKeyError(f"Policy keys must be strs, got {type(pid)}")
         policies = {pid: PolicySpec() for pid in policies}
     elif not isinstance(policies, Mapping):
         raise ValueError(
@@ -332,7 +352,7 @@ def _policy_specs(multiagent: dict) -> dict[str, Any]:
     specs: dict[str, Any] = {}
     for pid, spec in policies.items():
         if not isinstance(pid, str):
-            raise ValueError(f"Policy keys must be strs, got {type(pid)}")
+            raise ConfigKeyError(f"Policy keys must be strs, got {type(pid)}")
         if not isinstance(spec, PolicySpec):
             if not isinstance(spec, list | tuple) or len(spec) != 4:
                 raise ValueError(
@@ -512,7 +532,7 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
         config["multiagent"] = multiagent = copy_config(COMMON_CONFIG["multiagent"])
     if not isinstance(multiagent, dict):
         raise ValueError(f"`multiagent` must be a dict, got {multiagent!r}.")
-    specs = multiagent["policies"] = _policy_specs(multiagent)
+    specs = multiagent["policies"] = multiagent_policy_specs(multiagent)
     is_multiagent = len(specs) > 1 or _DEFAULT_POLICY_ID not in specs
 
     num_gpus = config.get("num_gpus", 0) or 0

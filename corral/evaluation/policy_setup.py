@@ -17,6 +17,7 @@ import torch
 from corral.agents.config import copy_config, deep_update
 from corral.policy.policy import Policy
 from corral.policy.sample_batch import DEFAULT_POLICY_ID
+from corral.utils.error import NoGPUsError
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ def rollout_device(config: dict, worker_index: int) -> str | None:
     CPU.
 
     Raises:
-        ValueError: `num_gpus_per_worker > 0`, no `_fake_gpus`, and torch sees no CUDA.
+        NoGPUsError: `num_gpus_per_worker > 0`, no `_fake_gpus`, and torch sees no CUDA
+            (a `RuntimeError`, as in RLlib 1.13, and a `ValueError`).
     """
     gpus = config.get("num_gpus_per_worker", 0) or 0
     if worker_index == 0 or gpus <= 0:
@@ -68,7 +70,7 @@ def rollout_device(config: dict, worker_index: int) -> str | None:
     if config.get("_fake_gpus"):
         return "cpu"
     if not torch.cuda.is_available():
-        raise ValueError(
+        raise NoGPUsError(
             f"num_gpus_per_worker={gpus}, but torch sees no CUDA GPU in rollout worker "
             f"{worker_index} (torch {torch.__version__}, CUDA build: "
             f"{torch.version.cuda is not None}). Set num_gpus_per_worker=0, or "

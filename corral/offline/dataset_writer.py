@@ -2,11 +2,11 @@
 
 RLlib 1.13's Ray Data output: ``output="dataset"`` with ``output_config={"format": "json" |
 "parquet", "path": <folder>, "max_num_samples_per_file": <n>}``. The writer buffers the
-steps of the batches it is given and, once the buffer holds ``max_num_samples_per_file``
-steps (default 100000; RLlib counts buffered batches, corral counts steps so a file's size
-does not depend on the fragment length), writes them as one file into ``path`` with Ray
-Data (``write_json`` / ``write_parquet``); `close()` (the worker's `stop()`) writes what
-is left, which RLlib 1.13 dropped. Ray (``ray[data]``) is needed.
+batches it is given and, once it holds ``max_num_samples_per_file`` of them (default
+100000; RLlib 1.13's rule: a "sample" is one `write()`'s batch, whatever its length),
+writes their steps as one file into ``path`` with Ray Data (``write_json`` /
+``write_parquet``); `close()` (the worker's `stop()`) writes what is left, which RLlib
+1.13 dropped. Ray (``ray[data]``) is needed.
 
 The files are read back by ``input="dataset"`` (one step per row) and by the file readers:
 Parquet files use `ParquetWriter`'s layout (row shapes in the ``corral.shapes`` metadata,
@@ -51,7 +51,7 @@ class DatasetWriter(OutputWriter):
     Args:
         ioctx: the worker's IO context; its ``output_config`` holds ``format``
             ("json" or "parquet"), ``path`` (the output folder, created if missing) and
-            ``max_num_samples_per_file`` (steps per file).
+            ``max_num_samples_per_file`` (batches, i.e. `write()` calls, per file).
         compress_columns: accepted for RLlib's signature; the dataset files are not
             compressed per column (Parquet compresses every column itself, and the JSON
             rows stay plain so that Ray Data can read them).
@@ -74,7 +74,7 @@ class DatasetWriter(OutputWriter):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(
                 "output_config['max_num_samples_per_file'] must be a positive number of "
-                f"steps, got {limit!r}."
+                f"batches (write() calls) per file, got {limit!r}."
             )
         _ray_data()
         self.format: str = fmt
@@ -82,7 +82,6 @@ class DatasetWriter(OutputWriter):
         self.max_num_samples_per_file: int = limit
         self.compress_columns = compress_columns
         self.samples: list[SampleBatch] = []
-        self._buffered = 0
 
     def write(self, sample_batch: SampleBatchType) -> None:
         if isinstance(sample_batch, MultiAgentBatch):
@@ -91,32 +90,33 @@ class DatasetWriter(OutputWriter):
                 "write multi-agent batches with output=<folder> (output_config={'format': "
                 "'parquet'} for Parquet)."
             )
-        if not sample_batch.count:
-            return
+        # An empty batch counts too (RLlib 1.13 counted every write); it adds no rows.
         self.samples.append(sample_batch)
-        self._buffered += sample_batch.count
-        while self._buffered >= self.max_num_samples_per_file:
-            self._flush(self.max_num_samples_per_file)
+        if len(self.samples) >= self.max_num_samples_per_file:
+            self._flush()
 
     def close(self) -> None:
-        """Writes the buffered steps (a last, smaller file)."""
-        if self._buffered:
-            self._flush(self._buffered)
+        """Writes the buffered batches (a last file holding fewer of them)."""
+        if self.samples:
+            self._flush()
 
-    def _flush(self, n: int) -> None:
+    def _flush(self) -> None:
+        """Writes the buffered batches' steps as one file and empties the buffer."""
+        batches = [b for b in self.samples if b.count]
+        n = len(self.samples)
+        self.samples = []
+        if not batches:
+            return
         data = _ray_data()
-        rows = concat_samples(self.samples) if len(self.samples) > 1 else self.samples[0]
-        head, rest = rows.slice(0, n), rows.slice(n, rows.count)
-        self.samples = [rest] if rest.count else []
-        self._buffered = rest.count
+        rows = concat_samples(batches) if len(batches) > 1 else batches[0]
         if self.format == "parquet":
             from corral.offline.parquet import batch_to_table
 
-            ds = data.from_arrow(batch_to_table(head))
+            ds = data.from_arrow(batch_to_table(rows))
             ds.repartition(1).write_parquet(self.path)
         else:
             records = [
-                json.loads(batch_to_json(head.slice(i, i + 1), ())) for i in range(head.count)
+                json.loads(batch_to_json(rows.slice(i, i + 1), ())) for i in range(rows.count)
             ]
             data.from_items(records).repartition(1).write_json(self.path)
-        logger.info("Wrote %d steps to %s (%s)", n, self.path, self.format)
+        logger.info("Wrote %d batches (%d steps) to %s (%s)", n, rows.count, self.path, self.format)

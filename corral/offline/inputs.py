@@ -9,6 +9,7 @@ Minari datasets (``"minari://<dataset id>"``), D4RL datasets (``"d4rl.<env name>
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from corral.offline.dataset_reader import DatasetReader, is_ray_dataset
@@ -23,6 +24,33 @@ from corral.offline.shuffled_input import ShuffledInput
 MINARI_PREFIXES = ("minari://", "minari:")
 # "d4rl.<env name>": RLlib 1.13's D4RL input (`corral.offline.d4rl_reader`).
 D4RL_PREFIX = "d4rl."
+
+# A dotted Python name ("package.module.Class"): RLlib 1.13 imported such an `input`.
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+# Last parts that make a dotted name a file name instead ("out.json").
+_FILE_SUFFIXES = ("json", "zip", "parquet", "gz", "lz4")
+
+
+def _refuse_class_path(source: str) -> None:
+    """Raises for an ``input`` naming a class by its dotted path that is no file or folder.
+
+    RLlib 1.13 imported such a class and built it with the IOContext; corral imports
+    nothing a config names (a config may come from a checkpoint's or trial's files), so it
+    says what to pass instead rather than reporting that no files match.
+    """
+    if (
+        not _DOTTED_NAME.fullmatch(source)
+        or source.rsplit(".", 1)[1].lower() in _FILE_SUFFIXES
+        or os.path.exists(os.path.expanduser(source))
+    ):
+        return
+    raise ValueError(
+        f"input={source!r} is no file or folder and looks like a class path. corral does not "
+        "import classes or modules named in a config (RLlib 1.13 imported it and built it "
+        'with the IOContext). Pass the class itself (`"input": MyReader`, called with the '
+        "IOContext), a function taking the IOContext and returning an InputReader, or a name "
+        "registered with `corral.tune.register_input(name, creator)`."
+    )
 
 
 def _registered_input(name: str) -> Any:
@@ -81,6 +109,7 @@ def input_reader_for(source: Any, ioctx: IOContext) -> InputReader:
             from corral.offline.d4rl_reader import D4RLReader
 
             return D4RLReader(source[len(D4RL_PREFIX) :], ioctx)
+        _refuse_class_path(source)
     if isinstance(source, str | os.PathLike | list | tuple):
         if _is_parquet(source):
             from corral.offline.parquet import ParquetReader

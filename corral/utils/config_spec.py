@@ -63,6 +63,18 @@ class ConfigTypeError(TypeError):
     """A config value of the wrong type (the message names the key)."""
 
 
+class ConfigKeyError(KeyError, ValueError):
+    """A config key (or a key inside a config dict, e.g. a policy id) that is not allowed.
+
+    A `KeyError`, as RLlib 1.13 raises for `multiagent`'s keys, and a `ValueError` (a bad
+    config value), as corral raised it before. Its text is the message itself (a plain
+    `KeyError` would show it quoted).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class Spec:
     """What one config value may be. Subclasses define `describe` and `problem`."""
 

@@ -22,6 +22,15 @@ class CheckpointError(ValueError):
     """
 
 
+class NoGPUsError(RuntimeError, ValueError):
+    """The config asks for GPUs (`num_gpus`, `num_gpus_per_worker`, ...) that torch cannot
+    see, and `_fake_gpus` is off.
+
+    A `RuntimeError`, as RLlib 1.13's rollout workers raise it, and a `ValueError` (a bad
+    config value), as corral raised it before. The message names the key and its value.
+    """
+
+
 # RLlib 1.13's message templates (for code that formats or matches them).
 ERR_MSG_NO_GPUS = (
     "Found {} GPUs on your machine (GPU devices found: {})! If your machine does not have "

@@ -29,6 +29,10 @@ def from_config(cls: Any, config: Any = None, **kwargs: Any) -> Any:
         config: the config.
         **kwargs: constructor arguments added to (and overriding) the config's.
 
+    Returns:
+        The instance; None when the type is an abstract class (RLlib 1.13's answer to an
+        attempt to build one).
+
     Raises:
         ValueError: the type cannot be found.
         TypeError: `config` is of a kind not understood.
@@ -58,6 +62,8 @@ def from_config(cls: Any, config: Any = None, **kwargs: Any) -> Any:
         type_ = found
     if type_ is None:
         raise ValueError(f"from_config: config {config!r} names no 'type' and no class was given")
+    if inspect.isabstract(type_):
+        return None
     return type_(**arguments)
 
 

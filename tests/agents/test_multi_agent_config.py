@@ -38,6 +38,26 @@ def test_four_tuples_become_policy_specs():
 def test_policy_ids_must_be_strings(policies):
     with pytest.raises(ValueError, match="Policy keys must be strs, got <class 'int'>"):
         validated(policies=policies)
+    with pytest.raises(KeyError, match="Policy keys must be strs"):  # RLlib 1.13's type
+        validated(policies=policies)
+
+
+def test_unknown_multiagent_keys_are_a_key_error():
+    """RLlib 1.13 refuses keys COMMON_CONFIG's `multiagent` lacks with a KeyError."""
+    with pytest.raises(KeyError, match=r"Unknown config key 'multiagent/policy_mapping'.*"):
+        validated(policies={"a"}, policy_mapping=lambda aid, **kw: "a")
+    with pytest.raises(ValueError, match="invalid keys in your 'multiagent' config"):
+        PPOTrainer(config={"multiagent": {"wrong_key": 1}}, env="CartPole-v1")
+
+
+def test_check_multi_agent_applies_the_same_checks():
+    from corral.utils.pre_checks.multi_agent import check_multi_agent
+
+    assert check_multi_agent({"multiagent": {"policies": {"a", "b"}}})[1] is True
+    with pytest.raises(KeyError, match="Policy keys must be strs"):
+        check_multi_agent({"multiagent": {"policies": {1, "b"}}})
+    with pytest.raises(KeyError, match="invalid keys"):
+        check_multi_agent({"multiagent": {"wrong_key": 1}})
 
 
 @pytest.mark.parametrize("spec", [(None, None, None), "PPO", 3])

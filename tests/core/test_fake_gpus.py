@@ -78,7 +78,8 @@ def test_sac_trains_with_two_fake_gpus():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_gpus_without_cuda_say_what_to_do():
-    with pytest.raises(ValueError, match=r"num_gpus=0.5, but torch sees no CUDA.*_fake_gpus"):
+    # A RuntimeError (RLlib 1.13's type) that is also a ValueError (a bad config value).
+    with pytest.raises(RuntimeError, match=r"num_gpus=0.5, but torch sees no CUDA.*_fake_gpus"):
         PPOTrainer(config={"num_workers": 0, "num_gpus": 0.5}, env="CartPole-v1")
     with pytest.raises(ValueError, match=r"num_gpus_per_learner=1, but torch sees no CUDA"):
         PPOTrainer(

@@ -140,6 +140,8 @@ def test_worker_gpus_without_cuda_say_what_to_do():
         PPOTrainer(config={**CONFIG, "_fake_gpus": False}, env="CartPole-v1")
     with pytest.raises(ValueError, match=r"num_gpus_per_worker=1, but torch sees no CUDA.*_fake"):
         rollout_device({"num_gpus_per_worker": 1}, 2)
+    with pytest.raises(RuntimeError, match=r"num_gpus_per_worker=1"):  # RLlib 1.13's type
+        rollout_device({"num_gpus_per_worker": 1}, 2)
 
 
 @pytest.fixture(scope="module")

@@ -54,18 +54,19 @@ def _write(tmp_path, fmt: str, per_file: int) -> DatasetWriter:
     }
     writer = make_output_writer(IOContext(config=config))
     assert isinstance(writer, DatasetWriter)
-    writer.write(_batch(7, 0))
+    writer.write(_batch(4, 0))
+    writer.write(_batch(3, 4))
     writer.write(_batch(5, 7))
     return writer
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "json"])
 def test_written_steps_read_back_by_dataset_and_file_readers(tmp_path, local_ray, fmt):
-    writer = _write(tmp_path, fmt, per_file=5)
-    assert len(glob.glob(str(tmp_path / f"*.{fmt}"))) == 2  # 10 of 12 steps, 5 per file
-    writer.close()  # the last 2 steps
+    writer = _write(tmp_path, fmt, per_file=2)
+    assert len(glob.glob(str(tmp_path / f"*.{fmt}"))) == 1  # the first two batches
+    writer.close()  # the third one
     files = glob.glob(str(tmp_path / f"*.{fmt}"))
-    assert len(files) == 3
+    assert len(files) == 2
 
     config = {"input_config": {"format": fmt, "path": str(tmp_path)}, "train_batch_size": 12}
     got = DatasetReader(IOContext(config=config)).next()
@@ -80,6 +81,23 @@ def test_written_steps_read_back_by_dataset_and_file_readers(tmp_path, local_ray
     actions = np.sort(np.concatenate([b["actions"] for b in steps]))
     np.testing.assert_array_equal(actions, np.arange(12))
     assert all(b["obs"].shape[1:] == (2, 3) for b in steps)
+
+
+def test_max_num_samples_per_file_counts_batches(tmp_path, local_ray):
+    """RLlib 1.13's rule: a file per `max_num_samples_per_file` written batches, however
+    many steps they hold."""
+    config = {"output_config": {"path": str(tmp_path), "max_num_samples_per_file": 2}}
+    writer = DatasetWriter(IOContext(config=config))
+    writer.write(_batch(4, 0))
+    assert glob.glob(str(tmp_path / "*.json")) == []
+    writer.write(_batch(4, 4))
+    files = glob.glob(str(tmp_path / "*.json"))
+    assert len(files) == 1
+    rows = [b for b in JsonReader(files).read_all_files()]
+    assert sorted(int(b["actions"][0]) for b in rows) == list(range(8))
+    writer.write(_batch(3, 8))
+    writer.write(SampleBatch())  # an empty batch counts as a write (no rows)
+    assert len(glob.glob(str(tmp_path / "*.json"))) == 2
 
 
 def test_bad_output_configs_and_multi_agent_batches(tmp_path, local_ray):

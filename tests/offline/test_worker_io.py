@@ -195,6 +195,43 @@ def test_input_callable_or_registered_name(how):
     assert worker.sample().count == 30
 
 
+def test_input_class_path_says_what_to_pass_instead(tmp_path, monkeypatch):
+    """RLlib 1.13 imported an `input` given as a class path; corral imports nothing a
+    config names and says so (not "no files found")."""
+    monkeypatch.chdir(tmp_path)
+    config = {"num_workers": 0, "input_evaluation": [], **_spaces()}
+    with pytest.raises(ValueError, match="class path") as err:
+        PGTrainer(config={**config, "input": "my_package.readers.CustomJsonReader"})
+    msg = str(err.value)
+    assert "'my_package.readers.CustomJsonReader'" in msg and "input=" in msg
+    assert "does not import" in msg and "register_input" in msg and "class itself" in msg
+    # A missing file with a file suffix is still reported as missing files.
+    with pytest.raises(ValueError, match="No files found"):
+        PGTrainer(config={**config, "input": "data.json"})
+    # A folder whose name is a dotted word is read as a folder.
+    _write_cartpole(tmp_path / "runs.v1")
+    trainer = PGTrainer(config={**config, "input": "runs.v1"})
+    assert trainer.workers.local_worker().sample().count > 0
+    trainer.stop()
+
+
+def test_output_config_takes_writer_keys_and_store_infos(tmp_path):
+    """`output_config` is the writer's own dict (RLlib 1.13 allowed any key in it);
+    `store_infos` must be a bool, and True (an `infos` column) is not built yet."""
+    config = {**PPO_SMALL, "output": str(tmp_path), "train_batch_size": 100}
+    trainer = PPOTrainer(
+        config={**config, "output_config": {"format": "parquet", "my_writer_key": 1}},
+        env="CartPole-v1",
+    )
+    assert trainer.config["output_config"] == {"format": "parquet", "my_writer_key": 1}
+    trainer.stop()
+    with pytest.raises(TypeError, match="store_infos"):
+        PPOTrainer(config={**config, "output_config": {"store_infos": "yes"}}, env="CartPole-v1")
+    with pytest.raises(NotImplementedError, match="output_config/store_infos"):
+        PPOTrainer(config={**config, "output_config": {"store_infos": True}}, env="CartPole-v1")
+    PPOTrainer(config={**config, "output_config": {"store_infos": False}}, env="CartPole-v1").stop()
+
+
 def test_mixed_input_with_the_sampler(tmp_path):
     _write_cartpole(tmp_path)
     config = {

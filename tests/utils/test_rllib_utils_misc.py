@@ -234,6 +234,24 @@ def test_from_config_builds_from_dicts_strings_and_files(tmp_path):
         from_config(_Shape, 3.5)
 
 
+def test_from_config_of_an_abstract_class_is_none():
+    """RLlib 1.13's answer to building an abstract class: None, not a TypeError."""
+    import abc
+
+    from corral.utils.from_config import from_config
+
+    class Abstract(abc.ABC):
+        @abc.abstractmethod
+        def act(self): ...
+
+    class Concrete(Abstract):
+        def act(self):
+            return 1
+
+    assert from_config({"type": Abstract}) is None
+    assert from_config(Abstract, {"type": Concrete}).act() == 1
+
+
 def test_get_global_worker_is_each_process_s_worker():
     from corral.agents.pg import PGTrainer
     from corral.evaluation.rollout_worker import get_global_worker

@@ -27,6 +27,7 @@ from corral.evaluation.backend import (
 )
 from corral.evaluation.worker_handle import WorkerFuture, WorkerHandle, WorkerSpec, start_worker
 from corral.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch
+from corral.utils.error import NoGPUsError
 from corral.utils.metrics import MetricsLogger
 
 if TYPE_CHECKING:
@@ -73,7 +74,8 @@ def _driver_device(config: dict) -> str | None:
 
 
 def check_gpus(config: dict) -> None:
-    """Raise `ValueError` naming the key when the config asks for GPUs torch cannot see.
+    """Raise `NoGPUsError` (a `RuntimeError` and a `ValueError`) naming the key when the
+    config asks for GPUs torch cannot see.
 
     `num_gpus` (the driver's learner) needs CUDA here; `num_gpus_per_learner` and
     `num_gpus_per_worker` (remote rollout workers' inference) only with backend="local"
@@ -95,7 +97,7 @@ def check_gpus(config: dict) -> None:
 
     if not torch.cuda.is_available():
         key, value = asked[0]
-        raise ValueError(
+        raise NoGPUsError(
             f"{key}={value}, but torch sees no CUDA GPU (torch {torch.__version__}, CUDA "
             f"build: {torch.version.cuda is not None}). Set {key}=0, or `_fake_gpus: True` "
             "to run the GPU code path on the CPU."
