@@ -46,6 +46,8 @@ ACTION_SPACES: dict[str, gym.Space] = {
     "Discrete(3)": gym.spaces.Discrete(3),
     "MultiDiscrete([2, 3])": gym.spaces.MultiDiscrete([2, 3]),
     "Box(2,)": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+    # An integer Box: a categorical per element over its values low..high.
+    "Box(2, 3) int32": gym.spaces.Box(0, 3, (2, 3), np.int32),
     "Tuple(Discrete, Box)": gym.spaces.Tuple(
         (gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
     ),
@@ -233,7 +235,12 @@ def markdown(algorithms: list[str]) -> str:
         "each image its own conv trunk. With `_disable_action_flattening` Tuple/Dict actions stay",
         "nested in the batches, and with `_disable_preprocessor_api` the policy-gradient",
         "algorithms' models get the observations unflattened (see the Policy section of",
-        "[Concepts](concepts.md)).",
+        "[Concepts](concepts.md)). An integer-dtype `Box` action space (any shape, e.g.",
+        "`Box(0, 3, (2, 3), np.int32)`) gets one categorical per element over its",
+        "`high - low + 1` values, as in RLlib 1.13; its actions are the values themselves",
+        "(in `[low, high]`, the space's shape and dtype) in the env and in the sample batches",
+        "(RLlib 1.13 kept 0-based indices in the batches). The continuous-only algorithms",
+        "(DDPG, TD3, SAC and CQL on Box actions, Dreamer) refuse it.",
         "",
     ]
     for algorithm in algorithms:

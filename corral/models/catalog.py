@@ -39,7 +39,7 @@ from corral.models.torch.torch_modelv2 import ModelConfigDict, TorchModelV2
 from corral.models.torch.visionnet import VisionNetwork
 from corral.utils.deprecation import Deprecated
 from corral.utils.error import UnsupportedSpaceException
-from corral.utils.spaces import flat_action_width, flatten_space
+from corral.utils.spaces import flat_action_width, flatten_space, int_box_sizes, is_int_box
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,9 @@ class ModelCatalog:
             action_space: ``Discrete`` -> :class:`TorchCategorical`, 1-D ``Box`` ->
                 :class:`TorchDiagGaussian` (``num_outputs = 2 * dim``), ``MultiDiscrete`` ->
                 :class:`TorchMultiCategorical` (returned as a ``functools.partial`` binding
-                ``input_lens``, like RLlib 1.x).
+                ``input_lens``, like RLlib 1.x), an integer-dtype ``Box`` of any shape ->
+                :class:`TorchMultiCategorical` over each element's ``high - low + 1``
+                values (its samples are the values, in ``[low, high]``).
             config: the ``"model"`` config; ``custom_action_dist`` (a registered name or
                 a class) takes precedence over everything else.
             dist_type: a distribution class to use, or ``"deterministic"`` for a point
@@ -174,9 +176,9 @@ class ModelCatalog:
         if isinstance(dist_type, type) and issubclass(dist_type, TorchDistributionWrapper):
             return dist_type, int(dist_type.required_model_output_shape(action_space, config))
         if dist_type == "deterministic":
-            if not isinstance(action_space, gym.spaces.Box):
+            if not isinstance(action_space, gym.spaces.Box) or is_int_box(action_space):
                 raise UnsupportedSpaceException(
-                    f"dist_type='deterministic' needs a Box action space, got {action_space}."
+                    f"dist_type='deterministic' needs a float Box action space, got {action_space}."
                 )
             return TorchDeterministic, TorchDeterministic.required_model_output_shape(
                 action_space, config
@@ -191,12 +193,18 @@ class ModelCatalog:
             return TorchCategorical, TorchCategorical.required_model_output_shape(
                 action_space, config
             )
+        if is_int_box(action_space):
+            sizes = int_box_sizes(action_space)  # (raises for unbounded / huge spaces)
+            dist = functools.partial(
+                TorchMultiCategorical, input_lens=sizes, action_space=action_space
+            )
+            return dist, sum(sizes)
         if isinstance(action_space, gym.spaces.Box):
             if len(action_space.shape) > 1:
                 raise UnsupportedSpaceException(
                     f"Action space {action_space} has shape {action_space.shape}: only 1-D "
-                    "Box action spaces are supported; reshape it to one dimension in an "
-                    "action wrapper."
+                    "float Box action spaces are supported (integer Box ones of any shape); "
+                    "reshape it to one dimension in an action wrapper."
                 )
             return TorchDiagGaussian, TorchDiagGaussian.required_model_output_shape(
                 action_space, config
@@ -220,8 +228,8 @@ class ModelCatalog:
             return dist, sum(n for _, n in children)
         raise UnsupportedSpaceException(
             f"Unsupported action space {action_space} (type {type(action_space).__name__}): "
-            "corral has action distributions for Discrete, MultiDiscrete, 1-D Box spaces and "
-            "Tuple/Dict spaces of those."
+            "corral has action distributions for Discrete, MultiDiscrete, integer Box, 1-D "
+            "float Box spaces and Tuple/Dict spaces of those."
         )
 
     @staticmethod
@@ -233,7 +241,7 @@ class ModelCatalog:
         action_space = convert_space(action_space)
         if isinstance(action_space, gym.spaces.Discrete):
             return np.int64, (None,)
-        if isinstance(action_space, gym.spaces.MultiDiscrete):
+        if isinstance(action_space, gym.spaces.MultiDiscrete) or is_int_box(action_space):
             return np.int64, (None, *action_space.shape)
         if isinstance(action_space, gym.spaces.Box):
             return np.float32, (None, *action_space.shape)

@@ -38,6 +38,7 @@ from corral.utils.schedules import make_schedule
 from corral.utils.spaces import (
     flatten_action_rows,
     flatten_actions,
+    is_int_box,
     is_nested_action,
     nest_action_rows,
     unflatten_actions,
@@ -413,7 +414,10 @@ class TorchPolicy(Policy):
         self._low = self._high = None
         # Tuple/Dict actions travel as flat rows (see corral.utils.spaces).
         self._nested_actions = isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict))
-        if isinstance(space, gym.spaces.Box):
+        # An integer Box's actions are its values already (a categorical per element):
+        # the env gets them in the space's dtype, with no bounds to map.
+        self._int_box_dtype = space.dtype if is_int_box(space) else None
+        if isinstance(space, gym.spaces.Box) and self._int_box_dtype is None:
             self._low = space.low.astype(np.float32)
             self._high = space.high.astype(np.float32)
 
@@ -803,11 +807,13 @@ class TorchPolicy(Policy):
         stretched onto [low, high] (then clipped); with `clip_actions` it is
         only clipped. Tuple/Dict actions are rebuilt from their flat rows (a
         list of nested actions, Box leaves treated as above); other spaces pass
-        through.
+        through, but an integer Box's in the space's dtype.
         """
         if self._nested_actions:
             return unflatten_actions(self.action_space, actions, unsquash, clip)
         if self._low is None or self._high is None or not (unsquash or clip):
+            if self._int_box_dtype is not None:
+                return np.asarray(actions).astype(self._int_box_dtype, copy=False)
             return actions
         if unsquash:
             actions = self._low + (actions + 1.0) * 0.5 * (self._high - self._low)

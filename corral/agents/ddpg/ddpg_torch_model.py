@@ -12,6 +12,7 @@ from torch import nn
 from corral.models.torch.mlp import MLP, EnsembleMLP, FlatObsActorCritic, flatten_obs
 from corral.models.torch.torch_modelv2 import TensorType
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.spaces import is_int_box
 
 
 class DDPGTorchModel(FlatObsActorCritic):
@@ -42,9 +43,13 @@ class DDPGTorchModel(FlatObsActorCritic):
         normalize_actions: bool = True,
     ) -> None:
         action_space = self.action_space
-        if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+        if not (
+            isinstance(action_space, gym.spaces.Box)
+            and len(action_space.shape) == 1
+            and not is_int_box(action_space)
+        ):
             raise UnsupportedSpaceException(
-                f"DDPG/TD3/APEX_DDPG need a 1-D Box action space, got {action_space}."
+                f"DDPG/TD3/APEX_DDPG need a 1-D float Box action space, got {action_space}."
             )
         if not normalize_actions and not (
             np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))

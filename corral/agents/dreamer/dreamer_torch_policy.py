@@ -41,6 +41,7 @@ from corral.policy.torch_policy import TensorDict, TorchPolicy
 from corral.utils.error import UnsupportedSpaceException
 from corral.utils.metrics.learner_info import LEARNER_STATS_KEY
 from corral.utils.numpy import convert_to_numpy
+from corral.utils.spaces import is_int_box
 from corral.utils.torch_utils import make_adam
 
 # The batch key that asks `dreamer_loss` for a video summary (RLlib 1.13's).
@@ -347,11 +348,13 @@ class DreamerTorchPolicy(TorchPolicy):
         if not (
             isinstance(action_space, gym.spaces.Box)
             and len(action_space.shape) == 1
+            and not is_int_box(action_space)
             and np.all(np.isfinite(action_space.low))
             and np.all(np.isfinite(action_space.high))
         ):
             raise UnsupportedSpaceException(
-                "Dreamer needs a 1-D Box action space with finite bounds (its actor's actions "
+                "Dreamer needs a 1-D float Box action space with finite bounds (its actor's "
+                "actions "
                 f"are tanh-squashed into them); action space {action_space} is not supported."
             )
         if not (config.get("model") or {}).get("custom_preprocessor"):

@@ -26,6 +26,7 @@ from corral.models.torch.torch_modelv2 import TorchModelV2
 from corral.policy.sample_batch import SampleBatch
 from corral.policy.torch_policy import TorchPolicy
 from corral.utils.filter import Filter, get_filter
+from corral.utils.spaces import is_int_box
 
 
 def before_init(
@@ -50,8 +51,9 @@ def make_model_and_action_dist(
     policy: ESTorchPolicy, observation_space: gym.Space, action_space: gym.Space, config: dict
 ) -> tuple[TorchModelV2, type]:
     """The policy network (no gradients) and its action distribution: deterministic
-    for Box actions, the space's default otherwise."""
-    dist_type = "deterministic" if isinstance(action_space, gym.spaces.Box) else None
+    for float Box actions, the space's default otherwise (integer Box: categoricals)."""
+    float_box = isinstance(action_space, gym.spaces.Box) and not is_int_box(action_space)
+    dist_type = "deterministic" if float_box else None
     dist_class, num_outputs = ModelCatalog.get_action_dist(
         action_space, config["model"], dist_type=dist_type, framework="torch"
     )

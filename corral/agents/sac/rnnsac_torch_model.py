@@ -17,6 +17,7 @@ from corral.models.model_defaults import MODEL_DEFAULTS
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.spaces import is_int_box
 
 # The networks whose states `select_state` picks out of the model's state list, in order.
 NETS = ("policy", "q", "twin_q")
@@ -67,12 +68,16 @@ class RNNSACTorchModel(TorchModelV2):
         if self.discrete:
             action_dim = int(action_space.n)
             policy_out, q_in, q_out = action_dim, obs_dim, action_dim
-        elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        elif (
+            isinstance(action_space, gym.spaces.Box)
+            and len(action_space.shape) == 1
+            and not is_int_box(action_space)
+        ):
             action_dim = int(action_space.shape[0])
             policy_out, q_in, q_out = 2 * action_dim, obs_dim + action_dim, 1
         else:
             raise UnsupportedSpaceException(
-                f"RNNSAC needs a Discrete or 1-D Box action space, got {action_space}."
+                f"RNNSAC needs a Discrete or 1-D float Box action space, got {action_space}."
             )
         self.action_dim = action_dim
         self.policy_outputs, self.q_outputs = policy_out, q_out

@@ -16,6 +16,7 @@ from corral.models.catalog import ModelCatalog
 from corral.models.torch.mlp import MLP, EnsembleMLP, FlatObsActorCritic, flatten_obs
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.error import UnsupportedSpaceException
+from corral.utils.spaces import is_int_box
 
 # Bounds of the policy's log standard deviation (Haarnoja et al.'s reference code).
 LOG_STD_MIN = -20.0
@@ -156,12 +157,16 @@ class SACTorchModel(FlatObsActorCritic):
         if self.discrete:
             action_dim = int(action_space.n)
             policy_out, q_in_extra, q_out = action_dim, 0, action_dim
-        elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        elif (
+            isinstance(action_space, gym.spaces.Box)
+            and len(action_space.shape) == 1
+            and not is_int_box(action_space)
+        ):
             action_dim = int(action_space.shape[0])
             policy_out, q_in_extra, q_out = 2 * action_dim, action_dim, 1
         else:
             raise UnsupportedSpaceException(
-                f"SAC needs a Discrete or 1-D Box action space, got {action_space}."
+                f"SAC needs a Discrete or 1-D float Box action space, got {action_space}."
             )
         self.action_dim = action_dim
         # Box actions from a Beta distribution (`_use_beta_distribution`): the policy's

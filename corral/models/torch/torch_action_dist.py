@@ -19,7 +19,14 @@ from corral.models.action_dist import ActionDistribution
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
 from corral.utils.keyword_aliases import keyword_aliases
 from corral.utils.numpy import MAX_LOG_NN_OUTPUT, MIN_LOG_NN_OUTPUT, SMALL_NUMBER
-from corral.utils.spaces import action_leaves, flat_action_size, flatten_space, is_nested_action
+from corral.utils.spaces import (
+    action_leaves,
+    flat_action_size,
+    flatten_space,
+    int_box_sizes,
+    is_int_box,
+    is_nested_action,
+)
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -143,14 +150,19 @@ class TorchCategorical(TorchDistributionWrapper):
 
 
 class TorchMultiCategorical(TorchDistributionWrapper):
-    """Independent categoricals for ``MultiDiscrete(nvec)`` actions; logits are concatenated.
+    """Independent categoricals for ``MultiDiscrete(nvec)`` actions, or for the elements of
+    an integer ``Box`` action space; logits are concatenated.
 
     Log-probabilities, entropies and KLs are summed over the components; samples are
-    ``[B, len(nvec)]`` (reshaped to ``[B, *nvec.shape]`` when ``action_space`` is given).
+    ``[B, len(nvec)]`` (reshaped to ``[B, *space.shape]`` when ``action_space`` is given).
+    For an integer ``Box``, element ``i`` chooses among ``high[i] - low[i] + 1`` values and
+    its samples are those values (``low[i]`` plus the category's index), so the actions
+    are the env's own, in ``[low, high]``; :meth:`logp` takes them back the same way.
 
     Args:
         input_lens: the number of logits of each component (``nvec`` flattened).
-        action_space: the ``MultiDiscrete`` space, to restore a multi-dimensional ``nvec``.
+        action_space: the ``MultiDiscrete`` or integer ``Box`` space, to restore a
+            multi-dimensional shape (and an integer ``Box``'s lower bounds).
     """
 
     def __init__(
@@ -164,17 +176,24 @@ class TorchMultiCategorical(TorchDistributionWrapper):
         if input_lens is None:
             if action_space is None:
                 raise ValueError("TorchMultiCategorical needs input_lens or action_space.")
-            input_lens = np.asarray(action_space.nvec).ravel()
+            input_lens = TorchMultiCategorical._sizes(action_space)
         self.input_lens = [int(n) for n in np.asarray(input_lens).ravel()]
         self.action_shape: tuple[int, ...] | None = (
             tuple(action_space.shape) if action_space is not None else None
         )
+        # An integer Box's lower bounds, added to the categories' indices (None: all 0).
+        self._low: torch.Tensor | None = None
+        if is_int_box(action_space) and np.any(action_space.low != 0):
+            low = torch.from_numpy(action_space.low.astype(np.int64).ravel())
+            self._low = low.to(inputs.device)
         self.cats = [
             TorchCategorical(logits, model)
             for logits in torch.split(inputs, self.input_lens, dim=-1)
         ]
 
     def _shape(self, flat: TensorType) -> TensorType:
+        if self._low is not None:
+            flat = flat + self._low
         if self.action_shape is not None and len(self.action_shape) != 1:
             return flat.reshape(flat.shape[0], *self.action_shape)
         return flat
@@ -190,6 +209,8 @@ class TorchMultiCategorical(TorchDistributionWrapper):
 
     def logp(self, actions: TensorType) -> TensorType:
         actions = actions.reshape(actions.shape[0], len(self.cats))
+        if self._low is not None:
+            actions = actions - self._low
         return torch.stack([c.logp(actions[:, i]) for i, c in enumerate(self.cats)], -1).sum(-1)
 
     def multi_entropy(self) -> TensorType:
@@ -207,8 +228,16 @@ class TorchMultiCategorical(TorchDistributionWrapper):
         return self.multi_kl(other).sum(-1)
 
     @staticmethod
+    def _sizes(action_space: gym.Space) -> list[int]:
+        """The categories of each component: an integer ``Box``'s values per element, a
+        ``MultiDiscrete``'s ``nvec``."""
+        if is_int_box(action_space):
+            return int_box_sizes(action_space)
+        return [int(n) for n in np.asarray(action_space.nvec).ravel()]
+
+    @staticmethod
     def required_model_output_shape(action_space: gym.Space, model_config: ModelConfigDict) -> int:
-        return int(np.sum(action_space.nvec))
+        return sum(TorchMultiCategorical._sizes(action_space))
 
 
 # The most slates `enumerate_slates` lists: a slate distribution has one input per slate.

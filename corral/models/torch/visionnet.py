@@ -32,13 +32,13 @@ from corral.models.torch.fcnet import (
     get_activation,
 )
 from corral.models.torch.torch_modelv2 import ModelConfigDict, TensorType, TorchModelV2
+from corral.models.utils import _FILTERS as _RLLIB_FILTERS
 
-# RLlib 1.x's stacks for square images: [out_channels, kernel, stride] per layer. The last
-# layer's kernel covers the whole remaining map (11 x 11), so the trunk ends in 1 x 1.
-DEFAULT_CONV_FILTERS: dict[tuple[int, int], list[list]] = {
-    (84, 84): [[16, [8, 8], 4], [32, [4, 4], 2], [256, [11, 11], 1]],
-    (42, 42): [[16, [4, 4], 2], [32, [4, 4], 2], [256, [11, 11], 1]],
-}
+# RLlib 1.13's default stacks by image (height, width), those of `get_filter_config`
+# (480x640 and 240x320 VizDoom, 96x96, 84x84 Atari, 42x42, 10x10): [out_channels,
+# kernel, stride] per layer. The last layer's kernel covers the whole remaining map, so
+# the trunk ends in 1 x 1.
+DEFAULT_CONV_FILTERS: dict[tuple[int, int], list[list]] = _RLLIB_FILTERS
 
 
 def default_conv_filters(obs_shape: Sequence[int]) -> list[list]:
@@ -52,7 +52,7 @@ def default_conv_filters(obs_shape: Sequence[int]) -> list[list]:
             "of [out_channels, kernel, stride], e.g. [[16, [4, 4], 2], [32, [4, 4], 2]], "
             "or resize the images."
         )
-    return DEFAULT_CONV_FILTERS[key]
+    return [list(f) for f in DEFAULT_CONV_FILTERS[key]]
 
 
 def _pair(value: int | Sequence[int]) -> tuple[int, int]:

@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
+
+from corral.utils.spaces import is_int_box
 
 
 class Exploration:
@@ -161,13 +164,19 @@ def zero_logp(actions: torch.Tensor) -> torch.Tensor:
 
 
 def random_actions(action_space: gym.Space, n: int, low_high: tuple | None = None) -> torch.Tensor:
-    """`n` uniform random actions of a Discrete, MultiDiscrete or bounded Box space."""
+    """`n` uniform random actions of a Discrete, MultiDiscrete, integer Box or bounded
+    Box space."""
     if isinstance(action_space, gym.spaces.Discrete):
         return torch.randint(int(action_space.n), (n,)) + int(action_space.start)
     if isinstance(action_space, gym.spaces.MultiDiscrete):
         nvec = torch.as_tensor(action_space.nvec.reshape(-1))
         draws = (torch.rand(n, len(nvec)) * nvec).long()
         return draws.reshape(n, *action_space.shape)
+    if is_int_box(action_space):
+        # Each element uniform over its values low..high (int64, as the policy's own).
+        low_i = torch.from_numpy(action_space.low.astype(np.int64))
+        span = torch.from_numpy(action_space.high.astype(np.int64)) - low_i + 1
+        return low_i + (torch.rand(n, *action_space.shape, dtype=torch.float64) * span).long()
     if isinstance(action_space, gym.spaces.Box):
         low, high = low_high if low_high is not None else (action_space.low, action_space.high)
         low_t, high_t = torch.as_tensor(low), torch.as_tensor(high)

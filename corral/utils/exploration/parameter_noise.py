@@ -40,6 +40,7 @@ from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration.exploration import Exploration
 from corral.utils.numpy import SMALL_NUMBER
 from corral.utils.schedules import PiecewiseSchedule
+from corral.utils.spaces import is_int_box
 
 # How much the noise scale moves per adaptation (the paper's alpha = 1.01).
 _ADAPT_FACTOR = 1.01
@@ -113,7 +114,9 @@ class ParameterNoise(Exploration):
                     [(0, 1.0), (warmup + 1, 1.0), (warmup + 2, 0.01)], outside_value=0.01
                 )
                 sub_exploration = {"type": "EpsilonGreedy", "epsilon_schedule": schedule}
-            elif isinstance(self.action_space, gym.spaces.Box):
+            elif isinstance(self.action_space, gym.spaces.Box) and not is_int_box(
+                self.action_space
+            ):
                 sub_exploration = {
                     "type": "OrnsteinUhlenbeckNoise",
                     "random_timesteps": self.random_timesteps,

@@ -50,6 +50,7 @@ from corral.models.catalog import ModelCatalog
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.exploration.exploration import DelegatingExploration
 from corral.utils.schedules import PiecewiseSchedule
+from corral.utils.spaces import is_int_box
 
 # The column of the observations' embeddings.
 OBS_EMBEDS = SampleBatch.OBS_EMBEDS
@@ -229,7 +230,7 @@ class RE3(DelegatingExploration):
                 [(0, 1.0), (warmup + 1, 1.0), (warmup + 2, 0.01)], outside_value=0.01
             )
             return {"type": "EpsilonGreedy", "epsilon_schedule": schedule}
-        if isinstance(self.action_space, gym.spaces.Box):
+        if isinstance(self.action_space, gym.spaces.Box) and not is_int_box(self.action_space):
             return {"type": "OrnsteinUhlenbeckNoise", "random_timesteps": warmup}
         raise ValueError(
             f"RE3 has no default sub_exploration for action space {self.action_space}; "

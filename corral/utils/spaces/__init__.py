@@ -27,6 +27,42 @@ def flatten_space(space: gym.Space) -> list[gym.Space]:
     return [space]
 
 
+# The most categories (logits) an integer ``Box`` action space may ask of a model.
+MAX_INT_BOX_CATEGORIES = 1_000_000
+
+
+def is_int_box(space: gym.Space) -> bool:
+    """Whether `space` is a ``Box`` of an integer dtype: as an action space, one
+    categorical choice per element among its ``high - low + 1`` values (RLlib 1.13's
+    multi-categorical treatment), not a continuous action."""
+    return isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.integer)
+
+
+def int_box_sizes(space: gym.spaces.Box) -> list[int]:
+    """The number of values ``high - low + 1`` of each element of an integer ``Box``
+    action space, flattened in C order (the logits per element a model outputs).
+
+    Raises:
+        UnsupportedSpaceException: an element is unbounded, or the space asks for more
+            than :data:`MAX_INT_BOX_CATEGORIES` logits in all.
+    """
+    from corral.utils.error import UnsupportedSpaceException
+
+    if not (np.all(space.bounded_below) and np.all(space.bounded_above)):
+        raise UnsupportedSpaceException(
+            f"Integer Box action space {space} has unbounded elements: each element "
+            "needs finite low and high bounds (one categorical over its values)."
+        )
+    sizes = (space.high.astype(np.int64) - space.low.astype(np.int64) + 1).ravel()
+    if int(sizes.sum()) > MAX_INT_BOX_CATEGORIES:
+        raise UnsupportedSpaceException(
+            f"Integer Box action space {space} has {int(sizes.sum())} values over its "
+            f"elements, more than the {MAX_INT_BOX_CATEGORIES} categorical logits corral "
+            "gives a model; use a float Box or narrower bounds."
+        )
+    return [int(n) for n in sizes]
+
+
 def flat_action_size(space: gym.Space) -> int:
     """Columns one action of a leaf space takes in a flat action row."""
     if isinstance(space, gym.spaces.Discrete):
@@ -44,7 +80,7 @@ def _leaf_action(
 ) -> np.ndarray | int:
     if isinstance(space, gym.spaces.Discrete):
         return int(columns[0])
-    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)) or is_int_box(space):
         return columns.astype(space.dtype).reshape(space.shape)
     action = columns.astype(np.float32).reshape(space.shape)
     if isinstance(space, gym.spaces.Box) and (unsquash or clip):
@@ -100,8 +136,9 @@ def flatten_actions(space: gym.Space, actions: Any) -> np.ndarray:
 def nest_action_rows(space: gym.Space, flat: Any) -> Any:
     """Flat action rows ``[B, K]`` (a numpy array or a torch tensor) -> the batch as the
     nested structure of ``space``: a dict/tuple of ``[B, ...]`` leaves, a discrete choice
-    as its int64 index, a MultiDiscrete / MultiBinary part as its integer values, a Box
-    part as float32 in its shape (`_disable_action_flattening`'s `actions` column).
+    as its int64 index, a MultiDiscrete / MultiBinary / integer Box part as its integer
+    values, a float Box part as float32 in its shape (`_disable_action_flattening`'s
+    `actions` column).
 
     The inverse of :func:`flatten_action_rows`; unlike :func:`unflatten_actions` it keeps
     the batch axis on every leaf and maps no bounds.
@@ -128,7 +165,7 @@ def _nest_rows(space: gym.Space, rows: Any, start: int) -> tuple[Any, int]:
         return _cast(leaf[:, 0], np.int64), end
     dtype = (
         space.dtype
-        if isinstance(space, gym.spaces.MultiDiscrete | gym.spaces.MultiBinary)
+        if isinstance(space, gym.spaces.MultiDiscrete | gym.spaces.MultiBinary) or is_int_box(space)
         else np.float32
     )
     return _cast(leaf, dtype).reshape(rows.shape[0], *space.shape), end
