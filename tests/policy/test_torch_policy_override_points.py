@@ -82,28 +82,6 @@ def test_extra_action_out_override_fetches_reach_the_sample_batch():
         trainer.stop()
 
 
-def test_ppo_subclass_extra_action_out_gets_vf_preds_from_super():
-    class MorePPO(PPOTorchPolicy):
-        def extra_action_out(self, input_dict, state_batches, model, action_dist):
-            fetches = super().extra_action_out(input_dict, state_batches, model, action_dist)
-            fetches["entropy_of_step"] = action_dist.entropy()
-            return fetches
-
-    trainer = trainer_of(PPOTrainer, MorePPO, sgd_minibatch_size=20, num_sgd_iter=2)
-    try:
-        batch = trainer.workers.local_worker().sample()
-        policy = trainer.get_policy()
-        assert batch["entropy_of_step"].shape == (batch.count,)
-        # PPO's own extra_action_out (RLlib 1.13's): the step's value predictions.
-        np.testing.assert_allclose(
-            batch[SampleBatch.VF_PREDS], policy.value(batch[SampleBatch.OBS]), atol=1e-5
-        )
-        result = trainer.train()
-        assert "policy_loss" in result["info"]["learner"]["default_policy"]["learner_stats"]
-    finally:
-        trainer.stop()
-
-
 def _with_entropy_of_step(policy_class):
     """A subclass of `policy_class` adding a fetch to what `super().extra_action_out` gives."""
 
@@ -116,16 +94,23 @@ def _with_entropy_of_step(policy_class):
     return WithEntropy
 
 
-def test_a2c_subclass_extra_action_out_gets_vf_preds_from_super():
+@pytest.mark.parametrize("algorithm", ["PPO", "A2C"])
+def test_subclass_extra_action_out_gets_vf_preds_from_super(algorithm):
+    # PPO's and A3C's own extra_action_out (RLlib 1.13's): the step's value predictions,
+    # which GAE reads.
     from corral.agents.a3c import A2CTrainer
     from corral.agents.a3c.a3c_torch_policy import A3CTorchPolicy
 
-    trainer = trainer_of(A2CTrainer, _with_entropy_of_step(A3CTorchPolicy))
+    if algorithm == "PPO":
+        trainer = trainer_of(
+            PPOTrainer, _with_entropy_of_step(PPOTorchPolicy), sgd_minibatch_size=20, num_sgd_iter=2
+        )
+    else:
+        trainer = trainer_of(A2CTrainer, _with_entropy_of_step(A3CTorchPolicy))
     try:
         batch = trainer.workers.local_worker().sample()
         policy = trainer.get_policy()
         assert batch["entropy_of_step"].shape == (batch.count,)
-        # A3C's extra_action_out (RLlib 1.13's `vf_preds_fetches`): the values GAE reads.
         np.testing.assert_allclose(
             batch[SampleBatch.VF_PREDS], policy.value(batch[SampleBatch.OBS]), atol=1e-5
         )
