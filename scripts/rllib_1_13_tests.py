@@ -97,11 +97,14 @@ def download_rllib(cache: Path) -> Path:
         check=True,
     )
     wheel = next(cache.glob("ray-1.13.0-*.whl"))
+    # (The wheel keeps the package under `ray-1.13.0.data/purelib/ray/rllib/`.)
     with zipfile.ZipFile(wheel) as zf:
-        for name in zf.namelist():
-            if name.startswith("ray/rllib/"):
+        names = [n for n in zf.namelist() if "ray/rllib/" in n]
+        prefix = names[0][: names[0].index("ray/rllib/")]
+        for name in names:
+            if name.startswith(prefix + "ray/rllib/"):
                 zf.extract(name, cache / "unpacked")
-    shutil.move(str(cache / "unpacked" / "ray" / "rllib"), str(rllib))
+    shutil.move(str(cache / "unpacked" / prefix / "ray" / "rllib"), str(rllib))
     return rllib
 
 
