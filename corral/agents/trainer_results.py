@@ -58,7 +58,7 @@ def compile_results(trainer: Trainer, learner_info: dict, steps_this_iter: int) 
     add_training_results(
         result,
         learner_info,
-        {**dict.fromkeys(STEP_COUNTERS, 0), **trainer._counters},
+        reported_counters(trainer),
         count_steps_by=trainer.config["multiagent"]["count_steps_by"],
         steps_this_iter=steps_this_iter,
         workers=trainer.workers,
@@ -69,6 +69,11 @@ def compile_results(trainer: Trainer, learner_info: dict, steps_this_iter: int) 
     return result
 
 
+def reported_counters(trainer: Trainer) -> dict[str, int]:
+    """The trainer's counters as a result reports them: `STEP_COUNTERS` 0 until counted."""
+    return {**dict.fromkeys(STEP_COUNTERS, 0), **trainer._counters}
+
+
 def add_rllib_1_13_sections(
     result: dict, trainer: Trainer, sampled_this_iter: int, trained_this_iter: int
 ) -> None:
@@ -77,7 +82,7 @@ def add_rllib_1_13_sections(
     the top level too), `episode_media`, and the steps sampled and trained in this
     iteration (`num_env_steps_sampled_this_iter` / `..._trained_this_iter`, agent steps
     when `count_steps_by` says so)."""
-    result["counters"] = {**dict.fromkeys(STEP_COUNTERS, 0), **trainer._counters}
+    result["counters"] = reported_counters(trainer)
     result.setdefault("episode_media", {})
     result["sampler_results"] = {k: result[k] for k in SAMPLER_RESULT_KEYS if k in result}
     unit = "agent" if trainer.config["multiagent"]["count_steps_by"] == "agent_steps" else "env"
