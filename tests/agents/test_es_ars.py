@@ -1,7 +1,9 @@
 """ES and ARS: the noise table, return shaping, the gradient estimate, training with
 workers in the driver and in processes, acting and checkpoints."""
 
-import multiprocessing as mp
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,17 +17,17 @@ ES_SMALL = {**SMALL, "episodes_per_batch": 10, "train_batch_size": 200, "eval_pr
 ARS_SMALL = {**SMALL, "num_rollouts": 8, "rollouts_used": 4, "eval_prob": 0.3}
 
 
-def _noise_digest(count: int, queue) -> None:
-    queue.put(create_shared_noise(count)[[0, 17, count - 1]].tolist())
-
-
 def test_noise_table_is_the_same_in_every_process():
-    ctx = mp.get_context("spawn")  # a fresh interpreter, no state inherited
-    queue = ctx.Queue()
-    child = ctx.Process(target=_noise_digest, args=(1000, queue))
-    child.start()
-    theirs = queue.get(timeout=60)
-    child.join(timeout=60)
+    # A fresh interpreter, no state inherited (a subprocess rather than a spawned
+    # multiprocessing child, which would have to import this test module by name).
+    code = (
+        "import json; from corral.agents.es.es import create_shared_noise; "
+        "print(json.dumps(create_shared_noise(1000)[[0, 17, 999]].tolist()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])
     ours = create_shared_noise(1000)
     assert ours.dtype == np.float32
     assert theirs == ours[[0, 17, 999]].tolist()
