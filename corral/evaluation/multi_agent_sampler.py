@@ -56,7 +56,6 @@ class _Pending(NamedTuple):
     obs: np.ndarray
     action: Any
     extra: dict[str, Any]
-    t: int
 
 
 class _AgentTrajectory:
@@ -79,12 +78,16 @@ class _AgentTrajectory:
         self.reward_clip: tuple[float | None, float] | None = None
 
     def act(self, obs: np.ndarray, action: Any, extra: dict[str, Any]) -> None:
-        self.pending = _Pending(obs, action, extra, self.steps)
+        self.pending = _Pending(obs, action, extra)
         self.reward = 0.0
         self.steps += 1
 
-    def close(self, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
-        """Completes the pending transition (new_obs None: the agent left without one)."""
+    def close(self, new_obs: np.ndarray | None, terminated: bool, truncated: bool, t: int) -> None:
+        """Completes the pending transition (new_obs None: the agent left without one).
+
+        `t` is the row's `t` (RLlib 1.13's): the index in the episode of the env step
+        that completed it (the env's steps, so an agent that skips env steps has gaps).
+        """
         p = self.pending
         assert p is not None, "no pending action to complete"
         rows = self.rows
@@ -94,11 +97,11 @@ class _AgentTrajectory:
         rows[SampleBatch.REWARDS].append(self.reward)
         rows[SampleBatch.TERMINATEDS].append(terminated)
         rows[SampleBatch.TRUNCATEDS].append(truncated)
-        rows[SampleBatch.T].append(p.t)
+        rows[SampleBatch.T].append(t)
         for k, v in p.extra.items():
             rows[k].append(v)
         if self.view_windows is not None:
-            self._push_views(self.view_windows, p, new_obs, terminated, truncated)
+            self._push_views(self.view_windows, p, new_obs, terminated, truncated, t)
         self.pending = None
         self.prev_reward = self.reward
         self.reward = 0.0
@@ -110,6 +113,7 @@ class _AgentTrajectory:
         new_obs: np.ndarray | None,
         terminated: bool,
         truncated: bool,
+        t: int,
     ) -> None:
         """The closed transition's values of the columns the views read."""
         for d in windows.plan.pushed_cols:
@@ -126,7 +130,7 @@ class _AgentTrajectory:
             elif d == SampleBatch.TRUNCATEDS:
                 value = truncated
             elif d == SampleBatch.T:
-                value = p.t
+                value = t
             elif d in p.extra:
                 value = p.extra[d]
             else:  # not recorded for this policy: the view reads zeros
@@ -150,7 +154,8 @@ class _AgentTrajectory:
         columns[SampleBatch.ENV_ID] = np.full(n, env_id, np.int64)
         columns[SampleBatch.AGENT_INDEX] = np.full(n, self.agent_index, np.int64)
         if self.view_windows is not None:
-            fill_future_rows(self.view_windows.plan, columns)
+            # (Later rows are later agent steps: `t` may skip env steps.)
+            fill_future_rows(self.view_windows.plan, columns, ep_t=np.arange(n))
         return SampleBatch(columns)
 
 
@@ -264,7 +269,7 @@ class MultiAgentSampler(SamplerBase):
             episode._set_last(agent, obs=o, raw_obs=raw_obs[agent], info=infos.get(agent))
             trajectory = slot.trajectories.get(agent)
             if trajectory is not None and trajectory.pending is not None:
-                trajectory.close(o, False, False)
+                trajectory.close(o, False, False, episode.length - 1)
             if agent in acting:
                 slot.obs[agent] = o
 
@@ -577,8 +582,9 @@ class MultiAgentSampler(SamplerBase):
         )
         truncated = env_done & ~terminated
         self.end_rule.mark(terminated, truncated, ~env_done if cut else None)
+        t = slot.episode.length - 1
         for k, (agent, trajectory) in enumerate(closing):
-            trajectory.close(obs.get(agent), bool(terminated[k]), bool(truncated[k]))
+            trajectory.close(obs.get(agent), bool(terminated[k]), bool(truncated[k]), t)
 
     def _end_episode(self, i: int, last_obs: dict, infos: dict, reset: bool) -> None:
         slot = self.slots[i]
@@ -637,7 +643,9 @@ def _id_inputs(
         SampleBatch.EPS_ID: [slots[i].episode.episode_id for i, _ in members],
         SampleBatch.ENV_ID: [i for i, _ in members],
         SampleBatch.AGENT_INDEX: [t.agent_index for t in trajectories],
-        SampleBatch.T: [t.steps for t in trajectories],
+        # (The env steps of the episode so far: the `t` of the row the action makes
+        # when the agent's next observation comes with the next env step.)
+        SampleBatch.T: [slots[i].episode.length for i, _ in members],
     }
     return {name: np.asarray(values[name], np.int64) for name in names}
 

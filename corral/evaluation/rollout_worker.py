@@ -772,6 +772,11 @@ class RolloutWorker:
             extra = self._extra_batches[:n]
             del self._extra_batches[:n]
             batch = concat_samples([batch, *extra])
+        if isinstance(batch, MultiAgentBatch) and set(self.policy_map) == {DEFAULT_POLICY_ID}:
+            # RLlib 1.13 (`MultiAgentBatch.wrap_as_needed`): a multi-agent env whose only
+            # policy is `default_policy` gives a plain `SampleBatch` of all agents' rows
+            # (its count: agent steps).
+            batch = MultiAgentBatch.wrap_as_needed(batch.policy_batches, batch.env_steps())
         return batch
 
     def _add_extra_batch(self, batch: SampleBatch | MultiAgentBatch) -> None:

@@ -523,10 +523,14 @@ def fill_future(
             target[...] = values
 
 
-def fill_future_rows(plan: ViewPlan, columns: dict[str, Any]) -> None:
+def fill_future_rows(
+    plan: ViewPlan, columns: dict[str, Any], ep_t: np.ndarray | None = None
+) -> None:
     """The later offsets of the view columns of one agent's rows in time order
     (pieces of episodes told apart by `eps_id`, when present), in place; zeros past
-    the last row. A view column not there yet is created."""
+    the last row. A view column not there yet is created. `ep_t` numbers each row's
+    step of its agent (None: the `t` column; a multi-agent row's `t` counts env steps,
+    which an agent may skip)."""
     n = len(columns[SampleBatch.REWARDS])
     time_major = {
         k: v.reshape(n, 1, *v.shape[1:])
@@ -536,7 +540,7 @@ def fill_future_rows(plan: ViewPlan, columns: dict[str, Any]) -> None:
     eps = time_major.get(SampleBatch.EPS_ID)
     if eps is None:
         eps = np.zeros((n, 1), np.int64)
-    ep_t = time_major[SampleBatch.T]
+    ep_t = time_major[SampleBatch.T] if ep_t is None else np.asarray(ep_t).reshape(n, 1)
     for c in plan.training:
         if not len(c.future):
             continue
@@ -591,7 +595,14 @@ def _next_value(column: ViewColumn, batch: Any, rows: np.ndarray, offset: int) -
     src = rows + offset
     inside = (src >= 0) & (src < len(data))
     src_c = np.clip(src, 0, len(data) - 1)
-    ok = inside & (eps[src_c] == eps[rows]) & (t[src_c] == t[rows] + offset)
+    same = eps[src_c] == eps[rows]
+    unroll = batch.get(SampleBatch.UNROLL_ID) if hasattr(batch, "get") else None
+    if unroll is not None:  # sampled pieces: consecutive steps of one agent each
+        unroll = np.asarray(unroll)
+        same &= unroll[src_c] == unroll[rows]
+    else:  # (a multi-agent row's `t` counts env steps: only pieces tell agents' steps)
+        same &= t[src_c] == t[rows] + offset
+    ok = inside & same
     values = data[src_c].copy()
     values[~ok] = 0
     return values

@@ -189,7 +189,7 @@ class TwoAgents(MultiAgentEnv):
 
 def test_multi_agent_input_dict_of_a_policy_of_ones_own_has_each_agents_ids():
     w = worker(IdAware, env=TwoAgents(), rollout_fragment_length=4)
-    batch = w.sample().policy_batches[DEFAULT_POLICY_ID]
+    batch = w.sample()  # (only `default_policy`: a SampleBatch of both agents' rows)
     seen = w.get_policy().seen
     assert len(seen) == 4  # both agents act in one call per step
     np.testing.assert_array_equal([s["t"].tolist() for s in seen], [[t, t] for t in range(4)])

@@ -168,6 +168,27 @@ def _expected_views(batches, key_cols):
     return out
 
 
+def _own_steps(batches):
+    """Copies of one policy's `batches` (one sample() each) whose `t` numbers each
+    agent's own steps in its episode (a multi-agent row's `t` counts the env's)."""
+    key = ("eps_id", "agent_index")
+    rows = sorted(
+        {(*(int(b[c][r]) for c in key), int(b["t"][r])) for b in batches for r in range(b.count)}
+    )
+    own, last, n = {}, None, 0
+    for k in rows:
+        n = n + 1 if k[:-1] == last else 0
+        own[k], last = n, k[:-1]
+    out = []
+    for b in batches:
+        c = b.copy()
+        c["t"] = np.array(
+            [own[(*(int(b[k][r]) for k in key), int(b["t"][r]))] for r in range(b.count)]
+        )
+        out.append(c)
+    return out
+
+
 def _acting_by_obs():
     seen = {}
     for call in ACTING_CALLS:
@@ -343,13 +364,14 @@ def test_multi_agent_views_per_agent_timeline(batch_mode):
         samples = [worker.sample() for _ in range(4)]
         acting = _acting_by_obs()
         for pid in ("pa", "pb"):
-            batches = [s.policy_batches[pid] for s in samples]
+            batches = _own_steps([s.policy_batches[pid] for s in samples])
             expected = _expected_views(batches, ("eps_id", "agent_index"))
             for batch, rows in zip(batches, expected):
                 _check(batch, rows, acting)
-        # Agent b's steps are every other env step: its t counts its own steps.
+        # Agent b's steps are every other env step: its t (the env's) has gaps.
         b_rows = samples[0].policy_batches["pb"]
         assert b_rows.count < samples[0].policy_batches["pa"].count
+        assert (np.diff(b_rows["t"][b_rows["eps_id"] == b_rows["eps_id"][0]]) > 1).any()
         trainer.train()
     finally:
         trainer.stop()
@@ -385,7 +407,7 @@ def test_custom_policy_gets_its_views_in_the_input_dict():
     )
     trainer = PPOTrainer(env=TwoAgents, config=config)
     try:
-        batch = trainer.workers.local_worker().sample().policy_batches["pb"]
+        (batch,) = _own_steps([trainer.workers.local_worker().sample().policy_batches["pb"]])
         # 1, 2, 0, 1, ... from each episode's start (the previous action reads 0 there).
         np.testing.assert_array_equal(batch["actions"], (batch["t"] + 1) % 3)
         np.testing.assert_array_equal(batch["last_action"], batch["t"] % 3)

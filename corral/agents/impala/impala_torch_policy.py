@@ -65,7 +65,9 @@ def piece_starts(batch: TensorDict) -> torch.Tensor:
         if column in batch:
             c = batch[column]
             starts[1:] |= c[1:] != c[:-1]
-    if SampleBatch.T in batch:
+    if SampleBatch.T in batch and UNROLL_ID not in batch:
+        # (Sampled pieces have unroll ids; a multi-agent row's `t` counts env steps,
+        # which an agent may skip, so gaps in `t` only cut rows without them.)
         t = batch[SampleBatch.T]
         starts[1:] |= t[1:] != t[:-1] + 1
     ended = batch[SampleBatch.TERMINATEDS].bool()
