@@ -13,6 +13,12 @@ Two mappings keep the tests importable as they were: their imports of one anothe
 use). Ray's own `conftest.py` files are left out, and so are the tests of RLlib's example
 envs (`examples/env/tests`, whose envs import `collections.Iterable`, gone since Python 3.10).
 
+RLlib's `rllib/train.py` and `rllib/evaluate.py` scripts are, under the porting rule, corral's
+command line (`rllib train` -> `corral train`, `rllib evaluate` -> `corral evaluate`):
+`tests/test_rllib_train_and_evaluate.py` runs `python <tests root>/train.py ...`, so two small
+shims `train.py` / `evaluate.py` in the tests' root run `python -m corral.train` /
+`python -m corral.evaluate` on this script's interpreter, with the arguments unchanged.
+
 Files that only test Ray or TensorFlow (`SKIPPED` below) are not run. Many of the others
 have tests outside what corral promises (TensorFlow paths, private attributes, Ray's
 `ray.get`, RLlib's test data files, which the wheel does not ship): the summary counts
@@ -115,6 +121,16 @@ def rewrite(source: str) -> str:
     return source
 
 
+def cli_shim(command: str) -> str:
+    """RLlib's `rllib/<command>.py` script as a shim: `python -m corral.<command>` on this
+    interpreter (the tests run the scripts with whatever `python` is first on PATH)."""
+    return (
+        f'"""RLlib 1.13\'s rllib/{command}.py under the porting rule: corral {command}."""\n'
+        f"import os\nimport sys\n\nPYTHON = {sys.executable!r}\n"
+        f"os.execv(PYTHON, [PYTHON, '-m', 'corral.{command}', *sys.argv[1:]])\n"
+    )
+
+
 def prepare(rllib: Path, work: Path) -> list[Path]:
     """Copies RLlib's tests and examples into `work`, rewritten; the test files to run."""
     tests_root, examples = work / "rllib_tests", work / "rllib_examples_support"
@@ -130,6 +146,8 @@ def prepare(rllib: Path, work: Path) -> list[Path]:
         (folder / "__init__.py").touch()
     for path in work.rglob("*.py"):
         path.write_text(rewrite(path.read_text()))
+    for command in ("train", "evaluate"):
+        (tests_root / f"{command}.py").write_text(cli_shim(command))
     return sorted(
         p for p in tests_root.rglob("test_*.py") if str(p.relative_to(tests_root)) not in SKIPPED
     )

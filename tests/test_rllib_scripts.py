@@ -9,6 +9,7 @@ import pickle
 import shelve
 import sys
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -213,6 +214,41 @@ def test_rollout_of_a_multi_agent_trainer(tmp_path):
     obs, action, next_obs, reward, done = episode[0]
     assert set(obs) == set(action) == set(reward) == {0, 1}
     assert episode[-1][4] is True and not any(step[4] for step in episode[:-1])
+
+
+class _OldApiCorridor(gymnasium.Env):
+    """An RLlib 1.x env: ``reset() -> obs`` and 4-tuple steps (the old gym API)."""
+
+    observation_space = gymnasium.spaces.Box(0.0, 3.0, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        self.pos = 0.0
+
+    def reset(self):
+        self.pos = 0.0
+        return np.array([self.pos], np.float32)
+
+    def step(self, action):
+        self.pos += 1.0
+        done = self.pos >= 3.0
+        return np.array([self.pos], np.float32), 1.0, done, {}
+
+
+def test_rollout_converts_an_old_gym_api_env_as_the_workers_do(tmp_path, capsys):
+    register_env("corral_test_scripts_old_api", lambda ctx: _OldApiCorridor(ctx))
+    trainer = _pg("corral_test_scripts_old_api")
+    out = tmp_path / "old.pkl"
+    try:
+        with evaluate.RolloutSaver(str(out)) as saver:
+            evaluate.rollout(trainer, "corral_test_scripts_old_api", 0, num_episodes=2, saver=saver)
+    finally:
+        trainer.stop()
+    with open(out, "rb") as f:
+        episodes = pickle.load(f)
+    assert [len(e) for e in episodes] == [3, 3]
+    assert [e[-1][4] for e in episodes] == [True, True]
+    assert "Episode #1: reward: 3.0" in capsys.readouterr().out
 
 
 def test_rollout_carries_a_recurrent_policys_state(tmp_path):

@@ -187,11 +187,13 @@ def make_evaluation_env(
 
     Gymnasium ids are made with ``gymnasium.make`` so ``render_mode`` can be
     chosen; other envs (registered names, classes) come from the trainer's
-    creator and render as they were built to.
+    creator and render as they were built to. An env written for the old gym API
+    is converted as the rollout workers convert it (`ensure_gymnasium_env`).
     """
     import gymnasium
 
     from corral.env import EnvContext, MultiAgentEnv
+    from corral.env.gym_compat import ensure_gymnasium_env
 
     render_mode = "rgb_array" if video_dir else "human" if render else None
     try:
@@ -199,6 +201,7 @@ def make_evaluation_env(
             env = gymnasium.make(env_spec, render_mode=render_mode, **dict(env_config))
         else:
             env = trainer.env_creator(EnvContext(dict(env_config)))
+            env = ensure_gymnasium_env(env, render_mode=render_mode)
     except gymnasium.error.Error as e:
         raise UsageError(f"cannot make env {env_spec!r}: {e}") from None
     if isinstance(env, MultiAgentEnv) and video_dir:
