@@ -362,6 +362,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         """One fragment, `T` steps of every sub-env (or complete episodes),
         postprocessed by the policy."""
         self._forget_finished_episodes()
+        self._refresh_views()  # (requirements added to the policy since: RLlib's per batch)
         raw = self._complete_episodes() if self.complete_episodes else self._run_fragment()
         if self.postprocess_batched and not self.call_postprocess_hook:
             return postprocess_trajectory(self, self.policy_id, SINGLE_AGENT_ID, raw, None)

@@ -26,7 +26,22 @@ from corral.policy.view_requirement import (
     accepts_view_inputs,
     action_spec,
     fill_future,
+    fill_future_rows,
 )
+
+
+def views_key(policy: Any) -> tuple:
+    """What the planned views depend on: the policy's and its model's view requirements,
+    by name and object (a requirement added, replaced or removed changes it)."""
+    model = getattr(policy, "model", None)
+    return tuple(
+        (name, id(vr))
+        for reqs in (
+            getattr(policy, "view_requirements", None),
+            getattr(model, "view_requirements", None),
+        )
+        for name, vr in (reqs or {}).items()
+    )
 
 
 class SingleAgentViews:
@@ -50,6 +65,11 @@ class SingleAgentViews:
     _view_compute: Any
     call_step_hook: bool
     episodes: list[Any]
+    num_envs: int
+    _buffers: dict[str, np.ndarray] | None
+    _pending: list[list[SampleBatch]]
+    _complete_queue: list[SampleBatch]
+    _views_key: tuple
 
     def _plan_views(self) -> ViewPlan | None:
         """The policy's extra view columns (see `corral.policy.view_requirement`)."""
@@ -64,12 +84,53 @@ class SingleAgentViews:
             SampleBatch.EPS_ID: ((), np.dtype(np.int64)),
             SampleBatch.T: ((), np.dtype(np.int64)),
         }
+        self._views_key = views_key(self.policy)
         plan = ViewPlan.for_policy(self.policy, native, specs)
         if plan is not None:
             self._view_compute = accepts_view_inputs(self.policy)
             if plan.infos:  # the episodes keep each step's infos (`_observed_infos`)
                 self.call_step_hook = True
         return plan
+
+    def _refresh_views(self) -> None:
+        """Plans the views again when the policy's (or its model's) view requirements
+        were added, replaced or removed since they were planned; asked once per
+        `sample()`, before its first step.
+
+        RLlib 1.13's collectors read the requirements whenever they built a batch, so
+        one added to `policy.view_requirements` after the worker was built was sampled
+        too. Here the new columns are sampled from the next step on: the fragment
+        buffers are allocated again, and the windows start empty, so an episode that
+        was running reads zeros for its steps before the change (as for the steps
+        before an episode's start). Pieces of unfinished episodes kept from earlier
+        fragments (`complete_episodes`) get the new columns too.
+        """
+        if views_key(self.policy) == self._views_key:
+            return
+        self.views = self._plan_views()
+        self.view_windows = None if self.views is None else ViewWindows(self.views, self.num_envs)
+        self._step_views = {}
+        self._buffers = None  # allocated again, with the new columns, at the next step
+        if self.views is None:
+            return
+        for pieces in self._pending:
+            for piece in pieces:
+                self._add_view_columns(piece, finished=False)
+        for episode in self._complete_queue:
+            self._add_view_columns(episode, finished=True)
+
+    def _add_view_columns(self, batch: SampleBatch, finished: bool) -> None:
+        """The plan's training columns a batch sampled before they were planned lacks:
+        zeros, and the later offsets of a finished episode filled from its rows."""
+        assert self.views is not None
+        n = batch.count
+        for c in self.views.training:
+            data = batch.get(c.data_col)
+            if c.name in batch or not isinstance(data, np.ndarray):
+                continue
+            batch[c.name] = np.zeros((n, *c.value_shape(data.shape[1:])), data.dtype)
+        if finished:
+            fill_future_rows(self.views, batch)
 
     def _allocate_views(
         self,

@@ -493,6 +493,7 @@ def _acting_methods(
         if explore is None:
             explore = self.config.get("explore", True)
         timestep = self.global_timestep
+        self.global_timestep = timestep + len(obs)  # (as `TorchPolicy`'s)
         with torch.no_grad(), self._device_scope():
             input_dict: dict[str, Any] = {
                 SampleBatch.OBS: self._tensor(np.asarray(obs)),

@@ -484,19 +484,25 @@ class TorchPolicy(Policy):
         tensor, [B, ...]) and previous actions/rewards, and add
         `state_out_<i>` to the fetches. `view_inputs`: the extra view columns of
         the model's input dict (trajectory view API; feed-forward models).
+
+        As RLlib 1.13's, each call moves `global_timestep` on by the batch's rows
+        (exploration acts at the value before the call); the trainer's weight syncs
+        set it to its count of sampled steps.
         """
         if explore is None:
             explore = self.config.get("explore", True)
+        timestep = self.global_timestep
+        self.global_timestep = timestep + len(obs)
         state_out: list[torch.Tensor] = []
         if self._before_compute is not None:
-            self._before_compute(timestep=self.global_timestep, explore=explore)
+            self._before_compute(timestep=timestep, explore=explore)
         numpy_acting = self._numpy_acting
         if numpy_acting is not None and not self._device_inference:
             forward, choose = numpy_acting
             out = forward(obs)
             if out is not None:  # (None: this batch runs in torch, e.g. too many rows)
                 q_values, values = out
-                actions, logp = choose(q_values, self.global_timestep, explore)
+                actions, logp = choose(q_values, timestep, explore)
                 return actions, {
                     SampleBatch.ACTION_LOGP: logp,
                     SampleBatch.ACTION_DIST_INPUTS: q_values,
@@ -516,9 +522,7 @@ class TorchPolicy(Policy):
                 dist_inputs, values = self._forward_inference(obs_t, view_inputs)
             dist = self.dist_class(dist_inputs, self.model)
             if not self._inline_sampling:
-                actions, logp = self.exploration.get_exploration_action(
-                    dist, self.global_timestep, explore
-                )
+                actions, logp = self.exploration.get_exploration_action(dist, timestep, explore)
             elif explore:
                 actions = dist.sample()
                 logp = dist.sampled_action_logp()
