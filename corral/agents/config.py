@@ -286,7 +286,7 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Run each of a worker's `num_envs_per_worker` envs (must be > 1) in its own
     # process (forked, created by the env creator with `EnvContext.remote=True`),
     # stepped in parallel; for envs whose steps are slow, costs noticeable
-    # overhead otherwise. Single-agent envs only.
+    # overhead otherwise. Single-agent envs and `MultiAgentEnv`s alike.
     "remote_worker_envs": False,
     # RLlib's wait (ms) for remote env results when polling. corral's sampler steps
     # all remote sub-envs in lockstep and always waits for every one of them, so with

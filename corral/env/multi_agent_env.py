@@ -186,6 +186,12 @@ class MultiAgentEnv(gym.Env):
         )
 
 
+def is_multi_agent_env(env: Any) -> bool:
+    """Whether `env` is a `MultiAgentEnv`, in this process or in a process of its own
+    (`remote_worker_envs`: a `RemoteSubEnv` handle that stands for one)."""
+    return isinstance(env, MultiAgentEnv) or getattr(env, "is_multi_agent", False) is True
+
+
 class MultiAgentEnvWrapper(BaseEnv):
     """The n `MultiAgentEnv` sub-envs of one rollout worker, as a `BaseEnv`.
 

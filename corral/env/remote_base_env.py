@@ -23,13 +23,14 @@ from corral.env.remote_vector_env import RemoteVectorEnv, check_remote_env_batch
 
 
 class RemoteBaseEnv(RemoteVectorEnv):
-    """`num_envs` single-agent sub-envs, each in its own process, as a `BaseEnv`.
+    """`num_envs` sub-envs, each in its own process, as a `BaseEnv`.
 
     Args:
         make_env: builds sub-env `vector_index` (called in that sub-env's process).
         num_envs: the number of sub-envs.
-        multiagent: must be False: corral's remote sub-envs are single-agent (run a
-            `MultiAgentEnv`'s copies in-process instead).
+        multiagent: whether `make_env` builds `MultiAgentEnv`s (`poll` and
+            `send_actions` then key each sub-env's values by agent id); it must say what
+            `make_env` builds.
         remote_env_batch_wait_ms: RLlib's; must be 0 (see the module docstring: every
             `poll()` returns all sub-envs' results).
         existing_envs: already built sub-envs, used as the first ones: each is carried
@@ -51,12 +52,6 @@ class RemoteBaseEnv(RemoteVectorEnv):
         worker: Any = None,
         restart_failed_sub_environments: bool = False,
     ) -> None:
-        if multiagent:
-            raise ValueError(
-                "RemoteBaseEnv(multiagent=True): corral runs single-agent sub-envs in their "
-                "own processes only; step a MultiAgentEnv's copies in-process "
-                "(remote_worker_envs=False)."
-            )
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"RemoteBaseEnv: num_envs must be an int >= 1, got {num_envs!r}.")
         wait = check_remote_env_batch_wait_ms(remote_env_batch_wait_ms)
@@ -72,14 +67,15 @@ class RemoteBaseEnv(RemoteVectorEnv):
             return make_env(vector_index)
 
         self.make_env = make_env
-        self.multiagent = False
+        self.multiagent = bool(multiagent)
         self.remote_env_batch_wait_ms = wait
         self.worker = worker
         self.restart_failed_sub_environments = bool(restart_failed_sub_environments)
         super().__init__(build, num_envs, worker_index=int(getattr(worker, "worker_index", 0)))
-        if any(env.is_multi_agent for env in self._handles()):
+        if self.multi_agent != self.multiagent:
             self.stop()
+            built = "a MultiAgentEnv" if self.multi_agent else "a single-agent env"
             raise ValueError(
-                "RemoteBaseEnv: make_env built a MultiAgentEnv; corral runs single-agent "
-                "sub-envs in their own processes only (use remote_worker_envs=False)."
+                f"RemoteBaseEnv(multiagent={multiagent!r}): make_env built {built}; pass "
+                f"multiagent={self.multi_agent}."
             )

@@ -116,14 +116,24 @@ class RemoteSubEnv:
         self.metadata: dict = info["metadata"]
         self.can_render: bool = info["can_render"]
         self.is_multi_agent: bool = info["is_multi_agent"]
+        # A `MultiAgentEnv`'s agent ids and per-agent spaces, as it declared them once
+        # made (fixed for an env's life), read in the owner without a round trip.
+        for name, value in info["mirrored"].items():
+            setattr(self, name, value)
+        # Attributes read from the child whenever they are read (a `MultiAgentEnv`'s
+        # `agents` changes as agents come and go).
+        self._live_names = frozenset(info["live_names"])
         self._public_names = frozenset(info["public_names"])
 
-    def __getattr__(self, name: str) -> RemoteCall:
+    def __getattr__(self, name: str) -> Any:
         """`handle.<name>`: the sub-env's own method or attribute `name`, run in the child
         when called, as `handle.<name>(...)` or, as RLlib 1.13's sub-env actors were
-        called, `handle.<name>.remote(...)` (the result comes back directly)."""
+        called, `handle.<name>.remote(...)` (the result comes back directly). A
+        `MultiAgentEnv`'s `agents` is its current value, read from the child."""
         if name.startswith("_") or name not in self.__dict__.get("_public_names", ()):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        if name in self.__dict__.get("_live_names", ()):
+            return self.call(name)
         return RemoteCall(self, name)
 
     @property
@@ -233,6 +243,17 @@ class RemoteVectorEnv(VectorizedGymEnv):
             for h in handles:
                 h.close()
             raise
+        kinds = {h.is_multi_agent for h in handles}
+        if len(kinds) > 1:
+            for h in handles:
+                h.close()
+            raise ValueError(
+                "RemoteVectorEnv: make_env built MultiAgentEnvs and single-agent envs; "
+                "the sub-envs of one worker must be all one or all the other."
+            )
+        # Whether the sub-envs are `MultiAgentEnv`s (`BaseEnv.multi_agent`: their
+        # observations, rewards and actions are per-agent dicts).
+        self.multi_agent = True in kinds
         # The handles quack like the envs they stand for (see `RemoteSubEnv`).
         super().__init__(cast(list[gym.Env], handles))
 
@@ -344,13 +365,18 @@ def _env_main(
 def _build_env(make_env: Callable[[int], gym.Env], vector_index: int) -> tuple[gym.Env, dict]:
     """The sub-env, and what its owner's handle mirrors of it (spaces, spec, ...)."""
     env = make_env(vector_index)
-    from corral.env.multi_agent_env import MultiAgentEnv
-
     spec = getattr(env, "spec", None)
     try:
         pickle.dumps(spec)
     except Exception:  # noqa: BLE001 - a spec with unpicklable kwargs is just left out
         spec = None
+    multi_agent = isinstance(env, MultiAgentEnv)
+    mirrored = {}
+    if multi_agent:
+        for name in _MIRRORED_MULTI_AGENT_NAMES:
+            value = getattr(env, name, None)
+            if not callable(value):
+                mirrored[name] = value
     info = {
         "observation_space": env.observation_space,
         "action_space": env.action_space,
@@ -358,7 +384,9 @@ def _build_env(make_env: Callable[[int], gym.Env], vector_index: int) -> tuple[g
         "render_mode": getattr(env, "render_mode", None),
         "metadata": dict(getattr(env, "metadata", {}) or {}),
         "can_render": can_render(env),
-        "is_multi_agent": isinstance(env, MultiAgentEnv),
+        "is_multi_agent": multi_agent,
+        "mirrored": mirrored,
+        "live_names": ["agents"] if multi_agent else [],
         # What the owner's handle offers as `handle.<name>(...)` /
         # `handle.<name>.remote(...)` (RLlib 1.13's sub-envs were Ray actors).
         "public_names": sorted(
@@ -366,6 +394,11 @@ def _build_env(make_env: Callable[[int], gym.Env], vector_index: int) -> tuple[g
         ),
     }
     return env, info
+
+
+# What a `RemoteSubEnv` of a `MultiAgentEnv` copies from the env once it is made (an
+# env declares its agents and their spaces for its whole life).
+_MIRRORED_MULTI_AGENT_NAMES = ("possible_agents", "observation_spaces", "action_spaces")
 
 
 def _layers(env: Any) -> list[Any]:

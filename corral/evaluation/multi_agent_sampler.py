@@ -209,6 +209,9 @@ class MultiAgentSampler(SamplerBase):
         self._view_plans: dict[int, tuple[Any, ViewPlan | None, bool]] = {}
         # Per policy: what its agents' observations are checked against.
         self._obs_checks: dict[str, ObservationCheck] = {}
+        # Sub-envs in processes of their own (`remote_worker_envs`) step in parallel:
+        # every one gets its action before any result is read (`RemoteVectorEnv`).
+        self._parallel_step = getattr(base_env, "try_step_all", None) is not None
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -345,7 +348,10 @@ class MultiAgentSampler(SamplerBase):
         t1 = time.perf_counter()
         failed: dict[int, BaseException] = {}
         if self.restarts is None:
-            results = [env.step(a) for env, a in zip(self.envs, actions)]
+            if self._parallel_step:
+                results = self.env.step_all(actions)
+            else:
+                results = [env.step(a) for env, a in zip(self.envs, actions)]
         else:
             results, failures = self.restarts.step_all(actions, lambda i: None)
             failed = dict(failures)

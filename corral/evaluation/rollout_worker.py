@@ -23,7 +23,7 @@ from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.external_env import ExternalEnv, ExternalEnvWrapper, external_worker_env
 from corral.env.gym_compat import convert_space, ensure_gymnasium_env
-from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper
+from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper, is_multi_agent_env
 from corral.env.native_vector_env import batched_worker_env, vectorize_mode
 from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
 from corral.env.vector_env import VectorEnv, user_vector_worker_env
@@ -394,7 +394,7 @@ class RolloutWorker:
     def _make_sampler(self) -> SingleAgentSampler | MultiAgentSampler | None:
         if self.async_env is None:
             return None
-        if isinstance(self.env, MultiAgentEnv):
+        if is_multi_agent_env(self.env):
             return MultiAgentSampler(self, self.async_env, self.config)
         external = isinstance(self.async_env, ExternalEnvWrapper)
         if external and self.async_env.external_env.multi_agent:  # type: ignore[union-attr]
@@ -494,13 +494,8 @@ class RolloutWorker:
             )
         from corral.env.remote_vector_env import RemoteVectorEnv
 
+        # Single-agent envs and `MultiAgentEnv`s alike (`vector.multi_agent` says which).
         vector = RemoteVectorEnv(self._build_env, n, worker_index=self.worker_index)
-        if any(env.is_multi_agent for env in vector.envs):
-            vector.stop()
-            raise NotImplementedError(
-                "remote_worker_envs=True supports single-agent envs only; run this "
-                "MultiAgentEnv in-process (remote_worker_envs=False)."
-            )
         for i, env in enumerate(vector.envs):
             ctx = self.env_context.copy_with_overrides(vector_index=i)
             self.callbacks.on_sub_environment_created(
@@ -606,7 +601,7 @@ class RolloutWorker:
         no agent does (e.g. a league policy no agent plays yet).
         """
         env = self.env
-        if not isinstance(env, MultiAgentEnv):
+        if not is_multi_agent_env(env):
             return (
                 self._config_space("observation_space", env.observation_space),
                 self._config_space("action_space", env.action_space),
@@ -1212,8 +1207,9 @@ def _filter_state(obs_filter: Filter) -> dict[str, Any]:
         return obs_filter.get_state()
 
 
-def _agent_ids(env: MultiAgentEnv) -> list[Any]:
-    """The agent ids of a multi-agent env (from a reset when it declares none)."""
+def _agent_ids(env: Any) -> list[Any]:
+    """The agent ids of a multi-agent env (from a reset when it declares none); `env` is a
+    `MultiAgentEnv` or a `RemoteSubEnv` standing for one."""
     agents = list(env.possible_agents or env.agents or (env.observation_spaces or {}))
     if not agents:
         obs, _ = env.reset()
