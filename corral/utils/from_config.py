@@ -3,7 +3,8 @@
 A config is a dict whose `"type"` names the class (a class, a dotted path
 `"package.module.Class"`, or the name of a class in the module of the base class given),
 the other keys being constructor arguments; a YAML/JSON string or file of such a dict; or
-an object that already is the thing (returned as it is).
+an object that already is the thing (returned as it is). Old `gym.spaces` objects among
+the arguments are passed as their Gymnasium spaces.
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ def from_config(cls: Any, config: Any = None, **kwargs: Any) -> Any:
     arguments = dict(config)
     type_ = arguments.pop("type", cls)
     arguments.update(kwargs)
+    # Old `gym.spaces` arguments (an exploration's `action_space`, ...) as Gymnasium's,
+    # as corral converts them everywhere else. (Other arguments are passed as they are:
+    # a dict argument is the caller's own object.)
+    from corral.env.gym_compat import convert_space, is_old_gym_space
+
+    for key, value in arguments.items():
+        if is_old_gym_space(value):
+            arguments[key] = convert_space(value)
     if isinstance(type_, str):
         found = lookup_type(cls, type_)
         if found is None:

@@ -353,7 +353,7 @@ def _image_batch(n: int, rng: np.random.Generator) -> SampleBatch:
 
 def _storage_bytes(buffer: ReplayBuffer) -> int:
     total = 0
-    for column in buffer._storage.values():
+    for column in buffer._columns.values():
         if column.dtype == object:
             total += sum(len(row) for row in column if isinstance(row, bytes))
         else:
@@ -380,7 +380,7 @@ def test_compressed_replay_buffer_is_smaller_and_samples_plain_rows():
     assert state["columns"]["obs"].dtype == np.uint8
     restored = ReplayBuffer(200, seed=0)
     restored.set_state(state)
-    assert restored._storage["obs"].dtype == object
+    assert restored._columns["obs"].dtype == object
     np.testing.assert_array_equal(restored.sample(4)["obs"].shape, (4, 42, 42, 4))
 
 

@@ -272,7 +272,7 @@ def test_reservoir_keeps_a_uniform_sample_of_all_rows():
     for start in range(0, total, 50):
         buf.add_timesteps(rows(start, 50))
     assert len(buf) == 1000
-    kept = buf._storage["rewards"]
+    kept = buf._columns["rewards"]
     assert len(np.unique(kept)) == 1000
     # Deciles of the history: about 100 kept rows each (chi-square, 9 dof, p = 0.001).
     counts = np.bincount((kept // (total // 10)).astype(int), minlength=10)
@@ -282,7 +282,7 @@ def test_reservoir_keeps_a_uniform_sample_of_all_rows():
     fifo = ReplayBuffer(1000, seed=0)
     for start in range(0, total, 50):
         fifo.add_timesteps(rows(start, 50))
-    assert fifo._storage["rewards"].min() == total - 1000
+    assert fifo._columns["rewards"].min() == total - 1000
     assert buf.stats()["num_add_calls"] == total
 
 

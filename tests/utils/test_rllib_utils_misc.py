@@ -234,6 +234,26 @@ def test_from_config_builds_from_dicts_strings_and_files(tmp_path):
         from_config(_Shape, 3.5)
 
 
+def test_from_config_passes_old_gym_spaces_as_gymnasium_spaces():
+    """RLlib 1.13 builds explorations with `from_config(Exploration, {...})`; an old
+    `gym.spaces` action space there is converted, as corral converts them elsewhere."""
+    old_gym = pytest.importorskip("gym")
+    import gymnasium
+
+    from corral.utils.exploration import EpsilonGreedy, Exploration
+    from corral.utils.from_config import from_config
+
+    made = from_config(
+        Exploration,
+        {"type": "EpsilonGreedy", "action_space": old_gym.spaces.Discrete(3), "framework": "torch"},
+    )
+    assert isinstance(made, EpsilonGreedy)
+    assert made.action_space == gymnasium.spaces.Discrete(3)
+    # Other arguments are passed as they are (a dict is the caller's own object).
+    shared = {"size": 2}
+    assert from_config(_Shape, {"size": shared}).size is shared
+
+
 def test_from_config_of_an_abstract_class_is_none():
     """RLlib 1.13's answer to building an abstract class: None, not a TypeError."""
     import abc

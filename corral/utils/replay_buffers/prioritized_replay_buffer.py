@@ -214,6 +214,28 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def stats(self, debug: bool = False) -> dict[str, Any]:
         return {**super().stats(debug), "max_priority": self._max_priority, "alpha": self.alpha}
 
+    # -- RLlib 1.x's protected state, for subclasses (see `ReplayBuffer._storage`) --
+    # (`_max_priority` is an attribute of both; 1.13's `_prio_change_stats` would need
+    # work on every priority update: not kept.)
+
+    @property
+    def _it_sum(self) -> SumSegmentTree:
+        """RLlib 1.x's `_it_sum`: the sum tree of the slots' priority^alpha (1.x
+        subclassing surface; the buffer's own tree, so writes change sampling)."""
+        return self._sum_tree
+
+    @property
+    def _it_min(self) -> MinSegmentTree:
+        """RLlib 1.x's `_it_min`: the min tree of the slots' priority^alpha (1.x
+        subclassing surface; the buffer's own tree)."""
+        return self._min_tree
+
+    @property
+    def _alpha(self) -> float:
+        """RLlib 1.x's `_alpha`: the prioritisation exponent, `alpha` (1.x subclassing
+        surface)."""
+        return self.alpha
+
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
         order = self._chronological_indices()
@@ -230,5 +252,5 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         super().set_state(state)
         if self._size:
             priorities = np.asarray(state["priorities"], dtype=np.float64)[-self._size :]
-            self._set_priorities(np.arange(self._size), priorities)
+            self._set_priorities(self._chronological_indices(), priorities)
         self._max_priority = float(state.get("max_priority", 1.0))

@@ -23,7 +23,7 @@ import logging
 import platform
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import numpy as np
 import psutil
@@ -39,6 +39,10 @@ from corral.utils.compression import is_compressed, pack_column, unpack_column
 from corral.utils.deprecation import Deprecated, log_once
 
 logger = logging.getLogger(__name__)
+
+# RLlib 1.13's key for "all policies together" (a lockstep multi-agent buffer's one
+# underlying buffer); 1.x custom multi-agent buffers import it from this module.
+_ALL_POLICIES = "__all__"
 
 # Columns never stored: infos are arbitrary Python objects, seq_lens is not per-row.
 _SKIPPED_COLUMNS = (SampleBatch.INFOS, SampleBatch.SEQ_LENS)
@@ -116,12 +120,13 @@ class ReplayBuffer:
             raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity}.")
         self.capacity = int(capacity)
         self._storage_unit = storage_unit_of(storage_unit)
-        # The items when they are not rows of the ring (None: rows in `_storage`).
+        # The items when they are not rows of the ring (None: rows in `_columns`).
         self._items: list[SampleBatch | MultiAgentBatch] | None = (
             None if self._storage_unit is StorageUnit.TIMESTEPS else []
         )
         self._steps_since_wrap = 0
-        self._storage: dict[str, np.ndarray] = {}
+        # The ring of rows: one preallocated array per column (see the module doc).
+        self._columns: dict[str, np.ndarray] = {}
         self._next = 0  # row written by the next add
         self._size = 0
         self._num_added = 0
@@ -179,12 +184,12 @@ class ReplayBuffer:
         n = batch.count
         if n == 0:
             return np.zeros(0, np.int64)
-        if not self._storage:
+        if not self._columns:
             self._allocate(columns)
-        elif columns.keys() != self._storage.keys():
+        elif columns.keys() != self._columns.keys():
             raise ValueError(
                 f"ReplayBuffer.add got columns {sorted(columns)}, but the buffer stores "
-                f"{sorted(self._storage)}."
+                f"{sorted(self._columns)}."
             )
         if n > self.capacity:
             columns = {k: v[n - self.capacity :] for k, v in columns.items()}
@@ -198,7 +203,7 @@ class ReplayBuffer:
             idx %= self.capacity
             rows = idx
         for k, v in columns.items():
-            self._storage[k][rows] = v
+            self._columns[k][rows] = v
         self._next = (start + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
         self._num_added += n
@@ -210,10 +215,10 @@ class ReplayBuffer:
         self._items = [self._read(np.asarray([slot])) for slot in range(self._size)]
         # (Rows are one-step items: the steps since the last wrap are the next slot.)
         self._steps_since_wrap = self._next
-        self._storage = {}
+        self._columns = {}
 
     def _allocate(self, columns: dict[str, np.ndarray]) -> None:
-        self._storage = {
+        self._columns = {
             k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in columns.items()
         }
 
@@ -241,7 +246,7 @@ class ReplayBuffer:
             return batch.decompress_if_needed()  # (packed observations unpacked)
         # Columns stored LZ4-packed (`compress_observations`) are unpacked for the learner.
         return SampleBatch(
-            nested_columns({k: unpack_column(v[idx]) for k, v in self._storage.items()})
+            nested_columns({k: unpack_column(v[idx]) for k, v in self._columns.items()})
         )
 
     # -- items (storage units other than timesteps) ----------------------------
@@ -309,25 +314,78 @@ class ReplayBuffer:
         since the last wrap, `eviction_started`, `sampled_count`, `est_size_bytes`,
         `num_entries`: items held) and corral's names of some (`size`, `num_added`,
         `num_sampled`) with the `capacity`."""
-        if self._items is not None:
-            size_bytes = sum(item.size_bytes() for item in self._items)
-            since_wrap = self._steps_since_wrap
-        else:
-            size_bytes = sum(v.nbytes for v in self._storage.values())
-            since_wrap = self._next  # (one-step items: the next slot)
         return {
             "added_count": self._num_added,
-            "added_count_wrapped": since_wrap,
-            # (The first wrap comes once `capacity` timesteps were added.)
-            "eviction_started": self._num_added >= self.capacity,
+            "added_count_wrapped": self._num_timesteps_added_wrap,
+            "eviction_started": self._eviction_started,
             "sampled_count": self._num_sampled,
             "num_entries": self._size,
             "capacity": self.capacity,
             "size": self._size,
             "num_added": self._num_added,
             "num_sampled": self._num_sampled,
-            "est_size_bytes": int(size_bytes),
+            "est_size_bytes": self._est_size_bytes,
         }
+
+    # -- RLlib 1.x's protected state, for subclasses ---------------------------
+    # RLlib 1.x users wrote custom buffers by subclassing `ReplayBuffer` and reading
+    # its protected attributes. corral keeps its state differently (a ring of columns
+    # for one-row items), so these are read-only properties computed from that state
+    # when read: nothing is kept up to date for them on `add` or `sample`. (1.13's
+    # `_hit_count` and `_evicted_hit_stats` would need work on every sample: not kept.)
+
+    @property
+    def _storage(self) -> Sequence[SampleBatch | MultiAgentBatch]:
+        """RLlib 1.x's `_storage`: the stored items in slot order (1.x subclassing surface).
+
+        Items of several rows (and every item once the buffer holds such items) are the
+        buffer's own list; one-row items kept in the ring of columns are a read-only
+        view whose `[i]` is the one-row `SampleBatch` in slot `i` (read when indexed).
+        """
+        if self._items is not None:
+            return self._items
+        return _RingItems(self)
+
+    @property
+    def _next_idx(self) -> int:
+        """RLlib 1.x's `_next_idx`: the slot the next item is written to (1.x
+        subclassing surface)."""
+        return self._next
+
+    @property
+    def _num_timesteps_added(self) -> int:
+        """RLlib 1.x's `_num_timesteps_added`: timesteps added over the buffer's
+        lifetime (1.x subclassing surface)."""
+        return self._num_added
+
+    @property
+    def _num_timesteps_added_wrap(self) -> int:
+        """RLlib 1.x's `_num_timesteps_added_wrap`: timesteps added since the buffer
+        last wrapped to slot 0 (1.x subclassing surface)."""
+        if self._items is not None:
+            return self._steps_since_wrap
+        return self._next  # (one-row items: the next slot)
+
+    @property
+    def _num_timesteps_sampled(self) -> int:
+        """RLlib 1.x's `_num_timesteps_sampled`: timesteps sampled over the buffer's
+        lifetime (1.x subclassing surface)."""
+        return self._num_sampled
+
+    @property
+    def _eviction_started(self) -> bool:
+        """RLlib 1.x's `_eviction_started`: whether the buffer has wrapped once, so new
+        items overwrite old ones (1.x subclassing surface)."""
+        # (The first wrap comes once `capacity` timesteps were added.)
+        return self._num_added >= self.capacity
+
+    @property
+    def _est_size_bytes(self) -> int:
+        """RLlib 1.x's `_est_size_bytes`: the estimated bytes of the stored items (1.x
+        subclassing surface); summed over the items (or the ring's arrays) when read."""
+        if self._items is not None:
+            return int(sum(item.size_bytes() for item in self._items))
+        return int(sum(v.nbytes for v in self._columns.values()))
 
     def get_host(self) -> str:
         """The machine's network name (RLlib's, for colocating buffer shards)."""
@@ -352,9 +410,10 @@ class ReplayBuffer:
             "num_sampled": self._num_sampled,
             # Packed columns are saved unpacked: checkpoints hold plain numeric arrays only.
             "columns": {
-                k: np.ascontiguousarray(unpack_column(v[order])) for k, v in self._storage.items()
+                k: np.ascontiguousarray(unpack_column(v[order])) for k, v in self._columns.items()
             },
-            "compressed_columns": [k for k, v in self._storage.items() if is_compressed(v)],
+            "compressed_columns": [k for k, v in self._columns.items() if is_compressed(v)],
+            "next": self._next,
             "rng": self._rng.bit_generator.state,
         }
 
@@ -398,7 +457,7 @@ class ReplayBuffer:
             ]
         else:
             self._items = list(_items_of(state))
-        self._storage = {}
+        self._columns = {}
         self._size = len(self._items)
         self._next = int(state["next"])
         self._steps_since_wrap = int(state["steps_since_wrap"])
@@ -414,7 +473,7 @@ class ReplayBuffer:
         if self._items is not None and self._storage_unit is StorageUnit.TIMESTEPS:
             self._items = None  # (a "timesteps" buffer's state of rows)
         columns = state["columns"]
-        self._storage, self._next, self._size = {}, 0, 0
+        self._columns, self._next, self._size = {}, 0, 0
         if columns:
             n = len(next(iter(columns.values())))
             if n:
@@ -427,6 +486,14 @@ class ReplayBuffer:
                         }
                     )
                 )
+                next_slot = int(state.get("next", 0))
+                if next_slot and n == self._size == self.capacity:
+                    # Back in the slots they were saved from (the oldest at the next slot),
+                    # so the slot numbers (`_next_idx`, a sample's indexes) are kept.
+                    self._columns = {
+                        k: np.roll(v, next_slot, axis=0) for k, v in self._columns.items()
+                    }
+                    self._next = next_slot
         self._num_added = int(state.get("num_added", self._size))
         self._num_sampled = int(state.get("num_sampled", 0))
         if state.get("rng"):
@@ -437,6 +504,32 @@ class ReplayBuffer:
         if self._items is not None or self._size < self.capacity:
             return np.arange(self._size)
         return (self._next + np.arange(self.capacity)) % self.capacity
+
+
+class _RingItems(Sequence[SampleBatch]):
+    """The one-row items of a `ReplayBuffer`'s ring of columns as a read-only sequence
+    (its `_storage` in RLlib 1.x's meaning); an item is read from the ring when indexed."""
+
+    def __init__(self, buffer: ReplayBuffer) -> None:
+        self._buffer = buffer
+
+    def __len__(self) -> int:
+        return self._buffer._size
+
+    @overload
+    def __getitem__(self, index: int) -> SampleBatch: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SampleBatch]: ...
+
+    def __getitem__(self, index: int | slice) -> SampleBatch | list[SampleBatch]:
+        size = self._buffer._size
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(size))]
+        if not -size <= index < size:
+            raise IndexError(f"Replay buffer slot {index} out of range ({size} items).")
+        batch = self._buffer._read(np.asarray([index % size]))
+        return cast("SampleBatch", batch)
 
 
 def _columns_state(items: Sequence[SampleBatch | MultiAgentBatch]) -> dict[str, Any]:

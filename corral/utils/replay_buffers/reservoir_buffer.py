@@ -69,10 +69,10 @@ class ReservoirBuffer(ReplayBuffer):
         if len(rows) == 0:
             return kept
         rest = leaf_columns(batch[head:])  # (a nested column is stored leaf by leaf)
-        missing = set(self._storage) - set(rest)
+        missing = set(self._columns) - set(rest)
         if missing:
             raise ValueError(f"ReservoirBuffer.add got a batch without columns {sorted(missing)}.")
-        for k, column in self._storage.items():
+        for k, column in self._columns.items():
             column[slots[rows]] = np.asarray(rest[k])[rows]
         self._num_evicted += len(rows)
         return np.concatenate([kept, slots[rows]])
