@@ -37,6 +37,7 @@ from corral.evaluation.sampler_base import (
     sampler_columns,
     to_env_of,
 )
+from corral.evaluation.sampler_views import views_key
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from corral.policy.view_requirement import (
     ViewPlan,
@@ -137,6 +138,36 @@ class _AgentTrajectory:
                 continue
             windows.push(d, np.asarray(value)[None])
 
+    def replan_views(self, old: ViewPlan | None, new: ViewPlan | None) -> None:
+        """The agent's policy's views were planned again (`MultiAgentSampler._refresh_views`).
+
+        The rows recorded so far (and the pending action's) lose the view columns the
+        new plan drops or changes and read zeros for its new ones; the windows start
+        empty, so the agent's next steps read zeros for its steps before the change
+        (as for the steps before an episode's start). Later offsets are filled from
+        the rows when the trajectory is taken, the earlier rows' too.
+        """
+        # (Columns with past offsets only: later ones are not recorded per step.)
+        after = {c.name: c for c in new.training if len(c.past)} if new is not None else {}
+        pending = self.pending
+        extra = None if pending is None else dict(pending.extra)
+        n = len(self.rows.get(SampleBatch.REWARDS, ()))
+        for c in old.training if old is not None else ():
+            kept = after.get(c.name)
+            if len(c.past) and (kept is None or not _same_view(old, c, new, kept)):
+                self.rows.pop(c.name, None)
+                if extra is not None:
+                    extra.pop(c.name, None)
+        for name, c in after.items():
+            assert new is not None
+            if n and name not in self.rows:
+                self.rows[name] = list(new.zeros(c, n))
+            if extra is not None and name not in extra:
+                extra[name] = new.zeros(c, 1)[0]
+        if pending is not None and extra is not None:
+            self.pending = pending._replace(extra=extra)
+        self.view_windows = None if new is None else ViewWindows(new, 1)
+
     def take(self, eps_id: int, env_id: int) -> SampleBatch | None:
         """The completed transitions as a batch (None when there are none); clears them."""
         if not self.rows:
@@ -204,9 +235,9 @@ class MultiAgentSampler(SamplerBase):
         self.observation_fn = observation_fn
         self._ready: list[_Segment] = []
         self._stateful: dict[int, tuple[Any, bool]] = {}
-        # Per policy: its extra view columns (None: none) and whether its fast path
-        # takes them (`view_inputs`).
-        self._view_plans: dict[int, tuple[Any, ViewPlan | None, bool]] = {}
+        # Per policy: its extra view columns (None: none), whether its fast path
+        # takes them (`view_inputs`), and what they were planned from (`views_key`).
+        self._view_plans: dict[int, tuple[Any, ViewPlan | None, bool, tuple]] = {}
         # Per policy: what its agents' observations are checked against.
         self._obs_checks: dict[str, ObservationCheck] = {}
         # Sub-envs in processes of their own (`remote_worker_envs`) step in parallel:
@@ -323,6 +354,7 @@ class MultiAgentSampler(SamplerBase):
     def sample(self) -> MultiAgentBatch:
         """One fragment of every sub-env (or complete episodes), postprocessed."""
         target = self.fragment_length * self.num_envs
+        self._refresh_views()  # (requirements added to a policy since: RLlib's per batch)
         if not self.complete_episodes:
             steps = 0
             while steps < target:
@@ -442,12 +474,44 @@ class MultiAgentSampler(SamplerBase):
         `compute_actions_from_obs` takes them; asked once per policy."""
         known = self._view_plans.get(id(policy))
         if known is None or known[0] is not policy:
-            plan = None
-            if hasattr(policy, "view_requirements"):
-                plan = ViewPlan.for_policy(policy, _native_columns(policy), _specs(policy))
-            known = (policy, plan, plan is not None and accepts_view_inputs(policy))
-            self._view_plans[id(policy)] = known
+            known = self._plan_views(policy)
         return known[1], known[2]
+
+    def _plan_views(self, policy: Any) -> tuple[Any, ViewPlan | None, bool, tuple]:
+        """Plans `policy`'s views (kept in `_view_plans`, with their `views_key`)."""
+        plan = None
+        if hasattr(policy, "view_requirements"):
+            plan = ViewPlan.for_policy(policy, _native_columns(policy), _specs(policy))
+        known = (policy, plan, plan is not None and accepts_view_inputs(policy), views_key(policy))
+        self._view_plans[id(policy)] = known
+        return known
+
+    def _refresh_views(self) -> None:
+        """Plans a policy's views again when its (or its model's) view requirements
+        were added, replaced or removed since they were planned; asked once per
+        `sample()`, before its first step.
+
+        RLlib 1.13's collectors read the requirements whenever they built a batch, so
+        one added to `policy.view_requirements` after the worker was built was sampled
+        too. Here the new columns are sampled from the next step on; the agents of
+        the policy in running episodes keep their rows, with zeros in the new columns
+        for their steps before the change (`_AgentTrajectory.replan_views`).
+        """
+        changed = {}
+        for known in list(self._view_plans.values()):
+            policy, old = known[0], known[1]
+            if views_key(policy) != known[3]:
+                changed[id(policy)] = (old, self._plan_views(policy)[1])
+        if not changed:
+            return
+        policy_map = self.worker.policy_map
+        loaded = set(policy_map.in_memory())
+        for slot in self.slots:
+            for trajectory in slot.trajectories.values():
+                if trajectory.policy_id in loaded:
+                    plans = changed.get(id(policy_map[trajectory.policy_id]))
+                    if plans is not None:
+                        trajectory.replan_views(*plans)
 
     def _agent_views(
         self, plan: ViewPlan, obs: np.ndarray, trajectories: list[_AgentTrajectory]
@@ -654,6 +718,16 @@ def _id_inputs(
         SampleBatch.T: [slots[i].episode.length for i, _ in members],
     }
     return {name: np.asarray(values[name], np.int64) for name in names}
+
+
+def _same_view(old: Any, c: Any, new: Any, d: Any) -> bool:
+    """Whether view column `c` of `ViewPlan` `old` gives rows like `d` of plan `new`."""
+    return (
+        c.data_col == d.data_col
+        and c.stacked == d.stacked
+        and np.array_equal(c.shifts, d.shifts)
+        and old.specs.get(c.data_col) == new.specs.get(d.data_col)
+    )
 
 
 def _native_columns(policy: Any) -> set[str]:

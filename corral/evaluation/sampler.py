@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -30,8 +31,10 @@ from corral.evaluation.sampler_base import (
     SubEnvRestarts,
     acting_of,
     clip_rewards_in_place,
+    complete_state_outs,
     initial_state_of,
     nonfinite_reward_error,
+    object_state_indices,
     postprocess_trajectory,
     restart_enabled,
     reward_clip_bounds,
@@ -106,9 +109,24 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             self.obs_shape,
             bounds=self.fast_obs and self.check_obs_bounds,
         )
-        # Recurrent policies: the sampler carries each env's state (reset with
-        # its episode) and feeds back the previous action and reward.
-        self.recurrent = policy.is_recurrent()
+        # Recurrent policies, and a `Policy` of one's own whose `get_initial_state()` is
+        # not empty (RLlib 1.13 gave it `state_in_<i>` views of it): the sampler carries
+        # each env's state (reset with its episode) and feeds back the previous action
+        # and reward.
+        initial_state = initial_state_of(policy)
+        self.recurrent = policy.is_recurrent() or bool(initial_state)
+        # States that are Python objects (`[{}]`): object columns, one value a row.
+        self.object_states = object_state_indices(initial_state)
+        if self.recurrent and (
+            self.object_states or getattr(policy, "compute_actions_from_obs", None) is None
+        ):
+            # A `Policy` of one's own (or one with object states) acts through a wrapper
+            # that completes its state outputs (`complete_state_outs`); set here, once:
+            # a `TorchPolicy` with array states acts unwrapped.
+            self.compute_actions = self._with_complete_state_outs(self.compute_actions)
+            self._compute_with_views = self._with_complete_state_outs(  # type: ignore[method-assign]
+                self._compute_with_views
+            )
         # Filters run after the preprocessor, on the whole row of new observations at once;
         # the default NoFilter costs nothing (the flag skips the call).
         self.obs_filter = worker.filters.get(self.policy_id, NoFilter())
@@ -194,10 +212,26 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         self.replay_log.before_reset(i, seed)
         return self._reset_env(i, seed)[0]
 
+    def _with_complete_state_outs(
+        self, compute: Callable[..., tuple[np.ndarray, dict]]
+    ) -> Callable[..., tuple[np.ndarray, dict]]:
+        """`compute` (an acting call: actions and extra fetches) with the state outputs
+        completed for the states it got (`complete_state_outs`)."""
+
+        def acting(*args: Any, **kwargs: Any) -> tuple[np.ndarray, dict]:
+            actions, extra = compute(*args, **kwargs)
+            return actions, complete_state_outs(
+                extra, self.states, self.object_states, len(actions)
+            )
+
+        return acting
+
     def _reset_recurrent_inputs(self) -> None:
         n = self.num_envs
-        self.initial_state = initial_state_of(self.policy)
-        self.states = [np.repeat(s[None], n, axis=0) for s in self.initial_state]
+        initial_state = initial_state_of(self.policy)
+        self.states = [np.repeat(s[None], n, axis=0) for s in initial_state]
+        # (An object state's value itself, which `_start_episode` puts in its row.)
+        self.initial_state = [s[()] if s.dtype == object else s for s in initial_state]
         space = self.policy.action_space
         dtype: type[np.number] = np.float32
         if isinstance(space, gym.spaces.Tuple | gym.spaces.Dict):  # flat float32 rows
@@ -271,7 +305,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         self._extra_keys = tuple(k for k in extra if not k.startswith("state_out_"))
         if self.recurrent:
             for i, state in enumerate(self.states):
-                buf[f"state_in_{i}"] = np.zeros((T, *state.shape), np.float32)
+                dtype = object if state.dtype == object else np.float32
+                buf[f"state_in_{i}"] = np.zeros((T, *state.shape), dtype)
             buf[SampleBatch.PREV_ACTIONS] = np.zeros((T, *self.prev_actions.shape), actions.dtype)
             buf[SampleBatch.PREV_REWARDS] = np.zeros((T, N), np.float32)
         if self.views is not None:
@@ -317,7 +352,9 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         i = episode.env_id
         if what == "state":
             current = self.recurrent and self.episodes[i] is episode
-            return [s[i].copy() for s in self.states] if current else []
+            if not current:
+                return []
+            return [s[i] if s.dtype == object else s[i].copy() for s in self.states]
         rows = self._episode_rows(episode)
         if len(rows):
             source, row, col = self._buf, int(rows[-1]), i

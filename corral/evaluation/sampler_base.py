@@ -86,6 +86,41 @@ def initial_state_of(policy: Any) -> list[np.ndarray]:
         state.append(np.zeros(shape, space.dtype))
 
 
+def object_state_indices(initial_state: Sequence[np.ndarray]) -> tuple[int, ...]:
+    """Which of a policy's states (`initial_state_of`) are Python objects rather than
+    arrays: RLlib 1.13 let a `Policy` of one's own keep any value as a state (e.g.
+    `get_initial_state()` returning `[{}]`), sampled as it is in the `state_in_<i>` /
+    `state_out_<i>` columns. The samplers keep those in object arrays, one value a row."""
+    return tuple(i for i, s in enumerate(initial_state) if s.dtype == object)
+
+
+def object_rows(values: Any, n: int) -> np.ndarray:
+    """The first `n` rows of a batch of Python objects (`values[i]` for row `i`) as a
+    1-D object array (`np.asarray` would turn lists into a numeric array, strings into
+    a fixed-width one)."""
+    out = np.empty(n, object)
+    for i in range(n):
+        out[i] = values[i]
+    return out
+
+
+def complete_state_outs(
+    extra: dict, states: Sequence[np.ndarray], object_indices: tuple[int, ...], n: int
+) -> dict:
+    """The extra fetches of `n` rows of a `Policy` of one's own that got `states`, with
+    a `state_out_<i>` for each: the state it got where it returned none (RLlib 1.13 fed
+    such a policy the same state again), and those of its object states
+    (`object_state_indices`) as 1-D object arrays, one value a row."""
+    extra = dict(extra)
+    for i, state in enumerate(states):
+        key = f"state_out_{i}"
+        if key not in extra:
+            extra[key] = state
+        elif i in object_indices:
+            extra[key] = object_rows(extra[key], n)
+    return extra
+
+
 # How many rebuilt copies of a sub-env may raise in a row (in reset()) before
 # the sampler gives up on it.
 MAX_SUB_ENV_RESTARTS_IN_A_ROW = 3
