@@ -31,16 +31,14 @@ from corral.policy.view_requirement import (
 
 
 def views_key(policy: Any) -> tuple:
-    """What the planned views depend on: the policy's and its model's view requirements,
-    by name and object (a requirement added, replaced or removed changes it)."""
+    """What the planned views depend on: the policy's and its model's view requirements
+    (a requirement added, replaced or removed changes it). Asked once per `sample()`,
+    which is once per step for one-step fragments: two C-level tuple copies, compared
+    entry by entry (by identity first)."""
     model = getattr(policy, "model", None)
-    return tuple(
-        (name, id(vr))
-        for reqs in (
-            getattr(policy, "view_requirements", None),
-            getattr(model, "view_requirements", None),
-        )
-        for name, vr in (reqs or {}).items()
+    return (
+        tuple((getattr(policy, "view_requirements", None) or {}).items()),
+        tuple((getattr(model, "view_requirements", None) or {}).items()),
     )
 
 
