@@ -94,11 +94,7 @@ class ModelV2:
         restored["obs_flat"] = flatten(obs, self.framework) if shape and len(shape) > 2 else obs
         with self.context():
             res = self.forward(restored, state or [], seq_lens)
-        if not isinstance(res, (list, tuple)) or len(res) != 2:
-            raise ValueError(f"forward() must return a tuple of (output, state) tensors, got {res}")
-        outputs, state_out = res
-        if not isinstance(state_out, list):
-            raise ValueError(f"State output is not a list: {state_out}")
+        outputs, state_out = checked_forward_result(res)
         self._last_output = outputs
         return outputs, state_out if state_out else (state or [])
 
@@ -136,6 +132,23 @@ class ModelV2:
             states.append(input_dict[f"state_in_{i}"])
             i += 1
         return self.__call__(input_dict, states, input_dict.get("seq_lens"))
+
+
+def checked_forward_result(res: Any) -> tuple[Any, list[Any]]:
+    """``(outputs, state_out)`` of a model's ``forward`` result, checked as RLlib 1.13's
+    ``ModelV2.__call__`` checks it (``ModelV2.__call__`` and `TorchPolicy`'s one check at
+    construction, whose model call is ``nn.Module.__call__``, both use this).
+
+    Raises:
+        ValueError: ``res`` is not a 2-item tuple (or list), or its state output is not a
+            list.
+    """
+    if not isinstance(res, list | tuple) or len(res) != 2:
+        raise ValueError(f"forward() must return a tuple of (output, state) tensors, got {res}")
+    outputs, state_out = res
+    if not isinstance(state_out, list):
+        raise ValueError(f"State output is not a list: {state_out}")
+    return outputs, state_out
 
 
 def flatten(obs: TensorType, framework: str) -> TensorType:

@@ -562,6 +562,11 @@ def _acting_methods(
     # It moves its inputs to the policy's device and its results back (`to_device`).
     compute_actions_from_obs.acts_on_device = True  # type: ignore[attr-defined]
     compute_actions_from_obs.calls_extra_action_out = True  # type: ignore[attr-defined]
+    # Whether it acts through the user's functions rather than the model call (the model
+    # may then have no `forward` of RLlib's contract: `TorchPolicy` checks none).
+    compute_actions_from_obs.acting_hooks = (  # type: ignore[attr-defined]
+        sample is not None or distribution is not None
+    )
     return {"compute_actions_from_obs": compute_actions_from_obs}
 
 

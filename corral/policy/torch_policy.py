@@ -307,8 +307,80 @@ class TorchPolicy(Policy):
             self.batch_divisibility_req = batch_divisibility_req_of(
                 self, get_batch_divisibility_req
             )
+        self._check_model_forward()
 
     # -- construction -------------------------------------------------------
+
+    def _check_model_forward(self, batch_size: int = 4) -> None:
+        """RLlib 1.13's check of a custom model's `forward` at policy construction: one
+        acting call on an all-zero dummy batch (`_get_dummy_batch_from_view_requirements`),
+        whose result must be `(outputs, state_out)` with `state_out` a list
+        (`checked_forward_result`, as `ModelV2.__call__` checks it; a `TorchModelV2` is
+        called through `nn.Module.__call__`, which checks nothing).
+
+        Only a user's model is checked (its `forward` defined outside corral), and only
+        where the policy acts through the model call (not an `action_sampler_fn` /
+        `action_distribution_fn`). The call runs in eval mode with torch's RNG state
+        restored after it, so it moves no batch-norm statistics and no seeded results. A model
+        that cannot act on the dummy batch at all is left to fail where it is really
+        called (with its own error), as before.
+
+        Raises:
+            ValueError: the model's `forward` returned something else.
+        """
+        from corral.models.modelv2 import checked_forward_result
+        from corral.policy.policy_template import _corral_own
+
+        model = getattr(self, "model", None)
+        if (
+            not isinstance(model, torch.nn.Module)
+            or _corral_own(type(model).forward)
+            or getattr(self.compute_actions_from_obs, "acting_hooks", False)
+        ):
+            return
+        bad: list[ValueError] = []
+
+        def check(module: torch.nn.Module, args: Any, result: Any) -> None:
+            try:
+                checked_forward_result(result)
+            except ValueError as e:
+                bad.append(ValueError(f"Custom model {type(module).__name__}: {e}"))
+                raise bad[-1] from None
+
+        modes = [(m, m.training) for m in model.modules()]
+        handle = model.register_forward_hook(check)
+        try:
+            with torch.random.fork_rng(devices=[]), torch.inference_mode():
+                model.eval()
+                self._dummy_acting_call(batch_size)
+        except Exception as e:  # noqa: BLE001 (only the check's own error counts here)
+            if bad and e is bad[-1]:
+                raise
+        finally:
+            handle.remove()
+            for module, training in modes:
+                module.training = training
+
+    def _dummy_acting_call(self, batch_size: int) -> None:
+        """The model call of an acting step on an all-zero batch of `batch_size` rows (the
+        policy's initial state for a recurrent model), through the acting code itself."""
+        dummy = self._get_dummy_batch_from_view_requirements(batch_size)
+        obs_space = self.preprocessor.observation_space
+        obs = self._tensor(np.zeros((batch_size, *(obs_space.shape or ())), np.float32))
+        with self._device_scope():
+            if not self._initial_state:
+                views = {k: dummy[k] for k in self._act_views() if k in dummy}
+                self._forward_inference(obs, views)
+                return
+            state = [
+                self._tensor(np.repeat(s[None], batch_size, axis=0)) for s in self._initial_state
+            ]
+            self._rnn_step_through_forward(
+                obs,
+                state,
+                dummy.get(SampleBatch.PREV_ACTIONS),
+                dummy.get(SampleBatch.PREV_REWARDS),
+            )
 
     def make_model(self, num_outputs: int) -> TorchModelV2:
         """Builds this policy's model (override for algorithm-specific nets): for the

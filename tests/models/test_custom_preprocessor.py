@@ -135,6 +135,9 @@ def test_the_model_receives_its_output_and_ppo_trains_with_it():
         policy = trainer.get_policy()
         assert isinstance(policy.preprocessor, PolarCartPole)
         assert RecordingModel.spaces[0].shape == (7,)
+        # (The policy's construction checked the model once, on an all-zero dummy batch.)
+        assert len(RecordingModel.seen) == 1 and not RecordingModel.seen[0].any()
+        RecordingModel.seen.clear()
         before = {k: v.copy() for k, v in policy.get_weights().items()}
         results = [trainer.train() for _ in range(2)]
         after = policy.get_weights()
