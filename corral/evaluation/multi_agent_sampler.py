@@ -32,6 +32,8 @@ from corral.evaluation.sampler_base import (
     clip_rewards_in_place,
     initial_state_of,
     nonfinite_reward_error,
+    object_rows,
+    object_state_indices,
     policy_actions,
     postprocess_trajectory,
     sampler_columns,
@@ -71,6 +73,8 @@ class _AgentTrajectory:
         self.rows: dict[str, list] = defaultdict(list)
         # Recurrent (stateful) policies: this agent's state, previous action and reward.
         self.state: list[np.ndarray] | None = None
+        # Its state columns whose values are Python objects (`object_state_indices`).
+        self.object_columns: frozenset[str] = frozenset()
         self.prev_action: Any = None
         self.prev_reward = 0.0
         # The trajectory view API: the latest values the policy's extra view columns
@@ -173,7 +177,14 @@ class _AgentTrajectory:
         if not self.rows:
             return None
         rows, self.rows = self.rows, defaultdict(list)
-        columns = {k: np.asarray(v) for k, v in rows.items()}
+        objects = self.object_columns
+        try:
+            columns = {
+                k: object_rows(v, len(v)) if k in objects else np.asarray(v)
+                for k, v in rows.items()
+            }
+        except ValueError as e:  # (a policy whose outputs change shape between steps)
+            raise _shape_changed_error(self.policy_id, rows) from e
         columns[SampleBatch.OBS] = columns[SampleBatch.OBS].astype(np.float32, copy=False)
         columns[SampleBatch.NEXT_OBS] = columns[SampleBatch.NEXT_OBS].astype(np.float32, copy=False)
         columns[SampleBatch.REWARDS] = columns[SampleBatch.REWARDS].astype(np.float32)
@@ -557,6 +568,11 @@ class MultiAgentSampler(SamplerBase):
             if trajectory.state is None:  # the agent's first step in this episode
                 trajectory.state = initial_state_of(policy)
                 trajectory.prev_action = _zero_action(policy.action_space)
+                trajectory.object_columns = frozenset(
+                    f"state_{io}_{j}"
+                    for j in object_state_indices(trajectory.state)
+                    for io in ("in", "out")
+                )
         n_states = len(trajectories[0].state)
         states = [np.stack([t.state[j] for t in trajectories]) for j in range(n_states)]
         prev_actions = np.stack([np.asarray(t.prev_action) for t in trajectories])
@@ -574,7 +590,7 @@ class MultiAgentSampler(SamplerBase):
         )
         for k, trajectory in enumerate(trajectories):
             trajectory.state = [
-                np.asarray(extra[f"state_out_{j}"][k])
+                _state_value(extra[f"state_out_{j}"][k], states[j].dtype == object)
                 if f"state_out_{j}" in extra
                 else states[j][k]
                 for j in range(n_states)
@@ -718,6 +734,34 @@ def _id_inputs(
         SampleBatch.T: [slots[i].episode.length for i, _ in members],
     }
     return {name: np.asarray(values[name], np.int64) for name in names}
+
+
+def _state_value(value: Any, is_object: bool) -> np.ndarray:
+    """One agent's next state of one state tensor: an array, or for an object state
+    (`object_state_indices`) the value itself in a 0-d object array (which `np.stack`
+    stacks as it is, where `np.asarray` would turn a list into numbers)."""
+    if not is_object:
+        return np.asarray(value)
+    out = np.empty((), object)
+    out[()] = value
+    return out
+
+
+def _shape_changed_error(policy_id: str, rows: dict[str, list]) -> ValueError:
+    """The error for an agent's rows whose values of one column change shape (numpy
+    cannot stack them into the column)."""
+    per_column = ((c, sorted({np.shape(v) for v in values})) for c, values in rows.items())
+    column, shapes = next(((c, s) for c, s in per_column if len(s) > 1), ("?", []))
+    hint = (
+        " (a state that changes size is a Python object: make get_initial_state() return "
+        "it as one, e.g. a dict or a string)"
+        if column.startswith(("state_in_", "state_out_"))
+        else ""
+    )
+    return ValueError(
+        f"Policy {policy_id!r} returned {column!r} values of different shapes {shapes} "
+        f"from step to step: a policy's outputs must keep their shape{hint}."
+    )
 
 
 def _same_view(old: Any, c: Any, new: Any, d: Any) -> bool:

@@ -501,11 +501,34 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         observations acted on, the actions and the policy's extra fetches, the episode
         ids and steps."""
         buf[SampleBatch.OBS][t, cols] = self.obs[cols]
-        buf[SampleBatch.ACTIONS][t, cols] = actions
-        for k, v in extra.items():
+        k, v = SampleBatch.ACTIONS, actions
+        try:
             buf[k][t, cols] = v
+            for k, v in extra.items():
+                buf[k][t, cols] = v
+        except ValueError as e:  # (a policy whose outputs change shape between steps)
+            raise self._shape_changed_error(k, v, buf[k]) from e
         buf[SampleBatch.EPS_ID][t, cols] = self.eps_ids[cols]
         buf[SampleBatch.T][t, cols] = self.ep_len[cols]
+
+    def _shape_changed_error(self, column: str, values: Any, row: np.ndarray) -> ValueError:
+        """The error for a policy output that no longer fits its column's rows: the
+        sampler's buffers take each column's row shape from the first step (a state
+        input's from `get_initial_state()`)."""
+        state = column.startswith(("state_in_", "state_out_"))
+        origin = "get_initial_state()" if column.startswith("state_in_") else "its first step"
+        hint = (
+            " (a state that changes size is a Python object: make get_initial_state() "
+            "return it as one, e.g. a dict or a string)"
+            if state
+            else ""
+        )
+        return ValueError(
+            f"Policy {self.policy_id!r} returned {column!r} values of shape "
+            f"{np.shape(values)} (rows first), which do not fit the column's rows of shape "
+            f"{row.shape[2:]}, set by {origin}: a policy's outputs must keep their shape "
+            f"from step to step{hint}."
+        )
 
     def _stand_in_result(self, i: int) -> tuple:
         """What a failed sub-env "returned": its last observation, no reward, not done

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from corral.env.multi_agent_env import make_multi_agent
 from corral.evaluation.rollout_worker import RolloutWorker
@@ -136,3 +137,50 @@ def test_torch_policy_with_array_states_acts_unwrapped():
     # Its own acting method, no per-step wrapper.
     assert sampler.compute_actions == w.get_policy().compute_actions_from_obs
     assert w.sample()["state_in_0"].dtype == np.float32
+
+
+class GrowingList(Policy):
+    """Its state is a list one longer each step; `initial` is its first value."""
+
+    initial: object = []
+
+    def get_initial_state(self):
+        return [self.initial]
+
+    def compute_actions(self, obs_batch, state_batches=None, **kwargs):
+        out = [([] if s is None else list(s)) + [1] for s in state_batches[0]]
+        return [0] * len(obs_batch), [out], {}
+
+
+class GrowingListFromNone(GrowingList):
+    initial = None
+
+
+def test_a_state_array_that_changes_size_is_a_clear_error():
+    # `[[]]` is an array state of shape (0,): its rows cannot grow. The error names the
+    # column and says what to do, in both samplers.
+    two = make_multi_agent(lambda config: Chain())
+    workers = [
+        single_agent_worker(GrowingList, rollout_fragment_length=4),
+        RolloutWorker(
+            env_creator=lambda ctx: two({"num_agents": 2}),
+            policy_spec=GrowingList,
+            rollout_fragment_length=4,
+        ),
+    ]
+    for worker in workers:
+        with pytest.raises(ValueError, match=r"'state_out_0' values of .*shape.*Python object"):
+            worker.sample()
+
+
+def test_a_state_that_changes_size_as_an_object():
+    two = make_multi_agent(lambda config: Chain())
+    single = single_agent_worker(GrowingListFromNone, rollout_fragment_length=4).sample()
+    multi = RolloutWorker(
+        env_creator=lambda ctx: two({"num_agents": 2}),
+        policy_spec=GrowingListFromNone,
+        rollout_fragment_length=4,
+    ).sample()
+    for batch in (single, multi):
+        first = batch["agent_index"] == 0 if "agent_index" in batch else slice(None)
+        assert [list(s) for s in batch["state_out_0"][first]] == [[1], [1, 1], [1, 1, 1], [1] * 4]
