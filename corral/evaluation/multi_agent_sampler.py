@@ -37,6 +37,7 @@ from corral.evaluation.sampler_base import (
     policy_actions,
     postprocess_trajectory,
     sampler_columns,
+    state_size_hint,
     to_env_of,
 )
 from corral.evaluation.sampler_views import views_key
@@ -498,16 +499,10 @@ class MultiAgentSampler(SamplerBase):
         return known
 
     def _refresh_views(self) -> None:
-        """Plans a policy's views again when its (or its model's) view requirements
-        were added, replaced or removed since they were planned; asked once per
-        `sample()`, before its first step.
-
-        RLlib 1.13's collectors read the requirements whenever they built a batch, so
-        one added to `policy.view_requirements` after the worker was built was sampled
-        too. Here the new columns are sampled from the next step on; the agents of
-        the policy in running episodes keep their rows, with zeros in the new columns
-        for their steps before the change (`_AgentTrajectory.replan_views`).
-        """
+        """`SingleAgentViews._refresh_views` for each policy planned so far: its views
+        planned again when its requirements changed (`views_key`). The policy's agents
+        in running episodes keep their rows, with zeros in the new columns for their
+        steps before the change (`_AgentTrajectory.replan_views`)."""
         changed = {}
         for known in list(self._view_plans.values()):
             policy, old = known[0], known[1]
@@ -752,15 +747,10 @@ def _shape_changed_error(policy_id: str, rows: dict[str, list]) -> ValueError:
     cannot stack them into the column)."""
     per_column = ((c, sorted({np.shape(v) for v in values})) for c, values in rows.items())
     column, shapes = next(((c, s) for c, s in per_column if len(s) > 1), ("?", []))
-    hint = (
-        " (a state that changes size is a Python object: make get_initial_state() return "
-        "it as one, e.g. a dict or a string)"
-        if column.startswith(("state_in_", "state_out_"))
-        else ""
-    )
     return ValueError(
         f"Policy {policy_id!r} returned {column!r} values of different shapes {shapes} "
-        f"from step to step: a policy's outputs must keep their shape{hint}."
+        f"from step to step: a policy's outputs must keep their shape"
+        f"{state_size_hint(column)}."
     )
 
 

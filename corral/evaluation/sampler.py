@@ -38,6 +38,7 @@ from corral.evaluation.sampler_base import (
     postprocess_trajectory,
     restart_enabled,
     reward_clip_bounds,
+    state_size_hint,
     to_env_of,
 )
 
@@ -515,19 +516,12 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         """The error for a policy output that no longer fits its column's rows: the
         sampler's buffers take each column's row shape from the first step (a state
         input's from `get_initial_state()`)."""
-        state = column.startswith(("state_in_", "state_out_"))
         origin = "get_initial_state()" if column.startswith("state_in_") else "its first step"
-        hint = (
-            " (a state that changes size is a Python object: make get_initial_state() "
-            "return it as one, e.g. a dict or a string)"
-            if state
-            else ""
-        )
         return ValueError(
             f"Policy {self.policy_id!r} returned {column!r} values of shape "
             f"{np.shape(values)} (rows first), which do not fit the column's rows of shape "
             f"{row.shape[2:]}, set by {origin}: a policy's outputs must keep their shape "
-            f"from step to step{hint}."
+            f"from step to step{state_size_hint(column)}."
         )
 
     def _stand_in_result(self, i: int) -> tuple:

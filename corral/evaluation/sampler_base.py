@@ -94,6 +94,17 @@ def object_state_indices(initial_state: Sequence[np.ndarray]) -> tuple[int, ...]
     return tuple(i for i, s in enumerate(initial_state) if s.dtype == object)
 
 
+def state_size_hint(column: str) -> str:
+    """What the samplers' shape errors add for a state column (`state_in_<i>` /
+    `state_out_<i>`): how to keep a state whose size changes; "" for other columns."""
+    if not column.startswith(("state_in_", "state_out_")):
+        return ""
+    return (
+        " (a state that changes size is a Python object: make get_initial_state() return "
+        "it as one, e.g. a dict or a string)"
+    )
+
+
 def object_rows(values: Any, n: int) -> np.ndarray:
     """The first `n` rows of a batch of Python objects (`values[i]` for row `i`) as a
     1-D object array (`np.asarray` would turn lists into a numeric array, strings into
