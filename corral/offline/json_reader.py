@@ -48,8 +48,11 @@ class JsonReader(InputReader):
 
     Files are read whole, one after the other: the first chosen by the worker's index
     (so parallel workers start on different files), the next ones at random, forever.
-    A line that is not a batch record raises `MalformedRecordError` naming the file and
-    line; RLlib's pickled columns are read with a restricted unpickler.
+    A line that is not a batch record (e.g. the cut-off last line of a writer that
+    crashed) is skipped with a warning naming the file, line and fault, once per line, as
+    RLlib 1.x's reader skipped corrupt records; `next()` raises `ValueError` when over
+    100 lines in a row hold no batch. RLlib's pickled columns are read with a restricted
+    unpickler.
 
     Args:
         inputs: a folder (its ``*.json`` and ``*.zip`` files), a glob, a file, or a list.
@@ -62,6 +65,7 @@ class JsonReader(InputReader):
         self._rng = rng_for(self.ioctx)
         self.cur_file: str | None = None
         self._lines: Iterator[tuple[int, str]] | None = None
+        self._skipped: set[str] = set()  # the corrupt lines warned about
 
     def next(self) -> SampleBatchType:
         blank = 0
@@ -75,22 +79,38 @@ class JsonReader(InputReader):
                 blank += 1
             else:
                 line_no, line = item
-                if line.strip():
-                    return self._parse(line, f"{self.cur_file}, line {line_no}")
+                batch = self._parse(line, f"{self.cur_file}, line {line_no}")
+                if batch is not None:
+                    return batch
                 blank += 1
             if blank > _MAX_BLANK_LINES:
-                raise ValueError(f"Failed to read a valid experience batch from {self.cur_file}.")
+                raise ValueError(
+                    f"Failed to read a valid experience batch from {self.cur_file}: over "
+                    f"{_MAX_BLANK_LINES} lines in a row were blank or corrupt records."
+                )
 
     def read_all_files(self) -> Iterator[SampleBatchType]:
-        """Every batch of every file, once, in file order."""
+        """Every batch of every file, once, in file order (corrupt lines skipped)."""
         for path in self.files:
             for line_no, line in _lines_of(path):
-                if line.strip():
-                    yield self._parse(line, f"{path}, line {line_no}")
+                batch = self._parse(line, f"{path}, line {line_no}")
+                if batch is not None:
+                    yield batch
 
-    def _parse(self, line: str, where: str) -> SampleBatchType:
-        batch = adapt_batch(batch_from_json(line, where), self.ioctx, where)
-        return postprocess_if_needed(batch, self.ioctx)
+    def _parse(self, line: str, where: str) -> SampleBatchType | None:
+        """The line's batch, adapted to the worker; None for a blank line or a corrupt
+        record (warned about once). A record that parses but does not fit the worker's
+        policies (`adapt_batch`) is an error: that is the config's fault, not the file's."""
+        if not line.strip():
+            return None
+        try:
+            batch = batch_from_json(line, where)
+        except MalformedRecordError as err:
+            if where not in self._skipped:
+                self._skipped.add(where)
+                logger.warning("Skipping a corrupt experience record: %s", err)
+            return None
+        return postprocess_if_needed(adapt_batch(batch, self.ioctx, where), self.ioctx)
 
     def _pick_file(self) -> str:
         worker = self.ioctx.worker

@@ -49,6 +49,12 @@ def local_output_dir(path: str, what: str) -> str:
     return path
 
 
+def _to_json(batch: SampleBatchType, compress_columns: Any) -> str:
+    """RLlib 1.x's module-level `_to_json`: one batch as its JSON line (no newline), the
+    columns in `compress_columns` compressed. Kept for 1.x code that writes files by hand."""
+    return batch_to_json(batch, frozenset(compress_columns or ()))
+
+
 class JsonWriter(OutputWriter):
     """Writes each batch as one JSON line, into ``output-<date>_worker-<i>_<n>.json`` files.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import re
 
@@ -14,6 +15,7 @@ from corral.offline import IOContext, JsonReader, JsonWriter, MixedInput, Shuffl
 from corral.offline.columns import (
     NPY_LZ4_PREFIX,
     MalformedRecordError,
+    batch_from_json,
     batch_to_json,
     compress_column,
     decompress_column,
@@ -119,14 +121,26 @@ def test_multi_agent_batches_are_kept_per_policy(tmp_path):
     np.testing.assert_array_equal(back.policy_batches["p1"]["obs"], ma.policy_batches["p1"]["obs"])
 
 
-def test_malformed_line_names_file_and_line(tmp_path):
+def test_corrupt_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path, caplog):
+    # As RLlib 1.x's reader: a cut-off line (a writer that crashed) is skipped, with one
+    # warning per line, and the records around it are read.
     path = tmp_path / "data.json"
-    good = batch_to_json(_batch(), ["obs"])
-    path.write_text(good + "\n\n" + good[: len(good) // 2] + "\n")
+    first, second = _batch(), _batch()
+    second["obs"] = second["obs"] + 1.0
+    good = batch_to_json(first, ["obs"])
+    path.write_text(
+        good + "\n\n" + good[: len(good) // 2] + "\n" + batch_to_json(second, []) + "\n"
+    )
     reader = JsonReader(str(path))
-    reader.next()
-    with pytest.raises(MalformedRecordError, match=r"data\.json, line 3: not a JSON record"):
-        reader.next()
+    with caplog.at_level(logging.WARNING, logger="corral.offline.json_reader"):
+        np.testing.assert_array_equal(reader.next()["obs"], first["obs"])
+        np.testing.assert_array_equal(reader.next()["obs"], second["obs"])
+        for _ in range(4):  # the file again, and again: the line is warned about once
+            reader.next()
+    warnings = [r.getMessage() for r in caplog.records if "corrupt" in r.getMessage()]
+    assert len(warnings) == 1
+    assert re.search(r"data\.json, line 3: not a JSON record", warnings[0])
+    assert len(list(JsonReader(str(path)).read_all_files())) == 2
 
 
 @pytest.mark.parametrize(
@@ -138,11 +152,20 @@ def test_malformed_line_names_file_and_line(tmp_path):
         ('{"type": "SampleBatch", "obs": "hello"}', "column 'obs'.*not a compressed column"),
     ],
 )
-def test_bad_records_are_errors_naming_file_and_line(tmp_path, record, message):
+def test_bad_records_are_named_and_a_file_of_nothing_else_is_an_error(
+    tmp_path, caplog, record, message
+):
     path = tmp_path / "bad.json"
     path.write_text(record + "\n")
-    with pytest.raises(MalformedRecordError, match=rf"bad\.json, line 1.*{message}"):
+    failed = r"Failed to read a valid experience batch.*bad\.json"
+    with (
+        caplog.at_level(logging.WARNING, logger="corral.offline.json_reader"),
+        pytest.raises(ValueError, match=failed),
+    ):
         JsonReader(str(path)).next()
+    assert re.search(rf"bad\.json, line 1.*{message}", caplog.text)
+    with pytest.raises(MalformedRecordError, match=message):
+        batch_from_json(record, "bad.json, line 1")
 
 
 def test_reader_inputs_folder_glob_file_list_and_errors(tmp_path):
@@ -241,3 +264,15 @@ def test_from_json_data_and_io_context():
     assert IOContext().log_dir == os.getcwd()
     with pytest.raises(ValueError, match="needs a worker with an env"):
         ioctx.default_sampler_input()
+
+
+def test_rllib_module_level_to_json_writes_a_record_the_reader_reads(tmp_path):
+    # RLlib 1.x code (and its tests) wrote files by hand with `json_writer._to_json`.
+    from corral.offline.json_writer import _to_json
+
+    batch = _batch()
+    (tmp_path / "f.json").write_text(_to_json(batch, ["obs"]) + "\n" + _to_json(batch, []))
+    back = list(JsonReader(str(tmp_path / "f.json")).read_all_files())
+    assert len(back) == 2
+    for b in back:
+        np.testing.assert_array_equal(b["obs"], batch["obs"])
