@@ -152,6 +152,26 @@ def test_multi_agent_env_wrapper_is_built_from_make_env_existing_envs_and_num_en
     assert ma.poll()[1][2] == {0: 1.0, 1: 1.0}
 
 
+def test_multi_agent_sub_envs_step_only_where_send_actions_has_an_entry():
+    # RLlib 1.13: the others (one that ended, say) are not stepped and poll empty dicts.
+    ma = MultiAgentEnvWrapper(lambda i: _two_agents(), [], 3)
+    ma.poll()
+    ma.send_actions({0: {0: 1, 1: 1}, 1: {0: 0, 1: 0}, 2: {0: 0, 1: 0}})  # env 0 ends
+    assert ma.poll()[2][0]["__all__"]
+    ma.send_actions({1: {0: 0, 1: 0}, 2: {0: 0, 1: 0}})  # without env 0: no try_reset needed
+    obs, rewards, dones, infos, _ = ma.poll()
+    assert obs[0] == rewards[0] == infos[0] == {} and dones[0] == {"__all__": False}
+    assert rewards[1] == {0: 1.0, 1: 1.0} and set(obs[2]) == {0, 1}
+    with pytest.raises(ValueError, match="Env 0 is already done"):  # still ended
+        ma.send_actions({0: {0: 0, 1: 0}})
+    with pytest.raises(ValueError, match="no sub-env 3"):
+        ma.send_actions({3: {0: 0, 1: 0}})
+    ma.try_reset(0)
+    ma.send_actions({0: {0: 0, 1: 0}})
+    rewards = ma.poll()[1]
+    assert rewards[0] == {0: 1.0, 1: 1.0} and rewards[1] == rewards[2] == {}
+
+
 def test_multi_agent_env_wrapper_space_samples_take_agent_ids():
     two = _two_agents()
     ma = MultiAgentEnvWrapper([two])

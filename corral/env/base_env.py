@@ -201,8 +201,11 @@ class BaseEnv:
         polled: tuple[dict, dict, dict, dict, dict]
         if self.multi_agent:
             done_dicts = [{**d, "__all__": bool(d.get("__all__"))} for d in dones]
-            # Ended sub-envs take no actions until `try_reset` (RLlib 1.13's rule).
-            self._ended = {i for i, d in enumerate(done_dicts) if d["__all__"]}
+            # Ended sub-envs take no actions until `try_reset` (RLlib 1.13's rule); one
+            # not stepped since it ended polls empty dicts and stays ended.
+            self._ended = getattr(self, "_ended", set()) | {
+                i for i, d in enumerate(done_dicts) if d["__all__"]
+            }
             polled = (
                 dict(enumerate(obs)),
                 dict(enumerate(rewards)),
@@ -222,19 +225,32 @@ class BaseEnv:
         return polled
 
     def send_actions(self, action_dict: Mapping[int, Mapping[Any, Any]]) -> None:
-        """Steps every sub-env with `action_dict[env_id]` (per agent; a single agent's
+        """Steps the sub-envs with `action_dict[env_id]` (per agent; a single agent's
         action under `"agent0"`); the results come with the next `poll()`.
+
+        Single-agent sub-envs step together: each needs an action. Multi-agent sub-envs
+        step only where `action_dict` has an entry, as in RLlib 1.13 (e.g. not one that
+        ended and waits for `try_reset`); the others poll empty dicts next.
 
         Raises:
             ValueError: an action for a multi-agent sub-env whose episode ended (`poll`
-                said `"__all__"`) and that was not `try_reset` since.
+                said `"__all__"`) and that was not `try_reset` since, or for no sub-env.
         """
         if getattr(self, "_polled", None) is None:
             raise RuntimeError("send_actions() before the first poll(): poll() resets the envs.")
         if self.multi_agent:
+            unknown = [i for i in action_dict if i not in range(self.num_envs)]
+            if unknown:
+                raise ValueError(
+                    f"send_actions: no sub-env {unknown[0]!r}; the env ids are 0 to "
+                    f"{self.num_envs - 1}."
+                )
             ended = sorted(set(action_dict) & getattr(self, "_ended", set()))
             if ended:
                 raise ValueError(f"Env {ended[0]} is already done: call try_reset({ended[0]}).")
+            if len(action_dict) < self.num_envs:
+                self._polled = self._poll_step_some(action_dict)
+                return
             actions = [dict(action_dict[i]) for i in range(self.num_envs)]
         else:
             actions = [action_dict[i][DUMMY_AGENT_ID] for i in range(self.num_envs)]
@@ -254,6 +270,26 @@ class BaseEnv:
 
     def _poll_reset_at(self, index: int) -> Any:
         return self.get_sub_environments()[index].reset()[0]
+
+    def _poll_step_some(
+        self, action_dict: Mapping[int, Mapping[Any, Any]]
+    ) -> tuple[list, list, list, list]:
+        """`_poll_step` of the multi-agent sub-envs in `action_dict` alone, one after
+        the other; the others' entries are empty dicts."""
+        envs = self.get_sub_environments()
+        n = self.num_envs
+        obs: list[Any] = [{} for _ in range(n)]
+        rewards: list[Any] = [{} for _ in range(n)]
+        dones: list[Any] = [{} for _ in range(n)]
+        infos: list[Any] = [{} for _ in range(n)]
+        for i in sorted(action_dict):
+            o, r, terminated, truncated, info = envs[i].step(dict(action_dict[i]))
+            obs[i], rewards[i], infos[i] = o, r, info
+            dones[i] = {
+                a: terminated.get(a, False) or truncated.get(a, False)
+                for a in {*terminated, *truncated}
+            }
+        return obs, rewards, dones, infos
 
     def _poll_step(self, actions: list[Any]) -> tuple[list, list, list, list]:
         obs: list[Any] = []
