@@ -288,9 +288,10 @@ COMMON_CONFIG: TrainerConfigDict = {
     # stepped in parallel; for envs whose steps are slow, costs noticeable
     # overhead otherwise. Single-agent envs and `MultiAgentEnv`s alike.
     "remote_worker_envs": False,
-    # RLlib's wait (ms) for remote env results when polling. corral's sampler steps
-    # all remote sub-envs in lockstep and always waits for every one of them, so with
-    # `remote_worker_envs` only 0 is accepted (another value raises at construction).
+    # RLlib's wait (ms, >= 0) for remote env results when polling. corral's sampler
+    # steps all remote sub-envs in lockstep and always waits for every one of them (as
+    # RLlib with a wait longer than any step); with `remote_worker_envs`, a wait between
+    # 0 and 1000 ms gets a warning saying so.
     "remote_env_batch_wait_ms": 0,
     # Each `train()` call lasts at least this many seconds.
     "min_iter_time_s": 0,

@@ -13,13 +13,14 @@ thread: the owner (a rollout worker) is single-threaded while it samples.
 
 RLlib polls remote envs and continues with those that answered within
 `remote_env_batch_wait_ms`; corral's sampler steps all sub-envs in lockstep, so it
-always waits for every sub-env. It cannot honour a wait, so a value other than 0 is
-refused where it is given (`check_remote_env_batch_wait_ms`) rather than ignored.
+always waits for every sub-env: RLlib's behaviour with a wait longer than any step
+(see `check_remote_env_batch_wait_ms`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -36,34 +37,42 @@ from corral.env.vector_env import VectorizedGymEnv
 from corral.utils.child_process import serve, start_forked
 from corral.utils.error import EnvError
 
+logger = logging.getLogger(__name__)
+
 # Seconds `close()` waits for a sub-env to close itself before it is killed.
 _CLOSE_TIMEOUT_S = 5.0
+# A `remote_env_batch_wait_ms` below this (and above 0) asks for polls that return
+# before slow sub-envs answer, which lockstep stepping cannot do: it gets a warning.
+_SHORT_WAIT_MS = 1000.0
 
 
 def check_remote_env_batch_wait_ms(value: Any) -> float:
-    """`remote_env_batch_wait_ms` as corral's remote sub-envs can honour it: 0 only.
+    """`remote_env_batch_wait_ms`: a number of milliseconds, at least 0.
 
     RLlib 1.13's remote envs return from `poll()` with the sub-envs that answered within
-    that many milliseconds; corral's step in lockstep (every `poll()` waits for all of
-    them), so a wait could change nothing. A value other than 0 is refused rather than
-    silently ignored.
+    that many milliseconds; corral's step in lockstep: every `poll()` waits for all of
+    them, as RLlib's do with a wait longer than any step (its tests give 99999999 for
+    that). Any wait is accepted; one shorter than `_SHORT_WAIT_MS`, other than RLlib's
+    default 0, gets a warning that corral waits for every sub-env all the same.
 
     Returns:
-        The value, as a float (0.0).
+        The value, as a float.
 
     Raises:
-        ValueError: the value is not a number, or not 0.
+        ValueError: the value is not a number, or negative.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"remote_env_batch_wait_ms must be a number, got {value!r}.")
-    if value != 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValueError(
-            f"remote_env_batch_wait_ms={value!r} is not supported: corral's remote sub-envs "
-            "(remote_worker_envs) step in lockstep, so every poll waits for all of them and "
-            "cannot return only those ready within a wait (RLlib's behaviour). Set "
-            "remote_env_batch_wait_ms=0."
+            f"remote_env_batch_wait_ms must be a number of milliseconds >= 0, got {value!r}."
         )
-    return 0.0
+    if 0 < value < _SHORT_WAIT_MS:
+        logger.warning(
+            "remote_env_batch_wait_ms=%r: corral's remote sub-envs (remote_worker_envs) step "
+            "in lockstep, so every poll waits for all of them, also those slower than the "
+            "wait (RLlib's behaviour with a wait longer than any step).",
+            value,
+        )
+    return float(value)
 
 
 class RemoteCall:

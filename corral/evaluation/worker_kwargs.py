@@ -55,6 +55,9 @@ _CONFIG_KEYWORDS: dict[str, tuple[tuple[str, ...], Any]] = {
     "fake_sampler": (("fake_sampler",), False),
     "disable_env_checking": (("disable_env_checking",), False),
 }
+# Keywords whose values a hand-built worker converts, as RLlib 1.13's did (environment
+# variables set with `str(value)`), where a trainer's config must hold strings.
+_STR_CONVERTED = {"extra_python_environs"}
 # Keywords with nothing to set in corral (TensorFlow's session), accepted at these values.
 _INERT_KEYWORDS = {"tf_session_creator": (None,)}
 
@@ -75,6 +78,7 @@ def worker_config_from_kwargs(
         TypeError: a keyword RLlib 1.13's `RolloutWorker` does not take, or no policy.
     """
     from corral.agents.config import COMMON_CONFIG
+    from corral.env.remote_vector_env import check_remote_env_batch_wait_ms
     from corral.evaluation.worker_set import policy_specs_from_config
     from corral.utils import merge_dicts
 
@@ -105,6 +109,10 @@ def worker_config_from_kwargs(
         for part in path[:-1]:
             target = target.setdefault(part, {})
         target[path[-1]] = value
+        if key in kwargs and key not in _STR_CONVERTED:
+            _check_keyword(key, path, value)
+    if config.get("remote_worker_envs"):
+        check_remote_env_batch_wait_ms(config.get("remote_env_batch_wait_ms", 0))
     callbacks = kwargs.get("callbacks")
     if callbacks is not None:
         # RLlib 1.13 hands the worker an instance; corral's config holds a class.
@@ -115,3 +123,22 @@ def worker_config_from_kwargs(
     if missing:
         raise TypeError(f"RolloutWorker: policies {missing} have no policy class")
     return specs, config
+
+
+def _check_keyword(key: str, path: tuple[str, ...], value: Any) -> None:
+    """A keyword's value checked as a trainer checks its config entry (a trainer's
+    workers get a checked config); the error names the keyword.
+
+    Raises:
+        ConfigValueError, ConfigTypeError: the value is out of range or of the wrong type.
+    """
+    from corral.agents.config_validation import check_config_values
+    from corral.utils.config_spec import ConfigTypeError, ConfigValueError
+
+    entry: Any = value
+    for part in reversed(path):
+        entry = {part: entry}
+    try:
+        check_config_values(entry)
+    except (ConfigValueError, ConfigTypeError) as err:
+        raise type(err)(f"RolloutWorker({key}={value!r}): {err}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import gymnasium as gym
@@ -73,13 +74,27 @@ def test_bad_arguments_raise():
         RemoteBaseEnv(lambda i: ma({"num_agents": 2}), 2, False, 0)
 
 
-@pytest.mark.parametrize("wait", [5, 0.5, -1])
-def test_a_batch_wait_is_refused_not_ignored(wait):
-    """The sub-envs step in lockstep: a wait for those ready (RLlib's poll) cannot apply,
-    so anything but 0 raises, naming the setting, before any process starts."""
-    with pytest.raises(ValueError, match=rf"remote_env_batch_wait_ms={wait}.*lockstep"):
+@pytest.mark.parametrize("wait", [-1, -0.5, float("nan"), "10", True])
+def test_a_batch_wait_that_is_no_number_of_milliseconds_is_refused(wait):
+    with pytest.raises(ValueError, match=r"remote_env_batch_wait_ms must be a number.*>= 0"):
         RemoteBaseEnv(lambda i: PidEnv(), 2, False, wait)
-    with pytest.raises(ValueError, match=rf"remote_env_batch_wait_ms={wait}"):
+    with pytest.raises(ValueError, match=r"remote_env_batch_wait_ms must be a number"):
         convert_to_base_env(
             PidEnv(), lambda i: PidEnv(), 2, remote_envs=True, remote_env_batch_wait_ms=wait
         )
+
+
+@pytest.mark.parametrize(("wait", "warns"), [(0, False), (5, True), (0.5, True), (99999999, False)])
+def test_any_batch_wait_polls_every_sub_env_and_a_short_one_warns(wait, warns, caplog):
+    """The sub-envs step in lockstep: every poll has all of them, as RLlib's with a wait
+    longer than any step (its tests' 99999999); a short wait is warned about."""
+    with caplog.at_level(logging.WARNING, logger="corral.env.remote_vector_env"):
+        env = RemoteBaseEnv(lambda i: PidEnv(), 2, False, wait)
+    try:
+        assert env.remote_env_batch_wait_ms == wait
+        assert sorted(env.poll()[0]) == [0, 1]
+        env.send_actions({0: {"agent0": 0}, 1: {"agent0": 0}})
+        assert sorted(env.poll()[0]) == [0, 1]
+    finally:
+        env.stop()
+    assert ("step in lockstep" in caplog.text) is warns

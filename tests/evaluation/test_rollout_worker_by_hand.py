@@ -83,3 +83,25 @@ def test_bad_hand_built_worker_arguments_are_named():
         RolloutWorker(env_creator=cartpole)
     with pytest.raises(TypeError, match="not both"):
         RolloutWorker(env_creator=cartpole, policy_specs={}, config={}, num_envs=2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"rollout_fragment_length": 0}, ValueError, r"RolloutWorker\(rollout_fragment_length=0\)"),
+        ({"num_envs": 0}, ValueError, r"RolloutWorker\(num_envs=0\).*num_envs_per_worker"),
+        ({"batch_mode": "episodes"}, ValueError, r"RolloutWorker\(batch_mode='episodes'\)"),
+        ({"seed": -1}, ValueError, r"RolloutWorker\(seed=-1\)"),
+        ({"clip_rewards": "yes"}, TypeError, r"RolloutWorker\(clip_rewards='yes'\)"),
+        (
+            {"remote_worker_envs": True, "num_envs": 2, "remote_env_batch_wait_ms": -10},
+            ValueError,
+            r"RolloutWorker\(remote_env_batch_wait_ms=-10\)",
+        ),
+    ],
+)
+def test_hand_built_worker_keywords_are_checked_as_a_trainer_checks_its_config(
+    kwargs, error, match
+):
+    with pytest.raises(error, match=match):
+        RolloutWorker(env_creator=cartpole, policy_spec=PGTorchPolicy, **kwargs)
