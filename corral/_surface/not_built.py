@@ -123,13 +123,6 @@ _OWN_MODELS = (
 NOT_BUILT_SETTINGS: tuple[Setting, ...] = (
     Setting("eager_tracing", "TensorFlow eager tracing (corral is torch-only)"),
     Setting(
-        "output_config/store_infos",
-        "an `infos` column in the sampled batches written by `output` (the samplers keep "
-        "each step's infos in the episodes only)",
-        (),
-        (False,),
-    ),
-    Setting(
         "_disable_preprocessor_api",
         "unpreprocessed observations for the models these algorithms build themselves "
         "(built where the catalog makes the model: PPO, APPO, IMPALA, PG, A2C/A3C, "

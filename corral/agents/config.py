@@ -465,8 +465,12 @@ COMMON_CONFIG: TrainerConfigDict = {
     # (RLlib 1.13) Arguments for the output, read by writers as
     # `ioctx.output_config` (any keys: a custom writer's own too); {"format":
     # "parquet"} writes Parquet files; `output="dataset"` reads "format", "path" and
-    # "max_num_samples_per_file" (batches per file). "store_infos" (bool, RLlib 1.13:
-    # write each step's `infos` column) is accepted at False only: True is not built.
+    # "max_num_samples_per_file" (batches per file). "store_infos" (bool, RLlib 1.13;
+    # default False): the batches the workers sample carry an `infos` column, per row
+    # the info dict the env returned with that row's step (single- and multi-agent),
+    # which `output` writes and the readers read back as dicts. NumPy values in them
+    # are written as numbers and lists; other values JSON cannot store raise a
+    # TypeError naming their key. Replay buffers drop the column.
     "output_config": {},
     # (RLlib 1.13) TensorFlow eager only: retraces allowed per function; unused by
     # torch.

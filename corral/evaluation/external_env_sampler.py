@@ -250,17 +250,18 @@ class ExternalEnvSampler(SamplerBase):
             episode._set_last(agent, reward=reward, done=done)
             track.done = done
             if live.training:
-                track.add_row(
-                    {
-                        SampleBatch.OBS: prev_obs,
-                        SampleBatch.ACTIONS: action,
-                        SampleBatch.REWARDS: reward,
-                        SampleBatch.NEXT_OBS: next_obs,
-                        SampleBatch.TERMINATEDS: done,
-                        SampleBatch.T: track.t,
-                        **extras,
-                    }
-                )
+                row = {
+                    SampleBatch.OBS: prev_obs,
+                    SampleBatch.ACTIONS: action,
+                    SampleBatch.REWARDS: reward,
+                    SampleBatch.NEXT_OBS: next_obs,
+                    SampleBatch.TERMINATEDS: done,
+                    SampleBatch.T: track.t,
+                    **extras,
+                }
+                if self.store_infos:  # (`output_config.store_infos`: the step's info)
+                    row[SampleBatch.INFOS] = infos.get(agent) or {}
+                track.add_row(row)
             track.t += 1
         for agent, o in obs.items():
             episode._set_last(agent, obs=o, raw_obs=raw[agent], info=infos.get(agent))

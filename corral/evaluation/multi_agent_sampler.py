@@ -88,11 +88,20 @@ class _AgentTrajectory:
         self.reward = 0.0
         self.steps += 1
 
-    def close(self, new_obs: np.ndarray | None, terminated: bool, truncated: bool, t: int) -> None:
+    def close(
+        self,
+        new_obs: np.ndarray | None,
+        terminated: bool,
+        truncated: bool,
+        t: int,
+        info: dict | None = None,
+    ) -> None:
         """Completes the pending transition (new_obs None: the agent left without one).
 
         `t` is the row's `t` (RLlib 1.13's): the index in the episode of the env step
         that completed it (the env's steps, so an agent that skips env steps has gaps).
+        `info` is the agent's info dict of that step, kept by `_AgentInfosTrajectory`
+        only (`output_config.store_infos`).
         """
         p = self.pending
         assert p is not None, "no pending action to complete"
@@ -202,6 +211,34 @@ class _AgentTrajectory:
         return SampleBatch(columns)
 
 
+class _AgentInfosTrajectory(_AgentTrajectory):
+    """An `_AgentTrajectory` that also keeps each row's info dict, handed out as the
+    `infos` column (`output_config.store_infos`): the info the env returned for the
+    agent with the step that completed the row ({} when it returned none)."""
+
+    def __init__(self, policy_id: str, agent_index: int) -> None:
+        super().__init__(policy_id, agent_index)
+        self.infos: list[Any] = []
+
+    def close(
+        self,
+        new_obs: np.ndarray | None,
+        terminated: bool,
+        truncated: bool,
+        t: int,
+        info: dict | None = None,
+    ) -> None:
+        super().close(new_obs, terminated, truncated, t)
+        self.infos.append({} if info is None else info)
+
+    def take(self, eps_id: int, env_id: int) -> SampleBatch | None:
+        batch = super().take(eps_id, env_id)
+        infos, self.infos = self.infos, []
+        if batch is not None:
+            batch[SampleBatch.INFOS] = object_rows(infos, len(infos))
+        return batch
+
+
 class _Segment(NamedTuple):
     """What one sub-env contributes to a batch: its agents' trajectories of one episode."""
 
@@ -255,6 +292,8 @@ class MultiAgentSampler(SamplerBase):
         # Sub-envs in processes of their own (`remote_worker_envs`) step in parallel:
         # every one gets its action before any result is read (`RemoteVectorEnv`).
         self._parallel_step = getattr(base_env, "try_step_all", None) is not None
+        # `output_config.store_infos`: the agents' trajectories keep their infos too.
+        self._trajectory_type = _AgentInfosTrajectory if self.store_infos else _AgentTrajectory
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -312,10 +351,11 @@ class MultiAgentSampler(SamplerBase):
         episode = slot.episode
         slot.obs = {}
         for agent, o in obs.items():
-            episode._set_last(agent, obs=o, raw_obs=raw_obs[agent], info=infos.get(agent))
+            info = infos.get(agent)
+            episode._set_last(agent, obs=o, raw_obs=raw_obs[agent], info=info)
             trajectory = slot.trajectories.get(agent)
             if trajectory is not None and trajectory.pending is not None:
-                trajectory.close(o, False, False, episode.length - 1)
+                trajectory.close(o, False, False, episode.length - 1, info)
             if agent in acting:
                 slot.obs[agent] = o
 
@@ -352,7 +392,7 @@ class MultiAgentSampler(SamplerBase):
         trajectory = slot.trajectories.get(agent)
         if trajectory is None:
             index = slot.agent_indices.setdefault(agent, self._agent_index(slot, agent))
-            trajectory = slot.trajectories[agent] = _AgentTrajectory(policy_id, index)
+            trajectory = slot.trajectories[agent] = self._trajectory_type(policy_id, index)
         return trajectory
 
     def _agent_index(self, slot: _EnvSlot, agent: Any) -> int:
@@ -628,7 +668,9 @@ class MultiAgentSampler(SamplerBase):
         seen = self._apply_observation_fn(episode, obs)
         processed = self._preprocess_all(slot, seen, "step")
         acting = set() if all_done or cut else set(seen) - done_agents
-        self._close_done(slot, processed, terminateds, truncateds, done_agents, all_done, cut)
+        self._close_done(
+            slot, processed, terminateds, truncateds, infos, done_agents, all_done, cut
+        )
         self._observe(slot, processed, seen, infos, acting)
         if all_done or cut:
             self._end_episode(i, obs, infos, reset=self.end_rule.resets_env(cut))
@@ -641,12 +683,13 @@ class MultiAgentSampler(SamplerBase):
         obs: dict,
         terminateds: dict,
         truncateds: dict,
+        infos: dict,
         done_agents: set,
         all_done: bool,
         cut: bool,
     ) -> None:
         """Closes the transitions of agents that are done (all of them when the episode
-        ends), with their flags from `EpisodeEndRule`."""
+        ends), with their flags from `EpisodeEndRule` (and their infos of the step)."""
         closing = [
             (agent, trajectory)
             for agent, trajectory in slot.trajectories.items()
@@ -665,7 +708,9 @@ class MultiAgentSampler(SamplerBase):
         self.end_rule.mark(terminated, truncated, ~env_done if cut else None)
         t = slot.episode.length - 1
         for k, (agent, trajectory) in enumerate(closing):
-            trajectory.close(obs.get(agent), bool(terminated[k]), bool(truncated[k]), t)
+            trajectory.close(
+                obs.get(agent), bool(terminated[k]), bool(truncated[k]), t, infos.get(agent)
+            )
 
     def _end_episode(self, i: int, last_obs: dict, infos: dict, reset: bool) -> None:
         slot = self.slots[i]

@@ -180,6 +180,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         self._step_views: dict[str, np.ndarray] = {}
         if self.env_groups is not None:
             self._check_split_stepping()
+        if self.store_infos:  # (`output_config.store_infos`: set once, no per-step check)
+            self._record_columns = self._record_columns_and_infos  # type: ignore[method-assign]
         self._reset_all(worker.seed)
 
     def reset(self) -> None:
@@ -312,6 +314,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             buf[SampleBatch.PREV_REWARDS] = np.zeros((T, N), np.float32)
         if self.views is not None:
             self._allocate_views(buf, T, N, actions, extra)
+        if self.store_infos:  # one info dict a row (`_record_columns_and_infos`)
+            buf[SampleBatch.INFOS] = np.empty((T, N), object)
         self._buffers = buf
         return buf
 
@@ -700,6 +704,28 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             for i in np.flatnonzero(term | trunc).tolist():
                 reset = cut is None or rule.resets_env(cut[i])
                 self._end_episode(off + i, infos[i], reset=reset, last_obs=raw_obs[i])
+
+    def _record_columns_and_infos(
+        self,
+        buf: dict[str, np.ndarray],
+        t: int,
+        raw_obs: Any,
+        rewards: Any,
+        terminateds: Any,
+        truncateds: Any,
+        infos: Any,
+        actions: np.ndarray,
+        cols: slice = _ALL_ENVS,
+    ) -> None:
+        """`_record_columns` with `output_config.store_infos`: row `t` of the `infos`
+        column also gets the info dict each sub-env returned with this step (RLlib
+        1.13's row: the info that came with the row's `new_obs`, not the reset's)."""
+        row = buf[SampleBatch.INFOS][t, cols]
+        for i in range(len(row)):
+            row[i] = infos[i]
+        SingleAgentSampler._record_columns(
+            self, buf, t, raw_obs, rewards, terminateds, truncateds, infos, actions, cols
+        )
 
     def _sync_episode(self, i: int) -> Episode:
         """The `Episode` of sub-env `i` with its length and returns brought up to date

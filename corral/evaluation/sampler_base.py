@@ -516,6 +516,10 @@ class SamplerBase:
         # `restart_failed_sub_environments`: a sub-env that raises is rebuilt and
         # its episode dropped.
         self.restarts = SubEnvRestarts(worker, self) if restart_enabled(config) else None
+        # `output_config.store_infos`: the sampled batches carry an `infos` column, the
+        # info dict the env returned with each row's step. The samplers set up the
+        # recording that keeps them once, here: without it their loops do no more work.
+        self.store_infos = stores_infos(config)
 
     # RLlib's names for the rule's settings.
     @property
@@ -676,6 +680,13 @@ class SubEnvRestarts:
                 continue
             return check_reset_output(env, out)
         raise AssertionError("unreachable")
+
+
+def stores_infos(config: dict) -> bool:
+    """Whether `output_config.store_infos` is on: sampled batches carry an `infos` column
+    (RLlib 1.13's key; its torch policies kept the column always)."""
+    output_config = config.get("output_config") or {}
+    return bool(output_config.get("store_infos", False))
 
 
 def restart_enabled(config: dict) -> bool:

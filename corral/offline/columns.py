@@ -14,6 +14,14 @@ list. A column named in ``output_compress_columns`` is one string:
 
 Plain lists carry no dtype: float lists are read as float32 (corral's batches are
 float32 throughout), integer lists as int64, booleans as bool.
+
+The ``infos`` column (one env info dict a row, ``output_config={"store_infos": True}``)
+is a JSON list of objects, read back as a list of dicts. Its values are written as JSON
+has them: NumPy scalars as Python numbers (bools, strings), NumPy arrays as (nested)
+lists, tuples as lists; dict keys must be strings (ints, floats, bools and None are
+written as JSON writes them: as strings). Any other value (a set, bytes, an object of
+one's own) is refused with a `TypeError` naming its row and key: it is neither
+stringified nor pickled.
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ import base64
 import binascii
 import io
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -90,12 +99,73 @@ def _plain(values: Any) -> Any:
 
 
 def encode_column(name: str, value: Any, compress: bool) -> Any:
-    """A column as JSON-ready data: compressed text, or a (nested) list."""
+    """A column as JSON-ready data: compressed text, or a (nested) list (`infos`: a list
+    of JSON objects, see `infos_to_json`)."""
+    if name == SampleBatch.INFOS:
+        return infos_to_json(value)
     if isinstance(value, np.ndarray):
         if compress and value.dtype != object:
             return compress_column(value)
         return value.tolist()
     return value
+
+
+def infos_to_json(infos: Any) -> list[Any]:
+    """The `infos` column (a list or object array, one info dict a row) as JSON-ready
+    rows: NumPy scalars as Python numbers, NumPy arrays and tuples as lists, the rest
+    as it is (see the module docstring).
+
+    Raises:
+        TypeError: a value JSON cannot store (a set, bytes, an object of one's own), or a
+            dict key that is not a string, number, bool or None; names its row and key.
+    """
+    return [_json_ready(info, f"row {i}") for i, info in enumerate(infos)]
+
+
+# (Their subclasses too, e.g. an IntEnum or NumPy's float64: JSON writes them as these.)
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_ready(value: Any, path: str) -> Any:
+    """`value` of an info dict as JSON data (`infos_to_json`); `path` locates it."""
+    if isinstance(value, _JSON_SCALARS):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf":  # numbers: lists of Python numbers as they are
+            return value.tolist()
+        return _json_ready(value.tolist(), path)
+    if isinstance(value, np.generic):  # a NumPy scalar: its Python value
+        item = value.item()
+        if isinstance(item, np.generic):  # (no Python value of its own)
+            _not_json(value, path)
+        return _json_ready(item, path)
+    if isinstance(value, Mapping):
+        out = {}
+        for key, v in value.items():
+            k = key.item() if isinstance(key, np.generic) else key
+            if not isinstance(k, _JSON_SCALARS):
+                raise TypeError(
+                    f"The `infos` column's {path} has the key {key!r} ({type(key).__name__}), "
+                    "which a JSON object cannot have: expected a str (int, float, bool and "
+                    "None keys are written as strings)."
+                )
+            out[k] = _json_ready(v, f"{path}, key {key!r}")
+        return out
+    if isinstance(value, list | tuple):
+        return [_json_ready(v, f"{path}[{j}]") for j, v in enumerate(value)]
+    _not_json(value, path)
+
+
+def _not_json(value: Any, path: str) -> NoReturn:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    raise TypeError(
+        f"The `infos` column's {path} holds {text} (type {type(value).__name__}), which "
+        "JSON cannot store: info values written to experience files must be strings, numbers, "
+        "bools, None, lists, tuples, dicts or NumPy arrays/scalars. Convert it in the env "
+        "(e.g. to a str or a list), or set output_config={'store_infos': False}."
+    )
 
 
 def decode_column(name: str, value: Any, where: str) -> Any:

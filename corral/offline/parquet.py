@@ -3,7 +3,8 @@
 Each written batch is one row group, so a reader returns the batches as they were
 written. Numeric and bool columns are stored natively; a column with rows of shape
 ``(d1, d2, ...)`` is a fixed-size list of the flattened row, its row shape kept in the
-schema metadata (``corral.shapes``); columns of Python objects (``infos``) are JSON text.
+schema metadata (``corral.shapes``); columns of Python objects (``infos``) are JSON text
+(``infos`` converted as in JSON files: `corral.offline.columns.infos_to_json`).
 A multi-agent batch goes to one file per policy (``..._policy-<id>_<n>.parquet``;
 metadata ``corral.policy_id``), read back as a `MultiAgentBatch` of that policy.
 Parquet compresses every column itself (zstd), so ``output_compress_columns`` is not
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from corral.offline.adapt import adapt_batch, postprocess_if_needed
-from corral.offline.columns import MalformedRecordError
+from corral.offline.columns import MalformedRecordError, infos_to_json
 from corral.offline.files import expand_inputs
 from corral.offline.input_reader import InputReader, SampleBatchType
 from corral.offline.io_context import IOContext
@@ -64,7 +65,10 @@ def batch_to_table(batch: SampleBatch, policy_id: str = DEFAULT_POLICY_ID) -> An
         arr = value if isinstance(value, np.ndarray) else None
         if arr is None or arr.dtype == object:
             json_columns.append(name)
-            items = value.tolist() if arr is not None else value
+            if name == SampleBatch.INFOS:  # (numpy values as JSON's, others refused)
+                items = infos_to_json(value)
+            else:
+                items = value.tolist() if arr is not None else value
             rows = [json.dumps(v, default=str) for v in items]
             arrays.append(pa.array(rows, type=pa.string()))
         elif arr.ndim > 1:

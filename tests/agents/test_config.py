@@ -726,7 +726,6 @@ def test_evaluation_config_checked():
 # One non-default value per unbuilt key.
 NON_DEFAULT_SAMPLES = {
     "eager_tracing": True,
-    "output_config/store_infos": True,
 }
 
 

@@ -217,7 +217,7 @@ def test_input_class_path_says_what_to_pass_instead(tmp_path, monkeypatch):
 
 def test_output_config_takes_writer_keys_and_store_infos(tmp_path):
     """`output_config` is the writer's own dict (RLlib 1.13 allowed any key in it);
-    `store_infos` must be a bool, and True (an `infos` column) is not built yet."""
+    `store_infos` must be a bool; True writes an `infos` column (test_store_infos_io.py)."""
     config = {**PPO_SMALL, "output": str(tmp_path), "train_batch_size": 100}
     trainer = PPOTrainer(
         config={**config, "output_config": {"format": "parquet", "my_writer_key": 1}},
@@ -227,8 +227,7 @@ def test_output_config_takes_writer_keys_and_store_infos(tmp_path):
     trainer.stop()
     with pytest.raises(TypeError, match="store_infos"):
         PPOTrainer(config={**config, "output_config": {"store_infos": "yes"}}, env="CartPole-v1")
-    with pytest.raises(NotImplementedError, match="output_config/store_infos"):
-        PPOTrainer(config={**config, "output_config": {"store_infos": True}}, env="CartPole-v1")
+    PPOTrainer(config={**config, "output_config": {"store_infos": True}}, env="CartPole-v1").stop()
     PPOTrainer(config={**config, "output_config": {"store_infos": False}}, env="CartPole-v1").stop()
 
 
