@@ -30,6 +30,13 @@ def get_trainer_class(name: str) -> type:
     return _get(name)
 
 
+def _register_all() -> None:
+    """RLlib 1.13's `_register_all`: every algorithm registered with Tune under its name."""
+    from corral.agents.registry import register_all
+
+    register_all()
+
+
 def __getattr__(name: str) -> Any:
     # RLlib 1.13's root names (`corral.SampleBatch`, `corral.TorchPolicy`, ...), served
     # lazily from the surface table so that `import corral` stays cheap.

@@ -68,6 +68,20 @@ def get_trainer_class(alg: str, return_config: bool = False) -> Any:
     return cls
 
 
+def register_all() -> None:
+    """Registers every algorithm of the table with Tune's registry under its name (RLlib
+    1.13's `ray.rllib._register_all`, served as `corral._register_all`).
+
+    `tune.run("PPO")` finds the built-in algorithms without it; calling it puts them back
+    where a `tune.register_trainable` call replaced one (RLlib's tests call it after each
+    test for that). It imports every algorithm's module.
+    """
+    from corral.tune.registry import register_trainable
+
+    for name in _ALGORITHMS:
+        register_trainable(name, _trainer_class(name))
+
+
 def loaded_trainer_classes() -> list[tuple[str, type]]:
     """(name, trainer class) of every registered algorithm whose class is loaded now:
     corral's own (those whose module is already imported; none is imported here) in

@@ -87,3 +87,22 @@ def test_registry_get_input_returns_the_registered_creator():
     assert registry_get_input("test_registry_input") is creator
     with pytest.raises(ValueError, match="test_registry_inputt.*test_registry_input"):
         registry_get_input("test_registry_inputt")
+
+
+def test_register_all_puts_the_built_in_algorithms_back():
+    """RLlib 1.13's `_register_all` (its tests call it after replacing registrations)."""
+    import corral
+    from corral.agents.pg import PGTrainer
+    from corral.agents.ppo import PPOTrainer
+    from corral.tune.registry import get_trainable_cls
+
+    saved = dict(global_registry._values)
+    try:
+        register_trainable("PPO", PGTrainer)
+        assert get_trainable_cls("PPO") is PGTrainer
+        corral._register_all()
+        assert get_trainable_cls("PPO") is PPOTrainer
+        assert global_registry.get(TRAINABLE_CLASS, "PG") is PGTrainer
+    finally:
+        global_registry._values.clear()
+        global_registry._values.update(saved)
