@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from corral.execution.common import STEPS_SAMPLED_COUNTER, STEPS_TRAINED_COUNTER
 from corral.execution.metric_ops import add_training_results, timer_results
 from corral.utils.metrics import (
     NUM_AGENT_STEPS_SAMPLED,
@@ -64,9 +65,20 @@ def compile_results(trainer: Trainer, learner_info: dict, steps_this_iter: int) 
         workers=trainer.workers,
     )
     result["episodes_total"] = trainer._episodes_total
+    add_plan_counter_names(result["info"])
     result["timers"] = timer_results(trainer._timers)
     add_rllib_1_13_sections(result, trainer, steps_this_iter, trainer._trained_this_iter)
     return result
+
+
+def add_plan_counter_names(info: dict) -> None:
+    """Adds RLlib 1.x's older env-step counters to a result's `info`: `num_steps_sampled`
+    and `num_steps_trained`, which RLlib 1.13's execution plans reported there (the
+    default for IMPALA, APPO, DDPG, Ape-X DDPG and others, and any algorithm run with
+    `_disable_execution_plan_api: False`). They equal `num_env_steps_sampled` /
+    `num_env_steps_trained`; a counter of those names the trainer keeps itself wins."""
+    info.setdefault(STEPS_SAMPLED_COUNTER, info.get(NUM_ENV_STEPS_SAMPLED, 0))
+    info.setdefault(STEPS_TRAINED_COUNTER, info.get(NUM_ENV_STEPS_TRAINED, 0))
 
 
 def reported_counters(trainer: Trainer) -> dict[str, int]:

@@ -48,3 +48,16 @@ def test_a_training_iteration_of_ones_own_times_with_self_timers():
     assert timers["sample_time_ms"] > 0
     assert timers["sample_throughput"] > 0
     assert timers["training_iteration_time_ms"] >= timers["sample_time_ms"]
+
+
+def test_info_has_the_execution_plans_older_step_counters():
+    """RLlib 1.13's execution plans (IMPALA's, DDPG's, ...) reported `num_steps_sampled`
+    and `num_steps_trained` (env steps) under `info`; 1.x code reads them there."""
+    trainer = PGTrainer(config=CONFIG, env="CartPole-v1")
+    try:
+        result = trainer.train()
+    finally:
+        trainer.stop()
+    info = result["info"]
+    assert info["num_steps_sampled"] == result["num_env_steps_sampled"] == 40
+    assert info["num_steps_trained"] == result["num_env_steps_trained"] == 40
