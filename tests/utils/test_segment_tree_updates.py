@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from corral.utils.replay_buffers import segment_tree
 from corral.utils.replay_buffers.segment_tree import MinSegmentTree, SumSegmentTree, set_leaves
 
 
@@ -123,3 +124,40 @@ def test_out_of_range_indexes_raise_before_anything_is_written() -> None:
             set_leaves([total, low], bad, 1.0)
     assert total.sum() == 0.0 and low.min() == np.inf
     assert total.used_blocks == low.used_blocks == 0
+
+
+@pytest.mark.parametrize("flat", [True, False])
+@pytest.mark.parametrize("matmul", [True, False])
+@pytest.mark.parametrize("used", [5, 300, 4096])
+def test_every_search_path_matches_the_cumulative_sum(monkeypatch, flat, matmul, used) -> None:
+    """The flat search (few used leaves) and the two-step one, its in-block sums by the
+    triangle product (small blocks) or by `np.cumsum` (large ones), find the same leaves,
+    also for masses at or over the total and with empty leaves."""
+    monkeypatch.setattr(segment_tree, "_FLAT_SEARCH_LEAVES", 1 << 30 if flat else 0)
+    monkeypatch.setattr(segment_tree, "_MATMUL_BLOCK_LEAVES", 1 << 30 if matmul else 0)
+    rng = np.random.default_rng(used)
+    tree = SumSegmentTree(1 << 13)
+    assert (tree._triangle is not None) is matmul
+    leaves = np.zeros(tree.capacity)
+    leaves[:used] = rng.random(used) * (rng.random(used) < 0.8)
+    leaves[used - 1] = 0.0  # the last written leaf empty
+    tree[np.arange(used)] = leaves[:used]
+    total = tree.sum()
+    mass = np.concatenate([rng.random(500) * total, [0.0, total, 2 * total]])
+    expected = np.searchsorted(np.cumsum(leaves), np.minimum(mass, total), side="right")
+    last = int(np.flatnonzero(leaves)[-1])
+    np.testing.assert_array_equal(tree.find_prefixsum_idx(mass), np.minimum(expected, last))
+    fractions = rng.random(200)
+    expected = np.searchsorted(np.cumsum(leaves), fractions * total, side="right")
+    np.testing.assert_array_equal(tree.sample_idx(fractions.copy()), expected)
+
+
+def test_large_blocks_search_by_cumulative_sums() -> None:
+    """A buffer of 2^20 slots has blocks of 128 leaves: their sums are cumulative sums,
+    not the triangle product (which grows with the block size squared)."""
+    tree = SumSegmentTree(1 << 20)
+    assert tree.block_size == 128 and tree._triangle is None
+    tree[np.arange(5000)] = np.ones(5000)
+    np.testing.assert_array_equal(
+        tree.find_prefixsum_idx(np.array([0.5, 4321.5, 4999.9])), [0, 4321, 4999]
+    )

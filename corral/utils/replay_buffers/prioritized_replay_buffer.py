@@ -158,8 +158,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._check_not_empty()
         if beta < 0:
             raise ValueError(f"Prioritized replay beta must be >= 0, got {beta}.")
-        mass = self._rng.random(num_items) * self._sum_tree.sum()
-        idx = np.minimum(self._sum_tree.find_prefixsum_idx(mass), self._size - 1)
+        idx = np.minimum(self._sum_tree.sample_idx(self._rng.random(num_items)), self._size - 1)
         # w_i = (N P(i))^-beta / max_j w_j, and the largest weight belongs to the smallest
         # P: w_i = (P(i) / P_min)^-beta = (p_i^alpha / min_k p_k^alpha)^-beta.
         weights = (self._sum_tree.leaves[idx] / self._min_tree.min()) ** -beta
