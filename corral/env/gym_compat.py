@@ -221,9 +221,20 @@ def env_name(env: Any) -> str:
     """A name for `env` in messages: its class, and its Gymnasium/gym id when it has one."""
     spec = getattr(env, "spec", None)
     env_id = getattr(spec, "id", None)
-    unwrapped = getattr(env, "unwrapped", env)
+    unwrapped = user_env(env)
     name = f"{type(unwrapped).__module__}.{type(unwrapped).__qualname__}"
     return f"{name} ('{env_id}')" if env_id else name
+
+
+def user_env(env: Any) -> Any:
+    """The env object the user's code made, under the wrappers: `env.unwrapped`, and
+    for an old gym env converted by Shimmy (whose converter is its own `unwrapped`) the
+    gym env inside it, so that messages name the user's class, not Shimmy's."""
+    unwrapped = getattr(env, "unwrapped", env)
+    inner = getattr(unwrapped, "gym_env", None)
+    if inner is not None and type(unwrapped).__module__.startswith("shimmy."):
+        return getattr(inner, "unwrapped", inner)
+    return unwrapped
 
 
 def _warn_once(env: Any, how: str) -> None:

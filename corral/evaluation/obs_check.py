@@ -45,7 +45,9 @@ def env_name(env: Any) -> str:
     env_id = getattr(spec, "id", None)
     if env_id:
         return str(env_id)
-    return type(getattr(env, "unwrapped", env)).__name__
+    from corral.env.gym_compat import user_env
+
+    return type(user_env(env)).__name__
 
 
 def spaces_match(a: Any, b: Any) -> bool:

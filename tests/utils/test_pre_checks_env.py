@@ -68,6 +68,24 @@ def test_an_old_api_env_with_a_non_space_is_named(attr, old_gym):
         check_env(env)
 
 
+def test_an_old_gym_env_converted_by_shimmy_is_named_by_its_own_class():
+    old = pytest.importorskip("gym")
+
+    class BadResetGymEnv(old.Env):
+        observation_space = old.spaces.Discrete(2)
+        action_space = old.spaces.Discrete(2)
+
+        def reset(self):
+            return 5  # outside Discrete(2)
+
+        def step(self, action):
+            return 0, 1.0, False, {}
+
+    with pytest.raises(ValueError, match="BadResetGymEnv: the observation from reset") as e:
+        check_env(BadResetGymEnv())
+    assert "GymV21CompatibilityV0" not in str(e.value)
+
+
 def test_each_checker_refuses_other_env_types():
     with pytest.raises(ValueError, match="The passed env is not a MultiAgentEnv"):
         check_multiagent_environments(gym.make("CartPole-v1"))
