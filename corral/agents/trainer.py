@@ -246,6 +246,7 @@ class Trainer(Trainable):
             config=self.config,
             num_workers=self.config["num_workers"],
         )
+        self.workers.timers = self._timers  # sampling and weight syncs time into them
         self._learner_group: LearnerGroup | None = None
         # Inside `train()` of a step marked `learner_results_per_iteration`: the learners'
         # metrics wait for the iteration's end (`update_learners` reads this).

@@ -6,7 +6,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from corral.env.env_context import EnvContext
@@ -20,6 +20,8 @@ from corral.evaluation.worker_handle import (
 )
 from corral.policy.policy import Policy, PolicySpec
 from corral.utils.deprecation import deprecation_warning_once
+from corral.utils.metrics import WORKER_UPDATE_TIMER
+from corral.utils.timer import TimerStat
 
 if TYPE_CHECKING:
     from corral.evaluation.ray_backend import RayPlacement
@@ -54,6 +56,10 @@ class WorkerSet:
         _setup: bool = True,
     ) -> None:
         self._env_creator = env_creator or (lambda ctx: None)
+        # The trainer's timers (`Trainer._timers`), which it lends to its workers' set:
+        # sampling (`synchronous_parallel_sample`) and weight syncs time into their
+        # "sample" and "update" timers, as RLlib 1.13's execution plans did. None: untimed.
+        self.timers: Mapping[str, TimerStat] | None = None
         self._validate_env = validate_env
         self._config = trainer_config or {}
         self._logdir = logdir
@@ -325,6 +331,21 @@ class WorkerSet:
         (each policy's `weights_seq` counts its updates), so frozen policies of
         a league are sent once, not every iteration.
         """
+        timer = None if self.timers is None else self.timers[WORKER_UPDATE_TIMER]
+        if timer is None or timer.running:  # (running: a `with` block times this call)
+            self._sync_weights(policies, from_worker, global_vars)
+            return
+        # (Timed by `push`, not `with`: no state between calls, whatever thread syncs.)
+        start = time.perf_counter()
+        self._sync_weights(policies, from_worker, global_vars)
+        timer.push(time.perf_counter() - start)
+
+    def _sync_weights(
+        self,
+        policies: list[str] | None,
+        from_worker: RolloutWorker | None,
+        global_vars: dict | None,
+    ) -> None:
         source = from_worker or self.local_worker()
         if global_vars:
             source.set_global_vars(global_vars)

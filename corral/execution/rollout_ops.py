@@ -75,6 +75,23 @@ def synchronous_parallel_sample(
         raise NotImplementedError("synchronous_parallel_sample(remote_fn=...) is not built.")
     if max_env_steps is not None and max_agent_steps is not None:
         raise ValueError("Give at most one of `max_env_steps` and `max_agent_steps`.")
+    # The trainer's "sample" timer, unless a `with` block of it (a 1.13-style training
+    # step of one's own) times this call already.
+    timers = getattr(worker_set, "timers", None)
+    timer = None if timers is None else timers[SAMPLE_TIMER]
+    if timer is None or timer.running:
+        return _sample_rounds(worker_set, max_env_steps, max_agent_steps, concat)
+    start = time.perf_counter()
+    out = _sample_rounds(worker_set, max_env_steps, max_agent_steps, concat)
+    timer.push(time.perf_counter() - start)
+    timer.push_units_processed(sum(b.count for b in out) if isinstance(out, list) else out.count)
+    return out
+
+
+def _sample_rounds(
+    worker_set: Any, max_env_steps: int | None, max_agent_steps: int | None, concat: bool
+) -> Any:
+    """`synchronous_parallel_sample`'s rounds of sampling (its arguments checked)."""
     by_agent = max_agent_steps is not None
     target = (max_agent_steps if by_agent else max_env_steps) or 0
     batches: list[Any] = []

@@ -18,6 +18,7 @@ to the workers.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -84,13 +85,14 @@ def update_learners(
     minibatch_size: int | None = None,
     shuffle_batch_per_epoch: bool = False,
 ) -> dict | None:
-    """One `trainer.learner_group.update` on `batch`, counted as trained.
+    """One `trainer.learner_group.update` on `batch`, counted as trained and timed (the
+    "learn" timer).
 
     The learners' schedules (lr, entropy) read the env steps sampled so far. The step
     every built-in algorithm's `training_step` ends with, before syncing the weights.
 
     Args:
-        trainer: the trainer (its `learner_group` and `_counters`).
+        trainer: the trainer (its `learner_group`, `_counters` and `_timers`).
         batch: the train batch.
         num_epochs: passes over the batch.
         minibatch_size: rows per gradient step (None: the whole batch at once).
@@ -101,6 +103,7 @@ def update_learners(
         None inside an iteration of a step marked `learner_results_per_iteration`,
         whose results `train()` reduces at the iteration's end.
     """
+    start = time.perf_counter()
     results = trainer.learner_group.update(
         batch=batch,
         num_epochs=num_epochs,
@@ -109,6 +112,12 @@ def update_learners(
         timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: trainer._counters[NUM_ENV_STEPS_SAMPLED]},
         _no_metrics_reduce=getattr(trainer, "_defer_learner_results", False),
     )
+    # RLlib 1.13's "learn" timer: `learn_time_ms`, `learn_throughput` (rows per second),
+    # unless a `with` block of it (a training step of one's own) times this call.
+    timer = trainer._timers[LEARN_ON_BATCH_TIMER]
+    if not timer.running:
+        timer.push(time.perf_counter() - start)
+        timer.push_units_processed(batch.count)
     count_trained(trainer._counters, batch)
     return results
 

@@ -34,6 +34,12 @@ class TimerStat:
         self.push(time.time() - self._start_time)
         self._start_time = None
 
+    @property
+    def running(self) -> bool:
+        """Whether a `with` block of this timer is under way (corral's own timing of the
+        same work inside it then stays out: the block times it)."""
+        return self._start_time is not None
+
     def push(self, time_delta: float) -> None:
         """Records one duration (seconds)."""
         self._samples.append(time_delta)

@@ -61,3 +61,28 @@ def test_info_has_the_execution_plans_older_step_counters():
     info = result["info"]
     assert info["num_steps_sampled"] == result["num_env_steps_sampled"] == 40
     assert info["num_steps_trained"] == result["num_env_steps_trained"] == 40
+
+
+def test_built_in_steps_report_rllib_1_13_sample_learn_and_update_timers():
+    """RLlib 1.13's execution plans timed sampling, learning and the weight syncs into
+    `sample_*`, `learn_*` and `update_time_ms`; corral's built-in steps do the same."""
+    for workers in (0, 2):
+        trainer = PGTrainer(config={**CONFIG, "num_workers": workers}, env="CartPole-v1")
+        try:
+            timers = trainer.train()["timers"]
+        finally:
+            trainer.stop()
+        for key in ("sample_time_ms", "sample_throughput", "learn_time_ms", "learn_throughput"):
+            assert timers[key] > 0, (workers, key)
+        assert timers["update_time_ms"] >= 0
+        assert timers["training_iteration_time_ms"] >= timers["sample_time_ms"]
+
+
+def test_a_timer_block_of_ones_own_is_not_timed_twice_inside():
+    trainer = TimedPG(config=CONFIG, env="CartPole-v1")
+    try:
+        trainer.train()
+        trainer.train()
+        assert trainer._timers[SAMPLE_TIMER].count == 2  # the block's, not the sampler's too
+    finally:
+        trainer.stop()
