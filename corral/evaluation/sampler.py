@@ -332,6 +332,10 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         return self._episodes_by_id.get(int(eps_id))
 
     def _forget_finished_episodes(self) -> None:
+        if len(self._episodes_by_id) <= len(self.episodes):
+            # Only the sub-envs' current episodes are kept (no episode started since the
+            # last call): nothing to forget. (Once per `sample()`, per step for DQN.)
+            return
         live = {ep.episode_id for ep in self.episodes}
         live.update(int(p[SampleBatch.EPS_ID][0]) for pend in self._pending for p in pend)
         live.update(int(b[SampleBatch.EPS_ID][0]) for b in self._complete_queue)

@@ -409,8 +409,9 @@ def add_unroll_ids(batch: SampleBatch) -> None:
         return
     if n == 1:  # (one-step fragments of off-policy algorithms: no arrays to compare)
         with _unroll_id_lock:
-            batch[SampleBatch.UNROLL_ID] = np.full(1, _next_unroll_id, np.int64)
+            unroll_id = _next_unroll_id
             _next_unroll_id += 1
+        batch[SampleBatch.UNROLL_ID] = np.array([unroll_id], np.int64)
         return
     starts = np.zeros(n, np.int64)
     starts[0] = 1

@@ -225,3 +225,24 @@ def test_batches_do_not_alias_the_sampler_buffers():
         np.testing.assert_array_equal(first[SampleBatch.OBS], obs_before)
     finally:
         trainer.stop()
+
+
+@pytest.mark.parametrize("fragment", [1, 10])
+def test_finished_episodes_are_forgotten_and_trajectories_find_theirs(fragment):
+    """The sampler keeps an `Episode` only while a trajectory may still ask for it: after
+    each `sample()` (which postprocesses with the episodes that ended in it), at most the
+    sub-envs' current episodes and those that ended in the last fragment."""
+    trainer = make_trainer(rollout_fragment_length=fragment, num_envs_per_worker=2)
+    try:
+        worker = trainer.workers.local_worker()
+        sampler = worker.sampler
+        seen = set()
+        for _ in range(40 // fragment + 3):
+            batch = worker.sample()
+            for eps_id in np.unique(batch[SampleBatch.EPS_ID]):
+                seen.add(int(eps_id))
+                assert sampler.episode_for(eps_id).episode_id == eps_id
+            assert len(sampler._episodes_by_id) <= 2 + 2 * -(-fragment // 5)
+        assert len(seen) > 6  # many episodes came and went
+    finally:
+        trainer.stop()
