@@ -285,10 +285,7 @@ class BaseEnv:
         for i in sorted(action_dict):
             o, r, terminated, truncated, info = envs[i].step(dict(action_dict[i]))
             obs[i], rewards[i], infos[i] = o, r, info
-            dones[i] = {
-                a: terminated.get(a, False) or truncated.get(a, False)
-                for a in {*terminated, *truncated}
-            }
+            dones[i] = _agent_dones(terminated, truncated)
         return obs, rewards, dones, infos
 
     def _poll_step(self, actions: list[Any]) -> tuple[list, list, list, list]:
@@ -301,15 +298,17 @@ class BaseEnv:
             rewards.append(r)
             infos.append(info)
             if self.multi_agent:
-                dones.append(
-                    {
-                        a: terminated.get(a, False) or truncated.get(a, False)
-                        for a in {*terminated, *truncated}
-                    }
-                )
+                dones.append(_agent_dones(terminated, truncated))
             else:
                 dones.append(bool(terminated or truncated))
         return obs, rewards, dones, infos
+
+
+def _agent_dones(terminated: Mapping[Any, bool], truncated: Mapping[Any, bool]) -> dict:
+    """RLlib 1.x's per-agent `dones` of a multi-agent step: terminated or truncated."""
+    return {
+        a: terminated.get(a, False) or truncated.get(a, False) for a in {*terminated, *truncated}
+    }
 
 
 def convert_to_base_env(
