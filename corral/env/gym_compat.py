@@ -217,11 +217,19 @@ def _takes_seed(reset: Any) -> bool:
     return any(p.name == "seed" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-def env_name(env: Any) -> str:
-    """A name for `env` in messages: its class, and its Gymnasium/gym id when it has one."""
-    spec = getattr(env, "spec", None)
-    env_id = getattr(spec, "id", None)
+def env_name(env: Any, *, short: bool = False) -> str:
+    """A name for `env` in messages.
+
+    Args:
+        env: Any env object (wrapped or not, Gymnasium, old gym, multi-agent).
+        short: Only the Gymnasium/gym id when the env has one, else its class name
+            (for messages repeated per sub-env); by default the class's module path,
+            with the id after it when there is one.
+    """
+    env_id = getattr(getattr(env, "spec", None), "id", None)
     unwrapped = user_env(env)
+    if short:
+        return str(env_id) if env_id else type(unwrapped).__name__
     name = f"{type(unwrapped).__module__}.{type(unwrapped).__qualname__}"
     return f"{name} ('{env_id}')" if env_id else name
 

@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from corral.env.gym_compat import env_name
 from corral.utils.error import EnvError
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -37,17 +38,6 @@ def all_finite(values: np.ndarray) -> bool:
     return math.isfinite(_add_reduce(values, axis=None, dtype=np.float64)) or bool(
         _and_reduce(np.isfinite(values), axis=None)
     )
-
-
-def env_name(env: Any) -> str:
-    """The Gymnasium id of `env` when it has one, else its (unwrapped) class name."""
-    spec = getattr(env, "spec", None)
-    env_id = getattr(spec, "id", None)
-    if env_id:
-        return str(env_id)
-    from corral.env.gym_compat import user_env
-
-    return type(user_env(env)).__name__
 
 
 def spaces_match(a: Any, b: Any) -> bool:
@@ -167,7 +157,7 @@ class ObservationCheck:
         flat = np.asarray(obs, np.float64).reshape(-1)
         where = f"sub-env {env_index} of worker {worker_index}"
         who = f"agent {agent!r} of " if agent is not None else ""
-        head = f"Env '{env_name(env)}' ({who}{where}) returned from {call}()"
+        head = f"Env '{env_name(env, short=True)}' ({who}{where}) returned from {call}()"
         bad = np.flatnonzero(~np.isfinite(flat))
         if bad.size:
             idx = [int(x) for x in np.unravel_index(int(bad[0]), np.shape(obs))]

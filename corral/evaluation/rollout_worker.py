@@ -22,7 +22,7 @@ import torch
 from corral.env.base_env import BaseEnv
 from corral.env.env_context import EnvContext
 from corral.env.external_env import ExternalEnv, ExternalEnvWrapper, external_worker_env
-from corral.env.gym_compat import convert_space, ensure_gymnasium_env
+from corral.env.gym_compat import convert_space, ensure_gymnasium_env, env_name
 from corral.env.multi_agent_env import MultiAgentEnv, MultiAgentEnvWrapper, is_multi_agent_env
 from corral.env.native_vector_env import batched_worker_env, vectorize_mode
 from corral.env.utils import wrap_record_video  # noqa: F401 - its old import path
@@ -32,7 +32,7 @@ from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.external_env_sampler import ExternalEnvSampler
 from corral.evaluation.metrics import RolloutMetrics
 from corral.evaluation.multi_agent_sampler import MultiAgentSampler
-from corral.evaluation.obs_check import env_name, spaces_match
+from corral.evaluation.obs_check import spaces_match
 from corral.evaluation.policy_setup import (
     default_policy_mapping_fn,
     merge_policy_config,
@@ -587,7 +587,7 @@ class RolloutWorker:
             sub_envs = getattr(self.env, "get_sub_environments", None)
             env = sub_envs()[0] if callable(sub_envs) and sub_envs() else self.env
             raise ValueError(
-                f"`{key}` in the config is {space}, but env '{env_name(env)}' has "
+                f"`{key}` in the config is {space}, but env '{env_name(env, short=True)}' has "
                 f"{env_space}: they must be the same kind of space with the same shape. "
                 f"Leave `{key}` None to take the env's (or set `disable_env_checking: True`)."
             )

@@ -26,10 +26,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from corral.env.gym_compat import check_reset_output
+from corral.env.gym_compat import check_reset_output, env_name
 from corral.evaluation.episode import Episode
 from corral.evaluation.metrics import RolloutMetrics
-from corral.evaluation.obs_check import env_name
 from corral.policy.policy import with_nested_actions
 from corral.policy.sample_batch import SampleBatch
 from corral.utils.error import EnvError
@@ -256,8 +255,9 @@ def nonfinite_reward_error(
 ) -> EnvError:
     """The error for a NaN or inf reward from `env.step()`."""
     who = f"agent {agent!r} of " if agent is not None else ""
+    name = env_name(env, short=True)
     return EnvError(
-        f"Env '{env_name(env)}' ({who}sub-env {env_index} of worker {worker_index}) returned "
+        f"Env '{name}' ({who}sub-env {env_index} of worker {worker_index}) returned "
         f"a NaN or inf reward ({value}) from step()."
     )
 
