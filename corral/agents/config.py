@@ -126,15 +126,13 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Cut episodes after this many steps (a truncation). None uses the env's
     # `spec.max_episode_steps` when it has one.
     "horizon": None,
-    # At the horizon, end the logical episode (metrics, value bootstrapping) but
-    # keep stepping the same env without a reset.
+    # At the horizon, end the logical episode (metrics, a new episode id) but keep
+    # stepping the same env without a reset. The cut step is a truncation (its value
+    # bootstraps), as in RLlib 1.13's sampler, which recorded `done=False` there.
     "soft_horizon": False,
-    # Do not mark the last step of an episode as done. Together with
-    # `soft_horizon`:
-    #   False/False: reset at the horizon and mark the step done;
-    #   True/False: reset at the horizon, but leave the step not done;
-    #   False/True: no reset, but mark the horizon step done;
-    #   True/True: no reset and no done at the horizon.
+    # Never mark a step terminated: an episode's end (the env's own or the horizon's)
+    # becomes a truncation, so value targets bootstrap through it; the env is still
+    # reset (unless `soft_horizon` keeps it running).
     "no_done_at_end": False,
     # Which env to train on: a name registered with `register_env`, a Gymnasium
     # id, a dotted class path or an env class (called with an `EnvContext`).

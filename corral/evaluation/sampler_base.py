@@ -161,9 +161,10 @@ class EpisodeEndRule:
 
     - a `horizon` cut (the episode reached `horizon` steps and the env did not end
       it itself) is a truncation: the episode ends, values bootstrap;
-    - `soft_horizon`: at the cut the episode ends for metrics and batches but the
-      env is not reset; its last step is marked terminated unless
-      `no_done_at_end` is set;
+    - `soft_horizon`: the cut is a truncation too, but the env is not reset: the
+      next episode (metrics, episode id) goes on from the env's current state. As in
+      RLlib 1.13's sampler (which recorded `done=False` at a soft cut, whatever its
+      config docs said), the cut step's value bootstraps;
     - `no_done_at_end`: no step is ever marked terminated (episode ends become
       truncations, so value targets bootstrap through them).
 
@@ -192,14 +193,10 @@ class EpisodeEndRule:
         return np.logical_and(np.greater_equal(length, self.horizon), np.logical_not(env_done))
 
     def mark(self, terminated: np.ndarray, truncated: np.ndarray, cut: np.ndarray | None) -> None:
-        """Sets the flags of episode ends in place: cut rows become truncations (soft
-        horizon: terminations), and `no_done_at_end` turns terminations into
-        truncations."""
+        """Sets the flags of episode ends in place: cut rows become truncations, and
+        `no_done_at_end` turns terminations into truncations."""
         if cut is not None:
-            if self.soft_horizon and not self.no_done_at_end:
-                terminated |= cut
-            else:
-                truncated |= cut
+            truncated |= cut
         if self.no_done_at_end:
             truncated |= terminated
             terminated[...] = False

@@ -107,7 +107,7 @@ def test_rule_keeps_env_truncations_out_of_the_horizon_cut():
     cut = rule.cut(length, term | trunc)
     assert cut.tolist() == [False, True, False]
     rule.mark(term, trunc, cut)
-    assert term.tolist() == [False, True, False] and trunc.tolist() == [True, False, False]
+    assert term.tolist() == [False, False, False] and trunc.tolist() == [True, True, False]
     # The env that truncated itself is reset; the soft cut keeps its env running.
     assert rule.resets_env(cut[0]) and not rule.resets_env(cut[1])
 
