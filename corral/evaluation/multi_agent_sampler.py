@@ -95,13 +95,15 @@ class _AgentTrajectory:
         truncated: bool,
         t: int,
         info: dict | None = None,
+        done: bool | None = None,
     ) -> None:
         """Completes the pending transition (new_obs None: the agent left without one).
 
         `t` is the row's `t` (RLlib 1.13's): the index in the episode of the env step
         that completed it (the env's steps, so an agent that skips env steps has gaps).
         `info` is the agent's info dict of that step, kept by `_AgentInfosTrajectory`
-        only (`output_config.store_infos`).
+        only (`output_config.store_infos`). `done` is the row's `dones` flag
+        (`EpisodeEndRule.dones`; by default `terminated or truncated`).
         """
         p = self.pending
         assert p is not None, "no pending action to complete"
@@ -112,6 +114,7 @@ class _AgentTrajectory:
         rows[SampleBatch.REWARDS].append(self.reward)
         rows[SampleBatch.TERMINATEDS].append(terminated)
         rows[SampleBatch.TRUNCATEDS].append(truncated)
+        rows[SampleBatch.DONES].append((terminated or truncated) if done is None else done)
         rows[SampleBatch.T].append(t)
         for k, v in p.extra.items():
             rows[k].append(v)
@@ -199,9 +202,7 @@ class _AgentTrajectory:
         columns[SampleBatch.NEXT_OBS] = columns[SampleBatch.NEXT_OBS].astype(np.float32, copy=False)
         columns[SampleBatch.REWARDS] = columns[SampleBatch.REWARDS].astype(np.float32)
         n = len(columns[SampleBatch.REWARDS])
-        columns[SampleBatch.DONES] = (
-            columns[SampleBatch.TERMINATEDS] | columns[SampleBatch.TRUNCATEDS]
-        )
+        columns[SampleBatch.DONES] = columns[SampleBatch.DONES].astype(np.bool_, copy=False)
         columns[SampleBatch.EPS_ID] = np.full(n, eps_id, np.int64)
         columns[SampleBatch.ENV_ID] = np.full(n, env_id, np.int64)
         columns[SampleBatch.AGENT_INDEX] = np.full(n, self.agent_index, np.int64)
@@ -227,8 +228,9 @@ class _AgentInfosTrajectory(_AgentTrajectory):
         truncated: bool,
         t: int,
         info: dict | None = None,
+        done: bool | None = None,
     ) -> None:
-        super().close(new_obs, terminated, truncated, t)
+        super().close(new_obs, terminated, truncated, t, done=done)
         self.infos.append({} if info is None else info)
 
     def take(self, eps_id: int, env_id: int) -> SampleBatch | None:
@@ -705,11 +707,18 @@ class MultiAgentSampler(SamplerBase):
             [bool(terminateds.get(agent, all_terminated)) for agent, _ in closing]
         )
         truncated = env_done & ~terminated
-        self.end_rule.mark(terminated, truncated, ~env_done if cut else None)
+        rule = self.end_rule
+        rule.mark(terminated, truncated, ~env_done if cut else None)
+        dones = rule.dones(terminated, truncated, ~env_done if cut else None)
         t = slot.episode.length - 1
         for k, (agent, trajectory) in enumerate(closing):
             trajectory.close(
-                obs.get(agent), bool(terminated[k]), bool(truncated[k]), t, infos.get(agent)
+                obs.get(agent),
+                bool(terminated[k]),
+                bool(truncated[k]),
+                t,
+                infos.get(agent),
+                done=bool(dones[k]),
             )
 
     def _end_episode(self, i: int, last_obs: dict, infos: dict, reset: bool) -> None:

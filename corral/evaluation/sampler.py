@@ -314,6 +314,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             buf[SampleBatch.PREV_REWARDS] = np.zeros((T, N), np.float32)
         if self.views is not None:
             self._allocate_views(buf, T, N, actions, extra)
+        if self.end_rule.keeps_dones:  # `dones` differs from the flags at soft cuts
+            buf[SampleBatch.DONES] = np.zeros((T, N), np.bool_)
         if self.store_infos:  # one info dict a row (`_record_columns_and_infos`)
             buf[SampleBatch.INFOS] = np.empty((T, N), object)
         self._buffers = buf
@@ -398,9 +400,12 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                     SampleBatch.TRUNCATEDS,
                 )
                 piece = SampleBatch({c: buf[c][rows, i].copy() for c in cols})
-                piece[SampleBatch.DONES] = (
-                    piece[SampleBatch.TERMINATEDS] | piece[SampleBatch.TRUNCATEDS]
-                )
+                if SampleBatch.DONES in buf:
+                    piece[SampleBatch.DONES] = buf[SampleBatch.DONES][rows, i].copy()
+                else:
+                    piece[SampleBatch.DONES] = self.end_rule.dones(
+                        piece[SampleBatch.TERMINATEDS], piece[SampleBatch.TRUNCATEDS], None
+                    )
                 batches.append(piece)
         return {self.policy_id: batches}
 
@@ -700,6 +705,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         if rule.active:
             cut = rule.cut(ep_len, term | trunc)
             rule.mark(term, trunc, cut)
+            if rule.keeps_dones:
+                buf[SampleBatch.DONES][t, cols] = rule.dones(term, trunc, cut)
             ended = ended or bool(cut is not None and cut.any())
         self.obs[cols] = new_obs
         if self.call_step_hook:
@@ -803,7 +810,10 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             self._fill_future_views(buf)
         columns = {k: _env_major(v) for k, v in buf.items()}
         term = columns[SampleBatch.TERMINATEDS]
-        columns[SampleBatch.DONES] = term | columns[SampleBatch.TRUNCATEDS]
+        if SampleBatch.DONES not in columns:  # (else recorded per step: `keeps_dones`)
+            columns[SampleBatch.DONES] = self.end_rule.dones(
+                term, columns[SampleBatch.TRUNCATEDS], None
+            )
         n = len(term)
         columns[SampleBatch.ENV_ID] = np.repeat(
             np.arange(self.num_envs, dtype=np.int64), self.fragment_length
@@ -835,7 +845,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                 continue
             finished = merged[:-1]
             last = merged[-1]
-            if last[SampleBatch.DONES][-1]:
+            if last[SampleBatch.TERMINATEDS][-1] or last[SampleBatch.TRUNCATEDS][-1]:
                 finished.append(last)
             else:
                 self._pending[i] = [last.copy()]

@@ -168,8 +168,10 @@ class EpisodeEndRule:
     - `no_done_at_end`: no step is ever marked terminated (episode ends become
       truncations, so value targets bootstrap through them).
 
-    Both samplers apply it to numpy arrays: one entry per sub-env (single-agent)
-    or per agent whose transition closes (multi-agent).
+    The batch's `dones` column is RLlib 1.13's flag (`dones`): the episode's end,
+    except at a soft horizon's cut and with `no_done_at_end`, where 1.13 recorded
+    `done=False`. Both samplers apply the rule to numpy arrays: one entry per sub-env
+    (single-agent) or per agent whose transition closes (multi-agent).
     """
 
     def __init__(self, horizon: Any, soft_horizon: Any, no_done_at_end: Any) -> None:
@@ -200,6 +202,24 @@ class EpisodeEndRule:
         if self.no_done_at_end:
             truncated |= terminated
             terminated[...] = False
+
+    @property
+    def keeps_dones(self) -> bool:
+        """Whether `dones` can differ from `terminateds | truncateds` (a soft horizon's
+        cut), so that the samplers record it per step."""
+        return self.soft_horizon and self.horizon is not None and not self.no_done_at_end
+
+    def dones(self, terminated: np.ndarray, truncated: np.ndarray, cut: Any) -> np.ndarray:
+        """RLlib 1.13's `dones` of rows already `mark`ed: the episode's end, except
+        where 1.13's sampler recorded `done=False`: at a soft horizon's cut, and on
+        every row with `no_done_at_end`. (1.x code reads `dones[-1]` to decide whether
+        to bootstrap; corral's own algorithms read `terminateds`.)"""
+        if self.no_done_at_end:
+            return np.zeros_like(terminated)
+        done = terminated | truncated
+        if self.soft_horizon and cut is not None:
+            done &= ~cut
+        return done
 
     def resets_env(self, cut: Any) -> bool:
         """Whether an episode that ended with this `cut` flag resets its env (a soft

@@ -85,6 +85,8 @@ def test_soft_horizon_keeps_the_env_running_and_truncates():
         assert batch[SampleBatch.OBS][:6, 0].tolist() == [0, 1, 2, 3, 4, 5]  # no reset
         assert batch[SampleBatch.TRUNCATEDS][:6].tolist() == [False, False, True] * 2
         assert not batch[SampleBatch.TERMINATEDS].any()
+        # RLlib 1.13's `dones` is False at a soft cut (1.x code bootstraps on it).
+        assert not batch[SampleBatch.DONES].any()
         eps = batch[SampleBatch.EPS_ID]
         assert eps[2] != eps[3]  # a new episode starts at the horizon
     finally:
@@ -97,6 +99,7 @@ def test_no_done_at_end_never_marks_terminated():
         batch = trainer.workers.local_worker().sample()
         assert not batch[SampleBatch.TERMINATEDS].any()
         assert batch[SampleBatch.TRUNCATEDS][:4].tolist() == [False, False, False, True]
+        assert not batch[SampleBatch.DONES].any()  # RLlib 1.13's: never done
         assert batch[SampleBatch.OBS][:5, 0].tolist() == [0, 1, 2, 3, 0]
     finally:
         trainer.stop()
