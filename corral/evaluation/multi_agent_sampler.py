@@ -36,6 +36,7 @@ from corral.evaluation.sampler_base import (
     object_state_indices,
     policy_actions,
     postprocess_trajectory,
+    read_only,
     sampler_columns,
     state_size_hint,
     to_env_of,
@@ -508,7 +509,7 @@ class MultiAgentSampler(SamplerBase):
                 )
             if step_rows:
                 extra = {**extra, **step_rows}
-            env_actions = to_env_of(policy)(batch_actions, self.unsquash, self.clip)
+            env_actions = read_only(to_env_of(policy)(batch_actions, self.unsquash, self.clip))
             for k, (i, agent) in enumerate(members):
                 slot = self.slots[i]
                 trajectory = trajectories[k]

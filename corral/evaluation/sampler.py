@@ -36,6 +36,7 @@ from corral.evaluation.sampler_base import (
     nonfinite_reward_error,
     object_state_indices,
     postprocess_trajectory,
+    read_only,
     restart_enabled,
     reward_clip_bounds,
     state_size_hint,
@@ -479,7 +480,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             if recurrent:
                 self._record_recurrent_inputs(buf, t, actions, extra)
             self._record_step_inputs(buf, t, actions, extra)
-            env_actions = to_env(actions, unsquash, clip)
+            env_actions = read_only(to_env(actions, unsquash, clip))
             t2 = clock()
             if vector_step is not None:  # a batched vector env: one call for all sub-envs
                 results = vector_step(env_actions)

@@ -368,6 +368,18 @@ def to_env_of(policy: Any) -> Callable[[np.ndarray, bool, bool], Any]:
     return lambda actions, unsquash, clip: actions
 
 
+def read_only(actions: Any) -> Any:
+    """`actions` for the env: a read-only view of an array (other values as they are).
+
+    RLlib 1.13 made actions immutable before `env.step`: an env that changes its action
+    in place fails there, instead of changing the batch's (or an episode's) action,
+    which may be the same memory."""
+    if type(actions) is np.ndarray:
+        actions = actions.view()
+        actions.flags.writeable = False
+    return actions
+
+
 def _box_actions_to_env(space: gym.spaces.Box, actions: Any, unsquash: bool, clip: bool) -> Any:
     """A batch of a `Policy` of one's own's Box actions for the env (`to_env_of`)."""
     if unsquash:

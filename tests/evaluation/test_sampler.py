@@ -251,3 +251,36 @@ def test_finished_episodes_are_forgotten_and_trajectories_find_theirs(fragment):
         assert len(seen) > 6  # many episodes came and went
     finally:
         trainer.stop()
+
+
+class ActionMutatingEnv(gym.Env):
+    """Writes into the action it is given (an env bug RLlib 1.13 made fail)."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+
+    def __init__(self, config=None):
+        pass
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        action[0] = 0.0
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("multi_agent", [False, True])
+def test_actions_are_read_only_for_the_env(multi_agent):
+    # As in RLlib 1.13: an env that changes its action in place fails at once, where it
+    # would otherwise change the action an episode or batch holds (the same memory).
+    from corral.env.multi_agent_env import make_multi_agent
+
+    env = make_multi_agent(lambda _: ActionMutatingEnv()) if multi_agent else ActionMutatingEnv
+    config = {**SMALL, "env_config": {"num_agents": 2}} if multi_agent else SMALL
+    trainer = PPOTrainer(config={**config, "normalize_actions": False}, env=env)
+    try:
+        with pytest.raises(ValueError, match="read-only"):
+            trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
