@@ -318,7 +318,8 @@ class TorchPolicy(Policy):
         (`checked_forward_result`, as `ModelV2.__call__` checks it; a `TorchModelV2` is
         called through `nn.Module.__call__`, which checks nothing).
 
-        Only a user's model is checked (its `forward` defined outside corral), and only
+        Only a user's model is checked (its `forward`, or a `RecurrentNetwork`'s
+        `forward_rnn`, defined outside corral), and only
         where the policy acts through the model call (not an `action_sampler_fn` /
         `action_distribution_fn`). The call runs in eval mode with torch's RNG state
         restored after it, so it moves no batch-norm statistics and no seeded results. A model
@@ -332,9 +333,12 @@ class TorchPolicy(Policy):
         from corral.policy.policy_template import _corral_own
 
         model = getattr(self, "model", None)
+        # (A `RecurrentNetwork` of one's own defines `forward_rnn`; corral's `forward`
+        # passes its result on.)
+        user_code = [getattr(type(model), name, None) for name in ("forward", "forward_rnn")]
         if (
             not isinstance(model, torch.nn.Module)
-            or _corral_own(type(model).forward)
+            or all(f is None or _corral_own(f) for f in user_code)
             or getattr(self.compute_actions_from_obs, "acting_hooks", False)
         ):
             return

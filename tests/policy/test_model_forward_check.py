@@ -15,6 +15,7 @@ from corral.agents.pg.pg import DEFAULT_CONFIG as PG_CONFIG
 from corral.agents.pg.pg_torch_policy import PGTorchPolicy
 from corral.models import ModelCatalog
 from corral.models.modelv2 import ModelV2
+from corral.models.torch.recurrent_net import RecurrentNetwork
 from corral.models.torch.torch_action_dist import TorchCategorical
 from corral.models.torch.torch_modelv2 import TorchModelV2
 from corral.policy.policy_template import build_policy_class
@@ -197,3 +198,42 @@ def test_models_acting_through_a_distribution_fn_are_not_checked():
         assert policy.model.calls == 0
         actions, _, _ = policy.compute_actions(np.zeros((3, 4), np.float32))
         assert actions.shape == (3,)
+
+
+class RnnModel(RecurrentNetwork, nn.Module):
+    """A `RecurrentNetwork` of RLlib's contract: defines `forward_rnn` only."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        nn.Module.__init__(self)
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.logits = nn.Linear(4, num_outputs)
+        self.value = nn.Linear(4, 1)
+
+    def get_initial_state(self):
+        return [np.zeros(3, np.float32)]
+
+    def forward_rnn(self, inputs, state, seq_lens):
+        self._features = inputs
+        return self.logits(inputs), state
+
+    def value_function(self):
+        return self.value(self._features).reshape(-1)
+
+
+class RnnBareStateModel(RnnModel):
+    """Its `forward_rnn` returns the state tensor itself, not a list of them."""
+
+    def forward_rnn(self, inputs, state, seq_lens):
+        out, new_state = super().forward_rnn(inputs, state, seq_lens)
+        return out, new_state[0]
+
+
+def test_a_recurrent_networks_forward_rnn_is_checked_at_construction():
+    # corral's `RecurrentNetwork.forward` passes on what the user's `forward_rnn` gave.
+    with pytest.raises(ValueError, match="RnnBareStateModel: State output is not a list"):
+        _policy(RnnBareStateModel)
+    policy = _policy(RnnModel)
+    actions, state_out, _ = policy.compute_actions(
+        np.zeros((2, 4), np.float32), [np.zeros((2, 3), np.float32)]
+    )
+    assert actions.shape == (2,) and len(state_out) == 1
