@@ -319,9 +319,12 @@ class ExternalEnvSampler(SamplerBase):
             columns = {key: np.asarray(values) for key, values in track.columns.items()}
             track.columns = {}
             terminated = columns[SampleBatch.TERMINATEDS].astype(np.bool_)
+            truncated = np.zeros(n, np.bool_)
+            # (`no_done_at_end`: the episode's end becomes a truncation, `dones` False.)
+            self.end_rule.mark(terminated, truncated, None)
             columns[SampleBatch.TERMINATEDS] = terminated
-            columns[SampleBatch.TRUNCATEDS] = np.zeros(n, np.bool_)
-            columns[SampleBatch.DONES] = terminated.copy()
+            columns[SampleBatch.TRUNCATEDS] = truncated
+            columns[SampleBatch.DONES] = self.end_rule.dones(terminated, truncated, None)
             columns[SampleBatch.REWARDS] = columns[SampleBatch.REWARDS].astype(np.float32)
             # The batch's rewards are clipped; the episode's returns (metrics) are not.
             clip_rewards_in_place(columns[SampleBatch.REWARDS], self.reward_clip)

@@ -178,6 +178,26 @@ def test_complete_episodes_batch_mode_returns_whole_episodes(env_name):
         trainer.stop()
 
 
+def test_no_done_at_end_makes_episode_ends_truncations(env_name):
+    # As the env samplers do (and RLlib 1.13's sampler did for external envs too).
+    trainer = _trainer(
+        PGTrainer,
+        env_name(lambda ctx: CartPoleServer()),
+        batch_mode="complete_episodes",
+        no_done_at_end=True,
+    )
+    try:
+        batch = trainer.workers.local_worker().sample()
+        assert not batch[SampleBatch.TERMINATEDS].any() and not batch[SampleBatch.DONES].any()
+        for eps_id in np.unique(batch[SampleBatch.EPS_ID]):
+            rows = batch[SampleBatch.EPS_ID] == eps_id
+            assert batch[SampleBatch.TRUNCATEDS][rows].tolist() == [False] * (rows.sum() - 1) + [
+                True
+            ]
+    finally:
+        trainer.stop()
+
+
 def test_a_crash_in_run_reaches_the_trainer(env_name):
     trainer = _trainer(PGTrainer, env_name(lambda ctx: CartPoleServer(fail_after=2)))
     try:
