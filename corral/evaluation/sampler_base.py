@@ -182,6 +182,11 @@ class EpisodeEndRule:
         self.no_done_at_end = bool(no_done_at_end)
         # Whether `mark` changes anything (the single-agent loop skips it when not).
         self.active = self.horizon is not None or self.no_done_at_end
+        # Whether `dones` can differ from `terminateds | truncateds` row by row (a soft
+        # horizon's cut), so that the samplers record it per step.
+        self.keeps_dones = (
+            self.soft_horizon and self.horizon is not None and not self.no_done_at_end
+        )
 
     @classmethod
     def from_config(cls, config: dict) -> EpisodeEndRule:
@@ -202,12 +207,6 @@ class EpisodeEndRule:
         if self.no_done_at_end:
             truncated |= terminated
             terminated[...] = False
-
-    @property
-    def keeps_dones(self) -> bool:
-        """Whether `dones` can differ from `terminateds | truncateds` (a soft horizon's
-        cut), so that the samplers record it per step."""
-        return self.soft_horizon and self.horizon is not None and not self.no_done_at_end
 
     def dones(self, terminated: np.ndarray, truncated: np.ndarray, cut: Any) -> np.ndarray:
         """RLlib 1.13's `dones` of rows already `mark`ed: the episode's end, except
