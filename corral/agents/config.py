@@ -128,11 +128,12 @@ COMMON_CONFIG: TrainerConfigDict = {
     "horizon": None,
     # At the horizon, end the logical episode (metrics, a new episode id) but keep
     # stepping the same env without a reset. The cut step is a truncation (its value
-    # bootstraps), as in RLlib 1.13's sampler, which recorded `done=False` there.
+    # bootstraps) whose `dones` flag is False, as in RLlib 1.13's sampler.
     "soft_horizon": False,
     # Never mark a step terminated: an episode's end (the env's own or the horizon's)
-    # becomes a truncation, so value targets bootstrap through it; the env is still
-    # reset (unless `soft_horizon` keeps it running).
+    # becomes a truncation, so value targets bootstrap through it, and batches' `dones`
+    # stay False (RLlib 1.13's); the env is still reset (unless `soft_horizon` keeps
+    # it running).
     "no_done_at_end": False,
     # Which env to train on: a name registered with `register_env`, a Gymnasium
     # id, a dotted class path or an env class (called with an `EnvContext`).
