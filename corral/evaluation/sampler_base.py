@@ -375,7 +375,7 @@ def read_only(actions: Any) -> Any:
     which may be the same memory."""
     if type(actions) is np.ndarray:
         actions = actions.view()
-        actions.flags.writeable = False
+        actions.setflags(write=False)  # (half the cost of `flags.writeable = False`)
     return actions
 
 

@@ -320,10 +320,11 @@ class TorchPolicy(Policy):
 
         Only a user's model is checked (its `forward`, or a `RecurrentNetwork`'s
         `forward_rnn`, defined outside corral), and only where the policy acts through
-        the model call (not an `action_sampler_fn` / `action_distribution_fn`). The call runs in eval mode with torch's RNG state
-        restored after it, so it moves no batch-norm statistics and no seeded results. A model
-        that cannot act on the dummy batch at all is left to fail where it is really
-        called (with its own error), as before.
+        the model call (not an `action_sampler_fn` / `action_distribution_fn`). The call
+        runs in eval mode with torch's RNG state restored after it, so it moves no
+        batch-norm statistics and no seeded results. A model that cannot act on the dummy
+        batch at all is left to fail where it is really called (with its own error), as
+        before.
 
         Raises:
             ValueError: the model's `forward` returned something else.
