@@ -709,8 +709,9 @@ class MultiAgentSampler(SamplerBase):
         )
         truncated = env_done & ~terminated
         rule = self.end_rule
-        rule.mark(terminated, truncated, ~env_done if cut else None)
-        dones = rule.dones(terminated, truncated, ~env_done if cut else None)
+        cut_rows = ~env_done if cut else None
+        rule.mark(terminated, truncated, cut_rows)
+        dones = rule.dones(terminated, truncated, cut_rows)
         t = slot.episode.length - 1
         for k, (agent, trajectory) in enumerate(closing):
             trajectory.close(

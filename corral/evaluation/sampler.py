@@ -399,14 +399,10 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                     SampleBatch.REWARDS,
                     SampleBatch.TERMINATEDS,
                     SampleBatch.TRUNCATEDS,
+                    SampleBatch.DONES,
                 )
-                piece = SampleBatch({c: buf[c][rows, i].copy() for c in cols})
-                if SampleBatch.DONES in buf:
-                    piece[SampleBatch.DONES] = buf[SampleBatch.DONES][rows, i].copy()
-                else:
-                    piece[SampleBatch.DONES] = self.end_rule.dones(
-                        piece[SampleBatch.TERMINATEDS], piece[SampleBatch.TRUNCATEDS], None
-                    )
+                piece = SampleBatch({c: buf[c][rows, i].copy() for c in cols if c in buf})
+                self.end_rule.fill_dones(piece)
                 batches.append(piece)
         return {self.policy_id: batches}
 
@@ -811,10 +807,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             self._fill_future_views(buf)
         columns = {k: _env_major(v) for k, v in buf.items()}
         term = columns[SampleBatch.TERMINATEDS]
-        if SampleBatch.DONES not in columns:  # (else recorded per step: `keeps_dones`)
-            columns[SampleBatch.DONES] = self.end_rule.dones(
-                term, columns[SampleBatch.TRUNCATEDS], None
-            )
+        self.end_rule.fill_dones(columns)
         n = len(term)
         columns[SampleBatch.ENV_ID] = np.repeat(
             np.arange(self.num_envs, dtype=np.int64), self.fragment_length

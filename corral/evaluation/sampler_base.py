@@ -220,6 +220,14 @@ class EpisodeEndRule:
             done &= ~cut
         return done
 
+    def fill_dones(self, columns: dict[str, Any]) -> None:
+        """Sets `columns`' `dones` from its `terminateds` / `truncateds`, unless the
+        sampler recorded it per step (`keeps_dones`: the rows carry it already)."""
+        if SampleBatch.DONES not in columns:
+            columns[SampleBatch.DONES] = self.dones(
+                columns[SampleBatch.TERMINATEDS], columns[SampleBatch.TRUNCATEDS], None
+            )
+
     def resets_env(self, cut: Any) -> bool:
         """Whether an episode that ended with this `cut` flag resets its env (a soft
         horizon keeps the env running)."""
