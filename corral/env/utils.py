@@ -146,12 +146,36 @@ def _check_gym_id(env_id: str) -> None:
     if env_id in gym.registry:
         return
     registered = _registered_names()
-    close = difflib.get_close_matches(env_id, list(gym.registry) + registered, n=3)
-    hint = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
+    current = _current_version(env_id)
+    if current is not None:
+        # An id of gym's time (RLlib 1.x's): the env lives on under a newer version.
+        hint = (
+            f" Gymnasium has this env as '{current}' (its versions change when the env's "
+            "dynamics or rewards do): ask for that id."
+        )
+    else:
+        close = difflib.get_close_matches(env_id, list(gym.registry) + registered, n=3)
+        hint = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
     raise EnvError(
         f"Unknown env '{env_id}': it is not registered with corral's `register_env`, not a "
         f"Gymnasium id, and not a dotted class path.{hint}"
     )
+
+
+def _current_version(env_id: str) -> str | None:
+    """The Gymnasium id of `env_id`'s env at its highest registered version when
+    `env_id` asks for another version of it (e.g. 'Pendulum-v0' -> 'Pendulum-v1'), else None."""
+    from gymnasium.envs.registration import find_highest_version, get_env_id, parse_env_id
+    from gymnasium.error import Error
+
+    try:
+        namespace, name, version = parse_env_id(env_id)
+    except Error:  # not of an id's form: nothing to name
+        return None
+    highest = find_highest_version(namespace, name)
+    if highest is None or highest == version:
+        return None
+    return get_env_id(namespace, name, highest)
 
 
 def _registered_names() -> list[str]:

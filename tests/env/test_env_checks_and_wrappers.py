@@ -140,3 +140,8 @@ def test_gym_env_creator_and_record_env_wrapper():
     assert record_env_wrapper(env, False, None, {}) is env
     with pytest.raises(EnvError, match="Unknown env 'CartPole-v9'"):
         gym_env_creator(EnvContext({}), "CartPole-v9")
+    # An id of gym's time whose env Gymnasium keeps under a newer version: that id is named.
+    with pytest.raises(EnvError, match="'Pendulum-v0'.* Gymnasium has this env as 'Pendulum-v1'"):
+        gym_env_creator(EnvContext({}), "Pendulum-v0")
+    with pytest.raises(EnvError, match="Did you mean: 'CartPole-v1'"):
+        gym_env_creator(EnvContext({}), "CartPol-v1")
