@@ -53,13 +53,20 @@ class RolloutMetrics(NamedTuple):
 
 
 def get_metrics_from(workers: Sequence[Any], local_worker: Any = None) -> list[RolloutMetrics]:
-    """Finished-episode metrics (and sampler stats) from a worker set's members."""
+    """Finished-episode metrics (and sampler stats) from a worker set's members: corral's
+    worker handles, or bare Ray actors of `RolloutWorker.as_remote()` (RLlib 1.13's
+    hand-built workers)."""
     from corral.evaluation.backend import wait_all
+    from corral.evaluation.ray_backend import BareActorFuture, is_bare_actor
 
     metrics: list[RolloutMetrics] = []
     if local_worker is not None:
         metrics.extend(local_worker.get_metrics())
-    for result in wait_all([w.call("get_metrics") for w in workers]):
+    futures = [
+        BareActorFuture(w, "get_metrics") if is_bare_actor(w) else w.call("get_metrics")
+        for w in workers
+    ]
+    for result in wait_all(futures):
         metrics.extend(result)
     return metrics
 

@@ -121,6 +121,39 @@ def ray_actor_class(cls: type, **options: Any) -> Any:
     return ray.remote(**given)(cls) if given else ray.remote(cls)
 
 
+def is_bare_actor(obj: Any) -> bool:
+    """Whether `obj` is a Ray actor handle itself (a worker built with
+    `RolloutWorker.as_remote().remote(...)`, RLlib 1.13's hand-built workers), not one
+    of corral's worker handles. Never imports Ray."""
+    import sys
+
+    ray_actor = sys.modules.get("ray.actor")
+    return ray_actor is not None and isinstance(obj, ray_actor.ActorHandle)
+
+
+class BareActorFuture:
+    """The pending result of a method called on a bare Ray actor (see `is_bare_actor`):
+    `wait_all`'s future. Its errors are Ray's own, as RLlib 1.13's `ray.get` gave them."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, actor: Any, method: str, *args: Any, **kwargs: Any) -> None:
+        self._ref = getattr(actor, method).remote(*args, **kwargs)
+
+    def done(self) -> bool:
+        """Whether the call has finished; never blocks."""
+        ready, _ = _ray().wait([self._ref], timeout=0)
+        return bool(ready)
+
+    def default_timeout(self) -> float | None:
+        """None: a bare actor has no call timeout of corral's."""
+        return None
+
+    def result(self, timeout: float | None = None, *, _since: float | None = None) -> Any:
+        """`ray.get` of the call's object ref."""
+        return _ray().get(self._ref, timeout=timeout)
+
+
 class RayFuture:
     """The pending result of one call on a Ray actor (wraps its object ref)."""
 

@@ -147,3 +147,34 @@ def _gone(pid: int, within: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_collect_metrics_takes_workers_built_with_as_remote():
+    # RLlib 1.13's rollout_worker_custom_workflow example: workers built by hand as bare
+    # Ray actors, sampled with ray.get, their episodes summarised by collect_metrics.
+    from corral.evaluation.metrics import collect_episodes, collect_metrics
+    from corral.evaluation.rollout_worker import RolloutWorker
+    from corral.policy.random_policy import RandomPolicy
+
+    def make(_ctx):
+        import gymnasium as gym
+
+        return gym.make("CartPole-v1")
+
+    workers = [
+        RolloutWorker.as_remote().remote(
+            env_creator=make, policy_spec=RandomPolicy, rollout_fragment_length=200
+        )
+        for _ in range(2)
+    ]
+    try:
+        batches = ray.get([w.sample.remote() for w in workers])
+        assert [b.count for b in batches] == [200, 200]
+        result = collect_metrics(remote_workers=workers)
+        finished = sum(int(np.sum(b["terminateds"] | b["truncateds"])) for b in batches)
+        assert result["episodes_this_iter"] == finished > 0
+        episodes, pending = collect_episodes(remote_workers=workers)
+        assert episodes == [] and pending == []  # get_metrics empties each worker's list
+    finally:
+        for w in workers:
+            ray.kill(w)
