@@ -296,15 +296,34 @@ def _transform_checked(preprocessor: Any, obs: Any, policy_id: str) -> np.ndarra
     except (ValueError, TypeError, IndexError) as err:
         raise ValueError(
             f"The observation {_short(obs)} does not fit policy {policy_id!r}'s observation "
-            f"space {space} (preprocessed shape {expected}): {err}"
+            f"space {space} (preprocessed shape {expected}): {err}{_reset_pair_hint(obs, space)}"
         ) from None
     if np.shape(out) != expected:
         raise ValueError(
             f"Policy {policy_id!r} expects observations of shape "
             f"{tuple(getattr(space, 'shape', None) or expected)} (observation space {space}), "
-            f"got one of shape {np.shape(obs)}: {_short(obs)}."
+            f"got one of shape {np.shape(obs)}: {_short(obs)}.{_reset_pair_hint(obs, space)}"
         )
     return out
+
+
+def _reset_pair_hint(obs: Any, space: Any) -> str:
+    """A hint when `obs` looks like the `(obs, info)` pair of a Gymnasium `reset()`: RLlib
+    1.x code that steps a worker's env itself got the observation alone from gym's."""
+    import gymnasium as gym
+
+    if (
+        isinstance(obs, tuple)
+        and len(obs) == 2
+        and isinstance(obs[1], dict)
+        and not isinstance(space, gym.spaces.Tuple)
+    ):
+        return (
+            " It looks like the (obs, info) pair that a Gymnasium env's reset() returns "
+            "(the envs a worker holds follow Gymnasium's API, also for an env written for "
+            "gym's): pass its first item."
+        )
+    return ""
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -84,3 +84,19 @@ def test_compute_single_action_non_numeric_observation():
             trainer.compute_single_action("abc")
     finally:
         trainer.stop()
+
+
+def test_compute_single_action_of_a_reset_pair_says_to_pass_the_observation():
+    # RLlib 1.x code that steps the worker's env itself (`obs = env.reset()`) gets
+    # Gymnasium's (obs, info) pair: the error says so.
+    trainer = PPOTrainer(config=BASE, env="CartPole-v1")
+    try:
+        pair = trainer.workers.local_worker().env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"\(obs, info\) pair .* pass its first item"):
+            trainer.compute_single_action(pair)
+        assert trainer.compute_single_action(pair[0]) in (0, 1)
+        with pytest.raises(ValueError) as not_a_pair:  # a plain wrong shape: no such hint
+            trainer.compute_single_action(np.zeros(3))
+        assert "(obs, info)" not in str(not_a_pair.value)
+    finally:
+        trainer.stop()
