@@ -159,8 +159,33 @@ def start_worker(
     if backend == "local":
         from corral.evaluation.backend import ProcessWorker
 
+        _warn_if_ray_is_initialised()
         return ProcessWorker(spec)
     raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}.")
+
+
+def _warn_if_ray_is_initialised() -> None:
+    """Warns once when this process has called `ray.init()` and starts local workers:
+    they are forked processes, in which Ray cannot be used (an env that asks Ray for an
+    actor, as RLlib 1.x envs could in Ray's workers, hangs there until the start-up
+    timeout). Never imports Ray."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    is_initialized = getattr(ray, "is_initialized", None)
+    if is_initialized is None or not is_initialized():
+        return
+    from corral.utils.deprecation import log_once
+
+    if log_once("local_workers_with_ray_initialised"):
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "Ray is initialised in this process, but remote workers start with "
+            "backend='local': as forked processes, in which Ray cannot be used (an env "
+            "or callback of theirs that calls Ray hangs). Set \"backend\": \"ray\" to "
+            "run them as Ray actors, as RLlib 1.x did."
+        )
 
 
 def wait_all_ready(handles: Sequence[WorkerHandle], timeout: float | None) -> None:

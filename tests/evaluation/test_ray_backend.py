@@ -178,3 +178,17 @@ def test_collect_metrics_takes_workers_built_with_as_remote():
     finally:
         for w in workers:
             ray.kill(w)
+
+
+def test_local_workers_started_with_ray_initialised_warn_once(caplog, monkeypatch):
+    # Forked workers cannot use the driver's Ray: an env that asks Ray for an actor would
+    # hang there. The warning names the key that runs them as Ray actors instead.
+    from corral.utils import deprecation
+
+    monkeypatch.setattr(deprecation, "_logged_keys", set())
+    config = {**CONFIG, "backend": "local", "num_workers": 1, "recreate_failed_workers": False}
+    with caplog.at_level("WARNING", logger="corral.evaluation.worker_handle"):
+        trainer = PPOTrainer(config=config, env="CartPole-v1")
+        trainer.stop()
+    warned = [r for r in caplog.records if "Ray is initialised in this process" in r.message]
+    assert len(warned) == 1 and '"backend": "ray"' in warned[0].message
