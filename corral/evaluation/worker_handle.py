@@ -183,7 +183,7 @@ def _warn_if_ray_is_initialised() -> None:
         logging.getLogger(__name__).warning(
             "Ray is initialised in this process, but remote workers start with "
             "backend='local': as forked processes, in which Ray cannot be used (an env "
-            "or callback of theirs that calls Ray hangs). Set \"backend\": \"ray\" to "
+            'or callback of theirs that calls Ray hangs). Set "backend": "ray" to '
             "run them as Ray actors, as RLlib 1.x did."
         )
 
