@@ -70,6 +70,10 @@ REWRITES: list[tuple[re.Pattern[str], str]] = [
         re.compile(r"^([ \t]*)from ray import tune([ \t]*(#.*)?)$", re.M),
         r"\1from corral import tune\2",
     ),
+]
+# The rule's last part: the lines `import ray`, `ray.init(...)`, `ray.shutdown()` dropped
+# (kept when the `ray` extra is installed: `rewrite(..., keep_ray=True)`).
+RAY_LINES_DROPPED: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^[ \t]*import ray[ \t]*(#.*)?\n", re.M), ""),
     (re.compile(r"^([ \t]*)ray\.init\(.*\)[ \t]*(#.*)?$", re.M), r"\1pass"),
     (re.compile(r"^([ \t]*)ray\.shutdown\(\)[ \t]*(#.*)?$", re.M), r"\1pass"),
@@ -114,9 +118,10 @@ def download_rllib(cache: Path) -> Path:
     return rllib
 
 
-def rewrite(source: str) -> str:
-    """`source` under the porting rule and the test-data mappings."""
-    for pattern, replacement in REWRITES:
+def rewrite(source: str, keep_ray: bool = False) -> str:
+    """`source` under the porting rule and the test-data mappings (with `keep_ray`, the
+    rule's variant for an installed `ray` extra: its `import ray` lines stay)."""
+    for pattern, replacement in REWRITES + ([] if keep_ray else RAY_LINES_DROPPED):
         source = pattern.sub(replacement, source)
     return source
 

@@ -1,0 +1,173 @@
+"""All of RLlib 1.13's example scripts, run against corral under the porting rule (test data only).
+
+`../shared/rllib-1.13-examples/run` runs 12 of RLlib's example scripts in CI. RLlib 1.13's
+wheel ships 73 (`rllib/examples/*.py`). This script copies them, with the example envs,
+models and policies they import, into a scratch folder outside the repository, applies the
+porting rule of docs/migrating.md (the same rewrite as `rllib_1_13_tests.py`), and runs each
+script in its own process with small stop criteria: of the flags it defines, `--framework
+torch` (or `--torch`), `--stop-iters 2`, `--stop-timesteps 2000`. A script passes when it
+exits 0 within `--timeout` seconds.
+
+A failure is put in a class by its last error line: TensorFlow-only code, a package corral
+does not use (DeepMind Lab, RecSim, VizDoom, ...), Ray's own API after `import ray` was
+dropped, RLlib's test data files (the wheel does not ship them), an interactive prompt, one of
+the stubs RLlib left behind for renamed scripts, a GPU asked for on a machine without one, or
+the time limit. The rest (`other`) are the ones to read. `--keep-ray` keeps the `import ray`
+lines (the porting rule's variant for when the `ray` extra is installed).
+
+Usage:
+    python scripts/rllib_1_13_example_scripts.py --download        # fetch ray==1.13.0's wheel
+    python scripts/rllib_1_13_example_scripts.py --rllib PATH/TO/rllib -k custom_
+    python scripts/rllib_1_13_example_scripts.py --download --keep-ray -k rollout_worker
+
+Prints one JSON line per script and a summary line (passed, and failures per class).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rllib_1_13_tests import download_rllib, rewrite
+
+# The flags a script gets when it defines them (its argparse `add_argument("--...")`).
+SMALL_RUN = {
+    "--framework": ["torch"],
+    "--torch": [],
+    "--stop-iters": ["2"],
+    "--stop-timesteps": ["2000"],
+}
+
+# A failure's class, from its last error line (first match wins).
+FAILURE_CLASSES = [
+    ("renamed-stub", r"This file has been renamed"),
+    (
+        "tensorflow-only",
+        r"framework='tf|TensorFlow|tf_modelv2|enable_eager_execution|keras|"
+        r"invalid choice: 'torch'|No module named 'rllib'",
+    ),
+    ("ray-api", r"name 'ray' is not defined|ray\._private|not an ray\.ObjectRef"),
+    ("test-data", r"No files found matching|does not exist|/path/to/"),
+    ("interactive", r"EOFError"),
+    ("no-gpu", r"NoGPUsError|sees no CUDA GPU"),
+    (
+        "third-party",
+        r"No module named|cannot import name 'Iterable' from 'collections'|"
+        r"cannot import name '\w+' from 'pettingzoo|NotBuiltError|Name or service not known",
+    ),
+    ("time-limit", r"^timed out"),
+]
+
+ERROR_LINE = re.compile(r"^\S*(Error|Exception|Warning)\b.*|^\w+(\.\w+)*(Error|Exit): .*")
+
+
+def prepare(rllib: Path, work: Path, keep_ray: bool) -> list[Path]:
+    """Copies RLlib's examples into `work`, rewritten; the scripts to run."""
+    shutil.copytree(rllib / "examples", work / "rllib_examples_support")
+    for path in sorted((rllib / "examples").glob("*.py")):
+        if path.name != "__init__.py":
+            shutil.copyfile(path, work / path.name)
+    for path in work.rglob("*.py"):
+        path.write_text(rewrite(path.read_text(), keep_ray))
+    return sorted(p for p in work.glob("*.py"))
+
+
+def flags_for(script: Path) -> list[str]:
+    """The small-run flags that `script` defines."""
+    source = script.read_text()
+    flags: list[str] = []
+    for flag, values in SMALL_RUN.items():
+        if re.search(rf"[\"']{re.escape(flag)}[\"']", source):
+            flags += [flag, *values]
+    return flags
+
+
+def classify(last_error: str) -> str:
+    """The failure class of a script whose last error line is `last_error`."""
+    for name, pattern in FAILURE_CLASSES:
+        if re.search(pattern, last_error):
+            return name
+    return "other"
+
+
+def run_script(script: Path, work: Path, timeout: float) -> dict:
+    """One script in its own process: passed, or its failure class and last error line."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(work), os.environ.get("PYTHONPATH")) if p),
+        "CORRAL_RESULTS_DIR": str(work / "results"),
+        "SDL_VIDEODRIVER": "dummy",
+        "SDL_AUDIODRIVER": "dummy",
+    }
+    flags = flags_for(script)
+    try:
+        proc = subprocess.run(
+            [sys.executable, script.name, *flags],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        error = f"timed out after {timeout:.0f} s"
+        return {"script": script.stem, "passed": False, "class": classify(error), "error": error}
+    if proc.returncode == 0:
+        return {"script": script.stem, "passed": True, "flags": flags}
+    lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()]
+    errors = [ln for ln in lines if ERROR_LINE.match(ln)] or lines[-1:] or [""]
+    error = errors[-1][:300]
+    return {"script": script.stem, "passed": False, "class": classify(error), "error": error}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--rllib", type=Path, help="an unpacked RLlib 1.13 `rllib` package")
+    source.add_argument("--download", action="store_true", help="pip-download ray==1.13.0")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rllib113")
+    parser.add_argument("-k", default="", help="run only scripts whose name contains this")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per script")
+    parser.add_argument("--keep-ray", action="store_true", help="keep `import ray` lines")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = parser.parse_args()
+    rllib = download_rllib(args.cache) if args.download else args.rllib
+    work = Path(tempfile.mkdtemp(prefix="rllib113_examples_"))
+    try:
+        results = []
+        for script in prepare(rllib, work, args.keep_ray):
+            if args.k in script.stem:
+                results.append(run_script(script, work, args.timeout))
+                print(json.dumps(results[-1]), flush=True)
+        failures: dict[str, int] = {}
+        for r in results:
+            if not r["passed"]:
+                failures[r["class"]] = failures.get(r["class"], 0) + 1
+        passed = sum(r["passed"] for r in results)
+        print(
+            json.dumps(
+                {
+                    "summary": True,
+                    "scripts": len(results),
+                    "passed": passed,
+                    "failed_by_class": dict(sorted(failures.items())),
+                }
+            )
+        )
+    finally:
+        if args.keep:
+            print(f"kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
