@@ -8,12 +8,14 @@ script in its own process with small stop criteria: of the flags it defines, `--
 torch` (or `--torch`), `--stop-iters 2`, `--stop-timesteps 2000`. A script passes when it
 exits 0 within `--timeout` seconds.
 
-A failure is put in a class by its last error line: TensorFlow-only code, a package corral
-does not use (DeepMind Lab, RecSim, VizDoom, ...), Ray's own API after `import ray` was
-dropped, RLlib's test data files (the wheel does not ship them), an interactive prompt, one of
-the stubs RLlib left behind for renamed scripts, a GPU asked for on a machine without one, or
-the time limit. The rest (`other`) are the ones to read. `--keep-ray` keeps the `import ray`
-lines (the porting rule's variant for when the `ray` extra is installed).
+A failure is put in a class by its last error line (a failed Tune trial's own error, not
+Tune's "Trials did not complete"): TensorFlow-only code, a package corral does not use
+(DeepMind Lab, RecSim, VizDoom, ...), Ray's own API after `import ray` was dropped, RLlib's
+test data files (the wheel does not ship them), an interactive prompt, one of the stubs RLlib
+left behind for renamed scripts, a GPU asked for on a machine without one, an env id of gym's
+time that Gymnasium keeps under a newer version, or the time limit. The rest (`other`) are the
+ones to read. `--keep-ray` keeps the `import ray` lines (the porting rule's variant for when
+the `ray` extra is installed).
 
 Usage:
     python scripts/rllib_1_13_example_scripts.py --download        # fetch ray==1.13.0's wheel
@@ -57,6 +59,7 @@ FAILURE_CLASSES = [
     ("test-data", r"No files found matching|does not exist|/path/to/"),
     ("interactive", r"EOFError"),
     ("no-gpu", r"NoGPUsError|sees no CUDA GPU"),
+    ("retired-env-id", r"Gymnasium has this env as"),
     (
         "third-party",
         r"No module named|cannot import name 'Iterable' from 'collections'|"
@@ -65,6 +68,7 @@ FAILURE_CLASSES = [
     ("time-limit", r"^timed out"),
 ]
 
+TUNE_GAVE_UP = re.compile(r"TuneError: Trials did not complete")
 ERROR_LINE = re.compile(r"^\S*(Error|Exception|Warning)\b.*|^\w+(\.\w+)*(Error|Exit): .*")
 
 
@@ -97,6 +101,14 @@ def classify(last_error: str) -> str:
     return "other"
 
 
+def last_error(output: str) -> str:
+    """The last error line of a script's `output` (a failed trial's own error, which comes
+    before Tune's "Trials did not complete"); its last line when none looks like one."""
+    lines = [ln.strip() for ln in output.splitlines()]
+    errors = [ln for ln in lines if ERROR_LINE.match(ln) and not TUNE_GAVE_UP.search(ln)]
+    return (errors or lines[-1:] or [""])[-1][:300]
+
+
 def run_script(script: Path, work: Path, timeout: float) -> dict:
     """One script in its own process: passed, or its failure class and last error line."""
     env = {
@@ -122,9 +134,7 @@ def run_script(script: Path, work: Path, timeout: float) -> dict:
         return {"script": script.stem, "passed": False, "class": classify(error), "error": error}
     if proc.returncode == 0:
         return {"script": script.stem, "passed": True, "flags": flags}
-    lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()]
-    errors = [ln for ln in lines if ERROR_LINE.match(ln)] or lines[-1:] or [""]
-    error = errors[-1][:300]
+    error = last_error(proc.stdout + proc.stderr)
     return {"script": script.stem, "passed": False, "class": classify(error), "error": error}
 
 

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from rllib_1_13_example_scripts import classify, flags_for  # noqa: E402
+from rllib_1_13_example_scripts import classify, flags_for, last_error  # noqa: E402
 from rllib_1_13_tests import rewrite  # noqa: E402
 
 SOURCE = """import ray
@@ -74,8 +74,24 @@ def test_flags_for_gives_only_the_flags_a_script_defines(tmp_path):
         ("EOFError: EOF when reading a line", "interactive"),
         ("DeprecationWarning: This file has been renamed to `x.py`", "renamed-stub"),
         ("timed out after 300 s", "time-limit"),
+        (
+            "EnvError: Unknown env 'Pendulum-v0': ... Gymnasium has this env as 'Pendulum-v1'",
+            "retired-env-id",
+        ),
         ("ValueError: too many values to unpack (expected 4)", "other"),
     ],
 )
 def test_classify(error, expected):
     assert classify(error) == expected
+
+
+def test_last_error_is_the_failed_trials_own():
+    output = (
+        "Trial PG_1 errored:\n"
+        "    raise ValueError(\n"
+        "ValueError: framework='tf' is not available\n"
+        "/x/glfw/__init__.py:917: GLFWError: (65550) no DISPLAY\n"
+        "corral.tune.error.TuneError: Trials did not complete: PG_1 (their errors: ...)\n"
+    )
+    assert last_error(output) == "ValueError: framework='tf' is not available"
+    assert last_error("no error here\nlast line") == "last line"
