@@ -28,8 +28,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     # Activation of those hidden layers: "tanh", "relu", "swish"/"silu" or "linear".
     "fcnet_activation": "tanh",
     # --- Convolutional network (the default for image observations) ---
-    # List of [out_channels, kernel, stride] per conv layer; None picks a stack
-    # that fits the observation shape.
+    # List of [out_channels, kernel, stride] per conv layer; None (or [], as RLlib
+    # 1.13's torch nets read it) picks a stack that fits the observation shape.
     "conv_filters": None,
     # Activation between the conv layers.
     "conv_activation": "relu",
@@ -143,7 +143,7 @@ def _model_specs() -> dict[str, Any]:
         "_disable_action_flattening": Bool(),
         "fcnet_hiddens": layers,
         "fcnet_activation": activation,
-        "conv_filters": Optional(ListOf(ListOf(size, length=3), min_len=1)),
+        "conv_filters": Optional(ListOf(ListOf(size, length=3))),
         "conv_activation": activation,
         "post_fcnet_hiddens": layers,
         "post_fcnet_activation": activation,

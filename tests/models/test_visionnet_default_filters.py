@@ -24,3 +24,36 @@ def test_rllib_default_sizes_build_and_run(shape):
 def test_other_sizes_still_need_conv_filters():
     with pytest.raises(ValueError, match="conv_filters"):
         default_conv_filters((50, 70, 3))
+
+
+def test_empty_conv_filters_pick_the_default_stack_as_in_rllib_1_13():
+    # RLlib 1.13's VizDoom example sets `conv_filters: []`; its torch vision net read an
+    # empty list as "the default for this image size", and so does the trainer here.
+    from corral.agents.ppo import PPOTrainer
+    from corral.tune.registry import register_env
+
+    class Images(gym.Env):
+        observation_space = gym.spaces.Box(0, 255, (42, 42, 3), np.uint8)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), 0.0, True, False, {}
+
+    register_env("images_42", lambda _: Images())
+    trainer = PPOTrainer(
+        config={
+            "model": {"conv_filters": []},
+            "num_workers": 0,
+            "train_batch_size": 8,
+            "sgd_minibatch_size": 8,
+        },
+        env="images_42",
+    )
+    try:
+        convs = [m for m in trainer.get_policy().model.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert [c.out_channels for c in convs][:3] == [f[0] for f in get_filter_config((42, 42))]
+    finally:
+        trainer.stop()
