@@ -213,7 +213,8 @@ COMMON_CONFIG: TrainerConfigDict = {
     "explore": True,
     # Configures the Exploration object: "type" names the class (a class in
     # `corral.utils.exploration`, a dotted path or the class itself); the other
-    # entries are its constructor's keyword arguments.
+    # entries are its constructor's keyword arguments, checked when the policy is
+    # built against the class's `CONFIG_SPECS` (e.g. `final_epsilon` in [0, 1]).
     "exploration_config": {
         "type": "StochasticSampling",
     },

@@ -174,6 +174,68 @@ def test_make_exploration_resolves_names_paths_and_classes():
         make_exploration({"type": "EpsilonGreedy", "bogus": 1}, **kw)
 
 
+@pytest.mark.parametrize(
+    ("config", "space", "error", "message"),
+    [
+        (
+            {"type": "EpsilonGreedy", "final_epsilon": 2.0},
+            DISCRETE,
+            ValueError,
+            r"final_epsilon` must be a number in \[0, 1\], got 2.0",
+        ),
+        (
+            {"type": "EpsilonGreedy", "initial_epsilon": -0.5},
+            DISCRETE,
+            ValueError,
+            "initial_epsilon",
+        ),
+        (
+            {"type": "EpsilonGreedy", "epsilon_timesteps": 1.5},
+            DISCRETE,
+            ValueError,
+            "epsilon_timesteps` must be an int >= 0",
+        ),
+        ({"type": "EpsilonGreedy", "epsilon_schedule": 5}, DISCRETE, TypeError, "epsilon_schedule"),
+        (
+            {"type": "PerWorkerEpsilonGreedy", "final_epsilon": "a"},
+            DISCRETE,
+            TypeError,
+            "final_epsilon",
+        ),
+        (
+            {"type": "GaussianNoise", "stddev": -1.0},
+            BOX,
+            ValueError,
+            "stddev` must be a number >= 0",
+        ),
+        ({"type": "OrnsteinUhlenbeckNoise", "ou_sigma": -0.2}, BOX, ValueError, "ou_sigma"),
+        (
+            {"type": "OrnsteinUhlenbeckNoise", "random_timesteps": -3},
+            BOX,
+            ValueError,
+            "random_timesteps",
+        ),
+        (
+            {"type": "StochasticSampling", "random_timesteps": -1},
+            DISCRETE,
+            ValueError,
+            "random_timesteps",
+        ),
+    ],
+)
+def test_make_exploration_checks_each_argument(config, space, error, message):
+    # A bad value fails when the policy is built, naming `exploration_config.<key>`, the
+    # value and what is expected (it used to act with it: epsilon 2.0 always explored).
+    kw = dict(action_space=space, policy_config={}, model=None)
+    with pytest.raises(error, match=rf"`exploration_config\.{message}"):
+        make_exploration(config, **kw)
+    # Each class's table has its bases' keys too; good values pass.
+    assert "stddev" in OrnsteinUhlenbeckNoise.config_specs()
+    make_exploration(
+        {"type": "EpsilonGreedy", "epsilon_timesteps": 1e4}, **kw | {"action_space": DISCRETE}
+    )
+
+
 def test_policy_checkpoints_exploration_state():
     from corral.agents.dqn import DEFAULT_CONFIG, DQNTorchPolicy
 

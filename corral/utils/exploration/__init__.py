@@ -7,6 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from corral.utils.config_spec import check_config_values
 from corral.utils.exploration.curiosity import Curiosity
 from corral.utils.exploration.epsilon_greedy import EpsilonGreedy
 from corral.utils.exploration.exploration import Exploration
@@ -87,6 +88,7 @@ def make_exploration(
     """
     config = dict(exploration_config or {})
     cls = resolve_exploration_class(config.pop("type", "StochasticSampling"))
+    check_config_values(config, cls.config_specs(), prefix="exploration_config.")
     try:
         return cls(
             action_space,

@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from corral.utils.config_spec import CallableSpec, Float, Int, Optional, Spec
 from corral.utils.exploration.exploration import Exploration, zero_logp
 from corral.utils.schedules import PiecewiseSchedule
 
@@ -36,6 +37,14 @@ class EpsilonGreedy(Exploration):
         epsilon_schedule: a schedule (callable timestep -> epsilon, e.g. a
             `PiecewiseSchedule`) that replaces the linear one.
     """
+
+    CONFIG_SPECS: dict[str, Spec] = {
+        "initial_epsilon": Float(0, 1),
+        "final_epsilon": Float(0, 1),
+        "epsilon_timesteps": Int(0, integral_float_ok=True),
+        "warmup_timesteps": Int(0, integral_float_ok=True),
+        "epsilon_schedule": Optional(CallableSpec("a schedule (timestep -> epsilon)")),
+    }
 
     def __init__(
         self,

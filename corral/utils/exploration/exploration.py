@@ -10,12 +10,13 @@ which drives the annealing schedules.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from corral.utils.config_spec import Spec
 from corral.utils.spaces import is_int_box
 
 
@@ -30,6 +31,20 @@ class Exploration:
         num_workers: number of remote rollout workers of the trainer.
         worker_index: this worker's index (0 = the driver's local worker).
     """
+
+    # What each constructor argument that an `exploration_config` sets may be, declared by
+    # each class for its own arguments (`config_specs()` gathers a class's and its bases').
+    # `make_exploration` checks them when the policy is built, naming
+    # `exploration_config.<key>`; a user's class without a table is not checked.
+    CONFIG_SPECS: ClassVar[dict[str, Spec]] = {}
+
+    @classmethod
+    def config_specs(cls) -> dict[str, Spec]:
+        """The specs of this class's `exploration_config` keys (its own and its bases')."""
+        specs: dict[str, Spec] = {}
+        for klass in reversed(cls.__mro__):
+            specs.update(vars(klass).get("CONFIG_SPECS", {}))
+        return specs
 
     def __init__(
         self,

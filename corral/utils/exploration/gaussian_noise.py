@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from corral.utils.config_spec import AnyValue, Float, Int, Spec
 from corral.utils.exploration.exploration import Exploration, random_actions, zero_logp
 from corral.utils.schedules import PiecewiseSchedule
 
@@ -26,7 +27,17 @@ class GaussianNoise(Exploration):
         initial_scale: noise scale at timestep 0.
         final_scale: noise scale after `scale_timesteps`.
         scale_timesteps: length of the linear decay of the scale.
+        scale_schedule: a schedule (timestep -> scale) that replaces that decay.
     """
+
+    CONFIG_SPECS: dict[str, Spec] = {
+        "random_timesteps": Int(0, integral_float_ok=True),
+        "stddev": Float(0),
+        "initial_scale": Float(0),
+        "final_scale": Float(0),
+        "scale_timesteps": Int(0, integral_float_ok=True),
+        "scale_schedule": AnyValue("None or a schedule (timestep -> scale)"),
+    }
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from corral.utils.config_spec import Float, Spec
 from corral.utils.exploration.gaussian_noise import GaussianNoise
 
 
@@ -25,6 +26,12 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
         ou_base_scale: multiplies the process value (times the action range).
         random_timesteps, initial_scale, final_scale, scale_timesteps: as in `GaussianNoise`.
     """
+
+    CONFIG_SPECS: dict[str, Spec] = {
+        "ou_theta": Float(0),
+        "ou_sigma": Float(0),
+        "ou_base_scale": Float(0),
+    }
 
     def __init__(
         self,

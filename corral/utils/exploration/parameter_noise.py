@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from corral.policy.sample_batch import SampleBatch
+from corral.utils.config_spec import Dict, Float, Int, Optional, Spec
 from corral.utils.exploration.exploration import Exploration
 from corral.utils.numpy import SMALL_NUMBER
 from corral.utils.schedules import PiecewiseSchedule
@@ -65,6 +66,12 @@ class ParameterNoise(Exploration):
             also uses noisy layers (`noisy: True`), or the action space has no
             default sub-exploration.
     """
+
+    CONFIG_SPECS: dict[str, Spec] = {
+        "initial_stddev": Float(0),
+        "random_timesteps": Int(0, integral_float_ok=True),
+        "sub_exploration": Optional(Dict(what='a dict {"type": ..., **arguments}')),
+    }
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from corral.utils.config_spec import Int, Spec
 from corral.utils.exploration.exploration import Exploration, random_actions, zero_logp
 
 
@@ -16,6 +17,8 @@ class StochasticSampling(Exploration):
     Args:
         random_timesteps: act uniformly at random for this many initial timesteps.
     """
+
+    CONFIG_SPECS: dict[str, Spec] = {"random_timesteps": Int(0, integral_float_ok=True)}
 
     def __init__(self, action_space: gym.Space, *, random_timesteps: int = 0, **kwargs: Any):
         super().__init__(action_space, **kwargs)
