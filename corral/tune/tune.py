@@ -621,6 +621,7 @@ def run(
         set_verbosity(verbose)
     _check_ray_tune_options(ray_tune_options)
     _check_failure_options(max_failures, fail_fast)
+    _check_checkpoint_freq(checkpoint_freq)
     scheduler = _scheduler(scheduler, metric, mode)
     experiment_state.check_resume(resume)
     resources = resources_from_tune_argument(resources_per_trial)
@@ -878,6 +879,15 @@ def _check_failure_options(max_failures: Any, fail_fast: Any) -> None:
         )
     if not (isinstance(fail_fast, bool) or fail_fast == "raise"):
         raise ValueError(f"fail_fast must be False, True or 'raise', got {fail_fast!r}")
+
+
+def _check_checkpoint_freq(checkpoint_freq: Any) -> None:
+    if (
+        isinstance(checkpoint_freq, bool)
+        or not isinstance(checkpoint_freq, int)
+        or checkpoint_freq < 0
+    ):
+        raise ValueError(f"checkpoint_freq must be an int >= 0 (0: never), got {checkpoint_freq!r}")
 
 
 def _resolve_trainable(run_or_experiment: Any) -> type[Trainable]:

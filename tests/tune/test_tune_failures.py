@@ -201,9 +201,11 @@ def test_errors_of_the_run_itself_end_it_at_once():
         ({"max_failures": -2}, "max_failures must be an int >= -1"),
         ({"max_failures": 1.5}, "max_failures must be an int >= -1"),
         ({"fail_fast": "yes"}, "fail_fast must be False, True or 'raise'"),
+        ({"checkpoint_freq": -1}, "checkpoint_freq must be an int >= 0"),
+        ({"checkpoint_freq": 2.5}, "checkpoint_freq must be an int >= 0"),
     ],
 )
-def test_bad_failure_options_are_refused(options, message):
+def test_bad_failure_and_checkpoint_options_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
         tune.run(Steps, stop={TRAINING_ITERATION: 1}, verbose=0, **options)
 
