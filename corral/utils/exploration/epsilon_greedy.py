@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -38,7 +38,7 @@ class EpsilonGreedy(Exploration):
             `PiecewiseSchedule`) that replaces the linear one.
     """
 
-    CONFIG_SPECS: dict[str, Spec] = {
+    CONFIG_SPECS: ClassVar[dict[str, Spec]] = {
         "initial_epsilon": Float(0, 1),
         "final_epsilon": Float(0, 1),
         "epsilon_timesteps": Int(0, integral_float_ok=True),

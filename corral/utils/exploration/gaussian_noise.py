@@ -7,7 +7,7 @@ with uniform random actions for the first `random_timesteps`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -30,7 +30,7 @@ class GaussianNoise(Exploration):
         scale_schedule: a schedule (timestep -> scale) that replaces that decay.
     """
 
-    CONFIG_SPECS: dict[str, Spec] = {
+    CONFIG_SPECS: ClassVar[dict[str, Spec]] = {
         "random_timesteps": Int(0, integral_float_ok=True),
         "stddev": Float(0),
         "initial_scale": Float(0),

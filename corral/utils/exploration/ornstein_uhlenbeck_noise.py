@@ -8,7 +8,7 @@ clip(mu(s) + scale * base_scale * x * (high - low)).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
@@ -27,7 +27,7 @@ class OrnsteinUhlenbeckNoise(GaussianNoise):
         random_timesteps, initial_scale, final_scale, scale_timesteps: as in `GaussianNoise`.
     """
 
-    CONFIG_SPECS: dict[str, Spec] = {
+    CONFIG_SPECS: ClassVar[dict[str, Spec]] = {
         "ou_theta": Float(0),
         "ou_sigma": Float(0),
         "ou_base_scale": Float(0),

@@ -30,7 +30,7 @@ weight syncs, checkpoints) sees the unperturbed weights, whatever the batch mode
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -67,7 +67,7 @@ class ParameterNoise(Exploration):
             default sub-exploration.
     """
 
-    CONFIG_SPECS: dict[str, Spec] = {
+    CONFIG_SPECS: ClassVar[dict[str, Spec]] = {
         "initial_stddev": Float(0),
         "random_timesteps": Int(0, integral_float_ok=True),
         "sub_exploration": Optional(Dict(what='a dict {"type": ..., **arguments}')),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
@@ -18,7 +18,7 @@ class StochasticSampling(Exploration):
         random_timesteps: act uniformly at random for this many initial timesteps.
     """
 
-    CONFIG_SPECS: dict[str, Spec] = {"random_timesteps": Int(0, integral_float_ok=True)}
+    CONFIG_SPECS: ClassVar[dict[str, Spec]] = {"random_timesteps": Int(0, integral_float_ok=True)}
 
     def __init__(self, action_space: gym.Space, *, random_timesteps: int = 0, **kwargs: Any):
         super().__init__(action_space, **kwargs)
