@@ -15,6 +15,7 @@ RLlib 1.13's signatures.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -134,6 +135,12 @@ def compute_actions(
     batched in the order of `observations`) when `full_fetch` is True or
     a `state` was given.
     """
+    if not isinstance(observations, Mapping):
+        raise TypeError(
+            "Trainer.compute_actions takes a dict of observations keyed by agent id "
+            f"({{agent_id: obs}}), got a {type(observations).__name__}; for one "
+            "observation, use compute_single_action(obs)."
+        )
     if normalize_actions is not None:
         deprecation_warning_once(
             "Trainer.compute_actions(`normalize_actions`=...)",

@@ -162,6 +162,9 @@ def test_compute_actions_on_a_dict(cartpole):
     assert extra[SampleBatch.ACTION_DIST_INPUTS].shape == (3, 2)
     with_state = cartpole.compute_actions(obs, state={"a": []}, explore=False)
     assert isinstance(with_state, tuple) and with_state[0] == actions
+    # A list of observations (not RLlib's {agent_id: obs}) gets an error that says so.
+    with pytest.raises(TypeError, match=r"dict of observations keyed by agent id.*got a list"):
+        cartpole.compute_actions([OBS, -OBS])
 
 
 def test_compute_actions_unsquash(pendulum, caplog):
