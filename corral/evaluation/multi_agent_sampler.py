@@ -417,8 +417,10 @@ class MultiAgentSampler(SamplerBase):
             for slot in self.slots:
                 self._flush(slot)
         else:
+            stepped = 0
             while not self._ready or self._ready_steps() < target:
-                self._step_all()
+                stepped += self._step_all()
+                self._whole_episode_wait.stepped(stepped, bool(self._ready))
         segments, self._ready = self._ready, []
         return self._postprocess(segments)
 

@@ -433,8 +433,11 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         # wait for the next call (nothing sampled is dropped).
         target = self.fragment_length * self.num_envs
         queue = self._complete_queue
+        stepped = 0
         while sum(b.count for b in queue) < target:
             queue.extend(self._take_complete_episodes(self._run_fragment()))
+            stepped += target
+            self._whole_episode_wait.stepped(stepped, bool(queue))
         out: list[SampleBatch] = []
         steps = 0
         while queue and (steps < target or not out):

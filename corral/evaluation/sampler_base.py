@@ -234,6 +234,32 @@ class EpisodeEndRule:
         return not (self.soft_horizon and cut is not None and bool(cut))
 
 
+class WholeEpisodeWait:
+    """`batch_mode="complete_episodes"`: `sample()` hands out whole episodes only, so an
+    env whose episodes never end (no termination, no `horizon`) makes it step forever, as
+    RLlib 1.13's did. `stepped` counts one `sample()`'s env steps and warns once per
+    sampler when `limit` of them (the larger of 100,000 and 100 fragments) ended no
+    episode; the sampling goes on (long episodes are legitimate)."""
+
+    MIN_STEPS = 100_000
+
+    def __init__(self, target: int) -> None:
+        self.limit = max(self.MIN_STEPS, 100 * target)
+        self.warned = False
+
+    def stepped(self, steps: int, episodes_ready: bool) -> None:
+        """`steps` env steps into this `sample()`; `episodes_ready`: one has ended."""
+        if self.warned or episodes_ready or steps < self.limit:
+            return
+        self.warned = True
+        logger.warning(
+            "batch_mode='complete_episodes': %s env steps into this sample() and no episode "
+            "has ended; sample() hands out whole episodes only. If this env's episodes never "
+            "end, set `horizon` (a cut ends an episode) or batch_mode='truncate_episodes'.",
+            f"{steps:,}",
+        )
+
+
 def reward_clip_bounds(clip_rewards: Any, env: Any) -> tuple[float | None, float] | None:
     """What `clip_rewards` means for `env`: None (no clipping), `(None, 0)` (sign), or
     `(low, high)` bounds.
@@ -533,6 +559,7 @@ class SamplerBase:
         self.callbacks = worker.callbacks
         self.fragment_length = int(config["rollout_fragment_length"])
         self.complete_episodes = config["batch_mode"] == "complete_episodes"
+        self._whole_episode_wait = WholeEpisodeWait(self.fragment_length * self.num_envs)
         self.end_rule = EpisodeEndRule.from_config(config)
         self.unsquash = bool(config.get("normalize_actions"))
         self.clip = bool(config.get("clip_actions"))

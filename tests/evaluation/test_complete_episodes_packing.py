@@ -60,3 +60,32 @@ def test_a_horizon_cut_counts_as_an_episode_end():
         assert batch["truncateds"].sum() == 4
     finally:
         trainer.stop()
+
+
+class LongEpisodes(TenSteps):
+    """Episodes of 1,000 steps: longer than the (lowered) wait before the warning."""
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), 1.0, self.t >= 1000, False, {}
+
+
+def test_a_long_wait_for_a_whole_episode_warns_once_and_goes_on(monkeypatch, caplog):
+    # An env whose episodes never end makes complete_episodes sampling step forever (as
+    # in RLlib 1.13): after the limit one warning names `horizon` and truncate_episodes.
+    from corral.env.multi_agent_env import make_multi_agent
+    from corral.evaluation import sampler_base
+
+    monkeypatch.setattr(sampler_base.WholeEpisodeWait, "MIN_STEPS", 200)
+    for env in (LongEpisodes, make_multi_agent(lambda _: LongEpisodes())):
+        caplog.clear()
+        trainer, worker = _worker(env=env, rollout_fragment_length=1)
+        try:
+            with caplog.at_level("WARNING", logger=sampler_base.__name__):
+                assert worker.sample().env_steps() == 1000
+                worker.sample()
+            warned = [r.message for r in caplog.records if "no episode has ended" in r.message]
+            assert len(warned) == 1, warned
+            assert "200 env steps" in warned[0] and "`horizon`" in warned[0]
+        finally:
+            trainer.stop()
