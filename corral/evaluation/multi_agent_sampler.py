@@ -37,6 +37,7 @@ from corral.evaluation.sampler_base import (
     policy_actions,
     postprocess_trajectory,
     read_only,
+    reward_type_error,
     sampler_columns,
     state_size_hint,
     to_env_of,
@@ -651,7 +652,12 @@ class MultiAgentSampler(SamplerBase):
         episode.length += 1
         slot.steps_since_flush += 1
         for agent, r in rewards.items():
-            r = float(r)
+            try:
+                r = float(r)
+            except (TypeError, ValueError):
+                raise reward_type_error(
+                    self.envs[i], i, self.worker.worker_index, r, agent
+                ) from None
             if not math.isfinite(r):
                 raise nonfinite_reward_error(self.envs[i], i, self.worker.worker_index, r, agent)
             episode.agent_rewards[(agent, episode.policy_for(agent))] += r

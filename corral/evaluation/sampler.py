@@ -39,6 +39,7 @@ from corral.evaluation.sampler_base import (
     read_only,
     restart_enabled,
     reward_clip_bounds,
+    reward_type_error,
     state_size_hint,
     to_env_of,
 )
@@ -682,7 +683,10 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                 )
             new_obs[:] = self.obs_filter(new_obs)
         rew = buf[SampleBatch.REWARDS][t, cols]
-        rew[:] = rewards
+        try:
+            rew[:] = rewards
+        except (TypeError, ValueError):
+            raise self._reward_type_error(rewards, off) from None
         term = buf[SampleBatch.TERMINATEDS][t, cols]
         trunc = buf[SampleBatch.TRUNCATEDS][t, cols]
         term[:] = terminateds
@@ -795,6 +799,21 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                         worker_index=self.worker.worker_index,
                         env_index=i,
                     )
+
+    def _reward_type_error(self, rewards: Any, off: int) -> EnvError:
+        """The error for the first of `rewards` (sub-envs `off`, `off + 1`, ...) that is
+        no number."""
+
+        def is_number(value: Any) -> bool:
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                return False
+            return True
+
+        # (0 when each one passes float(): a reward numpy still cannot put in a float row)
+        i = next((i for i, value in enumerate(rewards) if not is_number(value)), 0)
+        return reward_type_error(self.envs[off + i], off + i, self.worker.worker_index, rewards[i])
 
     def _build_batch(self, buf: dict[str, np.ndarray]) -> SampleBatch:
         self.replay_log.record_fragment(buf[SampleBatch.ACTIONS])

@@ -312,6 +312,18 @@ def nonfinite_reward_error(
     )
 
 
+def reward_type_error(
+    env: Any, env_index: int, worker_index: int, value: Any, agent: Any = None
+) -> EnvError:
+    """The error for a reward that is no number (an array, None, ...) from `env.step()`."""
+    who = f"agent {agent!r} of " if agent is not None else ""
+    name = env_name(env, short=True)
+    return EnvError(
+        f"Env '{name}' ({who}sub-env {env_index} of worker {worker_index}) returned the "
+        f"reward {value!r} (a {type(value).__name__}) from step(); expected a number."
+    )
+
+
 def as_fetches(
     action_space: Any, actions: Any, state_out: Any, extra: Any
 ) -> tuple[np.ndarray, dict]:

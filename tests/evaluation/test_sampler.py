@@ -1,5 +1,7 @@
 """The sampling loop: batch layout, horizons, batch modes, callbacks, errors."""
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -160,6 +162,32 @@ def test_nan_reward_is_an_error():
             trainer.workers.local_worker().sample()
     finally:
         trainer.stop()
+
+
+class ArrayRewardEnv(CountingEnv):
+    def step(self, action):
+        obs, reward, *rest = super().step(action)
+        return obs, np.array([reward]), *rest
+
+
+def test_a_reward_that_is_no_number_is_named():
+    # Single-agent and multi-agent sampling alike name the env, the agent and the value
+    # (numpy's "setting an array element with a sequence" and float()'s TypeError before).
+    from corral.env.multi_agent_env import make_multi_agent
+
+    for env, who in (
+        (ArrayRewardEnv, "'ArrayRewardEnv' (sub-env 0"),
+        (
+            make_multi_agent(lambda _: ArrayRewardEnv()),
+            "(agent 0 of sub-env 0",
+        ),
+    ):
+        trainer = PPOTrainer(config=SMALL, env=env)
+        try:
+            with pytest.raises(EnvError, match=rf"{re.escape(who)}.* the reward array\(\[1\.\]\)"):
+                trainer.workers.local_worker().sample()
+        finally:
+            trainer.stop()
 
 
 class RecordingCallbacks(DefaultCallbacks):
