@@ -311,6 +311,21 @@ def _check_env_splits(config: Mapping[str, Any]) -> None:
         )
 
 
+def _warn_of_unknown_policies_to_train(to_train: Any, specs: Mapping[str, Any]) -> None:
+    """Warns when `policies_to_train` lists an id that no policy has (a typo trains
+    nothing, silently, as in RLlib 1.13); it trains once `add_policy` adds that id."""
+    if to_train is None or callable(to_train) or isinstance(to_train, str):
+        return
+    unknown = [pid for pid in to_train if pid not in specs]
+    if unknown:
+        logger.warning(
+            "multiagent.policies_to_train names %s, which no policy of multiagent.policies "
+            "(%s) has: nothing trains it until add_policy() adds a policy of that id.",
+            ", ".join(repr(p) for p in unknown),
+            ", ".join(repr(p) for p in sorted(specs)),
+        )
+
+
 def multiagent_policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
     """The `multiagent` config dict's policies as {policy id: PolicySpec}, after RLlib
     1.13's checks of its keys.
@@ -534,6 +549,7 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
         raise ValueError(f"`multiagent` must be a dict, got {multiagent!r}.")
     specs = multiagent["policies"] = multiagent_policy_specs(multiagent)
     is_multiagent = len(specs) > 1 or _DEFAULT_POLICY_ID not in specs
+    _warn_of_unknown_policies_to_train(multiagent.get("policies_to_train"), specs)
 
     num_gpus = config.get("num_gpus", 0) or 0
     if num_gpus > 1:

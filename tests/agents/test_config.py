@@ -423,6 +423,20 @@ def test_default_config_validates():
     assert config["evaluation_interval"] is None
 
 
+def test_policies_to_train_naming_no_policy_warns(caplog):
+    # A typo in `policies_to_train` trains nothing (RLlib 1.13 said nothing); the ids
+    # may still be added later (add_policy), so this warns rather than raises.
+    multiagent = {"policies": {"p0", "p1"}, "policies_to_train": ["p0", "p9"]}
+    with caplog.at_level(logging.WARNING, logger="corral.agents.config"):
+        validate_config(full_config(multiagent=multiagent))
+    assert "names 'p9', which no policy of multiagent.policies ('p0', 'p1') has" in caplog.text
+    caplog.clear()
+    for fine in (["p0", "p1"], None, lambda pid, batch=None: pid == "p0"):
+        with caplog.at_level(logging.WARNING, logger="corral.agents.config"):
+            validate_config(full_config(multiagent={**multiagent, "policies_to_train": fine}))
+        assert "policies_to_train" not in caplog.text
+
+
 def test_non_dict_config_rejected():
     with pytest.raises(ValueError, match="must be a dict"):
         validate_config(["num_workers"])
