@@ -35,6 +35,17 @@ ACTION_TIMEOUT_S = 300.0
 LOG_ACTION_TIMEOUT_S = 60.0
 
 
+def as_reward(reward: Any, call: str) -> float:
+    """`reward` as a float; a `TypeError` naming `call` and the value when it is no
+    number (float()'s own error named neither)."""
+    try:
+        return float(reward)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{call}: the reward {reward!r} (a {type(reward).__name__}) is no number."
+        ) from None
+
+
 class ExternalEnvStopped(SystemExit):
     """Raised in the env's thread by `get_action` / `log_action` once the rollout worker
     has stopped. A `SystemExit`: it ends the thread quietly (`finally` blocks run; an
@@ -162,7 +173,7 @@ class ExternalEnv(threading.Thread):
     def log_returns(self, episode_id: str, reward: float, info: dict | None = None) -> None:
         """Adds `reward` to what the episode's last action earned (`info`: its info)."""
         episode = self._get(episode_id)
-        episode.reward += float(reward)
+        episode.reward += as_reward(reward, f"log_returns({episode_id!r}, ...)")
         if info:
             episode.info = dict(info)
 

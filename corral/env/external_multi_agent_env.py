@@ -14,7 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.env.external_env import ExternalEnv
+from corral.env.external_env import ExternalEnv, as_reward
 
 
 class ExternalMultiAgentEnv(ExternalEnv):
@@ -56,7 +56,9 @@ class ExternalMultiAgentEnv(ExternalEnv):
         episode = self._get(episode_id)
         rewards = episode.reward if isinstance(episode.reward, dict) else {}
         for agent, reward in reward_dict.items():
-            rewards[agent] = rewards.get(agent, 0.0) + float(reward)
+            rewards[agent] = rewards.get(agent, 0.0) + as_reward(
+                reward, f"log_returns({episode_id!r}, ...) for agent {agent!r}"
+            )
         episode.reward = rewards
         if info_dict:
             episode.info = dict(info_dict)

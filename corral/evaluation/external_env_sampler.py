@@ -29,8 +29,8 @@ from corral.evaluation.sampler_base import (
     SamplerBase,
     acting_of,
     clip_rewards_in_place,
-    nonfinite_reward_error,
     postprocess_trajectory,
+    reward_error,
     to_env_of,
 )
 from corral.policy.sample_batch import (
@@ -241,9 +241,7 @@ class ExternalEnvSampler(SamplerBase):
             track.pending = None
             reward = float(rewards.get(agent, 0.0))
             if not np.isfinite(reward):
-                raise nonfinite_reward_error(
-                    self.external, 0, self.worker.worker_index, reward, agent
-                )
+                raise reward_error(self.external, 0, self.worker.worker_index, reward, agent)
             next_obs = obs.get(agent, prev_obs)
             episode.total_reward += reward
             episode.agent_rewards[(agent, track.policy_id)] += reward

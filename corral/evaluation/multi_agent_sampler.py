@@ -31,13 +31,12 @@ from corral.evaluation.sampler_base import (
     SamplerBase,
     clip_rewards_in_place,
     initial_state_of,
-    nonfinite_reward_error,
     object_rows,
     object_state_indices,
     policy_actions,
     postprocess_trajectory,
     read_only,
-    reward_type_error,
+    reward_error,
     sampler_columns,
     state_size_hint,
     to_env_of,
@@ -655,11 +654,9 @@ class MultiAgentSampler(SamplerBase):
             try:
                 r = float(r)
             except (TypeError, ValueError):
-                raise reward_type_error(
-                    self.envs[i], i, self.worker.worker_index, r, agent
-                ) from None
+                raise reward_error(self.envs[i], i, self.worker.worker_index, r, agent) from None
             if not math.isfinite(r):
-                raise nonfinite_reward_error(self.envs[i], i, self.worker.worker_index, r, agent)
+                raise reward_error(self.envs[i], i, self.worker.worker_index, r, agent)
             episode.agent_rewards[(agent, episode.policy_for(agent))] += r
             episode.total_reward += r
             episode._set_last(agent, reward=r)

@@ -33,13 +33,12 @@ from corral.evaluation.sampler_base import (
     clip_rewards_in_place,
     complete_state_outs,
     initial_state_of,
-    nonfinite_reward_error,
     object_state_indices,
     postprocess_trajectory,
     read_only,
     restart_enabled,
     reward_clip_bounds,
-    reward_type_error,
+    reward_error,
     state_size_hint,
     to_env_of,
 )
@@ -686,7 +685,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         try:
             rew[:] = rewards
         except (TypeError, ValueError):
-            raise self._reward_type_error(rewards, off) from None
+            raise self._reward_error(rewards, off) from None
         term = buf[SampleBatch.TERMINATEDS][t, cols]
         trunc = buf[SampleBatch.TRUNCATEDS][t, cols]
         term[:] = terminateds
@@ -800,7 +799,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                         env_index=i,
                     )
 
-    def _reward_type_error(self, rewards: Any, off: int) -> EnvError:
+    def _reward_error(self, rewards: Any, off: int) -> EnvError:
         """The error for the first of `rewards` (sub-envs `off`, `off + 1`, ...) that is
         no number."""
 
@@ -813,16 +812,14 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
 
         # (0 when each one passes float(): a reward numpy still cannot put in a float row)
         i = next((i for i, value in enumerate(rewards) if not is_number(value)), 0)
-        return reward_type_error(self.envs[off + i], off + i, self.worker.worker_index, rewards[i])
+        return reward_error(self.envs[off + i], off + i, self.worker.worker_index, rewards[i])
 
     def _build_batch(self, buf: dict[str, np.ndarray]) -> SampleBatch:
         self.replay_log.record_fragment(buf[SampleBatch.ACTIONS])
         rewards = buf[SampleBatch.REWARDS]
         if not all_finite(rewards):
             t, i = (int(x[0]) for x in np.nonzero(~np.isfinite(rewards)))
-            raise nonfinite_reward_error(
-                self.envs[i], i, self.worker.worker_index, float(rewards[t, i])
-            )
+            raise reward_error(self.envs[i], i, self.worker.worker_index, float(rewards[t, i]))
         self._check_fragment_obs(buf[SampleBatch.NEXT_OBS])
         clip_rewards_in_place(rewards, self.reward_clip)
         if self.views is not None:

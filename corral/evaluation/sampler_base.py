@@ -11,13 +11,14 @@ keeps one trajectory per agent). Everything else is written once, here:
 - `reward_clip_bounds` / `clip_rewards_in_place`: `clip_rewards`;
 - `postprocess_trajectory`: a policy's `postprocess_trajectory` with the
   `on_postprocess_trajectory` callback, for one agent's trajectory;
-- `nonfinite_reward_error`: the error for a NaN/inf reward.
+- `reward_error`: the error for a NaN/inf reward, or one that is no number.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import numbers
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -300,27 +301,19 @@ def clip_rewards_in_place(rewards: np.ndarray, bounds: tuple[float | None, float
         np.clip(rewards, low, high, out=rewards)
 
 
-def nonfinite_reward_error(
-    env: Any, env_index: int, worker_index: int, value: float, agent: Any = None
-) -> EnvError:
-    """The error for a NaN or inf reward from `env.step()`."""
-    who = f"agent {agent!r} of " if agent is not None else ""
-    name = env_name(env, short=True)
-    return EnvError(
-        f"Env '{name}' ({who}sub-env {env_index} of worker {worker_index}) returned "
-        f"a NaN or inf reward ({value}) from step()."
-    )
-
-
-def reward_type_error(
+def reward_error(
     env: Any, env_index: int, worker_index: int, value: Any, agent: Any = None
 ) -> EnvError:
-    """The error for a reward that is no number (an array, None, ...) from `env.step()`."""
+    """The error for a reward from `env.step()` that is no finite number: NaN or inf, or
+    no number at all (an array, None, ...)."""
     who = f"agent {agent!r} of " if agent is not None else ""
-    name = env_name(env, short=True)
+    if isinstance(value, numbers.Real):
+        what = f"a NaN or inf reward ({value})"
+    else:
+        what = f"the reward {value!r} (a {type(value).__name__}; expected a number)"
     return EnvError(
-        f"Env '{name}' ({who}sub-env {env_index} of worker {worker_index}) returned the "
-        f"reward {value!r} (a {type(value).__name__}) from step(); expected a number."
+        f"Env '{env_name(env, short=True)}' ({who}sub-env {env_index} of worker "
+        f"{worker_index}) returned {what} from step()."
     )
 
 

@@ -312,14 +312,15 @@ def test_a_multi_agent_external_env_trains_each_agent_s_policy(env_name):
 
 
 class Paying(CartPoleServer):
-    """CartPole paying 5 per step (or NaN once, with `nan`)."""
+    """CartPole paying 5 per step (or NaN, with `nan`; or None, with `none`)."""
 
-    def __init__(self, nan: bool = False):
+    def __init__(self, nan: bool = False, none: bool = False):
         super().__init__()
-        self.nan = nan
+        self.nan, self.none = nan, none
 
     def log_returns(self, episode_id, reward, info=None):
-        super().log_returns(episode_id, float("nan") if self.nan else 5.0 * reward, info)
+        paid = float("nan") if self.nan else None if self.none else 5.0 * reward
+        super().log_returns(episode_id, paid, info)
 
 
 def test_clip_rewards_clips_the_batch_not_the_returns(env_name):
@@ -334,10 +335,17 @@ def test_clip_rewards_clips_the_batch_not_the_returns(env_name):
         trainer.stop()
 
 
-def test_a_nan_reward_names_the_env(env_name):
-    trainer = _trainer(PGTrainer, env_name(lambda ctx: Paying(nan=True)))
+@pytest.mark.parametrize(
+    ("paying", "message"),
+    [
+        ({"nan": True}, "NaN or inf reward"),
+        ({"none": True}, r"log_returns\('.*', ...\): the reward None \(a NoneType\) is no number"),
+    ],
+)
+def test_a_nan_or_no_number_reward_names_the_env(env_name, paying, message):
+    trainer = _trainer(PGTrainer, env_name(lambda ctx: Paying(**paying)))
     try:
-        with pytest.raises(EnvError, match="NaN or inf reward"):
+        with pytest.raises(EnvError, match=message):
             trainer.workers.local_worker().sample()
     finally:
         trainer.stop()
