@@ -8,6 +8,7 @@ keeps one trajectory per agent). Everything else is written once, here:
   and metrics, `get_metrics`, timers, rendering and sub-env restarts;
 - `EpisodeEndRule`: RLlib's `horizon` / `soft_horizon` / `no_done_at_end` rule, on
   Gymnasium's terminated/truncated flags;
+- `WholeEpisodeWait`: `complete_episodes`' warning when no episode ends;
 - `reward_clip_bounds` / `clip_rewards_in_place`: `clip_rewards`;
 - `postprocess_trajectory`: a policy's `postprocess_trajectory` with the
   `on_postprocess_trajectory` callback, for one agent's trajectory;
