@@ -34,10 +34,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+from collections import Counter
 from pathlib import Path
 
-from rllib_1_13_tests import download_rllib, rewrite
+from rllib_1_13_tests import add_source_arguments, rewrite, rllib_of, scratch_folder
 
 # The flags a script gets when it defines them (its argparse `add_argument("--...")`).
 SMALL_RUN = {
@@ -142,45 +142,28 @@ def run_script(script: Path, work: Path, timeout: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--rllib", type=Path, help="an unpacked RLlib 1.13 `rllib` package")
-    source.add_argument("--download", action="store_true", help="pip-download ray==1.13.0")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rllib113")
+    add_source_arguments(parser)
     parser.add_argument(
         "-k", action="append", default=[], help="run only scripts whose name contains this"
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per script")
     parser.add_argument("--keep-ray", action="store_true", help="keep `import ray` lines")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     args = parser.parse_args()
-    rllib = download_rllib(args.cache) if args.download else args.rllib
-    work = Path(tempfile.mkdtemp(prefix="rllib113_examples_"))
-    try:
+    rllib = rllib_of(args)
+    with scratch_folder("rllib113_examples_", args.keep) as work:
         results = []
         for script in prepare(rllib, work, args.keep_ray):
             if not args.k or any(k in script.stem for k in args.k):
                 results.append(run_script(script, work, args.timeout))
                 print(json.dumps(results[-1]), flush=True)
-        failures: dict[str, int] = {}
-        for r in results:
-            if not r["passed"]:
-                failures[r["class"]] = failures.get(r["class"], 0) + 1
-        passed = sum(r["passed"] for r in results)
-        print(
-            json.dumps(
-                {
-                    "summary": True,
-                    "scripts": len(results),
-                    "passed": passed,
-                    "failed_by_class": dict(sorted(failures.items())),
-                }
-            )
-        )
-    finally:
-        if args.keep:
-            print(f"kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        failures = Counter(r["class"] for r in results if not r["passed"])
+        summary = {
+            "summary": True,
+            "scripts": len(results),
+            "passed": sum(r["passed"] for r in results),
+            "failed_by_class": dict(sorted(failures.items())),
+        }
+        print(json.dumps(summary))
 
 
 if __name__ == "__main__":

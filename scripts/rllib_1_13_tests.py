@@ -35,6 +35,7 @@ Prints one JSON line per file and a summary line (passed / failed / errors per f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # Test files of Ray's cluster or of TensorFlow alone: nothing of corral's to measure.
@@ -118,6 +120,33 @@ def download_rllib(cache: Path) -> Path:
     return rllib
 
 
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both yardsticks take: where RLlib 1.13 comes from, and `--keep`."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--rllib", type=Path, help="an unpacked RLlib 1.13 `rllib` package")
+    source.add_argument("--download", action="store_true", help="pip-download ray==1.13.0")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rllib113")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+
+
+def rllib_of(args: argparse.Namespace) -> Path:
+    """The `rllib` package the options of `add_source_arguments` name (downloaded first)."""
+    return download_rllib(args.cache) if args.download else args.rllib
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str, keep: bool) -> Iterator[Path]:
+    """A new folder outside the repository, removed afterwards unless `keep`."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work
+    finally:
+        if keep:
+            print(f"kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def rewrite(source: str, keep_ray: bool = False) -> str:
     """`source` under the porting rule and the test-data mappings (with `keep_ray`, the
     rule's variant for an installed `ray` extra: its `import ray` lines stay)."""
@@ -184,17 +213,12 @@ def run_file(test: Path, work: Path, timeout: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--rllib", type=Path, help="an unpacked RLlib 1.13 `rllib` package")
-    source.add_argument("--download", action="store_true", help="pip-download ray==1.13.0")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rllib113")
+    add_source_arguments(parser)
     parser.add_argument("-k", default="", help="run only files whose path contains this")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per file")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     args = parser.parse_args()
-    rllib = download_rllib(args.cache) if args.download else args.rllib
-    work = Path(tempfile.mkdtemp(prefix="rllib113_tests_"))
-    try:
+    rllib = rllib_of(args)
+    with scratch_folder("rllib113_tests_", args.keep) as work:
         results = []
         for test in prepare(rllib, work):
             if args.k in str(test):
@@ -207,11 +231,6 @@ def main() -> None:
         print(
             json.dumps({"summary": True, "files": len(results), "files_all_passed": clean, **total})
         )
-    finally:
-        if args.keep:
-            print(f"kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
