@@ -54,3 +54,16 @@ def test_site_builds_strictly(tmp_path):
         env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _bash_blocks(markdown: str) -> list[str]:
+    """The lines of each fenced bash block, in order."""
+    return [block.split("```", 1)[0].strip() for block in markdown.split("```bash\n")[1:]]
+
+
+def test_ci_runs_the_test_command_the_readme_and_the_site_give():
+    readme_commands = _bash_blocks((REPO / "README.md").read_text())[:2]
+    assert "pytest" in readme_commands[1], readme_commands
+    ci_lines = (REPO / ".ci" / "run").read_text().splitlines()
+    assert readme_commands[1] in ci_lines, ".ci/run must run the README's test command"
+    assert readme_commands[1] in _bash_blocks((REPO / "docs" / "index.md").read_text())
