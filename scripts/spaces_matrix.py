@@ -77,6 +77,13 @@ _TINY: dict[str, Any] = {
     "critic_hiddens": [8],
     "hiddens": [8],
     "replay_buffer_config": {"capacity": 1000},
+    # ES's and ARS's shared noise table: 1 GB at their default (250,000,000 values), a
+    # few seconds to draw per cell; 10,000,000 cover the default conv stack's weights.
+    "noise_size": 10_000_000,
+    # ES's perturbed episodes per step (1,000 by default), ARS's directions (32).
+    "episodes_per_batch": 4,
+    "num_rollouts": 4,
+    "rollouts_used": 4,
 }
 
 
