@@ -15,10 +15,15 @@ with one torch thread, are warmed past `learning_starts`, and alternate in slice
   `target_update` steps).
 - `update`: the gradient step alone. corral: `learner_group.update` on a replay sample
   of one train batch (drawn inside the timed call, like the hand loop's). hand: `update`.
+- `act`: the env step alone, with no gradient step between: corral samples one fragment
+  from its workers (`synchronous_parallel_sample`) and stores it in the replay buffer
+  (`store_sampled`); hand: `act_and_store`.
 
 `step - update` is each side's cost of acting, the env and the replay bookkeeping
-(corral's DQN also computes the Q-values on exploring steps, which the hand loop skips).
-Medians over `--repeats` rounds.
+(corral's DQN also computes the Q-values on exploring steps, which the hand loop skips);
+`act` times that part on its own (it runs faster there than between gradient steps, whose
+memory traffic evicts the sampling path's data from the caches). Medians over `--repeats`
+rounds.
 
 Usage:
     python benchmarks/offpolicy_step.py                # the dqn row
@@ -71,6 +76,8 @@ def sides(
     """Each side's slice of `slice_steps` steps (corral's whole steps: one `train()`)."""
     from equal_work import DQN, SETTINGS
 
+    from corral.execution.rollout_ops import synchronous_parallel_sample
+
     learners = trainer.learner_group
     replay = trainer.local_replay_buffer
     batch_size = SETTINGS[row]["batch"]
@@ -86,6 +93,12 @@ def sides(
     def corral_update() -> None:
         learners.update(batch=replay.sample(batch_size), minibatch_size=batch_size)
 
+    def corral_act() -> None:
+        trainer.store_sampled(synchronous_parallel_sample(trainer.workers))
+
+    def hand_act() -> None:
+        hand.act_and_store(next(steps))
+
     def repeated(fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
             for _ in range(slice_steps):
@@ -98,6 +111,8 @@ def sides(
         "hand_step": repeated(hand_step),
         "corral_update": repeated(corral_update),
         "hand_update": repeated(hand.update),
+        "corral_act": repeated(corral_act),
+        "hand_act": repeated(hand_act),
     }
 
 
@@ -118,10 +133,14 @@ def main() -> None:
     log(f"offpolicy_step: {args.row}, warming both sides for {args.warm} env steps")
     fns = sides(args.row, *build(args.row, args.warm, args.steps), args.steps)
     runs: dict[str, list[float]] = {name: [] for name in fns}
-    # Two phases, each alternating corral's and the hand loop's slices: whole steps, then
-    # gradient steps alone (interleaving update-only slices with the steps would change
-    # the step's own state between slices).
-    for phase in (("corral_step", "hand_step"), ("corral_update", "hand_update")):
+    # Three phases, each alternating corral's and the hand loop's slices: whole steps,
+    # gradient steps alone, env steps alone (interleaving the phases would change the
+    # step's own state between slices).
+    for phase in (
+        ("corral_step", "hand_step"),
+        ("corral_update", "hand_update"),
+        ("corral_act", "hand_act"),
+    ):
         for rep in range(args.repeats):
             for name in phase:
                 fn = fns[name]
@@ -141,6 +160,7 @@ def main() -> None:
             "runs_us": runs,
             "step_corral_over_hand": ratio(us["corral_step"], us["hand_step"]),
             "update_corral_over_hand": ratio(us["corral_update"], us["hand_update"]),
+            "act_corral_over_hand": ratio(us["corral_act"], us["hand_act"]),
             "rest_us": {
                 "corral": us["corral_step"] - us["corral_update"],
                 "hand": us["hand_step"] - us["hand_update"],

@@ -9,6 +9,9 @@ def test_offpolicy_step_quick(run_benchmark, row: str) -> None:
     assert lines[0]["bench"] == "offpolicy_step" and "machine" in lines[0]
     summary = lines[-1]
     assert summary["summary"] is True and summary["row"] == row
-    assert set(summary["median_us"]) == {"corral_step", "hand_step", "corral_update", "hand_update"}
+    assert set(summary["median_us"]) == {
+        f"{side}_{part}" for side in ("corral", "hand") for part in ("step", "update", "act")
+    }
     assert all(us > 0 for us in summary["median_us"].values())
-    assert summary["step_corral_over_hand"] > 0 and summary["update_corral_over_hand"] > 0
+    for part in ("step", "update", "act"):
+        assert summary[f"{part}_corral_over_hand"] > 0
