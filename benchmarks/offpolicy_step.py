@@ -22,8 +22,8 @@ with one torch thread, are warmed past `learning_starts`, and alternate in slice
 `step - update` is each side's cost of acting, the env and the replay bookkeeping
 (corral's DQN also computes the Q-values on exploring steps, which the hand loop skips);
 `act` times that part on its own (it runs faster there than between gradient steps, most
-likely as their memory traffic evicts the sampling path's data from the caches). Medians over `--repeats`
-rounds.
+likely as their memory traffic evicts the sampling path's data from the caches). Medians
+over `--repeats` rounds.
 
 Usage:
     python benchmarks/offpolicy_step.py                # the dqn row
