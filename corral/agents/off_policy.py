@@ -26,6 +26,7 @@ import numpy as np
 
 from corral.agents.config import PartialTrainerConfigDict, TrainerConfigDict, with_common_config
 from corral.agents.config_merge import merge_trainer_configs
+from corral.agents.sequence_replay import SequenceReplayMixin
 from corral.agents.trainer import Trainer
 from corral.evaluation.backend import wait_all
 from corral.execution.common import (
@@ -62,10 +63,32 @@ OFF_POLICY_CONFIG: PartialTrainerConfigDict = {
     # The replay buffer: one `MultiAgentReplayBuffer` holding `capacity`
     # transitions per policy (corral.utils.replay_buffers). `type`
     # "MultiAgentPrioritizedReplayBuffer" turns prioritized replay on, as
-    # `prioritized_replay: True` does.
+    # `prioritized_replay: True` does. RLlib 1.13's keys inside this dict
+    # (`prioritized_replay_alpha`, `learning_starts`, `replay_batch_size`, ...)
+    # are taken too: each one that is set sets the top-level key of its name.
     "replay_buffer_config": {
         "type": "MultiAgentReplayBuffer",
         "capacity": 50000,
+        # RLlib 1.13 spells these five inside `replay_buffer_config`: None leaves each
+        # to the top-level key of the same name, a value here sets that key (both set,
+        # to different values, is an error).
+        "prioritized_replay": None,
+        "prioritized_replay_alpha": None,
+        "prioritized_replay_beta": None,
+        "prioritized_replay_eps": None,
+        "learning_starts": None,
+        # RLlib 1.13's rows per replayed batch: None or `train_batch_size` (the rows
+        # of each gradient step here).
+        "replay_batch_size": None,
+        # Env steps per stored item: None or 1 (R2D2 and RNNSAC store sequences and
+        # set their length themselves).
+        "replay_sequence_length": None,
+        # RLlib 1.13's choice between its two replay buffer APIs; corral has one, and
+        # takes either value.
+        "_enable_replay_buffer_api": True,
+        # True (RLlib 1.13's Ape-X): a custom `execution_plan` gets no
+        # `local_replay_buffer` (corral's Ape-X keeps its one buffer in the driver).
+        "no_local_replay_buffer": None,
     },
     # Write the replay buffer into checkpoints (safetensors + JSON), so that
     # a restored trainer continues with the same experience.
@@ -137,8 +160,17 @@ REPLAY_CONFIG_SPECS = {
         {
             "type": cs.AnyOf(cs.Str(), cs.CallableSpec("a replay buffer class")),
             "capacity": cs.Int(1, integral_float_ok=True),
+            "prioritized_replay": cs.Optional(cs.Bool()),
+            "prioritized_replay_alpha": cs.Optional(cs.Float(0, 1)),
+            "prioritized_replay_beta": cs.Optional(cs.Float(0, 1)),
+            "prioritized_replay_eps": cs.Optional(cs.Float(0, lo_open=True)),
+            "learning_starts": cs.Optional(_COUNT),
+            "replay_batch_size": cs.Optional(cs.Int(1)),
+            "replay_sequence_length": cs.Optional(cs.Int(-1)),
+            "_enable_replay_buffer_api": cs.Bool(),
+            "no_local_replay_buffer": cs.Optional(cs.Bool()),
         },
-        what='a dict {"type": ..., "capacity": ...}',
+        what='a dict {"type": ..., "capacity": ..., ...}',
     ),
     "store_buffer_in_checkpoints": cs.Bool(),
     "prioritized_replay": cs.Bool(),
@@ -191,8 +223,11 @@ class OffPolicyTrainer(Trainer):
         # Ranges (`training_intensity` > 0, ...) are in REPLAY_CONFIG_SPECS, checks
         # across keys in each algorithm's `_config_rules`.
         check_replay_config(config)
+        super().validate_config(config)  # (the types and ranges, nested keys included)
+        adopt_nested_replay_keys(
+            config, self.get_default_config(), sequences=isinstance(self, SequenceReplayMixin)
+        )
         check_worker_side_prioritization(config, getattr(self, "_name", type(self).__name__))
-        super().validate_config(config)
         cs.check_rules(config, type(self))
 
     def _extra_checkpoint_state(self) -> dict:
@@ -383,6 +418,65 @@ def check_replay_config(config: dict) -> None:
         config["buffer_size"] = DEPRECATED_VALUE
 
 
+# RLlib 1.13's keys inside `replay_buffer_config` that are top-level keys here.
+NESTED_REPLAY_KEYS = (
+    "prioritized_replay",
+    "prioritized_replay_alpha",
+    "prioritized_replay_beta",
+    "prioritized_replay_eps",
+    "learning_starts",
+)
+
+
+def adopt_nested_replay_keys(config: dict, defaults: dict, sequences: bool = False) -> None:
+    """RLlib 1.13's spelling, `replay_buffer_config: {prioritized_replay_alpha: ...,
+    learning_starts: ...}`: each such value (not None) becomes the top-level key's.
+
+    Args:
+        config: the trainer config (its nested types and ranges already checked).
+        defaults: the algorithm's `DEFAULT_CONFIG`, to tell a top-level key the user
+            set from one left at its default.
+        sequences: the algorithm stores sequences (sets `replay_sequence_length`).
+
+    Raises:
+        ValueError: a key set in both places to different values; a `replay_batch_size`
+            other than `train_batch_size`; a `replay_sequence_length` other than 1 for
+            an algorithm that stores single steps.
+    """
+    buffer_config = config.get("replay_buffer_config") or {}
+    default_buffer = defaults.get("replay_buffer_config") or {}
+    for key in NESTED_REPLAY_KEYS:
+        if key not in config:
+            continue
+        nested, top = buffer_config.get(key), config[key]
+        # Set by the user: a value other than the algorithm's default at that place.
+        nested_set = nested is not None and nested != default_buffer.get(key)
+        top_set = top != defaults.get(key, top)
+        if nested_set and top_set and top != nested:
+            raise ValueError(
+                f"`{key}` is set twice, to {top!r} and as `replay_buffer_config.{key}` to "
+                f"{nested!r}: set one of the two."
+            )
+        if nested_set or (nested is not None and not top_set):
+            config[key] = nested
+        elif nested is not None:  # (an algorithm's default there, e.g. QMIX's: the
+            buffer_config[key] = top  # top-level value the user set replaces it)
+    batch_size = buffer_config.get("replay_batch_size")
+    if batch_size is not None and batch_size != config.get("train_batch_size"):
+        raise ValueError(
+            f"`replay_buffer_config.replay_batch_size` ({batch_size}) differs from "
+            f"`train_batch_size` ({config.get('train_batch_size')}): each gradient step "
+            "replays `train_batch_size` rows here; set that instead (or both the same)."
+        )
+    length = buffer_config.get("replay_sequence_length")
+    if not sequences and length not in (None, 1):
+        raise ValueError(
+            f"`replay_buffer_config.replay_sequence_length` must be None or 1 here (got "
+            f"{length!r}): this algorithm stores single env steps (R2D2 and RNNSAC replay "
+            "sequences)."
+        )
+
+
 # The `replay_buffer_config.type` that asks for prioritized replay.
 PRIORITIZED_BUFFER_TYPE = "MultiAgentPrioritizedReplayBuffer"
 
@@ -543,7 +637,9 @@ __all__ = [
     "PRIO_WEIGHTS",
     "REPLAY_CONFIG_SPECS",
     "TARGET_PREFIX",
+    "NESTED_REPLAY_KEYS",
     "TargetNetworkStateMixin",
+    "adopt_nested_replay_keys",
     "bootstrap_discount",
     "check_replay_config",
     "check_worker_side_prioritization",
