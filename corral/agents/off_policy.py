@@ -446,21 +446,22 @@ def adopt_nested_replay_keys(config: dict, defaults: dict, sequences: bool = Fal
     buffer_config = config.get("replay_buffer_config") or {}
     default_buffer = defaults.get("replay_buffer_config") or {}
     for key in NESTED_REPLAY_KEYS:
-        if key not in config:
+        nested = buffer_config.get(key)
+        if nested is None or key not in config:
             continue
-        nested, top = buffer_config.get(key), config[key]
+        top = config[key]
         # Set by the user: a value other than the algorithm's default at that place.
-        nested_set = nested is not None and nested != default_buffer.get(key)
+        nested_set = nested != default_buffer.get(key)
         top_set = top != defaults.get(key, top)
         if nested_set and top_set and top != nested:
             raise ValueError(
                 f"`{key}` is set twice, to {top!r} and as `replay_buffer_config.{key}` to "
                 f"{nested!r}: set one of the two."
             )
-        if nested_set or (nested is not None and not top_set):
+        if nested_set or not top_set:
             config[key] = nested
-        elif nested is not None:  # (an algorithm's default there, e.g. QMIX's: the
-            buffer_config[key] = top  # top-level value the user set replaces it)
+        else:  # an algorithm's default there (QMIX's): the user's top-level value wins
+            buffer_config[key] = top
     batch_size = buffer_config.get("replay_batch_size")
     if batch_size is not None and batch_size != config.get("train_batch_size"):
         raise ValueError(
@@ -631,13 +632,13 @@ def _columns(batch: SampleBatch, extra_columns: tuple[str, ...]) -> SampleBatch:
 
 
 __all__ = [
+    "NESTED_REPLAY_KEYS",
     "OFF_POLICY_CONFIG",
     "OFF_POLICY_CONFIG_SPECS",
     "OffPolicyTrainer",
     "PRIO_WEIGHTS",
     "REPLAY_CONFIG_SPECS",
     "TARGET_PREFIX",
-    "NESTED_REPLAY_KEYS",
     "TargetNetworkStateMixin",
     "adopt_nested_replay_keys",
     "bootstrap_discount",
