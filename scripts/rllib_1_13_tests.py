@@ -205,10 +205,14 @@ def run_file(test: Path, work: Path, timeout: float) -> dict:
             timeout=timeout,
         )
         last = (proc.stdout.strip().splitlines() or [""])[-1]
+        code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
-        last = f"timed out after {timeout:.0f} s"
+        last, code = f"timed out after {timeout:.0f} s", None
     counts = {kind.rstrip("s"): int(n) for n, kind in SUMMARY.findall(last)}
-    return {"file": str(test.relative_to(work / "rllib_tests")), **counts, "last_line": last}
+    result = {"file": str(test.relative_to(work / "rllib_tests")), **counts, "last_line": last}
+    if not counts and code is not None:  # no summary: pytest died (a crash, a signal)
+        result["exit_code"] = code
+    return result
 
 
 def main() -> None:

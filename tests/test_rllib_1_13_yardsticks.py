@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from rllib_1_13_example_scripts import classify, flags_for, last_error  # noqa: E402
-from rllib_1_13_tests import rewrite  # noqa: E402
+from rllib_1_13_tests import rewrite, run_file  # noqa: E402
 
 SOURCE = """import ray
 import ray.tune as tune
@@ -95,3 +95,18 @@ def test_last_error_is_the_failed_trials_own():
     )
     assert last_error(output) == "ValueError: framework='tf' is not available"
     assert last_error("no error here\nlast line") == "last line"
+
+
+def test_run_file_reports_the_exit_code_of_a_pytest_that_died(tmp_path):
+    """A test file whose pytest process dies before its summary line is reported with
+    the process's exit code (its last line is then a progress line, no counts)."""
+    tests = tmp_path / "rllib_tests" / "tests"
+    tests.mkdir(parents=True)
+    (tests / "test_dies.py").write_text(
+        "import os\n\ndef test_passes():\n    pass\n\ndef test_dies():\n    os._exit(3)\n"
+    )
+    (tests / "test_fine.py").write_text("def test_passes():\n    pass\n")
+    died = run_file(tests / "test_dies.py", tmp_path, timeout=120)
+    assert died["exit_code"] == 3 and "passed" not in died
+    fine = run_file(tests / "test_fine.py", tmp_path, timeout=120)
+    assert fine["passed"] == 1 and "exit_code" not in fine
