@@ -150,6 +150,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         )
         self._pending: list[list[SampleBatch]] = [[] for _ in range(self.num_envs)]
         self._buffers: dict[str, np.ndarray] | None = None
+        # A fragment's `env_id` column (env-major: each sub-env's T rows in a run).
+        self._env_ids = np.repeat(np.arange(self.num_envs, dtype=np.int64), self.fragment_length)
         self._extra_keys: tuple[str, ...] = ()
         self._t = 0
         # complete_episodes: finished episodes not handed out yet, oldest first.
@@ -828,9 +830,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         term = columns[SampleBatch.TERMINATEDS]
         self.end_rule.fill_dones(columns)
         n = len(term)
-        columns[SampleBatch.ENV_ID] = np.repeat(
-            np.arange(self.num_envs, dtype=np.int64), self.fragment_length
-        )
+        columns[SampleBatch.ENV_ID] = self._env_ids.copy()
         columns[SampleBatch.AGENT_INDEX] = np.zeros(n, np.int64)
         if self._valid is not None:
             # Rows of episodes whose sub-env raised (restart_failed_sub_environments).
@@ -900,8 +900,10 @@ def _env_major(arr: np.ndarray) -> np.ndarray:
 
     Always a copy: the buffers are reused by the next fragment.
     """
-    if arr.shape[0] == 1 or arr.shape[1] == 1:  # one step or one env: already in order
-        return arr.reshape(-1, *arr.shape[2:]).copy()
+    if arr.shape[0] == 1:  # one step (off-policy fragments): already in order
+        return arr[0].copy()
+    if arr.shape[1] == 1:  # one env
+        return arr[:, 0].copy()
     return np.array(arr.swapaxes(0, 1), order="C").reshape(-1, *arr.shape[2:])
 
 

@@ -344,11 +344,13 @@ class MultiAgentReplayBuffer:
             if not isinstance(buf, PrioritizedReplayBuffer):
                 continue
             idxes = np.asarray(idxes).reshape(-1)
-            priorities = np.abs(np.asarray(td_errors, dtype=np.float64).reshape(-1))
+            # (A new float64 array: the TD errors given are not written to.)
+            priorities = np.abs(np.asarray(td_errors).reshape(-1), dtype=np.float64)
             if self.replay_sequence_length > 1 and len(priorities) != len(idxes):
                 idxes = idxes[:: self.replay_sequence_length]
                 priorities = priorities.reshape(len(idxes), -1).mean(axis=1)
-            buf.update_priorities(idxes, priorities + self.eps)
+            priorities += self.eps
+            buf.update_priorities(idxes, priorities)
 
     def stats(self, debug: bool = False) -> dict[str, Any]:
         if self._lockstep is not None:

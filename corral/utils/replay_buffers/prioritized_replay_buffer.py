@@ -158,10 +158,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._check_not_empty()
         if beta < 0:
             raise ValueError(f"Prioritized replay beta must be >= 0, got {beta}.")
-        idx = np.minimum(self._sum_tree.sample_idx(self._rng.random(num_items)), self._size - 1)
+        idx = self._sum_tree.sample_idx(self._rng.random(num_items))
+        np.minimum(idx, self._size - 1, out=idx)
         # w_i = (N P(i))^-beta / max_j w_j, and the largest weight belongs to the smallest
         # P: w_i = (P(i) / P_min)^-beta = (p_i^alpha / min_k p_k^alpha)^-beta.
-        weights = (self._sum_tree.leaves[idx] / self._min_tree.min()) ** -beta
+        weights = self._sum_tree.leaves[idx]
+        weights /= self._min_tree.min()
+        np.power(weights, -beta, out=weights)
         batch = self._take(idx)
         if isinstance(batch, MultiAgentBatch):  # (items of all policies: no weights, as in RLlib)
             return batch
@@ -169,7 +172,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             counts = [self._items[i].count for i in idx]
             weights, idx = np.repeat(weights, counts), np.repeat(idx, counts)
         batch[WEIGHTS] = weights.astype(np.float32)
-        batch[BATCH_INDEXES] = idx.astype(np.int64)
+        batch[BATCH_INDEXES] = idx.astype(np.int64, copy=False)
         return batch
 
     def update_priorities(self, idxes: np.ndarray, priorities: np.ndarray) -> None:
