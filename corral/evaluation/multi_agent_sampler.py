@@ -40,6 +40,7 @@ from corral.evaluation.sampler_base import (
     sampler_columns,
     state_size_hint,
     to_env_of,
+    training_disabled,
 )
 from corral.evaluation.sampler_views import views_key
 from corral.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
@@ -248,6 +249,9 @@ class _Segment(NamedTuple):
     episode: Episode
     trajectories: dict[Any, tuple[str, SampleBatch]]
     env_steps: int
+    # Agents whose last info said `training_enabled: False`: their trajectories are
+    # other agents' `other_agent_batches`, but not trained on (RLlib 1.13's rule).
+    untrained: frozenset = frozenset()
 
     def agent_steps(self) -> int:
         return sum(b.count for _, b in self.trajectories.values())
@@ -744,7 +748,10 @@ class MultiAgentSampler(SamplerBase):
             if batch is not None:
                 trajectories[agent] = (trajectory.policy_id, batch)
         if trajectories or slot.steps_since_flush:
-            self._ready.append(_Segment(episode, trajectories, slot.steps_since_flush))
+            untrained = frozenset(
+                a for a in trajectories if training_disabled(episode.last_info_for(a))
+            )
+            self._ready.append(_Segment(episode, trajectories, slot.steps_since_flush, untrained))
         slot.steps_since_flush = 0
 
     # -- postprocessing -----------------------------------------------------
@@ -761,8 +768,8 @@ class MultiAgentSampler(SamplerBase):
             for _, batch in segment.trajectories.values():
                 clip_rewards_in_place(batch[SampleBatch.REWARDS], self.reward_clip)
             for agent, (pid, batch) in segment.trajectories.items():
-                if pid not in policy_map:
-                    continue  # removed while the episode ran: nobody trains on it
+                if pid not in policy_map or agent in segment.untrained:
+                    continue  # removed while the episode ran, or not to be trained on
                 # RLlib 1.13's `other_agent_batches`: {agent_id: (policy, batch)}.
                 others = {
                     a: (policy_map.get(p), b)

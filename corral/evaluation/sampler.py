@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.env.gym_compat import step_output_error
+from corral.env.native_vector_env import InfoRows
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.obs_check import ObservationCheck, all_finite, batch_obs_dtype
 from corral.evaluation.resume_state import EnvReplayLog
@@ -41,6 +42,7 @@ from corral.evaluation.sampler_base import (
     reward_error,
     state_size_hint,
     to_env_of,
+    training_disabled,
 )
 
 # Moved to `sampler_base` (shared with the multi-agent sampler); importable from here too.
@@ -159,9 +161,13 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         # Episodes by id, while trajectories of theirs may still be postprocessed.
         self._episodes_by_id: dict[int, Episode] = {}
         # Sub-env restarts: `_valid` ([T, N], made on the first fault of a fragment)
-        # marks the rows kept; complete episodes drop by episode id.
+        # marks the rows kept; complete episodes drop by episode id (also those whose
+        # last info said `training_enabled: False`).
         self._valid: np.ndarray | None = None
-        self._faulty_eps: set[int] = set()
+        self._dropped_eps: set[int] = set()
+        # RLlib 1.x's `training_enabled` info: [T, N], True at the rows whose info said
+        # False (made on the first such info of a fragment; see `_note_untrained_rows`).
+        self._untrained: np.ndarray | None = None
         # How each sub-env was reset and stepped since, for exact resumes.
         self.replay_log = EnvReplayLog(self.envs)
         # A batched vector env (`corral.env.native_vector_env`): one call steps every
@@ -549,7 +555,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         episode as faulty, and starts a new episode in a rebuilt sub-env."""
         eps_id = int(self.eps_ids[i])
         if self.complete_episodes:
-            self._faulty_eps.add(eps_id)  # its earlier pieces wait in `_pending`
+            self._dropped_eps.add(eps_id)  # its earlier pieces wait in `_pending`
         else:
             if self._valid is None:
                 self._valid = np.ones((self.fragment_length, self.num_envs), np.bool_)
@@ -714,12 +720,53 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                 buf[SampleBatch.DONES][t, cols] = rule.dones(term, trunc, cut)
             ended = ended or bool(cut is not None and cut.any())
         self.obs[cols] = new_obs
+        # (Infos are mostly empty dicts: one `any` over them per step, no call.)
+        if infos and (type(infos) is InfoRows or any(infos)):
+            self._note_untrained_rows(t, infos, off)
         if self.call_step_hook:
             self._call_step_hooks(t, raw_obs, actions, rewards, infos, off)
         if ended:
             for i in np.flatnonzero(term | trunc).tolist():
                 reset = cut is None or rule.resets_env(cut[i])
                 self._end_episode(off + i, infos[i], reset=reset, last_obs=raw_obs[i])
+
+    def _note_untrained_rows(self, t: int, infos: Any, off: int) -> None:
+        """Marks the rows of row `t` whose sub-env's info says `training_enabled` is
+        falsy (`training_disabled`; the pieces they end are dropped by
+        `_drop_untrained_pieces`).
+        `infos`: one dict per sub-env `off + i` (a batched vector env's `InfoRows`)."""
+        if type(infos) is InfoRows and "training_enabled" not in infos.info:
+            return  # (its rows' dicts are only built when the key is there)
+        rows = [i for i in range(len(infos)) if training_disabled(infos[i])]
+        if rows:
+            if self._untrained is None:
+                self._untrained = np.zeros((self.fragment_length, self.num_envs), np.bool_)
+            self._untrained[t, [off + i for i in rows]] = True
+
+    def _drop_untrained_pieces(self, buf: dict[str, np.ndarray], untrained: np.ndarray) -> None:
+        """Drops each episode piece of the fragment whose last row's info said
+        `training_enabled: False` (RLlib 1.x's rule, checked on the episode's last info
+        when its rows are built into a batch): its rows in this fragment, or with
+        `complete_episodes` the whole episode when the row ends it."""
+        eps = buf[SampleBatch.EPS_ID]
+        ended = buf[SampleBatch.TERMINATEDS] | buf[SampleBatch.TRUNCATEDS]
+        # Each piece's last row in its sub-env's column: the fragment's last row, one
+        # whose next row is of another episode, or one that ended its episode (a batched
+        # vector env's next row, its autoreset step, still has the episode's id).
+        last = np.ones_like(untrained)
+        last[:-1] = (eps[1:] != eps[:-1]) | ended[:-1]
+        hits = untrained & last
+        if self._valid is not None:  # (an autoreset row's info is the new episode's reset's)
+            hits &= self._valid
+        for t, i in np.argwhere(hits).tolist():
+            eps_id = int(eps[t, i])
+            if self.complete_episodes:
+                if ended[t, i]:  # (an unfinished piece: its episode's last info decides)
+                    self._dropped_eps.add(eps_id)
+                continue
+            if self._valid is None:
+                self._valid = np.ones((self.fragment_length, self.num_envs), np.bool_)
+            self._valid[:, i] &= eps[:, i] != eps_id
 
     def _record_columns_and_infos(
         self,
@@ -826,6 +873,9 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         clip_rewards_in_place(rewards, self.reward_clip)
         if self.views is not None:
             self._fill_future_views(buf)
+        if self._untrained is not None:
+            untrained, self._untrained = self._untrained, None
+            self._drop_untrained_pieces(buf, untrained)
         columns = {k: _env_major(v) for k, v in buf.items()}
         term = columns[SampleBatch.TERMINATEDS]
         self.end_rule.fill_dones(columns)
@@ -849,10 +899,11 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             pieces = self._pending[i] + column.split_by_episode()
             self._pending[i] = []
             merged = _merge_by_episode(pieces)
-            if self._faulty_eps:
-                # Episodes whose sub-env raised: none of their rows is kept.
+            if self._dropped_eps:
+                # Episodes whose sub-env raised, or whose last info said
+                # `training_enabled: False`: none of their rows is kept.
                 merged = [
-                    m for m in merged if int(m[SampleBatch.EPS_ID][0]) not in self._faulty_eps
+                    m for m in merged if int(m[SampleBatch.EPS_ID][0]) not in self._dropped_eps
                 ]
             if not merged:  # every row dropped (faulty episodes, autoreset steps)
                 continue
@@ -866,7 +917,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                 for ep in finished:
                     fill_future_rows(self.views, ep)
             done_eps.extend(finished)
-        self._faulty_eps.clear()
+        self._dropped_eps.clear()
         return done_eps
 
 

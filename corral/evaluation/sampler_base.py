@@ -493,6 +493,14 @@ def add_unroll_ids(batch: SampleBatch) -> None:
     batch[SampleBatch.UNROLL_ID] = pieces + (first - 1)
 
 
+def training_disabled(info: Any) -> bool:
+    """RLlib 1.x's `training_enabled` info: whether an env step's info dict says the
+    episode is not to be trained on (the key falsy). An episode piece whose last info
+    says so is acted on and counted in the metrics, but left out of the sampled batch
+    (1.13's `postprocess_episode` skipped it; an `ExternalEnv` says it per episode)."""
+    return isinstance(info, dict) and not info.get("training_enabled", True)
+
+
 def postprocess_trajectory(
     sampler: Any,
     policy_id: str,
