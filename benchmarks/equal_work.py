@@ -715,31 +715,52 @@ class HandDQN:
             self.obs, _ = self.env.reset()
 
     def update(self) -> None:
-        import numpy as np
         import torch
         from torch import nn
 
-        s, buf, priorities = self.s, self.buf, self.priorities
-        if self.prioritized:
-            cum = np.cumsum(priorities[: buf.size])
-            idx = np.searchsorted(cum, self.rng.random(s["batch"]) * cum[-1], side="right")
-            idx = np.minimum(idx, buf.size - 1)
-            p = priorities[idx] / cum[-1]
-            p_min = priorities[: buf.size].min() / cum[-1]
-            weights = torch.from_numpy(((p / p_min) ** (-s["beta"])).astype(np.float32))
-        else:
-            idx = self.rng.integers(0, buf.size, s["batch"])
-        o, a, r, o2, d = buf.take(idx)
+        s = self.s
+        idx, weights = self.draw()
+        o, a, r, o2, d = self.buf.take(idx)
         with torch.no_grad():
             target = r + s["gamma"] * (1.0 - d) * self.q_target(o2).max(-1).values
         td = self.q(o)[self.rows, a] - target
         per_row = nn.functional.huber_loss(td, torch.zeros_like(td), reduction="none")
-        loss = (weights * per_row).mean() if self.prioritized else per_row.mean()
+        loss = (weights * per_row).mean() if weights is not None else per_row.mean()
         _step_zero_grad(self.optimizer, loss, self.params, s["grad_clip"])
         if self.prioritized:
-            new = np.abs(td.detach().numpy()).astype(np.float64) + s["prio_eps"]
-            priorities[idx] = new ** s["alpha"]
-            self.max_priority = max(self.max_priority, float(new.max()))
+            self.reprioritize(idx, td.detach().numpy())
+
+    def draw(self) -> tuple[Any, Any]:
+        """A train batch's rows: (indexes, importance weights as a tensor, or None
+        with uniform replay)."""
+        import numpy as np
+        import torch
+
+        s, size, priorities = self.s, self.buf.size, self.priorities
+        if not self.prioritized:
+            return self.rng.integers(0, size, s["batch"]), None
+        cum = np.cumsum(priorities[:size])
+        idx = np.searchsorted(cum, self.rng.random(s["batch"]) * cum[-1], side="right")
+        idx = np.minimum(idx, size - 1)
+        p = priorities[idx] / cum[-1]
+        p_min = priorities[:size].min() / cum[-1]
+        return idx, torch.from_numpy(((p / p_min) ** (-s["beta"])).astype(np.float32))
+
+    def reprioritize(self, idx: Any, td: Any) -> None:
+        """The rows' new priorities from their TD errors (`td`, numpy)."""
+        import numpy as np
+
+        new = np.abs(td).astype(np.float64) + self.s["prio_eps"]
+        self.priorities[idx] = new ** self.s["alpha"]
+        self.max_priority = max(self.max_priority, float(new.max()))
+
+    def replay(self, td: Any) -> None:
+        """The replay bookkeeping of one gradient step without the gradient step: a
+        train batch drawn and taken, and (prioritized) new priorities from `td`."""
+        idx, _ = self.draw()
+        self.buf.take(idx)
+        if self.prioritized:
+            self.reprioritize(idx, td)
 
     def update_target(self) -> None:
         self.q_target.load_state_dict(self.q.state_dict())
@@ -884,6 +905,11 @@ class HandContinuous:
             self._sac_update(*batch)
         else:
             self._td3_update(*batch)
+
+    def replay(self, td: Any = None) -> None:
+        """The replay bookkeeping of one gradient step without it: a train batch drawn
+        and taken (uniform replay: no priorities, `td` unused)."""
+        self.buf.take(self.rng.integers(0, self.buf.size, self.s["batch"]))
 
     def _sac_update(self, o: Any, a: Any, r: Any, o2: Any, d: Any) -> None:
         import torch

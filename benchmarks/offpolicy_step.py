@@ -18,6 +18,10 @@ with one torch thread, are warmed past `learning_starts`, and alternate in slice
 - `act`: the env step alone, with no gradient step between: corral samples one fragment
   from its workers (`synchronous_parallel_sample`) and stores it in the replay buffer
   (`store_sampled`); hand: `act_and_store`.
+- `replay`: a gradient step's replay bookkeeping alone: one train batch drawn from the
+  buffer and, with prioritized replay, new priorities set from fixed TD errors. corral:
+  its replay buffer's `sample` and `update_priorities`; hand: `replay` (the same draw,
+  take and priority write as its `update`).
 
 `step - update` is each side's cost of acting, the env and the replay bookkeeping
 (corral's DQN also computes the Q-values on exploring steps, which the hand loop skips);
@@ -74,9 +78,11 @@ def sides(
     row: str, trainer: Any, hand: Any, steps: Iterator[int], slice_steps: int
 ) -> dict[str, Callable[[], Any]]:
     """Each side's slice of `slice_steps` steps (corral's whole steps: one `train()`)."""
+    import numpy as np
     from equal_work import DQN, SETTINGS
 
     from corral.execution.rollout_ops import synchronous_parallel_sample
+    from corral.utils.replay_buffers.prioritized_replay_buffer import BATCH_INDEXES
 
     learners = trainer.learner_group
     replay = trainer.local_replay_buffer
@@ -99,6 +105,19 @@ def sides(
     def hand_act() -> None:
         hand.act_and_store(next(steps))
 
+    # Fixed TD errors for the priorities of the `replay` phase (as float32, as a loss's).
+    td = np.random.default_rng(0).normal(size=batch_size).astype(np.float32)
+    prioritized = replay.prioritized
+
+    def corral_replay() -> None:
+        batch = replay.sample(batch_size)
+        if prioritized:
+            updates = {
+                pid: (b[BATCH_INDEXES], td)
+                for pid, b in batch.as_multi_agent().policy_batches.items()
+            }
+            replay.update_priorities(updates)
+
     def repeated(fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
             for _ in range(slice_steps):
@@ -113,6 +132,8 @@ def sides(
         "hand_update": repeated(hand.update),
         "corral_act": repeated(corral_act),
         "hand_act": repeated(hand_act),
+        "corral_replay": repeated(corral_replay),
+        "hand_replay": repeated(lambda: hand.replay(td)),
     }
 
 
@@ -133,13 +154,14 @@ def main() -> None:
     log(f"offpolicy_step: {args.row}, warming both sides for {args.warm} env steps")
     fns = sides(args.row, *build(args.row, args.warm, args.steps), args.steps)
     runs: dict[str, list[float]] = {name: [] for name in fns}
-    # Three phases, each alternating corral's and the hand loop's slices: whole steps,
-    # gradient steps alone, env steps alone (interleaving the phases would change the
-    # step's own state between slices).
+    # Four phases, each alternating corral's and the hand loop's slices: whole steps,
+    # gradient steps alone, env steps alone, replay bookkeeping alone (interleaving the
+    # phases would change the step's own state between slices).
     for phase in (
         ("corral_step", "hand_step"),
         ("corral_update", "hand_update"),
         ("corral_act", "hand_act"),
+        ("corral_replay", "hand_replay"),
     ):
         for rep in range(args.repeats):
             for name in phase:
@@ -161,6 +183,7 @@ def main() -> None:
             "step_corral_over_hand": ratio(us["corral_step"], us["hand_step"]),
             "update_corral_over_hand": ratio(us["corral_update"], us["hand_update"]),
             "act_corral_over_hand": ratio(us["corral_act"], us["hand_act"]),
+            "replay_corral_over_hand": ratio(us["corral_replay"], us["hand_replay"]),
             "rest_us": {
                 "corral": us["corral_step"] - us["corral_update"],
                 "hand": us["hand_step"] - us["hand_update"],
