@@ -197,6 +197,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         """Starts new episodes in every sub-env (unfinished ones are dropped)."""
         self._pending = [[] for _ in range(self.num_envs)]
         self._complete_queue = []
+        self._untrained = None
         super().reset()
 
     # -- setup --------------------------------------------------------------
