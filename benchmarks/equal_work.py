@@ -899,17 +899,21 @@ class HandContinuous:
             self.obs, _ = self.env.reset()
 
     def update(self) -> None:
-        batch = self.buf.take(self.rng.integers(0, self.buf.size, self.s["batch"]))
+        batch = self.buf.take(self.draw())
         self.updates += 1
         if self.sac:
             self._sac_update(*batch)
         else:
             self._td3_update(*batch)
 
+    def draw(self) -> Any:
+        """A train batch's row indexes (uniform replay)."""
+        return self.rng.integers(0, self.buf.size, self.s["batch"])
+
     def replay(self, td: Any = None) -> None:
         """The replay bookkeeping of one gradient step without it: a train batch drawn
         and taken (uniform replay: no priorities, `td` unused)."""
-        self.buf.take(self.rng.integers(0, self.buf.size, self.s["batch"]))
+        self.buf.take(self.draw())
 
     def _sac_update(self, o: Any, a: Any, r: Any, o2: Any, d: Any) -> None:
         import torch
