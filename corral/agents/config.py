@@ -71,6 +71,9 @@ COMMON_CONFIG: TrainerConfigDict = {
     # Steps per fragment a worker returns from one `sample()` call (per env copy,
     # so a worker hands back `rollout_fragment_length * num_envs_per_worker`
     # steps). Fragments are concatenated until `train_batch_size` is reached.
+    # A vector env of the env creator's own with another number of sub-envs
+    # (`num_envs_per_worker` 1) steps all of them together, as often as that many
+    # steps need (rounded up to whole vector steps).
     "rollout_fragment_length": 200,
     # How fragments are cut ("steps" are env or agent steps, see
     # `multiagent/count_steps_by`):

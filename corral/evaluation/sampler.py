@@ -51,7 +51,12 @@ from corral.evaluation.sampler_split import SplitStepping
 from corral.evaluation.sampler_views import SingleAgentViews
 from corral.models.preprocessors import NoPreprocessor
 from corral.policy.policy import declared_for
-from corral.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch, concat_samples
+from corral.policy.sample_batch import (
+    DEFAULT_POLICY_ID,
+    MultiAgentBatch,
+    SampleBatch,
+    concat_samples,
+)
 from corral.policy.view_requirement import (
     ViewWindows,
     fill_future_rows,
@@ -415,12 +420,20 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                 batches.append(piece)
         return {self.policy_id: batches}
 
-    def sample(self) -> SampleBatch:
+    def sample(self) -> SampleBatch | MultiAgentBatch:
         """One fragment, `T` steps of every sub-env (or complete episodes),
         postprocessed by the policy."""
         self._forget_finished_episodes()
         self._refresh_views()  # (requirements added to the policy since: RLlib's per batch)
-        raw = self._complete_episodes() if self.complete_episodes else self._run_fragment()
+        if self.complete_episodes:
+            raw, stepped = self._complete_episodes()
+        else:
+            raw, stepped = self._run_fragment(), self.fragment_length * self.num_envs
+        if not raw.count:
+            # Every piece dropped (`training_enabled: False` infos, faulty sub-envs): RLlib
+            # 1.13's empty batch, which still counts the env steps taken (a sampling loop
+            # that waits for env steps goes on).
+            return MultiAgentBatch({}, env_steps=stepped)
         if self.postprocess_batched and not self.call_postprocess_hook:
             return postprocess_trajectory(self, self.policy_id, SINGLE_AGENT_ID, raw, None)
         return concat_samples(
@@ -436,24 +449,29 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             ]
         )
 
-    def _complete_episodes(self) -> SampleBatch:
-        # RLlib's rule: whole episodes (a horizon cut ends one too), just enough of them
-        # for `rollout_fragment_length` steps per sub-env; episodes finished beyond that
-        # wait for the next call (nothing sampled is dropped).
+    def _complete_episodes(self) -> tuple[SampleBatch, int]:
+        """RLlib's rule: whole episodes (a horizon cut ends one too), just enough of them
+        for `rollout_fragment_length` steps per sub-env; episodes finished beyond that
+        wait for the next call (nothing sampled is lost). The steps of finished episodes
+        that are not kept (`training_enabled: False`, a faulty sub-env) count towards
+        that too, as in 1.13. Returns (the episodes' rows, the env steps they and the
+        dropped episodes took)."""
         target = self.fragment_length * self.num_envs
         queue = self._complete_queue
-        stepped = 0
-        while sum(b.count for b in queue) < target:
-            queue.extend(self._take_complete_episodes(self._run_fragment()))
+        stepped = dropped = 0
+        while sum(b.count for b in queue) + dropped < target:
+            finished, skipped = self._take_complete_episodes(self._run_fragment())
+            queue.extend(finished)
+            dropped += skipped
             stepped += target
-            self._whole_episode_wait.stepped(stepped, bool(queue))
+            self._whole_episode_wait.stepped(stepped, bool(queue) or dropped > 0)
         out: list[SampleBatch] = []
-        steps = 0
-        while queue and (steps < target or not out):
+        steps = dropped
+        while queue and steps < target:
             batch = queue.pop(0)
             out.append(batch)
             steps += batch.count
-        return concat_samples(out)
+        return concat_samples(out) if out else SampleBatch({}), steps
 
     def _run_fragment(self) -> SampleBatch:
         if self.env_groups is not None:
@@ -890,9 +908,11 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             columns = {k: v[keep] for k, v in columns.items()}
         return SampleBatch(columns)
 
-    def _take_complete_episodes(self, batch: SampleBatch) -> list[SampleBatch]:
-        """Keeps unfinished episodes for the next fragment; returns finished ones."""
+    def _take_complete_episodes(self, batch: SampleBatch) -> tuple[list[SampleBatch], int]:
+        """Keeps unfinished episodes for the next fragment; returns (the finished ones,
+        the rows of finished episodes dropped)."""
         done_eps: list[SampleBatch] = []
+        dropped = 0
         # Each sub-env's rows are contiguous (fewer than T where rows were dropped).
         bounds = np.searchsorted(batch[SampleBatch.ENV_ID], np.arange(self.num_envs + 1))
         for i in range(self.num_envs):
@@ -903,9 +923,9 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             if self._dropped_eps:
                 # Episodes whose sub-env raised, or whose last info said
                 # `training_enabled: False`: none of their rows is kept.
-                merged = [
-                    m for m in merged if int(m[SampleBatch.EPS_ID][0]) not in self._dropped_eps
-                ]
+                kept = [m for m in merged if int(m[SampleBatch.EPS_ID][0]) not in self._dropped_eps]
+                dropped += sum(m.count for m in merged) - sum(m.count for m in kept)
+                merged = kept
             if not merged:  # every row dropped (faulty episodes, autoreset steps)
                 continue
             finished = merged[:-1]
@@ -919,7 +939,7 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
                     fill_future_rows(self.views, ep)
             done_eps.extend(finished)
         self._dropped_eps.clear()
-        return done_eps
+        return done_eps, dropped
 
 
 def _is_step_tuple(result: Any) -> bool:

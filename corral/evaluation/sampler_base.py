@@ -571,7 +571,15 @@ class SamplerBase:
         self.envs = env.get_sub_environments()
         self.num_envs = len(self.envs)
         self.callbacks = worker.callbacks
-        self.fragment_length = int(config["rollout_fragment_length"])
+        # Vector steps per fragment. RLlib 1.13's fragment is `rollout_fragment_length` x
+        # `num_envs_per_worker` env steps; a vector env of the creator's own may hold
+        # another number of sub-envs (`num_envs_per_worker` 1): it steps all of them
+        # just often enough for that many (1.13 cut the last vector step between two
+        # fragments).
+        per_worker = int(config["rollout_fragment_length"]) * int(
+            config.get("num_envs_per_worker") or 1
+        )
+        self.fragment_length = max(1, -(-per_worker // self.num_envs))
         self.complete_episodes = config["batch_mode"] == "complete_episodes"
         self._whole_episode_wait = WholeEpisodeWait(self.fragment_length * self.num_envs)
         self.end_rule = EpisodeEndRule.from_config(config)

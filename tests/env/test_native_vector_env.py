@@ -104,7 +104,7 @@ def check_against_reference(
     """Samples `fragments` fragments and checks them (and the episode metrics)
     against `reference_loop`; returns corral's rows by sub-env."""
     n = worker.async_env.num_envs
-    T = worker.config["rollout_fragment_length"]
+    T = worker.sampler.fragment_length  # vector steps per fragment
     batches = [worker.sample() for _ in range(fragments)]
     ours = rows_by_env(batches, n)
     theirs, finished = reference_loop(
@@ -180,10 +180,15 @@ def test_an_env_creator_may_return_a_vector_env():
             "CartPole-v1", num_envs=3, vectorization_mode="vector_entry_point"
         ),
     )
-    trainer, worker = make_worker(env="h9_native_cartpole", num_envs_per_worker=1)
+    # RLlib 1.13's count: a fragment is rollout_fragment_length x num_envs_per_worker env
+    # steps, here 120 over the vector env's 3 sub-envs (40 steps each).
+    trainer, worker = make_worker(
+        env="h9_native_cartpole", num_envs_per_worker=1, rollout_fragment_length=120
+    )
     try:
         assert worker.async_env.num_envs == 3
         assert worker.env.observation_space.shape == (4,)
+        assert worker.sampler.fragment_length == 40
         vector = native_cartpole(3)
         ours = check_against_reference(worker, vector, lambda: vector.reset(seed=3), 2)
         for rows in ours:

@@ -128,6 +128,28 @@ def test_a_user_vector_env_is_sampled_with_its_own_steps_and_resets(env_name):
     trainer.stop()
 
 
+@pytest.mark.parametrize(
+    ("num_envs_per_worker", "fragment", "rows"),
+    [(1, 12, 12), (1, 10, 12), (1, 1, 3), (3, 12, 36)],
+)
+def test_a_user_vector_env_s_fragment_counts_env_steps(
+    num_envs_per_worker, fragment, rows, env_name
+):
+    # RLlib 1.13: a fragment is rollout_fragment_length x num_envs_per_worker env steps,
+    # whatever the number of sub-envs of the creator's own vector env (3 here). corral
+    # steps all sub-envs together, just often enough (1.13 cut the last vector step
+    # between two fragments: 10 rows where corral gives 12).
+    trainer = _trainer(
+        env_name(lambda ctx: RLlibVectorEnv()),
+        num_envs_per_worker=num_envs_per_worker,
+        rollout_fragment_length=fragment,
+    )
+    worker = trainer.workers.local_worker()
+    assert worker.rollout_fragment_length == fragment * num_envs_per_worker
+    assert [worker.sample().count for _ in range(3)] == [rows] * 3
+    trainer.stop()
+
+
 @pytest.mark.parametrize("five", [False, True], ids=["rllib-4-lists", "gymnasium-5-lists"])
 def test_a_vector_env_s_time_limits_are_truncations(five, env_name):
     trainer = _trainer(env_name(lambda ctx: RLlibVectorEnv(truncate=True, five=five)))

@@ -4,6 +4,9 @@ its rows are not in the sampled batch (1.13's `postprocess_episode` skipped it).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -59,6 +62,32 @@ def worker_of(env: FlaggedEnv, **config: Any) -> Any:
     return trainer, trainer.workers.local_worker()
 
 
+def no_rows(batch: Any, env_steps: int) -> bool:
+    """Whether `batch` is RLlib 1.13's batch of dropped steps: a `MultiAgentBatch` of no
+    policy's rows that counts `env_steps`."""
+    return (
+        isinstance(batch, MultiAgentBatch)
+        and not batch.policy_batches
+        and batch.env_steps() == env_steps
+    )
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Fails the test (instead of hanging it) when the block runs `seconds` or more."""
+
+    def expire(*_: Any) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def rows(batch: SampleBatch) -> list[tuple[int, int]]:
     """(episode, step) of each row's observation."""
     return [(int(e), int(t)) for e, t in batch[SampleBatch.OBS].tolist()]
@@ -81,26 +110,41 @@ def test_the_pieces_last_info_decides():
         FlaggedEnv(7, lambda e, t: t == 5), rollout_fragment_length=5, train_batch_size=5
     )
     first, second = worker.sample(), worker.sample()
-    assert len(first) == 0
+    assert no_rows(first, env_steps=5)
     assert rows(second) == [(0, 5), (0, 6), (1, 0), (1, 1), (1, 2)]
     trainer.stop()
 
 
 def test_complete_episodes_drop_whole_episodes_by_their_last_info():
     # Episode e's last step says False for odd e: those episodes are not handed out,
-    # whatever their earlier pieces said.
+    # whatever their earlier pieces said. Their steps still count towards the fragment
+    # (RLlib 1.13): a sample of dropped episodes alone is an empty batch of env steps.
     trainer, worker = worker_of(
         FlaggedEnv(7, lambda e, t: e % 2 == 1 and t == 7),
         batch_mode="complete_episodes",
         rollout_fragment_length=5,
         train_batch_size=5,
     )
-    seen = [worker.sample() for _ in range(3)]
-    episodes = sorted({e for b in seen for e, _ in rows(b)})
-    assert episodes and all(e % 2 == 0 for e in episodes)
-    for b in seen:
-        for e in {e for e, _ in rows(b)}:
-            assert [t for ee, t in rows(b) if ee == e] == list(range(7))  # whole episodes
+    first, second, third, fourth = (worker.sample() for _ in range(4))
+    assert rows(first) == [(0, t) for t in range(7)]
+    assert no_rows(second, env_steps=7)
+    assert rows(third) == [(2, t) for t in range(7)]
+    assert no_rows(fourth, env_steps=7)
+    trainer.stop()
+
+
+@pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"])
+def test_training_goes_on_when_no_episode_is_to_be_trained_on(batch_mode):
+    # Every step says False: each sample holds no rows but counts its env steps, so a
+    # trainer's sampling loop (which waits for env steps) ends; before, it never did.
+    trainer, _ = worker_of(
+        FlaggedEnv(5, lambda e, t: True), batch_mode=batch_mode, train_batch_size=20
+    )
+    with time_limit(60):
+        result = trainer.train()
+    assert result["timesteps_this_iter"] >= 20
+    assert result["episodes_this_iter"] >= 4
+    assert result["info"]["num_agent_steps_trained"] == 0
     trainer.stop()
 
 
