@@ -1,7 +1,9 @@
+import contextlib
 import itertools
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +62,24 @@ def env_name():
         return name
 
     return register
+
+
+@pytest.fixture
+def time_limit():
+    """`with time_limit(seconds):` fails the test with a `TimeoutError` when the block
+    runs `seconds` or more, instead of hanging the suite (a loop that waits forever)."""
+
+    @contextlib.contextmanager
+    def limit(seconds: int):
+        def expire(*_):
+            raise TimeoutError(f"still running after {seconds} s")
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.alarm(seconds)
+        try:
+            yield
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
+    return limit

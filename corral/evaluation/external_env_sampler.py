@@ -4,10 +4,11 @@ episodes drive themselves.
 Each `sample()` takes the steps the env's episodes report (observations with the rewards
 since their last actions, or their end), answers every episode waiting for actions with
 one batched forward pass per policy, and returns once `rollout_fragment_length` env steps
-of training-enabled episodes are recorded (`batch_mode="complete_episodes"`: steps of
-ended episodes only). Episodes still running are cut there, each agent's rows
-postprocessed as a truncated piece (values bootstrap from its last observation), and go
-on in the next call.
+are taken (`batch_mode="complete_episodes"`: steps of ended episodes only), those of
+episodes without training included, as in RLlib 1.13 (their rows are not in the batch; a
+batch with no rows is 1.13's empty `MultiAgentBatch` of env steps). Episodes still
+running are cut there, each agent's rows postprocessed as a truncated piece (values
+bootstrap from its last observation), and go on in the next call.
 
 A single-agent env's agent is `"agent0"` with the worker's acting policy; a multi-agent
 env's agents are mapped to policies by `policy_mapping_fn`, and an agent's step is complete
@@ -117,7 +118,10 @@ class ExternalEnvSampler(SamplerBase):
 
     def sample(self) -> SampleBatch | MultiAgentBatch:
         pieces: dict[str, list[SampleBatch]] = defaultdict(list)
-        recorded = 0  # env steps of training-enabled episodes (complete ones in that mode)
+        # Env steps (of complete episodes in that mode), also those of episodes without
+        # training: as in RLlib 1.13 they count towards the fragment, so a client whose
+        # episodes are all `training_enabled=False` still ends each `sample()`.
+        recorded = 0
         target = self.fragment_length
         while recorded < target:
             steps = self._wait_for_steps()
@@ -127,11 +131,11 @@ class ExternalEnvSampler(SamplerBase):
                 live = self.live.get(step.episode_id) or self._start(step)
                 obs = self._observe(live, self._by_agent(step.obs))
                 stepped = self._close_pending(live, step, obs)
-                if not self.complete_episodes and live.training:
+                if not self.complete_episodes:
                     recorded += stepped
                 if step.done:
                     self._end(step.episode_id, live, pieces)
-                    if self.complete_episodes and live.training:
+                    if self.complete_episodes:
                         recorded += live.episode.length
                 else:
                     acting = {a: o for a, o in obs.items() if not live.tracks[a].done}
@@ -150,8 +154,9 @@ class ExternalEnvSampler(SamplerBase):
         self, pieces: dict[str, list[SampleBatch]], env_steps: int
     ) -> SampleBatch | MultiAgentBatch:
         batches = {pid: concat_samples(ps) for pid, ps in pieces.items() if ps}
-        if not self.multi_agent:
-            return batches.get(self.policy_id, SampleBatch({}))
+        if not self.multi_agent and self.policy_id in batches:
+            return batches[self.policy_id]
+        # (No rows to train on: RLlib 1.13's empty batch, which counts its env steps.)
         return MultiAgentBatch(batches, env_steps)
 
     # -- steps ---------------------------------------------------------------

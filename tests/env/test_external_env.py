@@ -21,7 +21,7 @@ from corral.utils.error import EnvError
 class CartPoleServer(ExternalEnv):
     """CartPole driven from `run()`, `threads` loops at once (episodes run concurrently);
     `logged`: every action is chosen here (always 1) and logged off-policy; `train_every`:
-    only every n-th episode is trained on."""
+    only every n-th episode is trained on (0: none)."""
 
     def __init__(
         self, threads: int = 1, logged: bool = False, train_every: int = 1, fail_after: int = 0
@@ -60,7 +60,9 @@ class CartPoleServer(ExternalEnv):
                 n = self.episodes_started
             if self.fail_after and n > self.fail_after:
                 raise RuntimeError("the simulator crashed")
-            eid = self.start_episode(training_enabled=(n - 1) % self.train_every == 0)
+            eid = self.start_episode(
+                training_enabled=bool(self.train_every) and (n - 1) % self.train_every == 0
+            )
             while True:
                 if self.logged:
                     action = 1
@@ -160,6 +162,27 @@ def test_episodes_without_training_are_acted_on_and_counted_but_not_batched(env_
         assert len(ended) >= len(
             np.unique(batch[SampleBatch.EPS_ID][batch[SampleBatch.TERMINATEDS]])
         )
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"])
+def test_episodes_without_training_still_end_a_sample(batch_mode, env_name, time_limit):
+    # No episode is trained on: each sample() still ends (RLlib 1.13 counted their env
+    # steps too), with 1.13's empty batch that counts them; before, it waited forever.
+    trainer = _trainer(
+        PGTrainer,
+        env_name(lambda ctx: CartPoleServer(train_every=0)),
+        batch_mode=batch_mode,
+    )
+    try:
+        worker = trainer.workers.local_worker()
+        for _ in range(2):
+            with time_limit(60):
+                batch = worker.sample()
+            assert isinstance(batch, MultiAgentBatch) and not batch.policy_batches
+            assert batch.env_steps() >= 100
+        assert worker.get_metrics()
     finally:
         trainer.stop()
 

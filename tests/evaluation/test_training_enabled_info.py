@@ -4,9 +4,6 @@ its rows are not in the sampled batch (1.13's `postprocess_episode` skipped it).
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -72,22 +69,6 @@ def no_rows(batch: Any, env_steps: int) -> bool:
     )
 
 
-@contextlib.contextmanager
-def time_limit(seconds: int) -> Iterator[None]:
-    """Fails the test (instead of hanging it) when the block runs `seconds` or more."""
-
-    def expire(*_: Any) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def rows(batch: SampleBatch) -> list[tuple[int, int]]:
     """(episode, step) of each row's observation."""
     return [(int(e), int(t)) for e, t in batch[SampleBatch.OBS].tolist()]
@@ -134,7 +115,7 @@ def test_complete_episodes_drop_whole_episodes_by_their_last_info():
 
 
 @pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"])
-def test_training_goes_on_when_no_episode_is_to_be_trained_on(batch_mode):
+def test_training_goes_on_when_no_episode_is_to_be_trained_on(batch_mode, time_limit):
     # Every step says False: each sample holds no rows but counts its env steps, so a
     # trainer's sampling loop (which waits for env steps) ends; before, it never did.
     trainer, _ = worker_of(
