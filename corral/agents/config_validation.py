@@ -326,6 +326,47 @@ def _warn_of_unknown_policies_to_train(to_train: Any, specs: Mapping[str, Any]) 
         )
 
 
+def _warn_of_unknown_policy_keys(
+    specs: Mapping[str, Any], trainer: Any, config: TrainerConfigDict
+) -> None:
+    """Warns of a policy's config override (`PolicySpec.config`) whose key neither the
+    trainer's config nor the policy class's own defaults have, when the class is one of
+    corral's (its own or the trainer's default): nothing reads such a key, so it is most
+    likely a typo. A policy class of one's own may read keys of its own: no warning.
+    (RLlib 1.13 merged the overrides unchecked; this stays a warning so its code runs.)"""
+    default_cls = _default_policy_class(trainer, config)
+    for pid, spec in specs.items():
+        if not spec.config:
+            continue
+        cls = spec.policy_class or default_cls
+        if not isinstance(cls, type) or not cls.__module__.startswith("corral."):
+            continue
+        known = set(config)
+        get_defaults = getattr(cls, "get_default_config", None)
+        if callable(get_defaults):
+            try:
+                defaults = get_defaults()
+            except TypeError:  # (not RLlib's zero-argument function)
+                defaults = None
+            if isinstance(defaults, Mapping):
+                known.update(defaults)
+        for key in spec.config:
+            if key not in known:
+                logger.warning(
+                    "%s Nothing reads it: %s takes the trainer's config keys.",
+                    unknown_key_error(key, known, prefix=f"multiagent/policies/{pid}/config/"),
+                    cls.__name__,
+                )
+
+
+def _default_policy_class(trainer: Any, config: TrainerConfigDict) -> Any:
+    """The trainer's policy class for a spec that names none (None if unknown)."""
+    default_cls = getattr(trainer, "_policy_class", None)
+    if default_cls is None and hasattr(trainer, "get_default_policy_class"):
+        default_cls = trainer.get_default_policy_class(config)
+    return default_cls
+
+
 def multiagent_policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
     """The `multiagent` config dict's policies as {policy id: PolicySpec}, after RLlib
     1.13's checks of its keys.
@@ -386,9 +427,7 @@ def _policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _all_torch_policies(specs: Mapping[str, Any], trainer: Any, config: TrainerConfigDict) -> bool:
-    default_cls = getattr(trainer, "_policy_class", None)
-    if default_cls is None and hasattr(trainer, "get_default_policy_class"):
-        default_cls = trainer.get_default_policy_class(config)
+    default_cls = _default_policy_class(trainer, config)
     classes = [spec.policy_class or default_cls for spec in specs.values()]
     if any(not isinstance(c, type) for c in classes):
         return False
@@ -550,6 +589,7 @@ def validate_config(config: TrainerConfigDict, trainer: Any = None) -> None:
     specs = multiagent["policies"] = multiagent_policy_specs(multiagent)
     is_multiagent = len(specs) > 1 or _DEFAULT_POLICY_ID not in specs
     _warn_of_unknown_policies_to_train(multiagent.get("policies_to_train"), specs)
+    _warn_of_unknown_policy_keys(specs, trainer, config)
 
     num_gpus = config.get("num_gpus", 0) or 0
     if num_gpus > 1:

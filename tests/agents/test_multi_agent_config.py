@@ -4,7 +4,7 @@ import gymnasium as gym
 import pytest
 
 from corral.agents.config import COMMON_CONFIG, merge_trainer_configs, validate_config
-from corral.agents.ppo import PPOTrainer
+from corral.agents.ppo import PPOTorchPolicy, PPOTrainer
 from corral.policy.policy import PolicySpec
 
 SPACE = gym.spaces.Discrete(2)
@@ -106,3 +106,33 @@ def test_replay_mode_must_be_independent_or_lockstep():
     trainer_config = {"multiagent": {"replay_mode": "sideways"}}
     with pytest.raises(ValueError, match="replay_mode.*sideways"):
         PPOTrainer(env="CartPole-v1", config=trainer_config)
+
+
+class OwnPolicy(PPOTorchPolicy):
+    """A policy class of one's own: it may read config keys of its own."""
+
+
+@pytest.mark.parametrize(
+    ("spec", "warned"),
+    [
+        (PolicySpec(config={"gama": 0.9}), "'multiagent/policies/p0/config/gama'"),
+        (PolicySpec(config={"gamma": 0.9, "model": {"fcnet_hiddens": [8]}}), None),
+        (PolicySpec(OwnPolicy, config={"own_key": 1}), None),
+    ],
+    ids=["typo", "known-keys", "own-class"],
+)
+def test_a_policy_override_nothing_reads_is_warned_of(spec, warned, caplog):
+    # RLlib 1.13 merged a policy's overrides unchecked; a key that neither the trainer
+    # nor corral's policy class has is most likely a typo (a warning: the code still runs).
+    config = {
+        "env": "CartPole-v1",
+        "num_workers": 0,
+        "multiagent": {"policies": {"p0": spec}, "policy_mapping_fn": lambda *a, **k: "p0"},
+    }
+    with caplog.at_level("WARNING", logger="corral.agents.config"):
+        PPOTrainer(config=config).stop()
+    if warned:
+        assert f"Unknown config key {warned}. Did you mean: " in caplog.text
+        assert "/config/gamma'" in caplog.text
+    else:
+        assert "Unknown config key" not in caplog.text
