@@ -27,23 +27,13 @@ from typing import Any
 import gymnasium as gym
 
 from corral.env.base_env import BaseEnv, sub_environments
+from corral.env.rewards import as_reward
 from corral.utils.error import EnvError
 
 # Seconds `get_action` waits for the policy before it raises (RLlib's).
 ACTION_TIMEOUT_S = 300.0
 # Seconds `log_action` waits for the sampler to take the logged step.
 LOG_ACTION_TIMEOUT_S = 60.0
-
-
-def as_reward(reward: Any, call: str) -> float:
-    """`reward` as a float; a `TypeError` naming `call` and the value when it is no
-    number (float()'s own error named neither)."""
-    try:
-        return float(reward)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"{call}: the reward {reward!r} (a {type(reward).__name__}) is no number."
-        ) from None
 
 
 class ExternalEnvStopped(SystemExit):

@@ -14,7 +14,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from corral.env.external_env import ExternalEnv, as_reward
+from corral.env.external_env import ExternalEnv
+from corral.env.rewards import as_reward
 
 
 class ExternalMultiAgentEnv(ExternalEnv):

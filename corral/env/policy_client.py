@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corral.env.local_inference import LocalInference
+from corral.env.rewards import as_reward
 from corral.env.serving_wire import Commands, dumps, loads
 from corral.utils.error import EnvError
 
@@ -171,10 +172,11 @@ class PolicyClient:
     ) -> None:
         """Adds `reward` to what the episode's last action earned (a multi-agent server:
         rewards and infos by agent, and `multiagent_done_dict` marking agents done)."""
+        call = f"PolicyClient.log_returns({episode_id!r}, ...)"
         if isinstance(reward, dict):
-            reward = {agent: float(r) for agent, r in reward.items()}
+            reward = {agent: as_reward(r, call) for agent, r in reward.items()}
         else:
-            reward = float(reward)
+            reward = as_reward(reward, call)
         if self._local:
             if self._local.env.multi_agent:
                 self._local.call("log_returns", episode_id, reward, info, multiagent_done_dict)

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from corral.env.gym_compat import step_output_error
+from corral.env.rewards import as_reward
 from corral.evaluation.episode import Episode
 from corral.evaluation.obs_check import ObservationCheck
 from corral.evaluation.sampler_base import (
@@ -656,8 +657,8 @@ class MultiAgentSampler(SamplerBase):
         slot.steps_since_flush += 1
         for agent, r in rewards.items():
             try:
-                r = float(r)
-            except (TypeError, ValueError):
+                r = as_reward(r, "step()")
+            except TypeError:
                 raise reward_error(self.envs[i], i, self.worker.worker_index, r, agent) from None
             if not math.isfinite(r):
                 raise reward_error(self.envs[i], i, self.worker.worker_index, r, agent)

@@ -23,6 +23,7 @@ import numpy as np
 
 from corral.env.gym_compat import step_output_error
 from corral.env.native_vector_env import InfoRows
+from corral.env.rewards import as_reward, has_text
 from corral.evaluation.episode import SINGLE_AGENT_ID, Episode
 from corral.evaluation.obs_check import ObservationCheck, all_finite, batch_obs_dtype
 from corral.evaluation.resume_state import EnvReplayLog
@@ -713,6 +714,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             rew[:] = rewards
         except (TypeError, ValueError):
             raise self._reward_error(rewards, off) from None
+        if type(rewards) is not np.ndarray and has_text(rewards):  # ("1.0" would pass)
+            raise self._reward_error(rewards, off)
         term = buf[SampleBatch.TERMINATEDS][t, cols]
         trunc = buf[SampleBatch.TRUNCATEDS][t, cols]
         term[:] = terminateds
@@ -873,8 +876,8 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
 
         def is_number(value: Any) -> bool:
             try:
-                float(value)
-            except (TypeError, ValueError):
+                as_reward(value, "step()")
+            except TypeError:
                 return False
             return True
 

@@ -335,15 +335,16 @@ def test_a_multi_agent_external_env_trains_each_agent_s_policy(env_name):
 
 
 class Paying(CartPoleServer):
-    """CartPole paying 5 per step (or NaN, with `nan`; or None, with `none`)."""
+    """CartPole paying 5 per step (or NaN, with `nan`; None, with `none`; the text "5.0",
+    with `text`)."""
 
-    def __init__(self, nan: bool = False, none: bool = False):
+    def __init__(self, nan: bool = False, none: bool = False, text: bool = False):
         super().__init__()
-        self.nan, self.none = nan, none
+        self.nan, self.none, self.text = nan, none, text
 
     def log_returns(self, episode_id, reward, info=None):
         paid = float("nan") if self.nan else None if self.none else 5.0 * reward
-        super().log_returns(episode_id, paid, info)
+        super().log_returns(episode_id, str(paid) if self.text else paid, info)
 
 
 def test_clip_rewards_clips_the_batch_not_the_returns(env_name):
@@ -363,6 +364,7 @@ def test_clip_rewards_clips_the_batch_not_the_returns(env_name):
     [
         ({"nan": True}, "NaN or inf reward"),
         ({"none": True}, r"log_returns\('.*', ...\): the reward None \(a NoneType\) is no number"),
+        ({"text": True}, r"log_returns\('.*', ...\): the reward '5.0' \(a str\) is no number"),
     ],
 )
 def test_a_nan_or_no_number_reward_names_the_env(env_name, paying, message):

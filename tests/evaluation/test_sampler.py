@@ -170,21 +170,32 @@ class ArrayRewardEnv(CountingEnv):
         return obs, np.array([reward]), *rest
 
 
-def test_a_reward_that_is_no_number_is_named():
+class TextRewardEnv(CountingEnv):
+    def step(self, action):
+        obs, reward, *rest = super().step(action)
+        return obs, str(reward), *rest
+
+
+@pytest.mark.parametrize(
+    ("env_class", "value"),
+    [(ArrayRewardEnv, r"array\(\[1\.\]\)"), (TextRewardEnv, r"'1\.0' \(a str")],
+)
+def test_a_reward_that_is_no_number_is_named(env_class, value):
     # Single-agent and multi-agent sampling alike name the env, the agent and the value
-    # (numpy's "setting an array element with a sequence" and float()'s TypeError before).
+    # (numpy's "setting an array element with a sequence" and float()'s TypeError before;
+    # a numeric string was converted silently).
     from corral.env.multi_agent_env import make_multi_agent
 
     for env, who in (
-        (ArrayRewardEnv, "'ArrayRewardEnv' (sub-env 0"),
+        (env_class, f"'{env_class.__name__}' (sub-env 0"),
         (
-            make_multi_agent(lambda _: ArrayRewardEnv()),
+            make_multi_agent(lambda _: env_class()),
             "(agent 0 of sub-env 0",
         ),
     ):
         trainer = PPOTrainer(config=SMALL, env=env)
         try:
-            with pytest.raises(EnvError, match=rf"{re.escape(who)}.* the reward array\(\[1\.\]\)"):
+            with pytest.raises(EnvError, match=rf"{re.escape(who)}.* the reward {value}"):
                 trainer.workers.local_worker().sample()
         finally:
             trainer.stop()
