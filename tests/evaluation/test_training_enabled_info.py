@@ -231,3 +231,30 @@ def test_a_multi_agent_envs_untrained_agents_are_left_out():
     assert "pb" not in batch.policy_batches or batch.policy_batches["pb"].count == 0
     assert batch.env_steps() == 10  # the env steps are all counted
     trainer.stop()
+
+
+def test_written_fragments_without_rows_read_back_as_input(tmp_path):
+    # `output` writes each sample as it is, 1.13's empty batch of dropped steps included;
+    # a trainer reading the files back (with the default off-policy estimators) skips
+    # those records' estimates and trains on the rows the others hold.
+    trainer, _ = worker_of(
+        FlaggedEnv(5, odd_episodes_off), output=str(tmp_path), rollout_fragment_length=5
+    )
+    trainer.train()
+    trainer.stop()
+    records = [line for f in tmp_path.glob("*.json") for line in f.read_text().splitlines()]
+    assert any('"policy_batches": {}' in r for r in records)
+    assert any('"policy_batches": {}' not in r for r in records)
+    reader = PGTrainer(
+        config={
+            "env": None,
+            "observation_space": FlaggedEnv.observation_space,
+            "action_space": FlaggedEnv.action_space,
+            "input": str(tmp_path),
+            "train_batch_size": 10,
+            "model": {"fcnet_hiddens": [4]},
+        }
+    )
+    result = reader.train()
+    assert result["info"]["num_agent_steps_trained"] > 0
+    reader.stop()

@@ -20,6 +20,7 @@ from corral.offline.estimators.importance_sampling import (
     WeightedImportanceSampling,
 )
 from corral.offline.estimators.off_policy_estimator import OffPolicyEstimate, OffPolicyEstimator
+from corral.policy.sample_batch import MultiAgentBatch
 
 # `input_evaluation` name -> estimator class.
 ESTIMATORS: dict[str, type[OffPolicyEstimator]] = {
@@ -92,8 +93,11 @@ def estimate_off_policy(worker: Any, batch: Any) -> None:
                 "offline input, but this worker has no env; set `env` (or drop 'simulation')."
             )
         worker._simulate_off_policy = simulate and not worker.config.get("in_evaluation")
-    for estimator in worker.reward_estimators:
-        estimator.process(batch)
+    # (A record of steps without rows, RLlib 1.13's empty `MultiAgentBatch` that a
+    # sampler writes when no piece was to be trained on, has nothing to estimate from.)
+    if not (isinstance(batch, MultiAgentBatch) and not batch.policy_batches):
+        for estimator in worker.reward_estimators:
+            estimator.process(batch)
     if worker._simulate_off_policy:
         worker.sample_from_env()
 
