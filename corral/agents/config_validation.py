@@ -334,6 +334,8 @@ def _warn_of_unknown_policy_keys(
     corral's (its own or the trainer's default): nothing reads such a key, so it is most
     likely a typo. A policy class of one's own may read keys of its own: no warning.
     (RLlib 1.13 merged the overrides unchecked; this stays a warning so its code runs.)"""
+    from corral.evaluation.policy_setup import class_default_config  # (imports torch)
+
     default_cls = _default_policy_class(trainer, config)
     for pid, spec in specs.items():
         if not spec.config:
@@ -341,15 +343,7 @@ def _warn_of_unknown_policy_keys(
         cls = spec.policy_class or default_cls
         if not isinstance(cls, type) or not cls.__module__.startswith("corral."):
             continue
-        known = set(config)
-        get_defaults = getattr(cls, "get_default_config", None)
-        if callable(get_defaults):
-            try:
-                defaults = get_defaults()
-            except TypeError:  # (not RLlib's zero-argument function)
-                defaults = None
-            if isinstance(defaults, Mapping):
-                known.update(defaults)
+        known = set(config).union(class_default_config(cls) or ())
         for key in spec.config:
             if key not in known:
                 logger.warning(

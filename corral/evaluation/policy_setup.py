@@ -1,7 +1,8 @@
 """How a rollout worker configures its policies and where they act.
 
 - `merge_policy_config` / `with_class_defaults`: a policy's config, the trainer's with the
-  policy spec's overrides and the keys the policy class's own algorithm defaults add.
+  policy spec's overrides and the keys the policy class's own algorithm defaults
+  (`class_default_config`) add.
 - `default_policy_mapping_fn`: RLlib's mapping when the config names none.
 - `rollout_device` / `place_policy`: `num_gpus_per_worker` (and `_fake_gpus`), where a
   remote worker's policies act.
@@ -26,17 +27,24 @@ def with_class_defaults(policy_class: type, config: dict) -> dict:
     """`config` plus the keys it lacks from the policy class's own algorithm defaults
     (`policy_class.get_default_config()`), so e.g. a `PPOTorchPolicy` under a DQN trainer
     finds `kl_coeff` (RLlib 1.13: `dict(get_default_config(), **config)`)."""
-    get_defaults = getattr(policy_class, "get_default_config", None)
-    if not callable(get_defaults):
-        return config
-    try:
-        defaults = get_defaults()
-    except TypeError:  # not RLlib's zero-argument function
-        return config
-    if not isinstance(defaults, dict):
+    defaults = class_default_config(policy_class)
+    if defaults is None:
         return config
     missing = {k: copy_config(v) for k, v in defaults.items() if k not in config}
     return {**missing, **config} if missing else config
+
+
+def class_default_config(policy_class: type) -> dict | None:
+    """The policy class's own algorithm defaults (`policy_class.get_default_config()`,
+    RLlib 1.13's zero-argument function), or None when it has none."""
+    get_defaults = getattr(policy_class, "get_default_config", None)
+    if not callable(get_defaults):
+        return None
+    try:
+        defaults = get_defaults()
+    except TypeError:  # not RLlib's zero-argument function
+        return None
+    return defaults if isinstance(defaults, dict) else None
 
 
 def merge_policy_config(base: dict, overrides: dict | None) -> dict:
