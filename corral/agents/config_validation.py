@@ -391,7 +391,9 @@ def _policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
         # A collection of ids: each gets a default spec (class and spaces inferred).
         for pid in policies:
             if not isinstance(pid, str):
-                raise ConfigKeyError(f"Policy keys must be strs, got {type(pid)}")
+                raise ConfigKeyError(
+                    f"Policy IDs must always be of type `str`, got {pid!r} ({type(pid).__name__})."
+                )
         policies = {pid: PolicySpec() for pid in policies}
     elif not isinstance(policies, Mapping):
         raise ValueError(
@@ -402,7 +404,9 @@ def _policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
     specs: dict[str, Any] = {}
     for pid, spec in policies.items():
         if not isinstance(pid, str):
-            raise ConfigKeyError(f"Policy keys must be strs, got {type(pid)}")
+            raise ConfigKeyError(
+                f"Policy IDs must always be of type `str`, got {pid!r} ({type(pid).__name__})."
+            )
         if not isinstance(spec, PolicySpec):
             if not isinstance(spec, list | tuple) or len(spec) != 4:
                 raise ValueError(

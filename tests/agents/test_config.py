@@ -615,9 +615,9 @@ def test_policy_tuples_become_specs_with_dict_config():
 
 
 def test_policy_key_must_be_str():
-    with pytest.raises(ValueError, match="Policy keys must be strs"):
+    with pytest.raises(ValueError, match="Policy IDs must always be of type"):
         validate_config(full_config(multiagent={"policies": {1: PolicySpec()}}))
-    with pytest.raises(ValueError, match="Policy keys must be strs"):
+    with pytest.raises(ValueError, match="Policy IDs must always be of type"):
         validate_config(full_config(multiagent={"policies": {1, 2}}))
 
 

@@ -36,9 +36,9 @@ def test_four_tuples_become_policy_specs():
 
 @pytest.mark.parametrize("policies", [{1: PolicySpec()}, {1, 2}])
 def test_policy_ids_must_be_strings(policies):
-    with pytest.raises(ValueError, match="Policy keys must be strs, got <class 'int'>"):
+    with pytest.raises(ValueError, match=r"Policy IDs must always be of type `str`, got 1 \(int\)"):
         validated(policies=policies)
-    with pytest.raises(KeyError, match="Policy keys must be strs"):  # RLlib 1.13's type
+    with pytest.raises(KeyError, match="Policy IDs must always be of type"):  # RLlib 1.13's type
         validated(policies=policies)
 
 
@@ -54,7 +54,7 @@ def test_check_multi_agent_applies_the_same_checks():
     from corral.utils.pre_checks.multi_agent import check_multi_agent
 
     assert check_multi_agent({"multiagent": {"policies": {"a", "b"}}})[1] is True
-    with pytest.raises(KeyError, match="Policy keys must be strs"):
+    with pytest.raises(KeyError, match="Policy IDs must always be of type"):
         check_multi_agent({"multiagent": {"policies": {1, "b"}}})
     with pytest.raises(KeyError, match="invalid keys"):
         check_multi_agent({"multiagent": {"wrong_key": 1}})

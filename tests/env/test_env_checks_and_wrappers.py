@@ -43,8 +43,8 @@ def test_a_good_env_passes_in_each_form():
 @pytest.mark.parametrize(
     ("fault", "message"),
     [
-        ("reset_obs", r"observation from reset\(\) is not in its observation space"),
-        ("reward", r"returned reward '1.0'; expected a number"),
+        ("reset_obs", r"observation collected from env.reset\(\) is not in the observation space"),
+        ("reward", r"a reward that is integer or float: .* returned reward '1.0'"),
         ("four_tuple", r"step\(action\) returned"),
         ("shape", r"shape \(3,\), dtype float32; the space's shape \(2,\)"),
     ],

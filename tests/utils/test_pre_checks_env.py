@@ -81,7 +81,9 @@ def test_an_old_gym_env_converted_by_shimmy_is_named_by_its_own_class():
         def step(self, action):
             return 0, 1.0, False, {}
 
-    with pytest.raises(ValueError, match="BadResetGymEnv: the observation from reset") as e:
+    with pytest.raises(
+        ValueError, match=r"The observation collected from env.reset\(\) .* of env .*BadResetGymEnv"
+    ) as e:
         check_env(BadResetGymEnv())
     assert "GymV21CompatibilityV0" not in str(e.value)
 
@@ -120,7 +122,9 @@ def test_multi_agent_space_helpers_are_checked():
 def test_multi_agent_dicts_are_checked_per_agent():
     env = two_agents()
     env.reset = lambda *, seed=None, options=None: ({0: np.zeros(4, np.float32), 7: FAR}, {})
-    with pytest.raises(ValueError, match=r"reset\(\) has agent ids that are not .*\[7\]"):
+    with pytest.raises(
+        ValueError, match=r"returned by reset\(\) has agent_ids that are not .*\[7\]"
+    ):
         check_env(env)
     obs = {0: np.zeros(4, np.float32), 1: np.zeros(4, np.float32)}
     for bad, message in [
@@ -133,12 +137,33 @@ def test_multi_agent_dicts_are_checked_per_agent():
             check_env(env)
 
 
+def test_a_multi_agent_reset_or_step_of_another_shape_is_named():
+    # RLlib 1.13's words ("The element returned by reset/step"), with what came back.
+    env = two_agents()
+    env.reset = lambda *, seed=None, options=None: 5
+    with pytest.raises(ValueError, match=r"The element returned by reset\(\) of .* got 5"):
+        check_env(env)
+    env = two_agents()
+    env.reset = lambda *, seed=None, options=None: ({0: np.zeros(4, np.float32)}, None)
+    with pytest.raises(ValueError, match=r"returned by reset\(\) .* not a pair of MultiAgentDicts"):
+        check_env(env)
+    env = two_agents()
+    env.step = lambda actions: (5, 5, True, {})
+    with pytest.raises(
+        ValueError, match=r"The element returned by step\(action_dict\) .* got \(5, 5"
+    ):
+        check_env(env)
+
+
 def test_a_base_env_is_checked_through_try_reset_and_poll():
     inside = {0: np.zeros(4, np.float32), 1: np.zeros(4, np.float32)}
     for reset, message in [
         (5, "try_reset.* is not a MultiEnvDict. Instead, it is of type <class 'int'>"),
         ({"bad": inside}, r"has dict keys that don't correspond to the env's sub-env ids"),
-        ({0: {2: FAR}}, r"has agent ids that are not the names of the agents"),
+        (
+            {0: {2: FAR}},
+            r"try_reset has agent_ids that are not the names of the agents.*\(sub-env 0\)",
+        ),
         ({0: {0: FAR, 1: FAR}}, r"observation collected from try_reset\(\) is not in"),
     ]:
         env = base_env()
@@ -150,10 +175,22 @@ def test_a_base_env_is_checked_through_try_reset_and_poll():
     infos = {0: {0: {}, 1: {}}, 1: {0: {}, 1: {}}}
     obs = {0: inside, 1: inside}
     for polled, message in [
-        (({0: 1}, rewards, dones, infos, {}), "values that are not MultiAgentDicts"),
-        ((obs, {0: {0: "r"}}, dones, infos, {}), "returned reward 'r'; expected a number"),
-        ((obs, rewards, {0: {0: "no"}}, infos, {}), "terminated 'no' for agent 0"),
-        ((obs, rewards, dones, {0: {0: "x"}}, {}), "info 'x' for agent 0; expected a dict"),
+        (
+            ({0: 1}, rewards, dones, infos, {}),
+            "step, next_obs has values that are not MultiAgentDicts",
+        ),
+        (
+            (obs, {0: {0: "r"}}, dones, infos, {}),
+            "rewards that are integer or float: .* returned reward 'r'",
+        ),
+        (
+            (obs, rewards, {0: {0: "no"}}, infos, {}),
+            "dones that are boolean: .* terminated 'no' for agent 0",
+        ),
+        (
+            (obs, rewards, dones, {0: {0: "x"}}, {}),
+            "infos that are a dict: .* info 'x' for agent 0",
+        ),
     ]:
         env = base_env()
         env.poll = lambda polled=polled: polled

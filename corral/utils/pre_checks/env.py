@@ -98,9 +98,15 @@ def check_gym_environments(env: gym.Env) -> None:
     _check_reward(name, reward)
     for flag, value in (("terminated", terminated), ("truncated", truncated)):
         if not isinstance(value, bool | np.bool_):
-            raise ValueError(f"Env {name}: step() returned {flag}={value!r}; expected a bool")
+            raise ValueError(
+                f"Your step function must return a done that is a boolean: env {name}'s "
+                f"step() returned {flag}={value!r}."
+            )
     if not isinstance(info, dict):
-        raise ValueError(f"Env {name}: step() returned info={info!r}; expected a dict")
+        raise ValueError(
+            f"Your step function must return a info that is a dict: env {name}'s step() "
+            f"returned info={info!r:.200}."
+        )
 
 
 def check_multiagent_environments(env: MultiAgentEnv) -> None:
@@ -116,13 +122,14 @@ def check_multiagent_environments(env: MultiAgentEnv) -> None:
         raise ValueError(f"The passed env is not a MultiAgentEnv: {type(env)}")
     name = env_name(env)
     label = f"MultiAgentEnv {name}"
-    obs, infos = check_reset_output(env, env.reset())
-    agent_ids = _declared_agent_ids(env)
-    if not isinstance(obs, dict) or not isinstance(infos, dict):
+    out = env.reset()
+    if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(d, dict) for d in out)):
         raise ValueError(
-            f"{label}: reset() must return (obs dict, info dict) keyed by agent "
-            f"id, got ({type(obs).__name__}, {type(infos).__name__})"
+            f"The element returned by reset() of {label} is not a pair of MultiAgentDicts "
+            f"(obs, infos), each keyed by agent id: got {out!r:.300}"
         )
+    obs, infos = out
+    agent_ids = _declared_agent_ids(env)
     _check_agent_ids(label, "reset()", obs, agent_ids)
     _check_agent_obs(env, name, "reset()", obs)
     _check_contained(label, env.observation_space_contains, "observation", "reset()", obs)
@@ -137,8 +144,9 @@ def check_multiagent_environments(env: MultiAgentEnv) -> None:
     out = env.step(actions)
     if not (isinstance(out, tuple) and len(out) == 5 and all(isinstance(d, dict) for d in out)):
         raise ValueError(
-            f"{label}: step(action_dict) must return five dicts keyed by agent "
-            f"id (obs, rewards, terminateds, truncateds, infos), got {out!r:.300}"
+            f"The element returned by step(action_dict) of {label} is not five "
+            "MultiAgentDicts keyed by agent id (obs, rewards, terminateds, truncateds, "
+            f"infos): got {out!r:.300}"
         )
     obs, rewards, terminateds, truncateds, infos = out
     for what, values in zip(("obs", "rewards", "terminateds", "truncateds", "infos"), out):
@@ -170,7 +178,7 @@ def check_base_env(env: BaseEnv) -> None:
     # class's own, whatever the instance's `poll` is.
     type(env).poll(env)
     reset_obs = env.try_reset()
-    _check_multi_env_dict(env, label, "try_reset()", reset_obs)
+    _check_multi_env_dict(env, label, "try_reset", reset_obs)
     _check_contained(label, env.observation_space_contains, "observation", "try_reset()", reset_obs)
     for kind in ("observation", "action"):
         call = f"{kind}_space_sample()"
@@ -187,8 +195,9 @@ def check_base_env(env: BaseEnv) -> None:
             f"got {out!r:.300}"
         )
     obs, rewards, dones, infos, _ = out
-    for what, values in zip(("obs", "rewards", "dones", "infos"), out):
-        _check_multi_env_dict(env, label, f"poll() ({what})", values)
+    # (RLlib 1.13's names of the step's results, which poll() returns here.)
+    for what, values in zip(("next_obs", "rewards", "dones", "infos"), out):
+        _check_multi_env_dict(env, label, f"step, {what}", values)
     _check_contained(label, env.observation_space_contains, "observation", "poll()", obs)
     for env_id in rewards:
         _check_agent_values(
@@ -247,16 +256,18 @@ def _base_env_agent_ids(env: BaseEnv) -> set[Any]:
     return _declared_agent_ids(subs[0]) if subs and isinstance(subs[0], MultiAgentEnv) else set()
 
 
-def _check_agent_ids(label: str, call: str, values: dict, agent_ids: set[Any]) -> None:
+def _check_agent_ids(
+    label: str, call: str, values: dict, agent_ids: set[Any], where: str = ""
+) -> None:
     """`values` is keyed by the env's agent ids (or `"__all__"`); unchecked where the env
-    names no agents."""
+    names no agents. `where`: which part of `call`'s result (e.g. a sub-env)."""
     if not agent_ids:
         return
     unknown = [key for key in values if key not in agent_ids and key != ALL]
     if unknown:
         raise ValueError(
-            f"The element returned by {call} has agent ids that are not the names of the "
-            f"agents in the env {label}: {unknown!r} (the env's agent ids: "
+            f"The element returned by {call} has agent_ids that are not the names of the "
+            f"agents in the env {label}{where}: {unknown!r} (the env's agent ids: "
             f"{sorted(agent_ids, key=str)!r}; set `possible_agents`, or RLlib's "
             "`_agent_ids`, to the ids the env uses)"
         )
@@ -282,11 +293,11 @@ def _check_multi_env_dict(env: BaseEnv, label: str, call: str, values: Any) -> N
     for env_id, per_agent in values.items():
         if not isinstance(per_agent, dict):
             raise ValueError(
-                f"The element returned by {call} of {label} has values that are not "
-                f"MultiAgentDicts ({{agent_id: value}}): sub-env {env_id!r} has "
+                f"The element returned by {call} has values that are not MultiAgentDicts "
+                f"({{agent_id: value}}) in {label}: sub-env {env_id!r} has "
                 f"{type(per_agent)}: {per_agent!r:.200}"
             )
-        _check_agent_ids(label, f"{call} (sub-env {env_id!r})", per_agent, agent_ids)
+        _check_agent_ids(label, call, per_agent, agent_ids, where=f" (sub-env {env_id!r})")
 
 
 def _check_agent_values(
@@ -294,19 +305,19 @@ def _check_agent_values(
 ) -> None:
     """Per agent: rewards are numbers, flags bools, infos dicts."""
     for agent, reward in rewards.items():
-        _check_reward(f"{name} (agent {agent!r})", reward)
+        _check_reward(f"{name} (agent {agent!r})", reward, "rewards that are")
     for flags, what in ((terminateds, "terminated"), (truncateds, "truncated")):
         for agent, flag in flags.items():
             if not isinstance(flag, bool | np.bool_):
                 raise ValueError(
-                    f"Env {name}: step() returned {what} {flag!r} for agent {agent!r}; "
-                    "expected a bool"
+                    f"Your step function must return dones that are boolean: env {name}'s "
+                    f"step() returned {what} {flag!r} for agent {agent!r}."
                 )
     for agent, info in infos.items():
         if not isinstance(info, dict):
             raise ValueError(
-                f"Env {name}: step() returned info {info!r:.200} for agent {agent!r}; "
-                "expected a dict"
+                f"Your step function must return infos that are a dict: env {name}'s "
+                f"step() returned info {info!r:.200} for agent {agent!r}."
             )
 
 
@@ -336,13 +347,17 @@ def _check_obs(name: str, call: str, obs: Any, space: gym.Space) -> None:
                 f"dtype {space.dtype})"
             )
         raise ValueError(
-            f"Env {name}: the observation from {call} is not in its observation space "
-            f"{space}: {obs!r:.300}{detail}"
+            f"The observation collected from env.{call} is not in the observation space "
+            f"{space} of env {name}: {obs!r:.300}{detail}"
         )
 
 
-def _check_reward(name: str, reward: Any) -> None:
+def _check_reward(name: str, reward: Any, what: str = "a reward that is") -> None:
+    """`reward` is a number (`what`: RLlib 1.13's words for one reward or an agent's)."""
     if isinstance(reward, np.ndarray) and reward.shape == ():
         reward = reward[()]  # a 0-d array holds one number (RLlib 1.13 accepts it)
     if isinstance(reward, bool | np.bool_) or not isinstance(reward, numbers.Real):
-        raise ValueError(f"Env {name}: step() returned reward {reward!r}; expected a number")
+        raise ValueError(
+            f"Your step function must return {what} integer or float: env {name}'s step() "
+            f"returned reward {reward!r}."
+        )
