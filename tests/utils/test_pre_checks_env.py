@@ -137,6 +137,25 @@ def test_multi_agent_dicts_are_checked_per_agent():
             check_env(env)
 
 
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        ((0, "1.0", False, {}), r"a reward that is integer or float: .* reward '1.0'"),
+        ((0, 1.0, 1, {}), r"a done that is a boolean: .* done=1\."),
+        ((0, 1.0, None, {}), r"a done that is a boolean: .* done=None"),
+        ((0, 1.0, False, "info"), r"a info that is a dict: .* info='info'"),
+        ((5, 1.0, False, {}), r"observation collected from env.step\(\)"),
+    ],
+)
+def test_an_old_api_env_s_own_step_is_checked(step, message):
+    # Before the conversion, which turns any `done` into a bool (RLlib 1.13 refused it).
+    env = OldApiEnv()
+    env.step = lambda action: step
+    with pytest.raises(ValueError, match=message):
+        check_env(env)
+    check_env(OldApiEnv())  # its good step passes
+
+
 def test_a_multi_agent_reset_or_step_of_another_shape_is_named():
     # RLlib 1.13's words ("The element returned by reset/step"), with what came back.
     env = two_agents()

@@ -31,6 +31,7 @@ from corral.env.gym_compat import (
     step_output_error,
 )
 from corral.env.multi_agent_env import MultiAgentEnv
+from corral.utils import numpy_compat
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ def check_env(env: Any) -> None:
         if isinstance(env, gym.Env) or is_old_api_env(env):
             # Before the conversion of an old-API env, which would fail on them unclearly.
             _check_spaces(env)
+        if is_old_api_env(env) and not isinstance(env, MultiAgentEnv):
+            # Its own step() before the conversion, which turns any `done` into a bool.
+            check_old_api_step(env)
         env = ensure_gymnasium_env(env)
         if isinstance(env, MultiAgentEnv):
             check_multiagent_environments(env)
@@ -102,6 +106,37 @@ def check_gym_environments(env: gym.Env) -> None:
                 f"Your step function must return a done that is a boolean: env {name}'s "
                 f"step() returned {flag}={value!r}."
             )
+    if not isinstance(info, dict):
+        raise ValueError(
+            f"Your step function must return a info that is a dict: env {name}'s step() "
+            f"returned info={info!r:.200}."
+        )
+
+
+def check_old_api_step(env: Any) -> None:
+    """Checks a single-agent env of the old gym API through its own calls: `reset() ->
+    obs` and `step() -> (obs, reward, done, info)`, with `done` a bool and `info` a dict
+    (as RLlib 1.13 checked them; the conversion to Gymnasium's API would hide a `done`
+    of another type). A `step()` of another shape is left to the checks after the
+    conversion.
+
+    Raises:
+        ValueError: what is wrong, naming the env, the call and the value.
+    """
+    numpy_compat.install()  # (gym 0.23's envs use NumPy 1.x names, as the conversion knows)
+    name = env_name(env)
+    _check_obs(name, "reset()", env.reset(), env.observation_space)
+    out = env.step(env.action_space.sample())
+    if not (isinstance(out, tuple) and len(out) == 4):
+        return
+    obs, reward, done, info = out
+    _check_obs(name, "step()", obs, env.observation_space)
+    _check_reward(name, reward)
+    if not isinstance(done, bool | np.bool_):
+        raise ValueError(
+            f"Your step function must return a done that is a boolean: env {name}'s "
+            f"step() returned done={done!r}."
+        )
     if not isinstance(info, dict):
         raise ValueError(
             f"Your step function must return a info that is a dict: env {name}'s step() "
