@@ -139,7 +139,8 @@ COMMON_CONFIG: TrainerConfigDict = {
     # it running).
     "no_done_at_end": False,
     # Which env to train on: a name registered with `register_env`, a Gymnasium
-    # id, a dotted class path or an env class (called with an `EnvContext`).
+    # id, a dotted class path or an env class (called with an `EnvContext`; one whose
+    # constructor takes no argument, with none while `env_config` is empty).
     "env": None,
     # Observation space of the policies; None takes it from the env.
     "observation_space": None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import inspect
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -63,14 +64,12 @@ def make_env_creator(
     if env is None:
         return lambda ctx: None
     if isinstance(env, type):
-        cls: type = env
-        return _atari_processed(lambda ctx: cls(ctx), deepmind, frames)
+        return _atari_processed(_class_creator(env), deepmind, frames)
     env_id_of(env)
     if _global_registry.contains(ENV_CREATOR, env):
         return _atari_processed(_global_registry.get(ENV_CREATOR, env), deepmind, frames)
     if "." in env and "/" not in env and ":" not in env:
-        env_class = _import_class(env)
-        return _atari_processed(lambda ctx: env_class(ctx), deepmind, frames)
+        return _atari_processed(_class_creator(_import_class(env)), deepmind, frames)
     if env.startswith("ALE/"):
         _register_ale(env)
         if deepmind:
@@ -125,6 +124,37 @@ def _has_raw_atari_frames(env: Any) -> bool:
     shape = getattr(getattr(env, "observation_space", None), "shape", None)
     raw = getattr(getattr(env.unwrapped, "observation_space", None), "shape", None)
     return shape is not None and len(shape) == 3 and shape == raw
+
+
+def _class_creator(cls: type) -> EnvCreator:
+    """The creator of an env class: `cls(env_config)`, as RLlib builds one; a class
+    whose constructor takes no argument (Gymnasium's style, e.g. `MyEnv()`) is built
+    without one while `env_config` is empty, and an `env_config` it cannot take is
+    named."""
+    try:
+        parameters = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):  # (a signature Python cannot read: RLlib's call)
+        return lambda ctx: cls(ctx)
+    positional = (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+    )
+    if any(p.kind in positional for p in parameters):
+        return lambda ctx: cls(ctx)
+
+    def create(ctx: EnvContext) -> Any:
+        if ctx:
+            raise EnvError(
+                f"Env class {cls.__qualname__} takes no env config (its constructor is "
+                f"{cls.__name__}{inspect.signature(cls)}), but `env_config` is {dict(ctx)!r}. "
+                "corral builds an env class as RLlib does, `EnvClass(env_config)`: give "
+                "its `__init__` a config argument, or register a creator "
+                "(`register_env(name, lambda config: ...)`) that passes the values on."
+            )
+        return cls()
+
+    return create
 
 
 def _import_class(path: str) -> type:

@@ -247,6 +247,37 @@ def test_render_env_skips_an_env_that_cannot_render():
     trainer.stop()
 
 
+class _NoConfigEnv(gym.Env):
+    """A Gymnasium-style env class whose constructor takes no argument."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 1.0, True, False, {}
+
+
+class _ConfigEnv(_NoConfigEnv):
+    def __init__(self, config):
+        self.config = config
+
+
+def test_an_env_class_is_built_with_its_config_or_without_when_it_takes_none():
+    built = make_env_creator(_ConfigEnv)(EnvContext({"a": 1}, worker_index=0))
+    assert built.config == {"a": 1}  # RLlib's call: EnvClass(env_config)
+    assert isinstance(make_env_creator(_NoConfigEnv)(EnvContext({}, worker_index=0)), _NoConfigEnv)
+    with pytest.raises(EnvError, match=r"_NoConfigEnv takes no env config .* \{'a': 1\}"):
+        make_env_creator(_NoConfigEnv)(EnvContext({"a": 1}, worker_index=0))
+    trainer = PPOTrainer(
+        env=_NoConfigEnv,
+        config={"num_workers": 0, "train_batch_size": 32, "sgd_minibatch_size": 16},
+    )
+    assert trainer.train()["episodes_this_iter"] > 0
+
+
 def test_gymnasium_ids_get_a_render_mode_when_shown():
     creator = make_env_creator("CartPole-v1")
     plain = creator(EnvContext())
