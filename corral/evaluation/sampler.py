@@ -34,6 +34,7 @@ from corral.evaluation.sampler_base import (
     acting_of,
     clip_rewards_in_place,
     complete_state_outs,
+    flag_error,
     initial_state_of,
     object_state_indices,
     postprocess_trajectory,
@@ -733,6 +734,9 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
             ended = bool((term | trunc).any())
         else:
             ended = True in terminateds or True in truncateds
+            if not ended and (any(terminateds) or any(truncateds)):
+                # A true flag that is no bool ("yes", 2): the row says ended, `in` not.
+                raise self._flag_error(terminateds, truncateds, off)
         cut = None
         rule = self.end_rule
         if rule.active:
@@ -884,6 +888,16 @@ class SingleAgentSampler(SplitStepping, SingleAgentViews, SingleAgentResume, Sam
         # (0 when each one passes float(): a reward numpy still cannot put in a float row)
         i = next((i for i, value in enumerate(rewards) if not is_number(value)), 0)
         return reward_error(self.envs[off + i], off + i, self.worker.worker_index, rewards[i])
+
+    def _flag_error(self, terminateds: Any, truncateds: Any, off: int) -> EnvError:
+        """The error for the first true flag of sub-envs `off`, `off + 1`, ... that is
+        no bool (see `flag_error`)."""
+        for name, flags in (("terminated", terminateds), ("truncated", truncateds)):
+            for i, value in enumerate(flags):
+                if value and value is not True:
+                    env = self.envs[off + i]
+                    return flag_error(env, off + i, self.worker.worker_index, name, value)
+        raise AssertionError("no true flag that is no bool")  # (the caller found one)
 
     def _build_batch(self, buf: dict[str, np.ndarray]) -> SampleBatch:
         self.replay_log.record_fragment(buf[SampleBatch.ACTIONS])

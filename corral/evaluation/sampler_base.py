@@ -318,6 +318,16 @@ def reward_error(
     )
 
 
+def flag_error(env: Any, env_index: int, worker_index: int, name: str, value: Any) -> EnvError:
+    """The error for a `terminated` / `truncated` flag from `env.step()` that is true
+    but no bool (a str, 2, 0.5: numpy and Python would disagree on whether it ended
+    the episode)."""
+    return EnvError(
+        f"Env '{env_name(env, short=True)}' (sub-env {env_index} of worker {worker_index}) "
+        f"returned {name}={value!r} (a {type(value).__name__}; expected a bool) from step()."
+    )
+
+
 def as_fetches(
     action_space: Any, actions: Any, state_out: Any, extra: Any
 ) -> tuple[np.ndarray, dict]:

@@ -201,6 +201,48 @@ def test_a_reward_that_is_no_number_is_named(env_class, value):
             trainer.stop()
 
 
+class FlagEnv(CountingEnv):
+    """Ends its episodes with `flag` as `terminated` (or `truncated`)."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.flag, self.which = (config or {})["flag"], (config or {}).get("which", 2)
+
+    def step(self, action):
+        out = list(super().step(action))
+        ended = out[2]
+        out[2] = False
+        out[self.which] = self.flag if ended else False
+        return tuple(out)
+
+
+@pytest.mark.parametrize(("flag", "which"), [("yes", 2), (2, 3), (0.5, 2)])
+def test_a_true_flag_that_is_no_bool_is_named(flag, which):
+    # numpy wrote it as True while the episode went on ("yes" is not `True`): a row
+    # marked as ended inside one episode (RLlib 1.13's env check refused such flags).
+    name = ("terminated", "truncated")[which - 2]
+    trainer = PPOTrainer(
+        config={**SMALL, "env_config": {"flag": flag, "which": which}}, env=FlagEnv
+    )
+    try:
+        with pytest.raises(EnvError, match=rf"'FlagEnv' \(sub-env 0 .* {name}={flag!r} \(a "):
+            trainer.workers.local_worker().sample()
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("flag", [1, np.True_, np.int64(1)])
+def test_flags_equal_to_true_end_the_episode(flag):
+    trainer = PPOTrainer(config={**SMALL, "env_config": {"flag": flag}}, env=FlagEnv)
+    try:
+        batch = trainer.workers.local_worker().sample()
+        ended = np.flatnonzero(batch[SampleBatch.TERMINATEDS])[:-1]  # (rows after each end)
+        eps = batch[SampleBatch.EPS_ID]
+        assert len(ended) and (eps[ended + 1] != eps[ended]).all()
+    finally:
+        trainer.stop()
+
+
 class RecordingCallbacks(DefaultCallbacks):
     calls: list = []
 
