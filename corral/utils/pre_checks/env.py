@@ -98,19 +98,7 @@ def check_gym_environments(env: gym.Env) -> None:
     if not (isinstance(out, tuple) and len(out) == 5):
         raise step_output_error(env, out)
     obs, reward, terminated, truncated, info = out
-    _check_obs(name, "step()", obs, env.observation_space)
-    _check_reward(name, reward)
-    for flag, value in (("terminated", terminated), ("truncated", truncated)):
-        if not isinstance(value, bool | np.bool_):
-            raise ValueError(
-                f"Your step function must return a done that is a boolean: env {name}'s "
-                f"step() returned {flag}={value!r}."
-            )
-    if not isinstance(info, dict):
-        raise ValueError(
-            f"Your step function must return a info that is a dict: env {name}'s step() "
-            f"returned info={info!r:.200}."
-        )
+    _check_step_values(env, obs, reward, {"terminated": terminated, "truncated": truncated}, info)
 
 
 def check_old_api_step(env: Any) -> None:
@@ -130,13 +118,21 @@ def check_old_api_step(env: Any) -> None:
     if not (isinstance(out, tuple) and len(out) == 4):
         return
     obs, reward, done, info = out
+    _check_step_values(env, obs, reward, {"done": done}, info)
+
+
+def _check_step_values(env: Any, obs: Any, reward: Any, flags: dict[str, Any], info: Any) -> None:
+    """A single-agent `step()`'s results: the observation in the env's space, a number
+    for the reward, bools for the episode-end `flags` (by name), a dict for the info."""
+    name = env_name(env)
     _check_obs(name, "step()", obs, env.observation_space)
     _check_reward(name, reward)
-    if not isinstance(done, bool | np.bool_):
-        raise ValueError(
-            f"Your step function must return a done that is a boolean: env {name}'s "
-            f"step() returned done={done!r}."
-        )
+    for flag, value in flags.items():
+        if not isinstance(value, bool | np.bool_):
+            raise ValueError(
+                f"Your step function must return a done that is a boolean: env {name}'s "
+                f"step() returned {flag}={value!r}."
+            )
     if not isinstance(info, dict):
         raise ValueError(
             f"Your step function must return a info that is a dict: env {name}'s step() "
