@@ -326,6 +326,14 @@ def _warn_of_unknown_policies_to_train(to_train: Any, specs: Mapping[str, Any]) 
         )
 
 
+def _check_policy_id(pid: Any) -> None:
+    """Policy ids are strs (RLlib 1.13's KeyError and words)."""
+    if not isinstance(pid, str):
+        raise ConfigKeyError(
+            f"Policy IDs must always be of type `str`, got {pid!r} ({type(pid).__name__})."
+        )
+
+
 def _warn_of_unknown_policy_keys(
     specs: Mapping[str, Any], trainer: Any, config: TrainerConfigDict
 ) -> None:
@@ -390,10 +398,7 @@ def _policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(policies, set | frozenset | list | tuple):
         # A collection of ids: each gets a default spec (class and spaces inferred).
         for pid in policies:
-            if not isinstance(pid, str):
-                raise ConfigKeyError(
-                    f"Policy IDs must always be of type `str`, got {pid!r} ({type(pid).__name__})."
-                )
+            _check_policy_id(pid)
         policies = {pid: PolicySpec() for pid in policies}
     elif not isinstance(policies, Mapping):
         raise ValueError(
@@ -403,10 +408,7 @@ def _policy_specs(multiagent: Mapping[str, Any]) -> dict[str, Any]:
 
     specs: dict[str, Any] = {}
     for pid, spec in policies.items():
-        if not isinstance(pid, str):
-            raise ConfigKeyError(
-                f"Policy IDs must always be of type `str`, got {pid!r} ({type(pid).__name__})."
-            )
+        _check_policy_id(pid)
         if not isinstance(spec, PolicySpec):
             if not isinstance(spec, list | tuple) or len(spec) != 4:
                 raise ValueError(

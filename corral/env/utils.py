@@ -132,7 +132,7 @@ def _class_creator(cls: type) -> EnvCreator:
     without one while `env_config` is empty, and an `env_config` it cannot take is
     named."""
     try:
-        parameters = list(inspect.signature(cls).parameters.values())
+        signature = inspect.signature(cls)
     except (TypeError, ValueError):  # (a signature Python cannot read: RLlib's call)
         return lambda ctx: cls(ctx)
     positional = (
@@ -140,14 +140,14 @@ def _class_creator(cls: type) -> EnvCreator:
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         inspect.Parameter.VAR_POSITIONAL,
     )
-    if any(p.kind in positional for p in parameters):
+    if any(p.kind in positional for p in signature.parameters.values()):
         return lambda ctx: cls(ctx)
 
     def create(ctx: EnvContext) -> Any:
         if ctx:
             raise EnvError(
                 f"Env class {cls.__qualname__} takes no env config (its constructor is "
-                f"{cls.__name__}{inspect.signature(cls)}), but `env_config` is {dict(ctx)!r}. "
+                f"{cls.__name__}{signature}), but `env_config` is {dict(ctx)!r}. "
                 "corral builds an env class as RLlib does, `EnvClass(env_config)`: give "
                 "its `__init__` a config argument, or register a creator "
                 "(`register_env(name, lambda config: ...)`) that passes the values on."
